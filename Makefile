@@ -1,0 +1,56 @@
+# Makefile for the remora extension (PGXS, PostgreSQL 15)
+#
+# The install script is built from sql/remora.sql; the C module is the
+# PostgreSQL-facing part (src/pg) linked with the transfer engine
+# (src/engine), which knows nothing of PostgreSQL.  Warnings as errors come
+# from the caller (COPT=-Werror), not from here.
+
+EXTENSION = remora
+EXTVERSION = 0.1.0
+
+MODULE_big = remora
+PG_OBJS = \
+	src/pg/remora.o \
+	src/pg/guc.o \
+	src/pg/submit.o
+ENGINE_OBJS = \
+	src/engine/source_uri.o \
+	src/engine/netpolicy.o
+OBJS = $(PG_OBJS) $(ENGINE_OBJS)
+
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+EXTRA_CLEAN = results regression.diffs regression.out output_iso
+
+PKG_LIBS = libcurl openssl libxml-2.0
+PG_CPPFLAGS = -I$(srcdir)/src $(shell pkg-config --cflags $(PKG_LIBS))
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS))
+
+# pg_regress finds test/regress/sql/<name>.sql and ./expected/<name>.out
+REGRESS = submit protocol security coordination views
+REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
+ISOLATION = claim-race lease-limit cancel-commit stale-token \
+	repeat-commit idempotent-submit renew-reconcile
+ISOLATION_OPTS = --inputdir=test/isolation --outputdir=. --load-extension=remora
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
+	cp $< $@
+
+# Engine unit tests: plain C, no PostgreSQL, built with the sanitizers.
+UNIT_CFLAGS = -g -O1 -Wall -Wextra -Werror -fsanitize=address,undefined \
+	-fno-omit-frame-pointer -I$(srcdir)/src \
+	$(shell pkg-config --cflags $(PKG_LIBS))
+UNIT_LIBS = $(shell pkg-config --libs $(PKG_LIBS))
+UNIT_TESTS = test/unit/source_uri_test
+
+test/unit/source_uri_test: test/unit/source_uri_test.c \
+		src/engine/source_uri.c src/engine/netpolicy.c
+	$(CC) $(UNIT_CFLAGS) -o $@ $^ $(UNIT_LIBS)
+
+.PHONY: unit-test
+unit-test: $(UNIT_TESTS)
+	@for t in $(UNIT_TESTS); do ./$$t || exit 1; done

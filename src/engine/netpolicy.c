@@ -1,0 +1,337 @@
+/*-------------------------------------------------------------------------
+ *
+ * netpolicy.c
+ *	  CIDR lists and the outbound-source policy decision.
+ *
+ * Addresses are parsed with inet_pton only: the decimal, octal and hex
+ * IPv4 spellings that inet_aton accepts are not addresses here (curl and
+ * the resolver decide what they connect to; the policy sees the resulting
+ * sockaddr).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "engine/netpolicy.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* Ranges denied unless remora.allow_networks names them. */
+static const char *const default_deny[] = {
+	"0.0.0.0/8",       /* "this network", unspecified */
+	"10.0.0.0/8",      /* private */
+	"100.64.0.0/10",   /* carrier-grade NAT */
+	"127.0.0.0/8",     /* loopback */
+	"169.254.0.0/16",  /* link-local, cloud metadata */
+	"172.16.0.0/12",   /* private */
+	"192.0.0.0/24",    /* IETF protocol assignments */
+	"192.0.2.0/24",    /* documentation */
+	"192.168.0.0/16",  /* private */
+	"198.18.0.0/15",   /* benchmarking */
+	"198.51.100.0/24", /* documentation */
+	"203.0.113.0/24",  /* documentation */
+	"224.0.0.0/4",     /* multicast */
+	"240.0.0.0/4",     /* reserved, broadcast */
+	"::/128",          /* unspecified */
+	"::1/128",         /* loopback */
+	"100::/64",        /* discard */
+	"2001:db8::/32",   /* documentation */
+	"fc00::/7",        /* unique local */
+	"fe80::/10",       /* link-local */
+	"fec0::/10",       /* site-local (deprecated) */
+	"ff00::/8",        /* multicast */
+};
+
+static void seterr(char *errbuf, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void
+seterr(char *errbuf, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errbuf == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(errbuf, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static bool
+cidr_parse(const char *text, RemoraCidr *out)
+{
+	char   buf[64];
+	char  *slash;
+	int    maxbits;
+	size_t len = strlen(text);
+
+	if (len == 0 || len >= sizeof(buf))
+		return false;
+	memcpy(buf, text, len + 1);
+	slash = strchr(buf, '/');
+	if (slash)
+		*slash = '\0';
+
+	memset(out, 0, sizeof(*out));
+	if (inet_pton(AF_INET, buf, out->addr) == 1)
+	{
+		out->family = AF_INET;
+		maxbits = 32;
+	}
+	else if (inet_pton(AF_INET6, buf, out->addr) == 1)
+	{
+		out->family = AF_INET6;
+		maxbits = 128;
+	}
+	else
+		return false;
+
+	if (slash)
+	{
+		char *end;
+		long  bits;
+
+		if (slash[1] < '0' || slash[1] > '9')
+			return false;
+		bits = strtol(slash + 1, &end, 10);
+		if (*end != '\0' || bits < 0 || bits > maxbits)
+			return false;
+		out->bits = (int) bits;
+	}
+	else
+		out->bits = maxbits;
+
+	/* clear host bits so that "10.1.2.3/8" means 10.0.0.0/8 */
+	for (int i = 0; i < maxbits / 8; i++)
+	{
+		int keep = out->bits - i * 8;
+
+		if (keep >= 8)
+			continue;
+		out->addr[i] &= keep <= 0 ? 0 : (unsigned char) (0xff << (8 - keep));
+	}
+	return true;
+}
+
+/*
+ * Parse a comma- or space-separated list of CIDRs (a bare address is a
+ * host route).  An empty list is valid.  *out is malloc'd (NULL if empty).
+ */
+bool
+remora_cidr_list_parse(const char *text, RemoraCidr **out, int *n, char *errbuf,
+					   size_t errlen)
+{
+	const char *p = text ? text : "";
+	int         cap = 0;
+
+	*out = NULL;
+	*n = 0;
+	while (*p)
+	{
+		char   item[64];
+		size_t len = strcspn(p, ", \t\n");
+
+		if (len == 0)
+		{
+			p++;
+			continue;
+		}
+		if (len >= sizeof(item))
+		{
+			seterr(errbuf, errlen, "network list entry is too long");
+			goto fail;
+		}
+		memcpy(item, p, len);
+		item[len] = '\0';
+		if (*n == cap)
+		{
+			RemoraCidr *grown;
+
+			cap = cap ? cap * 2 : 8;
+			grown = realloc(*out, cap * sizeof(RemoraCidr));
+			if (grown == NULL)
+			{
+				seterr(errbuf, errlen, "out of memory");
+				goto fail;
+			}
+			*out = grown;
+		}
+		if (!cidr_parse(item, &(*out)[*n]))
+		{
+			seterr(errbuf, errlen,
+				   "\"%s\" is not an IP address or CIDR network", item);
+			goto fail;
+		}
+		(*n)++;
+		p += len;
+	}
+	return true;
+
+fail:
+	free(*out);
+	*out = NULL;
+	*n = 0;
+	return false;
+}
+
+RemoraNetPolicy *
+remora_netpolicy_new(const char *allow, const char *deny, char *errbuf,
+					 size_t errlen)
+{
+	RemoraNetPolicy *p = calloc(1, sizeof(RemoraNetPolicy));
+
+	if (p == NULL)
+	{
+		seterr(errbuf, errlen, "out of memory");
+		return NULL;
+	}
+	if (!remora_cidr_list_parse(allow, &p->allow, &p->nallow, errbuf, errlen) ||
+		!remora_cidr_list_parse(deny, &p->deny, &p->ndeny, errbuf, errlen))
+	{
+		remora_netpolicy_free(p);
+		return NULL;
+	}
+	return p;
+}
+
+void
+remora_netpolicy_free(RemoraNetPolicy *policy)
+{
+	if (policy == NULL)
+		return;
+	free(policy->allow);
+	free(policy->deny);
+	free(policy);
+}
+
+static bool
+cidr_contains(const RemoraCidr *c, int family, const unsigned char *addr)
+{
+	int full = c->bits / 8;
+	int rest = c->bits % 8;
+
+	if (c->family != family)
+		return false;
+	if (memcmp(c->addr, addr, full) != 0)
+		return false;
+	if (rest == 0)
+		return true;
+	return (addr[full] & (unsigned char) (0xff << (8 - rest))) == c->addr[full];
+}
+
+static bool
+list_contains(const RemoraCidr *list, int n, int family,
+			  const unsigned char *addr)
+{
+	for (int i = 0; i < n; i++)
+		if (cidr_contains(&list[i], family, addr))
+			return true;
+	return false;
+}
+
+static bool
+in_default_deny(int family, const unsigned char *addr)
+{
+	for (size_t i = 0; i < sizeof(default_deny) / sizeof(default_deny[0]); i++)
+	{
+		RemoraCidr c;
+
+		if (cidr_parse(default_deny[i], &c) && cidr_contains(&c, family, addr))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Decide for one address given as family + raw bytes.  IPv4-mapped
+ * (::ffff:a.b.c.d) and IPv4-compatible (::a.b.c.d) addresses are judged as
+ * the IPv4 address they carry.
+ */
+static bool
+decide(const RemoraNetPolicy *policy, int family, const unsigned char *raw,
+	   char *why, size_t whylen)
+{
+	unsigned char              addr[16];
+	static const unsigned char mapped[12] = {0, 0, 0, 0, 0,    0,
+											 0, 0, 0, 0, 0xff, 0xff};
+	static const unsigned char zero[12] = {0};
+
+	memcpy(addr, raw, family == AF_INET ? 4 : 16);
+	if (family == AF_INET6 &&
+		(memcmp(addr, mapped, 12) == 0 ||
+		 (memcmp(addr, zero, 12) == 0 && (addr[12] | addr[13]) != 0)))
+	{
+		memmove(addr, addr + 12, 4);
+		family = AF_INET;
+	}
+
+	if (policy && list_contains(policy->deny, policy->ndeny, family, addr))
+	{
+		seterr(why, whylen, "the address is in remora.deny_networks");
+		return false;
+	}
+	if (policy && list_contains(policy->allow, policy->nallow, family, addr))
+		return true;
+	if (in_default_deny(family, addr))
+	{
+		seterr(why, whylen,
+			   "the address is in a private, loopback, link-local or otherwise "
+			   "reserved range");
+		return false;
+	}
+	return true;
+}
+
+bool
+remora_netpolicy_allows(const RemoraNetPolicy *policy,
+						const struct sockaddr *sa, char *why, size_t whylen)
+{
+	if (sa->sa_family == AF_INET)
+		return decide(policy, AF_INET,
+					  (const unsigned char *) &((const struct sockaddr_in *) sa)
+						  ->sin_addr,
+					  why, whylen);
+	if (sa->sa_family == AF_INET6)
+		return decide(
+			policy, AF_INET6,
+			(const unsigned char *) &((const struct sockaddr_in6 *) sa)
+				->sin6_addr,
+			why, whylen);
+	seterr(why, whylen, "only IPv4 and IPv6 connections are allowed");
+	return false;
+}
+
+/*
+ * The same decision for an address literal (IPv6 may be bracketed).  Not an
+ * address literal: allowed here, to be judged when it resolves.
+ */
+bool
+remora_netpolicy_allows_text(const RemoraNetPolicy *policy, const char *address,
+							 char *why, size_t whylen)
+{
+	unsigned char raw[16];
+	char          buf[64];
+	size_t        len = strlen(address);
+
+	if (len >= 2 && address[0] == '[' && address[len - 1] == ']')
+	{
+		address++;
+		len -= 2;
+	}
+	if (len >= sizeof(buf))
+		return true;
+	memcpy(buf, address, len);
+	buf[len] = '\0';
+	/* drop an IPv6 zone id: fe80::1%eth0 */
+	if (strchr(buf, '%'))
+		*strchr(buf, '%') = '\0';
+	if (inet_pton(AF_INET, buf, raw) == 1)
+		return decide(policy, AF_INET, raw, why, whylen);
+	if (inet_pton(AF_INET6, buf, raw) == 1)
+		return decide(policy, AF_INET6, raw, why, whylen);
+	return true;
+}

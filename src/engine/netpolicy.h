@@ -1,0 +1,55 @@
+/*-------------------------------------------------------------------------
+ *
+ * netpolicy.h
+ *	  The outbound-source policy: which addresses a user-supplied location
+ *	  may connect to.
+ *
+ * Decision order for one address, after IPv4-mapped and IPv4-compatible
+ * IPv6 forms are reduced to IPv4:
+ *	  1. in the deny list (remora.deny_networks)   -> denied
+ *	  2. in the allow list (remora.allow_networks) -> allowed
+ *	  3. in the built-in sensitive ranges          -> denied
+ *	  4. anything else                             -> allowed
+ *
+ * Plain C, no PostgreSQL.  The policy is checked on the address actually
+ * connected to, so it cannot be escaped by DNS or redirects.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REMORA_NETPOLICY_H
+#define REMORA_NETPOLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct sockaddr;
+
+typedef struct RemoraCidr
+{
+	int           family;   /* AF_INET or AF_INET6 */
+	unsigned char addr[16]; /* network address, host bits cleared */
+	int           bits;     /* prefix length */
+} RemoraCidr;
+
+typedef struct RemoraNetPolicy
+{
+	RemoraCidr *allow;
+	int         nallow;
+	RemoraCidr *deny;
+	int         ndeny;
+} RemoraNetPolicy;
+
+extern bool remora_cidr_list_parse(const char *text, RemoraCidr **out, int *n,
+								   char *errbuf, size_t errlen);
+extern RemoraNetPolicy *remora_netpolicy_new(const char *allow,
+											 const char *deny, char *errbuf,
+											 size_t errlen);
+extern void             remora_netpolicy_free(RemoraNetPolicy *policy);
+extern bool             remora_netpolicy_allows(const RemoraNetPolicy *policy,
+												const struct sockaddr *sa, char *why,
+												size_t whylen);
+extern bool remora_netpolicy_allows_text(const RemoraNetPolicy *policy,
+										 const char *address, char *why,
+										 size_t whylen);
+
+#endif /* REMORA_NETPOLICY_H */

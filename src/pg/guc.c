@@ -1,0 +1,211 @@
+/*-------------------------------------------------------------------------
+ *
+ * guc.c
+ *	  Remora's configuration parameters.
+ *
+ * Names are part of the public contract.  Settings that change what a
+ * deployment may reach or write (endpoints, credentials, network policy)
+ * are for the server administrator only; defaults for where jobs land can
+ * be set per role or database by a superuser.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "remora.h"
+
+#include <string.h>
+
+#include "utils/guc.h"
+
+#include "engine/netpolicy.h"
+#include "engine/source_uri.h"
+
+char *remora_database = NULL;
+int   remora_max_workers = 2;
+int   remora_worker_concurrency = 4;
+int   remora_max_active_leases = 64;
+int   remora_lease_duration_ms = 30000;
+int   remora_max_attempts = 5;
+int   remora_retry_base_delay_ms = 10000;
+int   remora_retry_max_delay_ms = 600000;
+char *remora_s3_endpoint = NULL;
+char *remora_s3_region = NULL;
+bool  remora_s3_path_style = false;
+char *remora_s3_access_key_id = NULL;
+char *remora_s3_secret_access_key = NULL;
+char *remora_default_bucket = NULL;
+char *remora_default_prefix = NULL;
+int   remora_part_size_kb = 16 * 1024;
+char *remora_allow_networks = NULL;
+char *remora_deny_networks = NULL;
+char *remora_hf_endpoint = NULL;
+
+static bool
+check_networks(char **newval, void **extra, GucSource source)
+{
+	RemoraCidr *list;
+	int         n;
+	char        err[REMORA_ERRBUF_LEN];
+
+	if (!remora_cidr_list_parse(*newval, &list, &n, err, sizeof(err)))
+	{
+		GUC_check_errdetail("%s", err);
+		return false;
+	}
+	free(list);
+	return true;
+}
+
+static bool
+check_bucket(char **newval, void **extra, GucSource source)
+{
+	char err[REMORA_ERRBUF_LEN];
+
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	if (!remora_bucket_name_valid(*newval, err, sizeof(err)))
+	{
+		GUC_check_errdetail("%s", err);
+		return false;
+	}
+	return true;
+}
+
+static bool
+check_prefix(char **newval, void **extra, GucSource source)
+{
+	char  err[REMORA_ERRBUF_LEN];
+	char *norm;
+
+	if (*newval == NULL)
+		return true;
+	norm = remora_prefix_normalize(*newval, err, sizeof(err));
+	if (norm == NULL)
+	{
+		GUC_check_errdetail("%s", err);
+		return false;
+	}
+	free(norm);
+	return true;
+}
+
+/* An endpoint base URL: empty, or http(s)://host[:port][/path]. */
+static bool
+check_base_url(char **newval, void **extra, GucSource source)
+{
+	const char *v = *newval;
+
+	if (v == NULL || v[0] == '\0')
+		return true;
+	if ((strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) ||
+		strpbrk(v, " \t\r\n?#@") != NULL)
+	{
+		GUC_check_errdetail("An endpoint must be an http:// or https:// URL "
+							"without credentials, query or fragment.");
+		return false;
+	}
+	return true;
+}
+
+void
+remora_define_gucs(void)
+{
+	DefineCustomStringVariable(
+		"remora.database",
+		"Database the remora launcher and workers connect to.", NULL,
+		&remora_database, "postgres", PGC_POSTMASTER, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable(
+		"remora.max_workers", "Maximum number of remora worker processes.",
+		"Zero stops all transfers; each worker start is a new incarnation.",
+		&remora_max_workers, 2, 0, 64, PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("remora.worker_concurrency",
+							"Tasks one remora worker runs at once.", NULL,
+							&remora_worker_concurrency, 4, 1, 256, PGC_SIGHUP,
+							0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable(
+		"remora.max_active_leases",
+		"Live leases (running attempts) allowed in the whole deployment.", NULL,
+		&remora_max_active_leases, 64, 0, 100000, PGC_SIGHUP, 0, NULL, NULL,
+		NULL);
+
+	DefineCustomIntVariable(
+		"remora.lease_duration",
+		"How long an attempt's lease lasts without renewal.", NULL,
+		&remora_lease_duration_ms, 30000, 1000, 3600 * 1000, PGC_SIGHUP,
+		GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomIntVariable(
+		"remora.max_attempts", "Default number of attempts a job may use.",
+		NULL, &remora_max_attempts, 5, 1, 100, PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable(
+		"remora.retry_base_delay",
+		"Backoff before the second attempt; doubles with each attempt.", NULL,
+		&remora_retry_base_delay_ms, 10000, 0, 3600 * 1000, PGC_SIGHUP,
+		GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomIntVariable(
+		"remora.retry_max_delay", "Longest backoff between attempts.", NULL,
+		&remora_retry_max_delay_ms, 600000, 0, 24 * 3600 * 1000, PGC_SIGHUP,
+		GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.s3_endpoint", "Base URL of the target S3-compatible store.",
+		"Empty means AWS S3 in remora.s3_region.", &remora_s3_endpoint, "",
+		PGC_SIGHUP, 0, check_base_url, NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.s3_region", "Region used to sign requests to the target store.",
+		NULL, &remora_s3_region, "us-east-1", PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable(
+		"remora.s3_path_style",
+		"Address the target store path-style (endpoint/bucket/key).", NULL,
+		&remora_s3_path_style, false, PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.s3_access_key_id", "Access key id for the target store.", NULL,
+		&remora_s3_access_key_id, "", PGC_SIGHUP,
+		GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL, NULL, NULL, NULL);
+
+	DefineCustomStringVariable("remora.s3_secret_access_key",
+							   "Secret access key for the target store.", NULL,
+							   &remora_s3_secret_access_key, "", PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL, NULL, NULL,
+							   NULL);
+
+	DefineCustomStringVariable("remora.default_bucket",
+							   "Target bucket of jobs submitted without one.",
+							   NULL, &remora_default_bucket, "", PGC_SUSET, 0,
+							   check_bucket, NULL, NULL);
+
+	DefineCustomStringVariable("remora.default_prefix",
+							   "Target prefix of jobs submitted without one.",
+							   NULL, &remora_default_prefix, "remora",
+							   PGC_SUSET, 0, check_prefix, NULL, NULL);
+
+	DefineCustomIntVariable("remora.part_size", "Multipart upload part size.",
+							NULL, &remora_part_size_kb, 16 * 1024, 5 * 1024,
+							5 * 1024 * 1024, PGC_SIGHUP, GUC_UNIT_KB, NULL,
+							NULL, NULL);
+
+	DefineCustomStringVariable("remora.allow_networks",
+							   "Networks (CIDR list) user-supplied sources may "
+							   "reach although the default policy denies them.",
+							   NULL, &remora_allow_networks, "", PGC_SIGHUP, 0,
+							   check_networks, NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.deny_networks",
+		"Networks (CIDR list) user-supplied sources may never reach.", NULL,
+		&remora_deny_networks, "", PGC_SIGHUP, 0, check_networks, NULL, NULL);
+
+	DefineCustomStringVariable("remora.hf_endpoint",
+							   "Base URL of the Hugging Face Hub.", NULL,
+							   &remora_hf_endpoint, "https://huggingface.co",
+							   PGC_SIGHUP, 0, check_base_url, NULL, NULL);
+
+	MarkGUCPrefixReserved("remora");
+}

@@ -1,0 +1,45 @@
+/*-------------------------------------------------------------------------
+ *
+ * remora.h
+ *	  Declarations shared by the PostgreSQL-facing part of remora.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REMORA_H
+#define REMORA_H
+
+#include "postgres.h"
+
+/*
+ * Remora's own SQLSTATE class "RM".  Remote failures put the curl code, HTTP
+ * status and S3 error code in errdetail.
+ */
+#define ERRCODE_REMORA_POLICY_DENIED MAKE_SQLSTATE('R', 'M', '0', '0', '1')
+#define ERRCODE_REMORA_LEASE_LOST    MAKE_SQLSTATE('R', 'M', '0', '0', '2')
+#define ERRCODE_REMORA_CAS_REFUSED   MAKE_SQLSTATE('R', 'M', '0', '0', '3')
+#define ERRCODE_REMORA_REMOTE_ERROR  MAKE_SQLSTATE('R', 'M', '0', '0', '4')
+
+/* GUCs (guc.c); see doc/operator-guide.md for meaning and defaults */
+extern char *remora_database;
+extern int   remora_max_workers;
+extern int   remora_worker_concurrency;
+extern int   remora_max_active_leases;
+extern int   remora_lease_duration_ms;
+extern int   remora_max_attempts;
+extern int   remora_retry_base_delay_ms;
+extern int   remora_retry_max_delay_ms;
+extern char *remora_s3_endpoint;
+extern char *remora_s3_region;
+extern bool  remora_s3_path_style;
+extern char *remora_s3_access_key_id;
+extern char *remora_s3_secret_access_key;
+extern char *remora_default_bucket;
+extern char *remora_default_prefix;
+extern int   remora_part_size_kb;
+extern char *remora_allow_networks;
+extern char *remora_deny_networks;
+extern char *remora_hf_endpoint;
+
+extern void remora_define_gucs(void);
+
+#endif /* REMORA_H */

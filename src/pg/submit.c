@@ -1,0 +1,551 @@
+/*-------------------------------------------------------------------------
+ *
+ * submit.c
+ *	  The user entry points remora_submit, remora_cancel and remora_delete.
+ *
+ * These are SECURITY INVOKER C functions.  They validate everything the
+ * caller passed, then call the matching SECURITY DEFINER function in schema
+ * remora directly through fmgr, passing the caller's role.  Users hold no
+ * EXECUTE right on those internal functions, so the role they act for
+ * cannot be forged, and the caller is the current user at the point of the
+ * call (also inside another role's SECURITY DEFINER function).
+ *
+ * remora_submit writes nothing until every field is valid.  Each bad field
+ * is reported with SQLSTATE 22023 and a message naming the field; the
+ * source itself is never echoed, since a URL may carry credentials.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "remora.h"
+
+#include <ctype.h>
+#include <string.h>
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+
+#include "engine/source_uri.h"
+
+PG_FUNCTION_INFO_V1(remora_submit);
+PG_FUNCTION_INFO_V1(remora_cancel);
+PG_FUNCTION_INFO_V1(remora_delete);
+
+#define MAX_PATTERNS     256
+#define MAX_PATTERN_LEN  1024
+#define MAX_LABEL_LEN    256
+#define MAX_IDEM_KEY_LEN 256
+#define MAX_PRIORITY     1000
+
+static const char *const option_names =
+	"max_attempts, priority, include, exclude, endpoint, expected_sha256, "
+	"label";
+
+/* Validated options; "given" ones make up the canonical request. */
+typedef struct SubmitOptions
+{
+	bool  has_max_attempts;
+	int   max_attempts;
+	bool  has_priority;
+	int   priority;
+	char *include; /* JSON array text, or NULL */
+	char *exclude;
+	char *endpoint;
+	char *expected_sha256;
+	char *label;
+} SubmitOptions;
+
+static void
+bad_option(const char *key, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid option \"%.64s\"", key), errdetail("%s", detail)));
+}
+
+static bool
+has_control(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char) *s < 0x20 || *s == 0x7f)
+			return true;
+	return false;
+}
+
+static char *
+option_string(const char *key, JsonbValue *v)
+{
+	if (v->type != jbvString)
+		bad_option(key, "The value must be a string.");
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+static int
+option_int(const char *key, JsonbValue *v, int min, int max)
+{
+	char *txt;
+	char *p;
+	long  val;
+
+	if (v->type != jbvNumeric)
+		bad_option(key, "The value must be an integer.");
+	txt = DatumGetCString(
+		DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
+	p = txt + (txt[0] == '-');
+	if (*p == '\0' || strspn(p, "0123456789") != strlen(p) || strlen(p) > 9)
+		bad_option(key,
+				   psprintf("The value must be an integer between %d and %d.",
+							min, max));
+	val = strtol(txt, NULL, 10);
+	if (val < min || val > max)
+		bad_option(key,
+				   psprintf("The value must be an integer between %d and %d.",
+							min, max));
+	return (int) val;
+}
+
+/* A glob list: a JSON array of non-empty strings, returned as JSON text. */
+static char *
+option_patterns(const char *key, JsonbValue *v)
+{
+	JsonbIterator     *it;
+	JsonbValue         elem;
+	JsonbIteratorToken tok;
+	StringInfoData     out;
+	int                n = 0;
+
+	if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+		bad_option(key, "The value must be an array of glob patterns.");
+
+	initStringInfo(&out);
+	appendStringInfoChar(&out, '[');
+	it = JsonbIteratorInit(v->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &elem, true)) != WJB_DONE)
+	{
+		char *pat;
+
+		if (tok != WJB_ELEM)
+			continue;
+		if (elem.type != jbvString)
+			bad_option(key, "Every pattern must be a string.");
+		pat = pnstrdup(elem.val.string.val, elem.val.string.len);
+		if (pat[0] == '\0' || strlen(pat) > MAX_PATTERN_LEN || has_control(pat))
+			bad_option(key, psprintf("A pattern must be 1 to %d bytes without "
+									 "control characters.",
+									 MAX_PATTERN_LEN));
+		if (++n > MAX_PATTERNS)
+			bad_option(key, psprintf("At most %d patterns are allowed.",
+									 MAX_PATTERNS));
+		if (n > 1)
+			appendStringInfoString(&out, ", ");
+		escape_json(&out, pat);
+	}
+	appendStringInfoChar(&out, ']');
+	return out.data;
+}
+
+static void
+parse_options(Jsonb *jb, RemoraSourceKind kind, SubmitOptions *o)
+{
+	JsonbIterator     *it;
+	JsonbValue         v;
+	JsonbIteratorToken tok;
+	bool               set_kind =
+		(kind == REMORA_SOURCE_S3_PREFIX || kind == REMORA_SOURCE_HF);
+	bool single =
+		(kind == REMORA_SOURCE_HTTP || kind == REMORA_SOURCE_S3_OBJECT);
+
+	memset(o, 0, sizeof(*o));
+	if (jb == NULL)
+		return;
+	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("invalid options"),
+						errdetail("options must be a JSON object, such as "
+								  "'{\"priority\": 5}'.")));
+
+	it = JsonbIteratorInit(&jb->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		char *key;
+
+		if (tok != WJB_KEY)
+			continue;
+		key = pnstrdup(v.val.string.val, v.val.string.len);
+		tok = JsonbIteratorNext(&it, &v, true);
+		Assert(tok == WJB_VALUE);
+
+		if (strcmp(key, "max_attempts") == 0)
+		{
+			o->has_max_attempts = true;
+			o->max_attempts = option_int(key, &v, 1, 100);
+		}
+		else if (strcmp(key, "priority") == 0)
+		{
+			o->has_priority = true;
+			o->priority = option_int(key, &v, -MAX_PRIORITY, MAX_PRIORITY);
+		}
+		else if (strcmp(key, "include") == 0 || strcmp(key, "exclude") == 0)
+		{
+			char *pats = option_patterns(key, &v);
+
+			if (!set_kind)
+				bad_option(key, "include and exclude apply only to s3:// "
+								"prefix sources and hf:// sources.");
+			if (key[0] == 'i')
+				o->include = pats;
+			else
+				o->exclude = pats;
+		}
+		else if (strcmp(key, "endpoint") == 0)
+		{
+			char *e = option_string(key, &v);
+
+			if (kind != REMORA_SOURCE_S3_OBJECT &&
+				kind != REMORA_SOURCE_S3_PREFIX)
+				bad_option(key, "endpoint applies only to s3:// sources.");
+			if (strlen(e) < 1 || strlen(e) > 63 ||
+				!islower((unsigned char) e[0]) ||
+				strspn(e, "abcdefghijklmnopqrstuvwxyz0123456789_-") !=
+					strlen(e))
+				bad_option(key,
+						   "An endpoint name is 1 to 63 lower-case letters, "
+						   "digits, '_' or '-', beginning with a letter.");
+			o->endpoint = e;
+		}
+		else if (strcmp(key, "expected_sha256") == 0)
+		{
+			char *h = option_string(key, &v);
+
+			if (!single)
+				bad_option(
+					key,
+					"expected_sha256 applies only to single-object sources.");
+			if (strlen(h) != 64 || strspn(h, "0123456789abcdefABCDEF") != 64)
+				bad_option(key, "The value must be 64 hexadecimal digits.");
+			for (char *p = h; *p; p++)
+				*p = tolower((unsigned char) *p);
+			o->expected_sha256 = h;
+		}
+		else if (strcmp(key, "label") == 0)
+		{
+			char *l = option_string(key, &v);
+
+			if (strlen(l) > MAX_LABEL_LEN || has_control(l))
+				bad_option(key, psprintf("A label is at most %d bytes without "
+										 "control characters.",
+										 MAX_LABEL_LEN));
+			o->label = l;
+		}
+		else
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("unknown option \"%.64s\"", key),
+							errhint("Valid options are: %s.", option_names)));
+	}
+}
+
+static void
+json_key(StringInfo buf, bool *first, const char *key)
+{
+	if (!*first)
+		appendStringInfoString(buf, ", ");
+	*first = false;
+	escape_json(buf, key);
+	appendStringInfoString(buf, ": ");
+}
+
+static void
+json_str(StringInfo buf, bool *first, const char *key, const char *val)
+{
+	json_key(buf, first, key);
+	if (val)
+		escape_json(buf, val);
+	else
+		appendStringInfoString(buf, "null");
+}
+
+/* Options as JSON; with defaults applied when "resolved". */
+static void
+append_options(StringInfo buf, const SubmitOptions *o, bool resolved)
+{
+	bool first = true;
+
+	appendStringInfoChar(buf, '{');
+	if (o->has_max_attempts || resolved)
+	{
+		json_key(buf, &first, "max_attempts");
+		appendStringInfo(buf, "%d",
+						 o->has_max_attempts ? o->max_attempts
+											 : remora_max_attempts);
+	}
+	if (o->has_priority || resolved)
+	{
+		json_key(buf, &first, "priority");
+		appendStringInfo(buf, "%d", o->priority);
+	}
+	if (o->include)
+	{
+		json_key(buf, &first, "include");
+		appendStringInfoString(buf, o->include);
+	}
+	if (o->exclude)
+	{
+		json_key(buf, &first, "exclude");
+		appendStringInfoString(buf, o->exclude);
+	}
+	if (o->endpoint)
+		json_str(buf, &first, "endpoint", o->endpoint);
+	if (o->expected_sha256)
+		json_str(buf, &first, "expected_sha256", o->expected_sha256);
+	if (o->label)
+		json_str(buf, &first, "label", o->label);
+	appendStringInfoChar(buf, '}');
+}
+
+static void
+append_source(StringInfo buf, const RemoraSourceUri *u)
+{
+	bool first = true;
+
+	appendStringInfoChar(buf, '{');
+	json_str(buf, &first, "kind", remora_source_kind_name(u->kind));
+	json_str(buf, &first, "uri", u->canonical);
+	if (u->host)
+		json_str(buf, &first, "host", u->host);
+	if (u->bucket)
+		json_str(buf, &first, "bucket", u->bucket);
+	if (u->key)
+		json_str(buf, &first, "key", u->key);
+	if (u->repo_type)
+		json_str(buf, &first, "repo_type", u->repo_type);
+	if (u->repo)
+		json_str(buf, &first, "repo", u->repo);
+	if (u->revision)
+		json_str(buf, &first, "revision", u->revision);
+	if (u->file_name)
+		json_str(buf, &first, "file_name", u->file_name);
+	appendStringInfoChar(buf, '}');
+}
+
+/*
+ * Call remora.<name>(caller, args...) as its owner.  The function is looked
+ * up on every call: the extension may have been dropped and created again.
+ */
+static Datum
+call_internal(const char *name, int nargs, const Oid *argtypes, Datum *args,
+			  const bool *nulls, bool *resnull)
+{
+	List *fname = list_make2(makeString("remora"), makeString(pstrdup(name)));
+	Oid   fnoid = LookupFuncName(fname, nargs, argtypes, true);
+	FmgrInfo flinfo;
+	Datum    result;
+
+	LOCAL_FCINFO(fcinfo, 4);
+
+	if (!OidIsValid(fnoid))
+		ereport(
+			ERROR,
+			(errcode(ERRCODE_UNDEFINED_FUNCTION),
+			 errmsg("extension \"remora\" is not installed in this database"),
+			 errhint("Run CREATE EXTENSION remora.")));
+	Assert(nargs <= 4);
+	fmgr_info(fnoid, &flinfo);
+	InitFunctionCallInfoData(*fcinfo, &flinfo, nargs, InvalidOid, NULL, NULL);
+	for (int i = 0; i < nargs; i++)
+	{
+		fcinfo->args[i].value = args[i];
+		fcinfo->args[i].isnull = nulls[i];
+	}
+	result = FunctionCallInvoke(fcinfo);
+	*resnull = fcinfo->isnull;
+	return result;
+}
+
+static void
+invalid_field(const char *field, const char *detail, const char *hint)
+{
+	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("invalid %s", field), errdetail("%s", detail),
+					hint ? errhint("%s", hint) : 0));
+}
+
+/* The engine's error phrase as an errdetail sentence. */
+static char *
+sentence(const char *s)
+{
+	char *r = psprintf("%s.", s);
+
+	r[0] = toupper((unsigned char) r[0]);
+	return r;
+}
+
+/*
+ * remora_submit(source, bucket, prefix, options, idempotency_key) -> job id
+ */
+Datum
+remora_submit(PG_FUNCTION_ARGS)
+{
+	Oid             caller = GetUserId();
+	char            err[REMORA_ERRBUF_LEN];
+	RemoraSourceUri uri;
+	char           *bucket_arg =
+        PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
+	char *prefix_arg =
+		PG_ARGISNULL(2) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(2));
+	Jsonb *options = PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3);
+	char *idem = PG_ARGISNULL(4) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(4));
+	const char      *bucket;
+	char            *prefix = NULL;
+	RemoraSourceKind kind;
+	SubmitOptions    opts;
+	StringInfoData   source;
+	StringInfoData   spec;
+	StringInfoData   request;
+	bool             first;
+	Oid              argtypes[4] = {OIDOID, JSONBOID, JSONBOID, TEXTOID};
+	Datum            args[4];
+	bool             nulls[4] = {false, false, false, idem == NULL};
+	bool             resnull;
+	Datum            job;
+
+	if (PG_ARGISNULL(0))
+		invalid_field("source", "The source must not be null.", NULL);
+	if (!remora_source_uri_parse(text_to_cstring(PG_GETARG_TEXT_PP(0)), &uri,
+								 err, sizeof(err)))
+		invalid_field("source", sentence(err),
+					  "Use an http(s):// URL, s3://bucket/key, "
+					  "s3://bucket/prefix/, hf://owner/name[@revision] or "
+					  "hf://datasets/owner/name[@revision].");
+
+	/*
+	 * Copy the engine's malloc'd result into palloc'd memory at once, so that
+	 * an error below cannot leak it.
+	 */
+	kind = uri.kind;
+	PG_TRY();
+	{
+		initStringInfo(&source);
+		append_source(&source, &uri);
+	}
+	PG_FINALLY();
+	{
+		remora_source_uri_free(&uri);
+	}
+	PG_END_TRY();
+
+	bucket = bucket_arg ? bucket_arg : remora_default_bucket;
+	if (bucket == NULL || bucket[0] == '\0')
+		invalid_field(
+			"bucket",
+			"No target bucket was given and remora.default_bucket is not set.",
+			"Pass a bucket, or have an administrator set "
+			"remora.default_bucket.");
+	if (!remora_bucket_name_valid(bucket, err, sizeof(err)))
+		invalid_field("bucket", sentence(err), NULL);
+
+	{
+		const char *p = prefix_arg ? prefix_arg : remora_default_prefix;
+		char *norm = remora_prefix_normalize(p ? p : "", err, sizeof(err));
+
+		if (norm == NULL)
+			invalid_field("prefix", sentence(err), NULL);
+		prefix = pstrdup(norm);
+		free(norm);
+	}
+
+	parse_options(options, kind, &opts);
+
+	if (idem != NULL && (idem[0] == '\0' || strlen(idem) > MAX_IDEM_KEY_LEN ||
+						 has_control(idem)))
+		invalid_field("idempotency_key",
+					  psprintf("An idempotency key is 1 to %d bytes without "
+							   "control characters.",
+							   MAX_IDEM_KEY_LEN),
+					  NULL);
+
+	/* the canonical request: what the caller asked for, normalised */
+	initStringInfo(&request);
+	appendStringInfo(&request, "{\"source\": %s", source.data);
+	first = false;
+	json_str(&request, &first, "bucket", bucket_arg);
+	json_str(&request, &first, "prefix", prefix_arg ? prefix : NULL);
+	json_key(&request, &first, "options");
+	append_options(&request, &opts, false);
+	appendStringInfoChar(&request, '}');
+
+	/* the job definition: the request with every default resolved */
+	initStringInfo(&spec);
+	appendStringInfo(&spec, "{\"source\": %s", source.data);
+	first = false;
+	json_str(&spec, &first, "bucket", bucket);
+	json_str(&spec, &first, "prefix", prefix);
+	json_key(&spec, &first, "options");
+	append_options(&spec, &opts, true);
+	appendStringInfoChar(&spec, '}');
+
+	args[0] = ObjectIdGetDatum(caller);
+	args[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(spec.data));
+	args[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(request.data));
+	args[3] = idem ? CStringGetTextDatum(idem) : (Datum) 0;
+	job = call_internal("_submit", 4, argtypes, args, nulls, &resnull);
+	if (resnull)
+		elog(ERROR, "remora._submit returned null");
+	PG_RETURN_DATUM(job);
+}
+
+static int64
+job_arg(FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("job must not be null")));
+	return PG_GETARG_INT64(0);
+}
+
+/*
+ * remora_cancel(job) -> the job's resulting state
+ */
+Datum
+remora_cancel(PG_FUNCTION_ARGS)
+{
+	Oid   argtypes[2] = {OIDOID, INT8OID};
+	Datum args[2];
+	bool  nulls[2] = {false, false};
+	bool  resnull;
+	Datum state;
+
+	args[0] = ObjectIdGetDatum(GetUserId());
+	args[1] = Int64GetDatum(job_arg(fcinfo));
+	state = call_internal("_cancel", 2, argtypes, args, nulls, &resnull);
+	if (resnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(state);
+}
+
+/*
+ * remora_delete(job, hard) -> void
+ */
+Datum
+remora_delete(PG_FUNCTION_ARGS)
+{
+	Oid   argtypes[3] = {OIDOID, INT8OID, BOOLOID};
+	Datum args[3];
+	bool  nulls[3] = {false, false, false};
+	bool  resnull;
+
+	args[0] = ObjectIdGetDatum(GetUserId());
+	args[1] = Int64GetDatum(job_arg(fcinfo));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("hard must not be null")));
+	args[2] = BoolGetDatum(PG_GETARG_BOOL(1));
+	call_internal("_delete", 3, argtypes, args, nulls, &resnull);
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,34 @@
+# Install what the build and the tests need on Debian 12 (source this file,
+# then call install_deps).  Idempotent: apt-get runs only when a package is
+# missing.  The list is also the README's list of build dependencies.
+
+REMORA_DEB_PACKAGES="build-essential pkg-config postgresql-15 postgresql-client-15
+postgresql-server-dev-15 libcurl4-openssl-dev libssl-dev libxml2-dev
+libmicrohttpd-dev postgresql-15-cron nginx libipc-run-perl awscli curl
+ca-certificates nodejs npm"
+
+install_deps() {
+	local missing=""
+	for p in $REMORA_DEB_PACKAGES; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+			missing="$missing $p"
+	done
+	if [ -n "$missing" ]; then
+		echo "installing:$missing"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -q >/dev/null
+		# shellcheck disable=SC2086
+		apt-get install -y -q $missing >/dev/null
+	fi
+	# PGXS's pg_config must be the one of PostgreSQL 15
+	export PATH="/usr/lib/postgresql/15/bin:$PATH"
+}
+
+# free_port: print a TCP port on 127.0.0.1 that nothing listens on.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 20000))
+		(echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+	done
+}

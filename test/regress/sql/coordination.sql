@@ -1,0 +1,63 @@
+--
+-- Losing coordination state (the unlogged queue and leases) changes no
+-- durable row; remora.reconcile rebuilds it, and every job is recovered
+-- exactly once.  (test/e2e/restart_recovery.sh does the same through an
+-- immediate server restart.)
+--
+TRUNCATE remora.jobs, remora.incarnations RESTART IDENTITY CASCADE;
+TRUNCATE remora.queue, remora.leases;
+SET remora.default_bucket = 'target';
+
+-- a digest of every durable row
+CREATE FUNCTION pg_temp.durable() RETURNS text LANGUAGE sql AS $$
+	SELECT md5(string_agg(t, '|' ORDER BY t)) FROM (
+		SELECT 'j' || row(j.*)::text AS t FROM remora.jobs j
+		UNION ALL SELECT 'a' || row(a.*)::text FROM remora.attempts a
+		UNION ALL SELECT 'c' || row(c.*)::text FROM remora.checkpoints c
+		UNION ALL SELECT 'm' || row(m.*)::text FROM remora.members m
+		UNION ALL SELECT 'r' || row(r.*)::text FROM remora.results r
+		UNION ALL SELECT 'i' || row(i.*)::text FROM remora.incarnations i) s
+$$;
+
+-- six jobs: three will be running (the lease limit), one retrying, two queued
+SELECT count(remora_submit('https://example.com/' || g || '.bin')) FROM generate_series(1, 6) g;
+SELECT count(*) AS claimed FROM remora.claim('11111111-1111-1111-1111-111111111111', 3);
+SELECT attempt_id AS att, fencing_token AS tok FROM remora.attempts ORDER BY job_id LIMIT 1 \gset
+SELECT remora.fail(:'att', :tok, '{"class": "http", "http_status": 500}', true);
+SELECT count(*) AS claimed FROM remora.claim('11111111-1111-1111-1111-111111111111', 1);
+SELECT state, count(*) FROM remora.jobs GROUP BY state ORDER BY state;
+
+SELECT pg_temp.durable() AS before \gset
+SELECT count(*) AS queue_rows, (SELECT count(*) FROM remora.leases) AS leases FROM remora.queue;
+
+-- throw coordination state away
+TRUNCATE remora.queue, remora.leases;
+SELECT count(*) AS claimable_without_queue FROM remora.claim('11111111-1111-1111-1111-111111111111', 10);
+SELECT remora.reconcile() AS repairs;
+SELECT remora.reconcile() AS repairs_again;
+SELECT pg_temp.durable() = :'before' AS durable_unchanged;
+
+-- the queue holds exactly the waiting jobs, the leases exactly the running
+-- attempts, each once
+SELECT (SELECT array_agg(job_id ORDER BY job_id) FROM remora.queue) =
+	   (SELECT array_agg(job_id ORDER BY job_id) FROM remora.jobs WHERE state IN ('queued', 'retrying')) AS queue_exact,
+	   (SELECT array_agg(attempt_id ORDER BY attempt_id) FROM remora.leases) =
+	   (SELECT array_agg(current_attempt ORDER BY current_attempt) FROM remora.jobs WHERE state = 'running') AS leases_exact;
+-- running attempts keep their authority across the loss
+SELECT bool_and(r.ok) AS running_attempts_renew
+  FROM remora.jobs j, LATERAL remora.renew(j.current_attempt, j.fencing_token) r
+ WHERE j.state = 'running';
+
+-- every job is claimed exactly once from here: free the lease slots, let
+-- the backoff pass, and claim everything
+UPDATE remora.queue SET not_before = now() - interval '1 second';
+SELECT count(*) FILTER (WHERE remora.commit(a.attempt_id, a.fencing_token, jsonb_build_object(
+		'key', remora._staging_prefix(j.prefix, j.job_id, a.attempt_id) || 'manifest.json',
+		'etag', 'e', 'sha256', repeat('0', 64), 'members', 0, 'bytes', 0))) AS committed
+  FROM remora.jobs j JOIN remora.attempts a ON a.attempt_id = j.current_attempt
+ WHERE j.state = 'running';
+CREATE TEMP TABLE claimed AS
+	SELECT job_id FROM remora.claim('11111111-1111-1111-1111-111111111111', 10);
+SELECT count(*) AS claimed, count(DISTINCT job_id) AS distinct_jobs FROM claimed;
+SELECT count(*) AS claimed_again FROM remora.claim('11111111-1111-1111-1111-111111111111', 10);
+SELECT state, count(*) FROM remora.jobs GROUP BY state ORDER BY state;

@@ -1,0 +1,116 @@
+--
+-- Roles and row-level security: a user sees, cancels and deletes only
+-- their own jobs; an admin sees all; only the extension's functions write
+-- the tables; worker functions are not for users.
+--
+CREATE FUNCTION pg_temp.try(q text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	st	text;
+	msg text;
+BEGIN
+	EXECUTE q;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+	RETURN st || ': ' || msg;
+END
+$$;
+GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO PUBLIC;
+
+TRUNCATE remora.jobs, remora.incarnations RESTART IDENTITY CASCADE;
+TRUNCATE remora.queue, remora.leases;
+ALTER DATABASE contrib_regression SET remora.default_bucket = 'target';
+SET remora.default_bucket = 'target';
+
+CREATE ROLE regress_alice LOGIN;
+CREATE ROLE regress_bob LOGIN;
+CREATE ROLE regress_carol LOGIN;		-- an administrator
+CREATE ROLE regress_mallory LOGIN;		-- not a remora user at all
+GRANT remora_user TO regress_alice, regress_bob;
+GRANT remora_admin TO regress_carol;
+
+SET ROLE regress_alice;
+SELECT remora_submit('https://example.com/alice.bin', idempotency_key => 'nightly') AS alice_job \gset
+SELECT remora_submit('https://example.com/alice2.bin') AS alice_job2 \gset
+SELECT job_id = :alice_job AS mine, owner, state FROM remora_jobs ORDER BY job_id LIMIT 1;
+RESET ROLE;
+-- a worker starts on alice's first job
+SELECT job_id = :alice_job AS claimed_alices FROM remora.claim('44444444-4444-4444-4444-444444444444', 1);
+SET ROLE regress_alice;
+SELECT count(*) AS alice_sees_attempts FROM remora_attempts;
+SELECT count(*) AS alice_sees_leases FROM remora.leases;
+RESET ROLE;
+
+SET ROLE regress_bob;
+SELECT remora_submit('https://example.com/bob.bin') AS bob_job \gset
+-- bob sees only his own job, in every view and table
+SELECT count(*) AS jobs_seen, min(owner) AS owner FROM remora_jobs;
+SELECT count(*) AS rows_in_table FROM remora.jobs;
+SELECT count(*) AS attempts_seen FROM remora_attempts;
+SELECT count(*) AS leases_seen FROM remora.leases;
+SELECT succeeded + queued AS stats_count FROM remora_stats;
+-- alice's job does not exist for bob: reported like a missing one
+SELECT pg_temp.try(format('SELECT remora_cancel(%s)', :alice_job));
+SELECT pg_temp.try(format('SELECT remora_delete(%s)', :alice_job));
+SELECT pg_temp.try(format('SELECT remora_delete(%s, true)', :alice_job));
+SELECT pg_temp.try(format('SELECT * FROM remora_result(%s)', :alice_job));
+-- the same idempotency key is bob's own namespace: a new job
+SELECT remora_submit('https://example.com/other.bin', idempotency_key => 'nightly') <> :alice_job AS separate_job;
+-- writing the tables directly, or calling the internals, is refused
+SELECT pg_temp.try($$INSERT INTO remora.jobs (owner, source, source_kind, bucket, prefix, options, spec, priority, max_attempts, request_hash, definition_hash, access_digest, provenance) VALUES (0, 'x', 'http', 'b', '', '{}', '{}', 0, 1, '', '', '', '{}')$$);
+SELECT pg_temp.try(format('UPDATE remora.jobs SET state = %L', 'succeeded'));
+SELECT pg_temp.try('DELETE FROM remora.jobs');
+SELECT pg_temp.try('TRUNCATE remora.queue');
+SELECT pg_temp.try('DELETE FROM remora.leases');
+SELECT pg_temp.try('SELECT * FROM remora.source_endpoints');
+SELECT pg_temp.try(format('SELECT remora._cancel(%s, %s)', (SELECT oid FROM pg_roles WHERE rolname = 'regress_alice'), :alice_job));
+SELECT pg_temp.try($$SELECT remora._submit(10, '{}', '{}', NULL)$$);
+-- the worker protocol is for remora_worker
+SELECT pg_temp.try($$SELECT * FROM remora.claim('11111111-1111-1111-1111-111111111111')$$);
+SELECT pg_temp.try($$SELECT * FROM remora.renew('11111111-1111-1111-1111-111111111111', 1)$$);
+SELECT pg_temp.try($$SELECT remora.checkpoint('11111111-1111-1111-1111-111111111111', 1, '{}')$$);
+SELECT pg_temp.try($$SELECT remora.commit('11111111-1111-1111-1111-111111111111', 1, '{}')$$);
+SELECT pg_temp.try($$SELECT remora.fail('11111111-1111-1111-1111-111111111111', 1, '{}', true)$$);
+SELECT pg_temp.try('SELECT remora.reconcile()');
+SELECT pg_temp.try('SELECT * FROM remora_workers');
+-- a target setting that is not for users
+SELECT pg_temp.try('SHOW remora.s3_secret_access_key');
+SELECT pg_temp.try($$SET remora.default_bucket = 'elsewhere'$$);
+SELECT pg_temp.try($$SET remora.max_active_leases = 1000$$);
+RESET ROLE;
+
+-- a role that is not a remora user cannot submit or look
+SET ROLE regress_mallory;
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/x.bin')$$);
+SELECT pg_temp.try('SELECT * FROM remora_jobs');
+SELECT pg_temp.try('SELECT remora_cancel(1)');
+RESET ROLE;
+
+-- alice cancels and deletes her own job
+SET ROLE regress_alice;
+SELECT remora_cancel(:alice_job);
+SELECT remora_delete(:alice_job2);
+SELECT job_id = :alice_job AS first, state FROM remora_jobs ORDER BY job_id;
+RESET ROLE;
+
+-- an administrator sees everyone's jobs and may cancel them
+SET ROLE regress_carol;
+SELECT owner, count(*) FROM remora_jobs GROUP BY owner ORDER BY owner;
+SELECT count(*) AS admin_sees_attempts FROM remora_attempts;
+SELECT remora_cancel(:bob_job);
+SELECT count(*) AS workers_visible FROM remora_workers;
+SELECT remora.reconcile() >= 0 AS reconcile_allowed;
+RESET ROLE;
+
+-- a worker role may run the protocol
+CREATE ROLE regress_worker LOGIN;
+GRANT remora_worker TO regress_worker;
+SET ROLE regress_worker;
+SELECT count(*) AS claimed FROM remora.claim('33333333-3333-3333-3333-333333333333', 10);
+RESET ROLE;
+SELECT provenance ->> 'role' AS submitted_by, state FROM remora.jobs ORDER BY job_id;
+
+-- clean up the roles (they own nothing; jobs reference them by oid)
+ALTER DATABASE contrib_regression RESET remora.default_bucket;
+DROP ROLE regress_alice, regress_bob, regress_carol, regress_mallory, regress_worker;

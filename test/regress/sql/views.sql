@@ -1,0 +1,39 @@
+--
+-- The views' columns: names and types are what DBAs and tools rely on.
+--
+SELECT table_name, column_name, data_type
+  FROM information_schema.columns
+ WHERE table_schema = 'public' AND table_name LIKE 'remora\_%'
+ ORDER BY table_name, ordinal_position;
+
+-- every view is security_invoker, so row-level security applies to readers
+SELECT c.relname, c.reloptions
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = 'public' AND c.relkind = 'v' AND c.relname LIKE 'remora\_%'
+ ORDER BY c.relname;
+
+-- the public functions and their result types
+SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS args,
+	   pg_get_function_result(p.oid) AS result, p.prosecdef AS security_definer
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname IN ('public', 'remora') AND p.proname NOT LIKE '\_%'
+ ORDER BY n.nspname, p.proname;
+
+-- every SECURITY DEFINER function pins its search_path
+SELECT p.proname
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname IN ('public', 'remora') AND p.prosecdef
+   AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false);
+
+-- coordination tables are unlogged, authority tables logged
+SELECT c.relname, c.relpersistence
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = 'remora' AND c.relkind = 'r'
+ ORDER BY c.relname;
+
+-- the GUCs of the contract
+SELECT name, unit, context, vartype FROM pg_settings
+ WHERE name LIKE 'remora.%' AND name NOT LIKE '%secret%' AND name NOT LIKE '%access_key%'
+ ORDER BY name;
+SELECT count(*) AS secret_gucs FROM pg_settings
+ WHERE name IN ('remora.s3_access_key_id', 'remora.s3_secret_access_key');

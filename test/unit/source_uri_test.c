@@ -1,0 +1,242 @@
+/*
+ * Unit tests of source parsing, bucket and prefix rules, and the network
+ * policy.  Plain C, built with AddressSanitizer and UBSan.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+
+#include "engine/netpolicy.h"
+#include "engine/source_uri.h"
+#include "unit.h"
+
+static void
+parses(const char *text, RemoraSourceKind kind, const char *canonical,
+	   const char *file_name)
+{
+	RemoraSourceUri u;
+	char            err[REMORA_ERRBUF_LEN] = "";
+	int             ok = remora_source_uri_parse(text, &u, err, sizeof(err));
+
+	CHECK(ok && u.kind == kind, "parses %s (%s)", text, ok ? "" : err);
+	if (ok)
+	{
+		CHECK_STR(u.canonical, canonical, "canonical form of %s", text);
+		CHECK_STR(u.file_name, file_name, "file name of %s", text);
+	}
+	remora_source_uri_free(&u);
+}
+
+static void
+refuses(const char *text, const char *needle)
+{
+	RemoraSourceUri u;
+	char            err[REMORA_ERRBUF_LEN] = "";
+	int             ok = remora_source_uri_parse(text, &u, err, sizeof(err));
+
+	char   shown[64];
+	size_t i;
+
+	/* show the input without its control characters */
+	for (i = 0; text[i] && i < sizeof(shown) - 1; i++)
+		shown[i] = ((unsigned char) text[i] < 0x20) ? '?' : text[i];
+	shown[i] = '\0';
+	CHECK(!ok && strstr(err, needle) != NULL, "refuses %s: %s", shown, err);
+	/* never echo a credential back */
+	CHECK(strstr(err, "secret") == NULL, "no secret in the error for %s",
+		  shown);
+	remora_source_uri_free(&u);
+}
+
+static void
+test_sources(void)
+{
+	RemoraSourceUri u;
+	char            err[REMORA_ERRBUF_LEN];
+
+	parses("https://Example.com/a/b.bin#x", REMORA_SOURCE_HTTP,
+		   "https://example.com/a/b.bin", "b.bin");
+	parses("http://h:8080/x%20y.tgz?sig=1", REMORA_SOURCE_HTTP,
+		   "http://h:8080/x%20y.tgz?sig=1", "x y.tgz");
+	parses("https://[::1]/f", REMORA_SOURCE_HTTP, "https://[::1]/f", "f");
+	parses("s3://bucket/dir/obj", REMORA_SOURCE_S3_OBJECT,
+		   "s3://bucket/dir/obj", "obj");
+	parses("s3://bucket/dir/", REMORA_SOURCE_S3_PREFIX, "s3://bucket/dir/",
+		   NULL);
+	parses("s3://bucket/", REMORA_SOURCE_S3_PREFIX, "s3://bucket/", NULL);
+	parses("hf://a/b", REMORA_SOURCE_HF, "hf://a/b@main", NULL);
+	parses("hf://datasets/a/b@v1", REMORA_SOURCE_HF, "hf://datasets/a/b@v1",
+		   NULL);
+	parses("hf://models/a/b@refs/pr/3", REMORA_SOURCE_HF, "hf://a/b@refs/pr/3",
+		   NULL);
+
+	CHECK(
+		remora_source_uri_parse("hf://datasets/o/n@r", &u, err, sizeof(err)) &&
+			strcmp(u.repo_type, "dataset") == 0 && strcmp(u.repo, "o/n") == 0 &&
+			strcmp(u.revision, "r") == 0,
+		"hf fields");
+	remora_source_uri_free(&u);
+	CHECK(remora_source_uri_parse("s3://bkt/k/ey", &u, err, sizeof(err)) &&
+			  strcmp(u.bucket, "bkt") == 0 && strcmp(u.key, "k/ey") == 0,
+		  "s3 fields");
+	remora_source_uri_free(&u);
+
+	refuses("", "empty");
+	refuses("ftp://h/f", "must be an http");
+	refuses("file:///etc/passwd", "must be an http");
+	refuses("https://user:secret@h/f", "credentials");
+	refuses("https://h/", "file name");
+	refuses("https://h/%2e%2e", "file name");
+	refuses("https://h/a%00", "file name");
+	refuses("https://h/a b", "spaces");
+	refuses("https://h/a\r\nX: y", "control");
+	refuses("https://h/\x80", "UTF-8");
+	refuses("s3://b", "must name an object");
+	refuses("s3://B/k", "bucket");
+	refuses("s3://bucket//x/", "must not begin");
+	refuses("hf://x", "hf://owner/name");
+	refuses("hf://a/b@..", "revision");
+	refuses("hf://a/b/c", "hf://owner/name");
+	refuses("hf://spaces/a/b", "spaces");
+	refuses("hf://a/b--c", "hf://owner/name");
+}
+
+static void
+test_bucket_prefix(void)
+{
+	char                     err[REMORA_ERRBUF_LEN];
+	char                    *p;
+	static const char *const good[] = {"abc", "my-bucket.v2", "a1b", "0bucket"};
+	static const char *const bad[] = {
+		"ab",      "ABC",    "a_b",        "a..b",    "-ab", "ab-",
+		"1.2.3.4", "xn--ab", "ab-s3alias", "ab.mrap", ""};
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		CHECK(remora_bucket_name_valid(good[i], err, sizeof(err)),
+			  "bucket %s is valid", good[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(!remora_bucket_name_valid(bad[i], err, sizeof(err)),
+			  "bucket \"%s\" is refused", bad[i]);
+
+	p = remora_prefix_normalize("a/b///", err, sizeof(err));
+	CHECK_STR(p, "a/b", "trailing slashes dropped");
+	free(p);
+	p = remora_prefix_normalize("", err, sizeof(err));
+	CHECK_STR(p, "", "empty prefix allowed");
+	free(p);
+	p = remora_prefix_normalize("x/../y", err, sizeof(err));
+	CHECK(p == NULL, "dot-dot segment refused");
+	p = remora_prefix_normalize("/x", err, sizeof(err));
+	CHECK(p == NULL, "leading slash refused");
+	p = remora_prefix_normalize("x//y", err, sizeof(err));
+	CHECK(p == NULL, "empty segment refused");
+	p = remora_prefix_normalize("x\ty", err, sizeof(err));
+	CHECK(p == NULL, "control character refused");
+
+	CHECK(remora_utf8_valid("h\xc3\xa9", 3), "valid utf-8");
+	CHECK(!remora_utf8_valid("\xc0\xaf", 2), "overlong utf-8 refused");
+	CHECK(!remora_utf8_valid("\xed\xa0\x80", 3), "surrogate refused");
+	CHECK(!remora_utf8_valid("\xe2\x82", 2), "truncated utf-8 refused");
+}
+
+static int
+allowed(const RemoraNetPolicy *p, const char *addr)
+{
+	char why[REMORA_ERRBUF_LEN];
+
+	return remora_netpolicy_allows_text(p, addr, why, sizeof(why));
+}
+
+static void
+test_netpolicy(void)
+{
+	RemoraNetPolicy         *p;
+	RemoraCidr              *list;
+	int                      n;
+	char                     err[REMORA_ERRBUF_LEN];
+	struct sockaddr_in6      sa6;
+	static const char *const denied[] = {"127.0.0.1",
+										 "127.255.0.1",
+										 "10.1.2.3",
+										 "172.16.0.1",
+										 "172.31.255.255",
+										 "192.168.1.1",
+										 "169.254.169.254",
+										 "100.64.0.1",
+										 "0.0.0.0",
+										 "224.0.0.1",
+										 "255.255.255.255",
+										 "::1",
+										 "::",
+										 "fe80::1",
+										 "fc00::1",
+										 "fd12::1",
+										 "ff02::1",
+										 "::ffff:127.0.0.1",
+										 "::ffff:169.254.169.254",
+										 "::127.0.0.1",
+										 "[::1]",
+										 "fe80::1%eth0"};
+	static const char *const public[] = {"8.8.8.8", "1.1.1.1", "172.32.0.1",
+										 "2606:4700::1111", "::ffff:8.8.8.8"};
+
+	p = remora_netpolicy_new("", "", err, sizeof(err));
+	CHECK(p != NULL, "default policy builds");
+	for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++)
+		CHECK(!allowed(p, denied[i]), "default denies %s", denied[i]);
+	for (size_t i = 0; i < sizeof(public) / sizeof(public[0]); i++)
+		CHECK(allowed(p, public[i]), "default allows %s", public[i]);
+	CHECK(allowed(p, "example.com"), "a host name is judged after resolution");
+	remora_netpolicy_free(p);
+
+	p = remora_netpolicy_new("127.0.0.1/32, 10.0.0.0/8", "8.8.8.0/24", err,
+							 sizeof(err));
+	CHECK(p != NULL, "custom policy builds");
+	CHECK(allowed(p, "127.0.0.1"), "allow list opens 127.0.0.1");
+	CHECK(!allowed(p, "127.0.0.2"), "but not the rest of loopback");
+	CHECK(allowed(p, "::ffff:127.0.0.1"), "mapped form follows the allow list");
+	CHECK(allowed(p, "10.9.9.9"), "allow list opens 10/8");
+	CHECK(!allowed(p, "8.8.8.8"), "deny list closes 8.8.8.0/24");
+	CHECK(allowed(p, "8.8.4.4"), "outside the deny list stays open");
+
+	memset(&sa6, 0, sizeof(sa6));
+	sa6.sin6_family = AF_INET6;
+	inet_pton(AF_INET6, "::ffff:127.0.0.1", &sa6.sin6_addr);
+	CHECK(
+		remora_netpolicy_allows(p, (struct sockaddr *) &sa6, err, sizeof(err)),
+		"sockaddr form of a mapped allowed address");
+	inet_pton(AF_INET6, "::1", &sa6.sin6_addr);
+	CHECK(
+		!remora_netpolicy_allows(p, (struct sockaddr *) &sa6, err, sizeof(err)),
+		"sockaddr ::1 denied");
+	remora_netpolicy_free(p);
+
+	/* a deny entry wins over an allow entry */
+	p = remora_netpolicy_new("10.0.0.0/8", "10.1.0.0/16", err, sizeof(err));
+	CHECK(!allowed(p, "10.1.2.3") && allowed(p, "10.2.0.1"),
+		  "deny wins over allow");
+	remora_netpolicy_free(p);
+
+	CHECK(remora_cidr_list_parse("10.1.2.3/8", &list, &n, err, sizeof(err)) &&
+			  n == 1 && list[0].addr[1] == 0,
+		  "host bits are cleared");
+	free(list);
+	CHECK(!remora_cidr_list_parse("10.0.0.0/33", &list, &n, err, sizeof(err)),
+		  "/33 refused");
+	CHECK(!remora_cidr_list_parse("0x7f.1", &list, &n, err, sizeof(err)),
+		  "hex IPv4 spelling refused in a list");
+	CHECK(!remora_cidr_list_parse("10.0.0.0/", &list, &n, err, sizeof(err)),
+		  "empty prefix length refused");
+	CHECK(remora_cidr_list_parse(" , ", &list, &n, err, sizeof(err)) && n == 0,
+		  "empty list is valid");
+	free(list);
+}
+
+int
+main(void)
+{
+	test_sources();
+	test_bucket_prefix();
+	test_netpolicy();
+	return unit_done();
+}
