@@ -12,17 +12,26 @@ MODULE_big = remora
 PG_OBJS = \
 	src/pg/remora.o \
 	src/pg/guc.o \
-	src/pg/submit.o
+	src/pg/submit.o \
+	src/pg/shmem.o \
+	src/pg/launcher.o \
+	src/pg/worker.o
 ENGINE_OBJS = \
 	src/engine/source_uri.o \
-	src/engine/netpolicy.o
+	src/engine/netpolicy.o \
+	src/engine/sigv4.o \
+	src/engine/s3xml.o \
+	src/engine/hash.o \
+	src/engine/loop.o \
+	src/engine/s3.o \
+	src/engine/task.o
 OBJS = $(PG_OBJS) $(ENGINE_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 EXTRA_CLEAN = results regression.diffs regression.out output_iso
 
 PKG_LIBS = libcurl openssl libxml-2.0
-PG_CPPFLAGS = -I$(srcdir)/src $(shell pkg-config --cflags $(PKG_LIBS))
+PG_CPPFLAGS = -I$(srcdir)/src -DREMORA_VERSION='"$(EXTVERSION)"' $(shell pkg-config --cflags $(PKG_LIBS))
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS))
 
@@ -45,10 +54,17 @@ UNIT_CFLAGS = -g -O1 -Wall -Wextra -Werror -fsanitize=address,undefined \
 	-fno-omit-frame-pointer -I$(srcdir)/src \
 	$(shell pkg-config --cflags $(PKG_LIBS))
 UNIT_LIBS = $(shell pkg-config --libs $(PKG_LIBS))
-UNIT_TESTS = test/unit/source_uri_test
+UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_test \
+	test/unit/s3xml_test
 
 test/unit/source_uri_test: test/unit/source_uri_test.c \
 		src/engine/source_uri.c src/engine/netpolicy.c
+	$(CC) $(UNIT_CFLAGS) -o $@ $^ $(UNIT_LIBS)
+
+test/unit/sigv4_test: test/unit/sigv4_test.c src/engine/sigv4.c
+	$(CC) $(UNIT_CFLAGS) -o $@ $^ $(UNIT_LIBS)
+
+test/unit/s3xml_test: test/unit/s3xml_test.c src/engine/s3xml.c
 	$(CC) $(UNIT_CFLAGS) -o $@ $^ $(UNIT_LIBS)
 
 .PHONY: unit-test

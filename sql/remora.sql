@@ -103,12 +103,16 @@ CREATE TABLE remora.attempts (
 	access_digest	text NOT NULL,
 	provenance		jsonb NOT NULL,
 	resumed_from	uuid,		-- attempt whose checkpoint was offered at claim
+	restart_reason	text,		-- why an offered checkpoint could not be used
 	error			jsonb,
 	started_at		timestamptz NOT NULL DEFAULT now(),
 	finished_at		timestamptz,
+	cleaned_at		timestamptz,	-- staging objects deleted
 	UNIQUE (job_id, attempt_no),
 	UNIQUE (job_id, fencing_token)
 );
+CREATE INDEX attempts_uncleaned_idx ON remora.attempts (job_id)
+	WHERE cleaned_at IS NULL;
 
 -- The latest validated resume checkpoint of a job (from its current or an
 -- earlier attempt).  Replaced by each accepted remora.checkpoint.
@@ -666,6 +670,7 @@ BEGIN
 		fencing_token := j.fencing_token + 1;
 		spec := j.spec || jsonb_build_object(
 			'job_id', j.job_id, 'attempt_no', j.attempts_used + 1,
+			'owner', j.owner,
 			'staging_prefix', remora._staging_prefix(j.prefix, j.job_id, new_attempt));
 		resume := CASE WHEN cp.job_id IS NULL THEN NULL
 					   ELSE jsonb_build_object('attempt_id', cp.attempt_id,
@@ -751,6 +756,16 @@ BEGIN
 	END IF;
 
 	PERFORM remora._record_members(p_attempt, p_cp -> 'members');
+
+	-- the attempt could not use the checkpoint it was offered: say so, and
+	-- drop the stale one
+	IF jsonb_typeof(p_cp -> 'restart_reason') = 'string' THEN
+		UPDATE remora.attempts a
+		   SET restart_reason = coalesce(a.restart_reason, p_cp ->> 'restart_reason')
+		 WHERE a.attempt_id = p_attempt;
+		DELETE FROM remora.checkpoints c
+		 WHERE c.job_id = (v.j).job_id AND c.attempt_id <> p_attempt;
+	END IF;
 
 	IF p_cp ? 'state' THEN
 		INSERT INTO remora.checkpoints AS c
@@ -990,6 +1005,12 @@ DECLARE
 	l			record;
 	v			record;
 BEGIN
+	-- an incarnation known to have stopped holds no live lease
+	UPDATE remora.leases le SET expires_at = now() - interval '1 microsecond'
+	  FROM remora.incarnations i
+	 WHERE i.incarnation = le.incarnation AND i.stopped_at IS NOT NULL
+	   AND le.expires_at >= now();
+
 	-- leases that lapsed: the attempt is lost (settled under the job lock)
 	FOR l IN SELECT attempt_id, fencing_token FROM remora.leases
 			  WHERE expires_at < now() ORDER BY job_id LOOP
@@ -1041,6 +1062,45 @@ BEGIN
 END
 $$;
 
+-- Staging a worker should delete: every attempt of a finished job that did
+-- not commit (all of its staging prefix), and the segments of the one that
+-- did.  Attempts of unfinished jobs keep theirs: a replacement may reuse
+-- them.
+CREATE FUNCTION remora.staging_to_clean(max_rows integer DEFAULT 1)
+RETURNS TABLE (attempt_id uuid, bucket text, prefix text)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT a.attempt_id, j.bucket,
+		   remora._staging_prefix(j.prefix, j.job_id, a.attempt_id)
+		   || CASE WHEN r.attempt_id IS NULL THEN '' ELSE '.segments/' END
+	  FROM remora.attempts a
+	  JOIN remora.jobs j ON j.job_id = a.job_id
+	  LEFT JOIN remora.results r ON r.attempt_id = a.attempt_id
+	 WHERE a.cleaned_at IS NULL
+	   AND j.state IN ('succeeded', 'failed', 'cancelled')
+	 ORDER BY a.finished_at NULLS FIRST, a.attempt_id
+	 LIMIT greatest(max_rows, 0)
+$$;
+
+CREATE FUNCTION remora.staging_cleaned(attempt_id uuid) RETURNS void
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	UPDATE remora.attempts a SET cleaned_at = now()
+	 WHERE a.attempt_id = $1 AND a.cleaned_at IS NULL
+$$;
+
+-- Live progress of running attempts, from shared memory: the caller's own
+-- jobs (an administrator's: all).
+CREATE FUNCTION remora._progress()
+RETURNS TABLE (job_id bigint, attempt_id uuid, fencing_token bigint,
+			   bytes_done bigint, bytes_total bigint, rate double precision,
+			   restarted boolean, started_at timestamptz,
+			   updated_at timestamptz, worker_pid integer)
+AS 'MODULE_PATHNAME', 'remora_progress'
+LANGUAGE C VOLATILE;
+
 /* ------------------------------------------------------------------------
  * Views (security_invoker: row-level security applies to the reader)
  * ------------------------------------------------------------------------ */
@@ -1065,11 +1125,17 @@ SELECT j.job_id,
 	   j.started_at,
 	   j.finished_at,
 	   CASE WHEN j.state = 'retrying' THEN j.not_before END AS next_attempt_at,
-	   cp.bytes_done AS bytes_done,
-	   cp.bytes_total AS bytes_total,
-	   -- a running attempt that was offered no checkpoint started from zero
-	   (j.state = 'running' AND ca.attempt_no > 1 AND ca.resumed_from IS NULL)
+	   -- validated durable progress plus the current attempt's live progress
+	   coalesce(greatest(p.bytes_done, cp.bytes_done), cp.bytes_done,
+				CASE WHEN j.state = 'succeeded' THEN r.bytes END) AS bytes_done,
+	   cp.bytes_done AS bytes_validated,
+	   coalesce(p.bytes_total, cp.bytes_total,
+				CASE WHEN j.state = 'succeeded' THEN r.bytes END) AS bytes_total,
+	   p.rate AS bytes_per_second,
+	   -- a later attempt that could not (or was not offered to) resume
+	   (ca.attempt_no > 1 AND (ca.resumed_from IS NULL OR ca.restart_reason IS NOT NULL))
 		   AS restarted_from_zero,
+	   ca.restart_reason,
 	   j.last_error,
 	   (SELECT jsonb_agg(a.error ORDER BY a.attempt_no)
 		  FROM remora.attempts a
@@ -1085,7 +1151,28 @@ SELECT j.job_id,
   LEFT JOIN remora.results r ON r.job_id = j.job_id
   LEFT JOIN remora.checkpoints cp ON cp.job_id = j.job_id
   LEFT JOIN remora.attempts ca ON ca.attempt_id = j.current_attempt
+  LEFT JOIN remora._progress() p
+		 ON p.attempt_id = j.current_attempt AND p.fencing_token = j.fencing_token
+			AND j.state = 'running'
  WHERE j.deleted_at IS NULL;
+
+CREATE VIEW remora_progress WITH (security_invoker = true) AS
+SELECT p.job_id,
+	   p.attempt_id,
+	   p.fencing_token,
+	   p.bytes_done,
+	   p.bytes_total,
+	   round(100.0 * p.bytes_done / nullif(p.bytes_total, 0), 1) AS percent,
+	   p.rate AS bytes_per_second,
+	   CASE WHEN p.rate > 0 AND p.bytes_total IS NOT NULL
+			THEN make_interval(secs => (p.bytes_total - p.bytes_done) / p.rate) END
+		   AS eta,
+	   p.restarted AS restarted_from_zero,
+	   p.started_at,
+	   p.updated_at,
+	   p.worker_pid
+  FROM remora._progress() p
+  JOIN remora.jobs j ON j.job_id = p.job_id AND j.current_attempt = p.attempt_id;
 
 CREATE VIEW remora_attempts WITH (security_invoker = true) AS
 SELECT a.attempt_id,
@@ -1099,6 +1186,8 @@ SELECT a.attempt_id,
 	   l.expires_at AS lease_expires_at,
 	   l.renewed_at AS lease_renewed_at,
 	   a.resumed_from,
+	   a.restart_reason,
+	   a.cleaned_at AS staging_cleaned_at,
 	   a.error,
 	   a.definition_hash,
 	   a.request_hash,
@@ -1147,9 +1236,13 @@ GRANT EXECUTE ON FUNCTION remora.claim(uuid, integer),
 	remora.renew(uuid, bigint), remora.checkpoint(uuid, bigint, jsonb),
 	remora.commit(uuid, bigint, jsonb),
 	remora.fail(uuid, bigint, jsonb, boolean),
-	remora.reconcile() TO remora_worker;
+	remora.reconcile(), remora.staging_to_clean(integer),
+	remora.staging_cleaned(uuid) TO remora_worker;
+GRANT EXECUTE ON FUNCTION remora._progress() TO remora_user;
 GRANT EXECUTE ON FUNCTION remora.reconcile() TO remora_admin;
 
-GRANT SELECT ON remora_jobs, remora_attempts, remora_stats TO remora_user;
+GRANT SELECT ON remora_jobs, remora_attempts, remora_progress, remora_stats
+	TO remora_user;
 GRANT SELECT ON remora_workers TO remora_admin;
-REVOKE ALL ON remora_jobs, remora_attempts, remora_stats, remora_workers FROM PUBLIC;
+REVOKE ALL ON remora_jobs, remora_attempts, remora_progress, remora_stats,
+	remora_workers FROM PUBLIC;

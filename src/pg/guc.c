@@ -38,6 +38,7 @@ int   remora_part_size_kb = 16 * 1024;
 char *remora_allow_networks = NULL;
 char *remora_deny_networks = NULL;
 char *remora_hf_endpoint = NULL;
+int   remora_stall_timeout_ms = 60000;
 
 static bool
 check_networks(char **newval, void **extra, GucSource source)
@@ -206,6 +207,12 @@ remora_define_gucs(void)
 							   "Base URL of the Hugging Face Hub.", NULL,
 							   &remora_hf_endpoint, "https://huggingface.co",
 							   PGC_SIGHUP, 0, check_base_url, NULL, NULL);
+
+	DefineCustomIntVariable("remora.stall_timeout",
+							"A transfer that moves no byte for this long fails (and is retried).",
+							NULL, &remora_stall_timeout_ms, 60000, 1000,
+							3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("remora");
 }

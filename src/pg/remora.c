@@ -4,8 +4,8 @@
  *	  Module initialisation.
  *
  * Remora must be loaded through shared_preload_libraries: its GUCs are
- * read by the postmaster, and (in later steps) it reserves shared memory
- * and registers its launcher there.  Loading it any other way is refused
+ * read by the postmaster, which also reserves its shared memory and
+ * starts its launcher.  Loading it any other way is refused
  * with a hint that says how to fix it.
  *
  *-------------------------------------------------------------------------
@@ -16,6 +16,9 @@
 #include "miscadmin.h"
 
 #include <curl/curl.h>
+
+#include "pg/shmem.h"
+#include "pg/worker.h"
 
 PG_MODULE_MAGIC;
 
@@ -40,4 +43,7 @@ _PG_init(void)
 						errmsg("could not initialize libcurl")));
 
 	remora_define_gucs();
+	remora_shmem_init();
+	remora_xact_init();
+	remora_register_launcher();
 }

@@ -39,6 +39,7 @@ extern int   remora_part_size_kb;
 extern char *remora_allow_networks;
 extern char *remora_deny_networks;
 extern char *remora_hf_endpoint;
+extern int	remora_stall_timeout_ms;
 
 extern void remora_define_gucs(void);
 

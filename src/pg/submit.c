@@ -33,6 +33,7 @@
 #include "utils/numeric.h"
 
 #include "engine/source_uri.h"
+#include "pg/shmem.h"
 
 PG_FUNCTION_INFO_V1(remora_submit);
 PG_FUNCTION_INFO_V1(remora_cancel);
@@ -497,6 +498,7 @@ remora_submit(PG_FUNCTION_ARGS)
 	job = call_internal("_submit", 4, argtypes, args, nulls, &resnull);
 	if (resnull)
 		elog(ERROR, "remora._submit returned null");
+	remora_note_submit();		/* workers hear of it at commit */
 	PG_RETURN_DATUM(job);
 }
 
@@ -524,6 +526,7 @@ remora_cancel(PG_FUNCTION_ARGS)
 	args[0] = ObjectIdGetDatum(GetUserId());
 	args[1] = Int64GetDatum(job_arg(fcinfo));
 	state = call_internal("_cancel", 2, argtypes, args, nulls, &resnull);
+	remora_note_cancel();
 	if (resnull)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(state);
@@ -547,5 +550,6 @@ remora_delete(PG_FUNCTION_ARGS)
 						errmsg("hard must not be null")));
 	args[2] = BoolGetDatum(PG_GETARG_BOOL(1));
 	call_internal("_delete", 3, argtypes, args, nulls, &resnull);
+	remora_note_cancel();
 	PG_RETURN_VOID();
 }

@@ -1,0 +1,275 @@
+/*-------------------------------------------------------------------------
+ *
+ * s3.c
+ *	  Signed S3 requests and the classification of their failures.
+ *
+ * Addressing is path-style (endpoint/bucket/key) or virtual-host style
+ * (bucket.endpoint/key).  The Host header is set explicitly to the value
+ * that was signed.  Bodies of segments are sent as UNSIGNED-PAYLOAD with a
+ * Content-MD5 that the store verifies; small bodies (XML) are signed with
+ * their SHA-256.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/evp.h>
+
+#include "engine/engine_int.h"
+#include "engine/s3xml.h"
+
+#define MAX_SIGNED_HEADERS 16
+
+static bool
+add_header(Request *req, const char *name, const char *value)
+{
+	size_t		n = strlen(name) + strlen(value) + 3;
+	char	   *line = malloc(n);
+	struct curl_slist *l;
+
+	if (line == NULL)
+		return false;
+	snprintf(line, n, "%s: %s", name, value);
+	l = curl_slist_append(req->headers, line);
+	free(line);
+	if (l == NULL)
+		return false;
+	req->headers = l;
+	return true;
+}
+
+/* "k=v&k2" with SigV4 encoding, in the given order */
+static char *
+encode_query(const RemoraKV *query, int n)
+{
+	size_t		cap = 1;
+	char	   *out;
+	char	  **parts = calloc(2 * (n + 1), sizeof(char *));
+
+	if (parts == NULL)
+		return NULL;
+	for (int i = 0; i < n; i++)
+	{
+		parts[2 * i] = remora_uri_encode(query[i].key, strlen(query[i].key), false);
+		parts[2 * i + 1] = query[i].value && query[i].value[0]
+			? remora_uri_encode(query[i].value, strlen(query[i].value), false)
+			: strdup("");
+		if (parts[2 * i] == NULL || parts[2 * i + 1] == NULL)
+		{
+			cap = 0;
+			break;
+		}
+		cap += strlen(parts[2 * i]) + strlen(parts[2 * i + 1]) + 2;
+	}
+	out = cap ? malloc(cap) : NULL;
+	if (out)
+	{
+		out[0] = '\0';
+		for (int i = 0; i < n; i++)
+		{
+			if (i > 0)
+				strcat(out, "&");
+			strcat(out, parts[2 * i]);
+			if (query[i].value && query[i].value[0])
+			{
+				strcat(out, "=");
+				strcat(out, parts[2 * i + 1]);
+			}
+		}
+	}
+	for (int i = 0; i < 2 * n; i++)
+		free(parts[i]);
+	free(parts);
+	return out;
+}
+
+Request *
+remora_s3_request(RemoraEngine *engine, void *owner, const S3Call *call,
+				  RequestDone done, char *errbuf, size_t errlen)
+{
+	Request    *req = NULL;
+	char	   *enc_key = NULL;
+	char	   *query = NULL;
+	char	   *url = NULL;
+	char	   *path = NULL;
+	char	   *host = NULL;
+	char		payload_hash[65];
+	char		amz_date[17];
+	time_t		now = time(NULL);
+	struct tm	tm;
+	RemoraKV	signed_headers[MAX_SIGNED_HEADERS];
+	int			nh = 0;
+	RemoraSigV4Creds creds;
+	RemoraSigV4Request sreq;
+	RemoraSigV4Result sig;
+	const char *key = call->key ? call->key : "";
+	size_t		n;
+
+	if (call->nheaders > MAX_SIGNED_HEADERS - 3)
+	{
+		snprintf(errbuf, errlen, "too many headers");
+		return NULL;
+	}
+	enc_key = remora_uri_encode(key, strlen(key), true);
+	query = encode_query(call->query, call->nquery);
+	n = strlen(engine->base_url) + strlen(call->bucket) + 2 * strlen(key) * 3 +
+		(query ? strlen(query) : 0) + 64;
+	url = malloc(n);
+	path = malloc(strlen(call->bucket) + strlen(key) + 3);
+	host = malloc(strlen(engine->host) + strlen(call->bucket) + 2);
+	if (!enc_key || !query || !url || !path || !host)
+	{
+		snprintf(errbuf, errlen, "out of memory");
+		goto fail;
+	}
+	if (engine->path_style)
+	{
+		snprintf(url, n, "%s/%s/%s%s%s", engine->base_url, call->bucket,
+				 enc_key, query[0] ? "?" : "", query);
+		sprintf(path, "/%s/%s", call->bucket, key);
+		strcpy(host, engine->host);
+	}
+	else
+	{
+		snprintf(url, n, "%s://%s.%s/%s%s%s", engine->https ? "https" : "http",
+				 call->bucket, engine->host, enc_key, query[0] ? "?" : "", query);
+		sprintf(path, "/%s", key);
+		sprintf(host, "%s.%s", call->bucket, engine->host);
+	}
+
+	if (call->unsigned_payload)
+		strcpy(payload_hash, "UNSIGNED-PAYLOAD");
+	else
+		remora_sha256_hex(call->body ? call->body : "", call->body_len,
+						  payload_hash);
+	gmtime_r(&now, &tm);
+	strftime(amz_date, sizeof(amz_date), "%Y%m%dT%H%M%SZ", &tm);
+
+	signed_headers[nh++] = (RemoraKV) {"host", host};
+	signed_headers[nh++] = (RemoraKV) {"x-amz-content-sha256", payload_hash};
+	signed_headers[nh++] = (RemoraKV) {"x-amz-date", amz_date};
+	for (int i = 0; i < call->nheaders; i++)
+		signed_headers[nh++] = call->headers[i];
+
+	creds = (RemoraSigV4Creds) {engine->access_key_id, engine->secret_access_key,
+		engine->region, "s3"};
+	sreq = (RemoraSigV4Request) {call->method, path, call->query, call->nquery,
+		signed_headers, nh, payload_hash};
+	if (!remora_sigv4_sign(&sreq, &creds, now, &sig, errbuf, errlen))
+		goto fail;
+
+	req = remora_req_new(engine, owner, done);
+	if (req == NULL)
+	{
+		snprintf(errbuf, errlen, "out of memory");
+		goto fail;
+	}
+	curl_easy_setopt(req->easy, CURLOPT_URL, url);
+	/* the target is the administrator's: no proxy from the environment */
+	curl_easy_setopt(req->easy, CURLOPT_PROXY, "");
+	for (int i = 0; i < nh; i++)
+		if (!add_header(req, signed_headers[i].key, signed_headers[i].value))
+			goto oom;
+	if (!add_header(req, "Authorization", sig.authorization) ||
+		!add_header(req, "Expect", "") ||
+		!add_header(req, "Content-Type", "application/octet-stream"))
+		goto oom;
+
+	if (call->head)
+		curl_easy_setopt(req->easy, CURLOPT_NOBODY, 1L);
+	else if (strcmp(call->method, "GET") != 0)
+	{
+		curl_easy_setopt(req->easy, CURLOPT_CUSTOMREQUEST, call->method);
+		if (strcmp(call->method, "DELETE") != 0)
+		{
+			curl_easy_setopt(req->easy, CURLOPT_POSTFIELDS,
+							 call->body ? call->body : "");
+			curl_easy_setopt(req->easy, CURLOPT_POSTFIELDSIZE_LARGE,
+							 (curl_off_t) call->body_len);
+		}
+	}
+	free(enc_key);
+	free(query);
+	free(url);
+	free(path);
+	free(host);
+	return req;
+
+oom:
+	snprintf(errbuf, errlen, "out of memory");
+	remora_req_cancel(req);
+fail:
+	free(enc_key);
+	free(query);
+	free(url);
+	free(path);
+	free(host);
+	return NULL;
+}
+
+static bool
+retryable_s3_code(const char *code)
+{
+	static const char *const transient[] = {
+		"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout",
+		"RequestTimeTooSkewed", "OperationAborted", "Throttling",
+		"ThrottlingException", "RequestLimitExceeded"};
+
+	for (size_t i = 0; i < sizeof(transient) / sizeof(transient[0]); i++)
+		if (strcmp(code, transient[i]) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Did an S3 request fail?  If so, describe it in err (class s3 or network,
+ * retryable or not) and return true.
+ */
+bool
+remora_s3_failed(const Request *req, CURLcode rc, RemoraTaskError *err,
+				 const char *what)
+{
+	RemoraS3Error s3err;
+
+	memset(err, 0, sizeof(*err));
+	err->retry_after = -1;
+	if (rc != CURLE_OK)
+	{
+		err->class = REMORA_ERR_NETWORK;
+		err->curl_code = rc;
+		err->retryable = true;
+		snprintf(err->message, sizeof(err->message), "%s: %s", what,
+				 curl_easy_strerror(rc));
+		return true;
+	}
+	if (req->status >= 200 && req->status < 300)
+		return false;
+
+	err->class = REMORA_ERR_S3;
+	err->http_status = req->status;
+	err->retry_after = req->retry_after;
+	err->retryable = req->status >= 500 || req->status == 429;
+	memset(&s3err, 0, sizeof(s3err));
+	if (req->body && remora_s3xml_error(req->body, req->body_len, &s3err) &&
+		s3err.code)
+	{
+		snprintf(err->s3_code, sizeof(err->s3_code), "%s", s3err.code);
+		err->retryable = err->retryable || retryable_s3_code(s3err.code);
+		snprintf(err->message, sizeof(err->message), "%s: %s (%s)", what,
+				 s3err.code, s3err.message ? s3err.message : "no message");
+	}
+	else
+		snprintf(err->message, sizeof(err->message),
+				 "%s: the store answered HTTP %ld", what, req->status);
+	remora_s3xml_error_free(&s3err);
+	return true;
+}
+
+void
+remora_md5_base64(const unsigned char md5[16], char out[25])
+{
+	EVP_EncodeBlock((unsigned char *) out, md5, 16);
+}

@@ -1,0 +1,309 @@
+/*-------------------------------------------------------------------------
+ *
+ * launcher.c
+ *	  The remora launcher: a static background worker that reconciles
+ *	  coordination state and keeps remora.max_workers workers running.
+ *
+ * Once a second, in remora.database, while the extension is installed:
+ *	  - record the end of worker incarnations that exited;
+ *	  - run remora.reconcile() (rebuild queue and leases, expire leases);
+ *	  - start workers into free slots, stop the ones above the limit.
+ *
+ * The first launcher in a fresh shared memory (server start, or restart
+ * after a crash) also records the end of every worker incarnation of the
+ * previous server lifetime: none of them can still be running, and their
+ * attempts need not wait for their leases to lapse.
+ *
+ * Errors are reported and survived: the launcher aborts the transaction
+ * and tries again on the next round.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "remora.h"
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/uuid.h"
+
+#include "pg/shmem.h"
+#include "pg/worker.h"
+
+PGDLLEXPORT void remora_launcher_main(Datum main_arg);
+
+static BackgroundWorkerHandle *handles[REMORA_MAX_WORKERS];
+
+void
+remora_register_launcher(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "remora");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "remora_launcher_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "remora launcher");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "remora launcher");
+	RegisterBackgroundWorker(&worker);
+}
+
+/* Run one statement in its own transaction; returns the first column. */
+static bool
+run_sql(const char *activity, const char *sql, int nargs, Oid *types,
+		Datum *values, int64 *result)
+{
+	bool		ok = false;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, activity);
+	if (SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0) >= 0)
+	{
+		ok = true;
+		if (result && SPI_processed > 0)
+		{
+			bool		isnull;
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[0],
+										  SPI_tuptable->tupdesc, 1, &isnull);
+
+			*result = isnull ? 0 : DatumGetInt64(d);
+		}
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return ok;
+}
+
+static bool
+extension_ready(void)
+{
+	int64		n = 0;
+
+	run_sql("remora: checking the extension",
+			"SELECT count(*) FROM pg_catalog.pg_extension WHERE extname = 'remora'",
+			0, NULL, NULL, &n);
+	return n > 0;
+}
+
+static void
+record_stop(pg_uuid_t *incarnation)
+{
+	Oid			types[1] = {UUIDOID};
+	Datum		values[1] = {UUIDPGetDatum(incarnation)};
+
+	run_sql("remora: recording a stopped worker",
+			"UPDATE remora.incarnations SET stopped_at = now() "
+			"WHERE incarnation = $1 AND stopped_at IS NULL",
+			1, types, values, NULL);
+}
+
+/* Workers that exited: record it, and free their slots. */
+static void
+collect_exited_workers(void)
+{
+	for (int i = 0; i < REMORA_MAX_WORKERS; i++)
+	{
+		RemoraWorkerSlot *slot = &remora_shared->workers[i];
+		pid_t		pid;
+		bool		exited = false;
+		pg_uuid_t	incarnation;
+
+		if (handles[i] &&
+			GetBackgroundWorkerPid(handles[i], &pid) == BGWH_STOPPED)
+		{
+			pfree(handles[i]);
+			handles[i] = NULL;
+			exited = true;
+		}
+		LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
+		incarnation = slot->incarnation;
+		if (slot->stop_unrecorded || (exited && slot->in_use))
+		{
+			/* an exit without its own clean-up (or that never attached) */
+			exited = true;
+			slot->in_use = false;
+			slot->latch = NULL;
+		}
+		else
+			exited = false;
+		LWLockRelease(remora_shared->lock);
+
+		if (exited)
+		{
+			bool		zero = true;
+
+			for (int b = 0; b < UUID_LEN; b++)
+				zero = zero && incarnation.data[b] == 0;
+			if (!zero)
+				record_stop(&incarnation);
+			LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
+			slot->stop_unrecorded = false;
+			memset(&slot->incarnation, 0, sizeof(pg_uuid_t));
+			LWLockRelease(remora_shared->lock);
+		}
+	}
+}
+
+static void
+start_worker(int slotno)
+{
+	BackgroundWorker worker;
+	RemoraWorkerSlot *slot = &remora_shared->workers[slotno];
+	MemoryContext oldcxt;
+	bool		registered;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "remora");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "remora_worker_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "remora worker %d", slotno);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "remora worker");
+	worker.bgw_main_arg = Int32GetDatum(slotno);
+	worker.bgw_notify_pid = MyProcPid;
+
+	LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
+	slot->in_use = true;
+	slot->pid = 0;
+	slot->latch = NULL;
+	LWLockRelease(remora_shared->lock);
+
+	/* the handle lives as long as the launcher */
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	registered = RegisterDynamicBackgroundWorker(&worker, &handles[slotno]);
+	MemoryContextSwitchTo(oldcxt);
+	if (!registered)
+	{
+		LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
+		slot->in_use = false;
+		LWLockRelease(remora_shared->lock);
+		handles[slotno] = NULL;
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("could not start a remora worker"),
+				 errhint("Raise max_worker_processes, or lower remora.max_workers.")));
+	}
+}
+
+/* Keep remora.max_workers workers: start the missing, stop the extra. */
+static void
+balance_workers(void)
+{
+	int			want = Min(remora_max_workers, REMORA_MAX_WORKERS);
+
+	for (int i = 0; i < REMORA_MAX_WORKERS; i++)
+	{
+		bool		in_use;
+
+		LWLockAcquire(remora_shared->lock, LW_SHARED);
+		in_use = remora_shared->workers[i].in_use;
+		LWLockRelease(remora_shared->lock);
+
+		if (i < want && !in_use)
+			start_worker(i);
+		else if (i >= want && in_use && handles[i])
+			TerminateBackgroundWorker(handles[i]);
+	}
+}
+
+static void
+round_of_work(bool *first)
+{
+	int64		repairs = 0;
+
+	if (!extension_ready())
+		return;
+	if (*first)
+	{
+		run_sql("remora: recording workers of the previous server lifetime",
+				"UPDATE remora.incarnations SET stopped_at = now() "
+				"WHERE kind = 'worker' AND stopped_at IS NULL",
+				0, NULL, NULL, NULL);
+		*first = false;
+	}
+	collect_exited_workers();
+	run_sql("remora: reconciling", "SELECT remora.reconcile()", 0, NULL, NULL,
+			&repairs);
+	if (repairs > 0)
+	{
+		ereport(DEBUG1, (errmsg("remora reconcile made %lld repairs",
+								(long long) repairs)));
+		/* lost attempts may have made jobs claimable */
+		remora_wake_workers();
+	}
+	balance_workers();
+}
+
+void
+remora_launcher_main(Datum main_arg)
+{
+	bool		first;
+	MemoryContext cxt;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(remora_database, NULL, 0);
+	pgstat_report_appname("remora launcher");
+
+	LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
+	first = !remora_shared->launcher_ran;
+	remora_shared->launcher_ran = true;
+	remora_shared->launcher_pid = MyProcPid;
+	remora_shared->launcher_latch = MyLatch;
+	LWLockRelease(remora_shared->lock);
+
+	cxt = AllocSetContextCreate(TopMemoryContext, "remora launcher",
+								ALLOCSET_DEFAULT_SIZES);
+	for (;;)
+	{
+		MemoryContextSwitchTo(cxt);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		PG_TRY();
+		{
+			round_of_work(&first);
+		}
+		PG_CATCH();
+		{
+			/* report, clean up, and try again next round */
+			MemoryContextSwitchTo(cxt);
+			EmitErrorReport();
+			FlushErrorState();
+			AbortCurrentTransaction();
+			pgstat_report_activity(STATE_IDLE, NULL);
+		}
+		PG_END_TRY();
+		MemoryContextReset(cxt);
+
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}

@@ -1,0 +1,961 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *	  A remora worker: one incarnation that claims attempts and runs up to
+ *	  remora.worker_concurrency of them at once in the transfer engine.
+ *
+ * The loop waits on its latch and on the engine's descriptor together, so
+ * a submit (its commit sets the latch), a cancel, SIGTERM, SIGHUP and
+ * network activity all act at once, mid-stream.  Each round:
+ *
+ *	  engine	move bytes (no transaction is open)
+ *	  finish	commit the attempts that succeeded, fail those that failed
+ *	  renew		every third of the lease, or at once after a cancel
+ *	  checkpoint  validated progress, all dirty attempts in one transaction,
+ *				at most once a second
+ *	  claim		when there is room and a submit committed (or now and then)
+ *	  cleanup	delete staging of attempts that can no longer commit
+ *
+ * Every protocol call is a short transaction of its own.  An attempt that
+ * loses authority (renew or checkpoint refused) is stopped; safety never
+ * depends on that stop, because remora.commit would refuse it anyway.
+ *
+ * Memory: a context for the worker's life, one reset every round, and the
+ * engine's own malloc'd memory, bounded per task.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "remora.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "engine/engine.h"
+#include "pg/shmem.h"
+
+PGDLLEXPORT void remora_worker_main(Datum main_arg);
+
+#define MAX_TASKS			256
+#define CLAIM_POLL_MS		5000
+#define CHECKPOINT_MS		1000
+#define PROGRESS_MS			250
+#define SWEEP_MS			5000
+
+typedef struct Attempt
+{
+	RemoraTask *task;
+	int64		job_id;
+	Oid			owner;
+	char		attempt_id[UUID_LEN * 2 + 5];
+	int64		token;
+	char	   *bucket;
+	char	   *file_name;
+	int			progress_slot;
+	bool		restart_reported;
+	int64		rate_bytes;		/* bytes at rate_at */
+	TimestampTz rate_at;
+	double		rate;
+} Attempt;
+
+static volatile sig_atomic_t got_sigterm = false;
+static int	my_slot;
+static pg_uuid_t my_incarnation;
+static char my_incarnation_text[UUID_LEN * 2 + 5];
+static MemoryContext worker_cxt;
+static RemoraEngine *engine;
+static Attempt *attempts[MAX_TASKS];
+static int	nattempts;
+
+/* staging cleanup in progress */
+static RemoraTask *sweep_task;
+static char sweep_attempt[UUID_LEN * 2 + 5];
+
+static void
+worker_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	got_sigterm = true;
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+/* ------------------------------------------------------------ SQL calls */
+
+static void
+tx_begin(const char *activity)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, activity);
+}
+
+static void
+tx_end(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+static void
+sql(const char *query, int nargs, Oid *types, Datum *values, const char *nulls)
+{
+	if (SPI_execute_with_args(query, nargs, types, values, nulls, false, 0) < 0)
+		elog(ERROR, "remora worker: query failed: %s", query);
+}
+
+static char *
+col_text(int row, int col)
+{
+	return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
+}
+
+/* ------------------------------------------------------------- progress */
+
+static int
+progress_slot_acquire(Attempt *a)
+{
+	int			found = -1;
+
+	LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < REMORA_MAX_PROGRESS; i++)
+		if (!remora_shared->progress[i].in_use)
+		{
+			RemoraProgress *p = &remora_shared->progress[i];
+
+			memset(p, 0, sizeof(*p));
+			p->in_use = true;
+			p->worker = my_slot;
+			p->job_id = a->job_id;
+			p->owner = a->owner;
+			p->fencing_token = a->token;
+			p->bytes_total = -1;
+			p->started_at = p->updated_at = GetCurrentTimestamp();
+			p->attempt_id = *DatumGetUUIDP(DirectFunctionCall1(uuid_in,
+															   CStringGetDatum(a->attempt_id)));
+			found = i;
+			break;
+		}
+	remora_shared->workers[my_slot].active_tasks = nattempts + 1;
+	LWLockRelease(remora_shared->lock);
+	return found;
+}
+
+static void
+publish_progress(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < nattempts; i++)
+	{
+		Attempt    *a = attempts[i];
+		RemoraProgress *p;
+		int64_t		done,
+					total;
+		const char *why;
+		long		secs;
+		int			usecs;
+
+		if (a->progress_slot < 0)
+			continue;
+		p = &remora_shared->progress[a->progress_slot];
+		remora_task_progress(a->task, &done, &total);
+		TimestampDifference(a->rate_at, now, &secs, &usecs);
+		if (secs >= 1)
+		{
+			double		span = secs + usecs / 1e6;
+			double		inst = (done - a->rate_bytes) / span;
+
+			a->rate = a->rate == 0 ? inst : 0.5 * a->rate + 0.5 * inst;
+			a->rate_bytes = done;
+			a->rate_at = now;
+		}
+		p->bytes_done = done;
+		p->bytes_total = total;
+		p->rate = a->rate;
+		p->restarted = remora_task_restarted(a->task, &why);
+		p->updated_at = now;
+	}
+	LWLockRelease(remora_shared->lock);
+}
+
+/* ------------------------------------------------------------- attempts */
+
+static void
+forget_attempt(int i)
+{
+	Attempt    *a = attempts[i];
+
+	if (a->progress_slot >= 0)
+	{
+		LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
+		remora_shared->progress[a->progress_slot].in_use = false;
+		remora_shared->workers[my_slot].active_tasks = nattempts - 1;
+		LWLockRelease(remora_shared->lock);
+	}
+	remora_task_free(a->task);
+	pfree(a->bucket);
+	pfree(a->file_name);
+	pfree(a);
+	attempts[i] = attempts[--nattempts];
+}
+
+static void
+error_json(StringInfo buf, const RemoraTaskError *e)
+{
+	appendStringInfoString(buf, "{\"class\": ");
+	escape_json(buf, e->class);
+	appendStringInfoString(buf, ", \"message\": ");
+	escape_json(buf, e->message);
+	if (e->http_status)
+		appendStringInfo(buf, ", \"http_status\": %ld", e->http_status);
+	if (e->curl_code)
+		appendStringInfo(buf, ", \"curl_code\": %d", e->curl_code);
+	if (e->s3_code[0])
+	{
+		appendStringInfoString(buf, ", \"s3_code\": ");
+		escape_json(buf, e->s3_code);
+	}
+	if (e->retry_after >= 0)
+		appendStringInfo(buf, ", \"retry_after\": %ld", e->retry_after);
+	appendStringInfoChar(buf, '}');
+}
+
+/* Report a failed attempt; returns the job's resulting state. */
+static char *
+report_failure(const char *attempt_id, int64 token, const RemoraTaskError *e)
+{
+	StringInfoData buf;
+	Oid			types[4] = {UUIDOID, INT8OID, JSONBOID, BOOLOID};
+	Datum		values[4];
+	char	   *state;
+
+	initStringInfo(&buf);
+	error_json(&buf, e);
+	tx_begin("remora: reporting a failed attempt");
+	values[0] = DirectFunctionCall1(uuid_in, CStringGetDatum(attempt_id));
+	values[1] = Int64GetDatum(token);
+	values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
+	values[3] = BoolGetDatum(e->retryable);
+	sql("SELECT remora.fail($1, $2, $3, $4)", 4, types, values, NULL);
+	state = MemoryContextStrdup(worker_cxt, col_text(0, 1));
+	tx_end();
+	return state;
+}
+
+static bool
+report_success(Attempt *a, const RemoraTaskResult *r)
+{
+	StringInfoData buf;
+	Oid			types[3] = {UUIDOID, INT8OID, JSONBOID};
+	Datum		values[3];
+	bool		ok;
+	bool		isnull;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"key\": ");
+	escape_json(&buf, r->manifest_key);
+	appendStringInfoString(&buf, ", \"etag\": ");
+	escape_json(&buf, r->manifest_etag);
+	appendStringInfo(&buf, ", \"sha256\": \"%s\", \"members\": 1, \"bytes\": " INT64_FORMAT,
+					 r->manifest_sha256, (int64) r->member_size);
+	appendStringInfoString(&buf, ", \"entries\": [{\"path\": ");
+	escape_json(&buf, a->file_name);
+	appendStringInfoString(&buf, ", \"bucket\": ");
+	escape_json(&buf, a->bucket);
+	appendStringInfoString(&buf, ", \"key\": ");
+	escape_json(&buf, r->member_key);
+	appendStringInfo(&buf, ", \"size\": " INT64_FORMAT ", \"sha256\": \"%s\", \"etag\": ",
+					 (int64) r->member_size, r->member_sha256);
+	escape_json(&buf, r->member_etag);
+	appendStringInfoString(&buf, ", \"source\": {\"etag\": ");
+	escape_json(&buf, r->source_etag);
+	appendStringInfoString(&buf, ", \"last_modified\": ");
+	escape_json(&buf, r->source_last_modified);
+	appendStringInfoString(&buf, "}}]}");
+
+	tx_begin("remora: committing a result");
+	values[0] = DirectFunctionCall1(uuid_in, CStringGetDatum(a->attempt_id));
+	values[1] = Int64GetDatum(a->token);
+	values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
+	sql("SELECT remora.commit($1, $2, $3)", 3, types, values, NULL);
+	ok = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+									SPI_tuptable->tupdesc, 1, &isnull));
+	tx_end();
+	return ok && !isnull;
+}
+
+/* Commit what succeeded, report what failed. */
+static void
+finish_attempts(void)
+{
+	for (int i = nattempts - 1; i >= 0; i--)
+	{
+		Attempt    *a = attempts[i];
+		RemoraTaskState st = remora_task_state(a->task);
+
+		if (st == REMORA_TASK_SUCCEEDED)
+		{
+			if (report_success(a, remora_task_result(a->task)))
+				ereport(LOG,
+						(errmsg("remora job " INT64_FORMAT " attempt %s committed its result",
+								a->job_id, a->attempt_id)));
+			else
+				ereport(LOG,
+						(errmsg("remora job " INT64_FORMAT " attempt %s: commit refused",
+								a->job_id, a->attempt_id),
+						 errdetail("The attempt no longer holds the job's authority; its staging objects will be removed.")));
+			forget_attempt(i);
+		}
+		else if (st == REMORA_TASK_FAILED)
+		{
+			const RemoraTaskError *e = remora_task_error(a->task);
+			char	   *state = report_failure(a->attempt_id, a->token, e);
+
+			ereport(LOG,
+					(errmsg("remora job " INT64_FORMAT " attempt %s failed: %s",
+							a->job_id, a->attempt_id, e->message),
+					 errdetail("Error class %s, %s; the job is now %s.", e->class,
+							   e->retryable ? "retryable" : "not retryable",
+							   state)));
+			forget_attempt(i);
+		}
+	}
+}
+
+/* Renew every lease; stop attempts that lost authority or were cancelled. */
+static void
+renew_all(void)
+{
+	bool		keep[MAX_TASKS];
+	bool		cancelled[MAX_TASKS];
+	Oid			types[2] = {UUIDOID, INT8OID};
+
+	if (nattempts == 0)
+		return;
+	tx_begin("remora: renewing leases");
+	for (int i = 0; i < nattempts; i++)
+	{
+		Datum		values[2];
+
+		values[0] = DirectFunctionCall1(uuid_in,
+										CStringGetDatum(attempts[i]->attempt_id));
+		values[1] = Int64GetDatum(attempts[i]->token);
+		sql("SELECT ok, cancel_requested FROM remora.renew($1, $2)", 2, types,
+			values, NULL);
+		keep[i] = strcmp(col_text(0, 1), "t") == 0;
+		cancelled[i] = strcmp(col_text(0, 2), "t") == 0;
+	}
+	tx_end();
+
+	for (int i = nattempts - 1; i >= 0; i--)
+		if (!keep[i])
+		{
+			ereport(LOG,
+					(errmsg("remora job " INT64_FORMAT " attempt %s stopped: %s",
+							attempts[i]->job_id, attempts[i]->attempt_id,
+							cancelled[i] ? "the job was cancelled"
+							: "the attempt lost its lease")));
+			remora_task_abort(attempts[i]->task, false);
+			forget_attempt(i);
+		}
+}
+
+static void
+checkpoint_json(StringInfo buf, Attempt *a, const RemoraTaskCheckpoint *cp)
+{
+	const char *why;
+
+	appendStringInfo(buf, "{\"bytes_done\": " INT64_FORMAT, (int64) cp->bytes_done);
+	if (cp->bytes_total >= 0)
+		appendStringInfo(buf, ", \"bytes_total\": " INT64_FORMAT,
+						 (int64) cp->bytes_total);
+	if (!a->restart_reported && remora_task_restarted(a->task, &why))
+	{
+		appendStringInfoString(buf, ", \"restart_reason\": ");
+		escape_json(buf, why);
+		a->restart_reported = true;
+	}
+	if (cp->nsegments > 0)
+	{
+		appendStringInfoString(buf, ", \"state\": {\"etag\": ");
+		escape_json(buf, cp->etag);
+		appendStringInfoString(buf, ", \"last_modified\": ");
+		escape_json(buf, cp->last_modified);
+		appendStringInfo(buf, ", \"size\": " INT64_FORMAT ", \"sha256_state\": ",
+						 (int64) cp->bytes_total);
+		escape_json(buf, cp->sha256_state);
+		appendStringInfoString(buf, ", \"segments\": [");
+		for (int s = 0; s < cp->nsegments; s++)
+		{
+			appendStringInfoString(buf, s ? ", {\"key\": " : "{\"key\": ");
+			escape_json(buf, cp->segments[s].key);
+			appendStringInfo(buf, ", \"size\": " INT64_FORMAT ", \"etag\": ",
+							 (int64) cp->segments[s].size);
+			escape_json(buf, cp->segments[s].etag);
+			appendStringInfoChar(buf, '}');
+		}
+		appendStringInfoString(buf, "]}");
+	}
+	appendStringInfoChar(buf, '}');
+}
+
+/* Record validated progress of every attempt that has new, in one go. */
+static void
+checkpoint_all(void)
+{
+	bool		keep[MAX_TASKS];
+	bool		any = false;
+	Oid			types[3] = {UUIDOID, INT8OID, JSONBOID};
+
+	for (int i = 0; i < nattempts; i++)
+	{
+		RemoraTaskCheckpoint cp;
+		StringInfoData buf;
+		Datum		values[3];
+
+		keep[i] = true;
+		if (!remora_task_checkpoint(attempts[i]->task, &cp))
+			continue;
+		if (!any)
+			tx_begin("remora: checkpointing");
+		any = true;
+		initStringInfo(&buf);
+		checkpoint_json(&buf, attempts[i], &cp);
+		values[0] = DirectFunctionCall1(uuid_in,
+										CStringGetDatum(attempts[i]->attempt_id));
+		values[1] = Int64GetDatum(attempts[i]->token);
+		values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
+		sql("SELECT remora.checkpoint($1, $2, $3)", 3, types, values, NULL);
+		keep[i] = strcmp(col_text(0, 1), "t") == 0;
+	}
+	if (!any)
+		return;
+	tx_end();
+	for (int i = nattempts - 1; i >= 0; i--)
+		if (!keep[i])
+		{
+			ereport(LOG,
+					(errmsg("remora job " INT64_FORMAT " attempt %s stopped: its checkpoint was refused",
+							attempts[i]->job_id, attempts[i]->attempt_id)));
+			remora_task_abort(attempts[i]->task, false);
+			forget_attempt(i);
+		}
+}
+
+/* ---------------------------------------------------------------- claim */
+
+typedef struct Claimed
+{
+	int64		job_id;
+	Oid			owner;
+	char	   *attempt_id;
+	int64		token;
+	char	   *kind;
+	char	   *url;
+	char	   *file_name;
+	char	   *bucket;
+	char	   *staging;
+	char	   *expected_sha256;
+	RemoraResume *resume;
+} Claimed;
+
+static char *
+dup_or_null(char *s)
+{
+	return s ? MemoryContextStrdup(worker_cxt, s) : NULL;
+}
+
+static char *
+malloc_copy(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* The resume offered at claim, as the engine wants it (malloc'd). */
+static RemoraResume *
+read_resume(const char *state)
+{
+	RemoraResume *r;
+	Oid			types[1] = {JSONBOID};
+	Datum		values[1];
+
+	if (state == NULL)
+		return NULL;
+	values[0] = DirectFunctionCall1(jsonb_in, CStringGetDatum(state));
+	sql("SELECT s ->> 'etag', s ->> 'last_modified', (s ->> 'size')::bigint, "
+		"s ->> 'sha256_state' FROM (SELECT $1 AS s) x",
+		1, types, values, NULL);
+	r = calloc(1, sizeof(RemoraResume));
+	if (r == NULL)
+		return NULL;
+	r->etag = malloc_copy(col_text(0, 1));
+	r->last_modified = malloc_copy(col_text(0, 2));
+	r->size = col_text(0, 3) ? strtoll(col_text(0, 3), NULL, 10) : -1;
+	r->sha256_state = malloc_copy(col_text(0, 4));
+
+	sql("SELECT e ->> 'key', (e ->> 'size')::bigint, e ->> 'etag' "
+		"FROM jsonb_array_elements($1 -> 'segments') WITH ORDINALITY AS t(e, n) "
+		"ORDER BY n",
+		1, types, values, NULL);
+	r->segments = calloc(SPI_processed + 1, sizeof(RemoraSegment));
+	if (r->segments == NULL)
+	{
+		remora_resume_free(r);
+		return NULL;
+	}
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *etag = col_text(i, 3);
+
+		r->segments[i].key = malloc_copy(col_text(i, 1));
+		r->segments[i].size = strtoll(col_text(i, 2), NULL, 10);
+		snprintf(r->segments[i].etag, sizeof(r->segments[i].etag), "%s",
+				 etag ? etag : "");
+		r->nsegments++;
+	}
+	return r;
+}
+
+static int
+claim_rows(int room, Claimed *out)
+{
+	Oid			types[2] = {UUIDOID, INT4OID};
+	Datum		values[2];
+	int			n;
+	SPITupleTable *claimed;
+
+	tx_begin("remora: claiming");
+	values[0] = UUIDPGetDatum(&my_incarnation);
+	values[1] = Int32GetDatum(room);
+	sql("SELECT c.job_id, c.attempt_id, c.fencing_token, c.spec #>> '{source,kind}', "
+		"c.spec #>> '{source,uri}', c.spec #>> '{source,file_name}', "
+		"c.spec ->> 'bucket', c.spec ->> 'staging_prefix', "
+		"c.spec #>> '{options,expected_sha256}', (c.resume -> 'state')::text, "
+		"c.spec ->> 'owner' "
+		"FROM remora.claim($1, $2) c",
+		2, types, values, NULL);
+	claimed = SPI_tuptable;
+	n = (int) SPI_processed;
+	for (int i = 0; i < n; i++)
+	{
+		SPI_tuptable = claimed;
+		out[i].job_id = strtoll(col_text(i, 1), NULL, 10);
+		out[i].attempt_id = dup_or_null(col_text(i, 2));
+		out[i].token = strtoll(col_text(i, 3), NULL, 10);
+		out[i].kind = dup_or_null(col_text(i, 4));
+		out[i].url = dup_or_null(col_text(i, 5));
+		out[i].file_name = dup_or_null(col_text(i, 6));
+		out[i].bucket = dup_or_null(col_text(i, 7));
+		out[i].staging = dup_or_null(col_text(i, 8));
+		out[i].expected_sha256 = dup_or_null(col_text(i, 9));
+		out[i].owner = (Oid) strtoul(col_text(i, 11), NULL, 10);
+		out[i].resume = read_resume(col_text(i, 10));
+	}
+	tx_end();
+	return n;
+}
+
+static void
+start_attempt(Claimed *c)
+{
+	RemoraTaskSpec spec;
+	char		err[256];
+	RemoraTask *task;
+	Attempt    *a;
+
+	if (strcmp(c->kind, "http") != 0)
+	{
+		RemoraTaskError e = {0};
+
+		e.class = REMORA_ERR_SOURCE;
+		e.retry_after = -1;
+		snprintf(e.message, sizeof(e.message),
+				 "%s sources are not supported by this version of remora",
+				 c->kind);
+		report_failure(c->attempt_id, c->token, &e);
+		return;
+	}
+	memset(&spec, 0, sizeof(spec));
+	spec.source_url = c->url;
+	spec.file_name = c->file_name;
+	spec.bucket = c->bucket;
+	spec.staging_prefix = c->staging;
+	spec.expected_sha256 = c->expected_sha256;
+	spec.resume = c->resume;
+	spec.job_id = c->job_id;
+	spec.attempt_id = c->attempt_id;
+	spec.fencing_token = c->token;
+	task = remora_task_start(engine, &spec, err, sizeof(err));
+	remora_resume_free(c->resume);
+	if (task == NULL)
+	{
+		RemoraTaskError e = {0};
+
+		e.class = REMORA_ERR_INTERNAL;
+		e.retryable = true;
+		e.retry_after = -1;
+		snprintf(e.message, sizeof(e.message), "%s", err);
+		report_failure(c->attempt_id, c->token, &e);
+		return;
+	}
+	a = MemoryContextAllocZero(worker_cxt, sizeof(Attempt));
+	a->task = task;
+	a->job_id = c->job_id;
+	a->owner = c->owner;
+	snprintf(a->attempt_id, sizeof(a->attempt_id), "%s", c->attempt_id);
+	a->token = c->token;
+	a->bucket = MemoryContextStrdup(worker_cxt, c->bucket);
+	a->file_name = MemoryContextStrdup(worker_cxt, c->file_name);
+	a->rate_at = GetCurrentTimestamp();
+	a->progress_slot = progress_slot_acquire(a);
+	attempts[nattempts++] = a;
+	ereport(LOG,
+			(errmsg("remora job " INT64_FORMAT " attempt %s started (token " INT64_FORMAT ")%s",
+					a->job_id, a->attempt_id, a->token,
+					spec.resume ? ", resuming from a checkpoint" : "")));
+}
+
+/* Claim as many attempts as there is room for; true if the batch was full. */
+static bool
+claim(void)
+{
+	int			room = Min(remora_worker_concurrency, MAX_TASKS) - nattempts;
+	Claimed    *rows;
+	int			n;
+
+	if (room <= 0)
+		return false;
+	rows = palloc0(sizeof(Claimed) * room);
+	n = claim_rows(room, rows);
+	for (int i = 0; i < n; i++)
+		start_attempt(&rows[i]);
+	return n == room;
+}
+
+/* ---------------------------------------------------------------- sweep */
+
+/* Delete staging of one attempt that can no longer commit, if any. */
+static void
+sweep(void)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(1)};
+	char	   *bucket = NULL;
+	char	   *prefix = NULL;
+	char		err[256];
+
+	if (sweep_task)
+	{
+		RemoraTaskState st = remora_task_state(sweep_task);
+
+		if (st == REMORA_TASK_RUNNING)
+			return;
+		if (st == REMORA_TASK_SUCCEEDED)
+		{
+			Oid			t2[1] = {UUIDOID};
+			Datum		v2[1];
+
+			tx_begin("remora: recording staging cleanup");
+			v2[0] = DirectFunctionCall1(uuid_in, CStringGetDatum(sweep_attempt));
+			sql("SELECT remora.staging_cleaned($1)", 1, t2, v2, NULL);
+			tx_end();
+		}
+		else
+			ereport(LOG,
+					(errmsg("remora: could not clean up the staging objects of attempt %s: %s",
+							sweep_attempt, remora_task_error(sweep_task)->message)));
+		remora_task_free(sweep_task);
+		sweep_task = NULL;
+	}
+
+	tx_begin("remora: looking for staging to clean up");
+	sql("SELECT attempt_id, bucket, prefix FROM remora.staging_to_clean($1)",
+		1, types, values, NULL);
+	if (SPI_processed > 0)
+	{
+		snprintf(sweep_attempt, sizeof(sweep_attempt), "%s", col_text(0, 1));
+		bucket = pstrdup(col_text(0, 2));
+		prefix = pstrdup(col_text(0, 3));
+	}
+	tx_end();
+	if (bucket)
+	{
+		sweep_task = remora_cleanup_start(engine, bucket, prefix, err, sizeof(err));
+		if (sweep_task == NULL)
+			ereport(LOG, (errmsg("remora: could not start a staging cleanup: %s", err)));
+	}
+}
+
+/* --------------------------------------------------------------- engine */
+
+static RemoraEngine *
+make_engine(void)
+{
+	RemoraEngineConfig cfg;
+	char		err[256];
+	RemoraEngine *e;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.target.endpoint = remora_s3_endpoint;
+	cfg.target.region = remora_s3_region;
+	cfg.target.path_style = remora_s3_path_style;
+	cfg.target.access_key_id = remora_s3_access_key_id;
+	cfg.target.secret_access_key = remora_s3_secret_access_key;
+	cfg.part_size = (size_t) remora_part_size_kb * 1024;
+	cfg.allow_networks = remora_allow_networks;
+	cfg.deny_networks = remora_deny_networks;
+	cfg.connect_timeout_ms = 10000;
+	cfg.stall_timeout_ms = remora_stall_timeout_ms;
+	cfg.user_agent = "remora/" REMORA_VERSION;
+	e = remora_engine_new(&cfg, err, sizeof(err));
+	if (e == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("remora worker cannot start its transfer engine"),
+				 errdetail("%s", err),
+				 errhint("Check remora.s3_endpoint and the network settings.")));
+	return e;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static void
+worker_exit(int code, Datum arg)
+{
+	LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < REMORA_MAX_PROGRESS; i++)
+		if (remora_shared->progress[i].in_use &&
+			remora_shared->progress[i].worker == my_slot)
+			remora_shared->progress[i].in_use = false;
+	remora_shared->workers[my_slot].stop_unrecorded = true;
+	remora_shared->workers[my_slot].latch = NULL;
+	remora_shared->workers[my_slot].pid = 0;
+	remora_shared->workers[my_slot].active_tasks = 0;
+	LWLockRelease(remora_shared->lock);
+}
+
+static void
+new_incarnation(void)
+{
+	Oid			types[2] = {UUIDOID, INT4OID};
+	Datum		values[2];
+
+	if (!pg_strong_random(my_incarnation.data, UUID_LEN))
+		elog(ERROR, "could not generate a random incarnation id");
+	my_incarnation.data[6] = (my_incarnation.data[6] & 0x0f) | 0x40;
+	my_incarnation.data[8] = (my_incarnation.data[8] & 0x3f) | 0x80;
+	snprintf(my_incarnation_text, sizeof(my_incarnation_text), "%s",
+			 DatumGetCString(DirectFunctionCall1(uuid_out,
+												 UUIDPGetDatum(&my_incarnation))));
+
+	LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
+	remora_shared->workers[my_slot].in_use = true;
+	remora_shared->workers[my_slot].stop_unrecorded = false;
+	remora_shared->workers[my_slot].pid = MyProcPid;
+	remora_shared->workers[my_slot].latch = MyLatch;
+	remora_shared->workers[my_slot].incarnation = my_incarnation;
+	remora_shared->workers[my_slot].started_at = GetCurrentTimestamp();
+	LWLockRelease(remora_shared->lock);
+	before_shmem_exit(worker_exit, (Datum) 0);
+
+	tx_begin("remora: recording the incarnation");
+	values[0] = UUIDPGetDatum(&my_incarnation);
+	values[1] = Int32GetDatum(MyProcPid);
+	sql("INSERT INTO remora.incarnations (incarnation, pid, kind) "
+		"VALUES ($1, $2, 'worker')",
+		2, types, values, NULL);
+	tx_end();
+}
+
+/* SIGTERM: hand the attempts back at once rather than let leases lapse. */
+static void
+shut_down(void)
+{
+	RemoraTaskError e = {0};
+
+	e.class = "worker";
+	e.retryable = true;
+	e.retry_after = 0;
+	snprintf(e.message, sizeof(e.message), "the worker was stopped");
+	for (int i = nattempts - 1; i >= 0; i--)
+	{
+		remora_task_abort(attempts[i]->task, false);
+		report_failure(attempts[i]->attempt_id, attempts[i]->token, &e);
+		forget_attempt(i);
+	}
+	if (sweep_task)
+		remora_task_free(sweep_task);
+	remora_engine_free(engine);
+	engine = NULL;
+
+	tx_begin("remora: recording the end of the incarnation");
+	{
+		Oid			types[1] = {UUIDOID};
+		Datum		values[1] = {UUIDPGetDatum(&my_incarnation)};
+
+		sql("UPDATE remora.incarnations SET stopped_at = now() WHERE incarnation = $1",
+			1, types, values, NULL);
+	}
+	tx_end();
+	LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
+	remora_shared->workers[my_slot].in_use = false;
+	LWLockRelease(remora_shared->lock);
+}
+
+static long
+ms_until(TimestampTz now, TimestampTz then)
+{
+	long		secs;
+	int			usecs;
+
+	if (then <= now)
+		return 0;
+	TimestampDifference(now, then, &secs, &usecs);
+	return secs * 1000 + usecs / 1000;
+}
+
+void
+remora_worker_main(Datum main_arg)
+{
+	MemoryContext loop_cxt;
+	uint64		seen_submit = (uint64) -1;
+	uint64		seen_cancel;
+	TimestampTz next_renew = 0,
+				next_checkpoint = 0,
+				next_poll = 0,
+				next_sweep = 0,
+				next_progress = 0;
+	bool		config_changed = false;
+
+	my_slot = DatumGetInt32(main_arg);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, worker_sigterm);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(remora_database, NULL, 0);
+	pgstat_report_appname("remora worker");
+
+	worker_cxt = AllocSetContextCreate(TopMemoryContext, "remora worker",
+									   ALLOCSET_DEFAULT_SIZES);
+	loop_cxt = AllocSetContextCreate(worker_cxt, "remora worker round",
+									 ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(worker_cxt);
+	new_incarnation();
+	engine = make_engine();
+	seen_cancel = pg_atomic_read_u64(&remora_shared->cancel_generation);
+	ereport(LOG, (errmsg("remora worker started, incarnation %s",
+						 my_incarnation_text)));
+
+	while (!got_sigterm)
+	{
+		TimestampTz now;
+		uint64		gen;
+		long		timeout;
+		long		engine_timeout;
+
+		MemoryContextReset(loop_cxt);
+		MemoryContextSwitchTo(loop_cxt);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			config_changed = true;
+		}
+
+		remora_engine_run(engine);
+		finish_attempts();
+
+		now = GetCurrentTimestamp();
+		gen = pg_atomic_read_u64(&remora_shared->cancel_generation);
+		if (gen != seen_cancel || now >= next_renew)
+		{
+			seen_cancel = gen;
+			renew_all();
+			next_renew = TimestampTzPlusMilliseconds(now, remora_lease_duration_ms / 3);
+		}
+		if (now >= next_checkpoint)
+		{
+			checkpoint_all();
+			next_checkpoint = TimestampTzPlusMilliseconds(now, CHECKPOINT_MS);
+		}
+		if (now >= next_progress)
+		{
+			publish_progress();
+			next_progress = TimestampTzPlusMilliseconds(now, PROGRESS_MS);
+		}
+
+		/* new settings take effect in a new engine, once it is idle */
+		if (config_changed && nattempts == 0 && sweep_task == NULL)
+		{
+			remora_engine_free(engine);
+			engine = make_engine();
+			config_changed = false;
+		}
+
+		gen = pg_atomic_read_u64(&remora_shared->submit_generation);
+		if (!config_changed && (gen != seen_submit || now >= next_poll))
+		{
+			seen_submit = gen;
+			next_poll = TimestampTzPlusMilliseconds(now, CLAIM_POLL_MS);
+			if (claim())
+				next_poll = now;	/* a full batch: there may be more */
+		}
+		if (!config_changed && now >= next_sweep)
+		{
+			sweep();
+			next_sweep = TimestampTzPlusMilliseconds(now,
+													 sweep_task ? 100 : SWEEP_MS);
+		}
+
+		/* sleep until something happens, or the next thing is due */
+		timeout = 1000;
+		timeout = Min(timeout, ms_until(now, next_renew));
+		timeout = Min(timeout, ms_until(now, next_poll));
+		timeout = Min(timeout, ms_until(now, next_sweep));
+		if (nattempts > 0)
+		{
+			timeout = Min(timeout, ms_until(now, next_checkpoint));
+			timeout = Min(timeout, ms_until(now, next_progress));
+		}
+		engine_timeout = remora_engine_timeout_ms(engine);
+		if (engine_timeout >= 0)
+			timeout = Min(timeout, engine_timeout);
+		if (nattempts > 0 || sweep_task)
+			pgstat_report_activity(STATE_IDLE, "remora: transferring");
+		(void) WaitLatchOrSocket(MyLatch,
+								 WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT |
+								 WL_EXIT_ON_PM_DEATH,
+								 remora_engine_fd(engine), timeout,
+								 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+
+	MemoryContextSwitchTo(worker_cxt);
+	shut_down();
+	ereport(LOG, (errmsg("remora worker stopped, incarnation %s",
+						 my_incarnation_text)));
+	proc_exit(0);
+}

@@ -1,0 +1,28 @@
+// The test S3 server: @20minutes/s3rver, which checks SigV4 signatures
+// (a wrong secret is SignatureDoesNotMatch) and supports UploadPartCopy.
+//
+//   node --openssl-legacy-provider test/s3/server.js DIR PORT [BUCKET...]
+//
+// Listens on 127.0.0.1 only, credentials S3RVER/S3RVER, buckets created at
+// start.  Prints "ready" when it accepts connections; exits on SIGTERM.
+'use strict'
+const S3rver = require('@20minutes/s3rver')
+
+const [directory, port, ...buckets] = process.argv.slice(2)
+const server = new S3rver({
+  directory,
+  address: '127.0.0.1',
+  port: Number(port),
+  silent: true,
+  vhostBuckets: false,
+  configureBuckets: buckets.map((name) => ({ name })),
+})
+server.run().then(
+  () => console.log('ready'),
+  (err) => {
+    console.error(err)
+    process.exit(1)
+  },
+)
+process.on('SIGTERM', () => server.close().then(() => process.exit(0)))
+process.on('SIGINT', () => server.close().then(() => process.exit(0)))

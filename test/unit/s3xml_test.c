@@ -1,0 +1,945 @@
+/*
+ * Unit tests of the S3 XML parser and request builders: error documents,
+ * single values, ListObjectsV2 listings, hostile documents (entity bombs,
+ * external entities and DTDs, oversized and deeply nested bodies, NUL
+ * bytes) and the DeleteObjects / CompleteMultipartUpload bodies.  Plain C,
+ * built with AddressSanitizer and UBSan.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libxml/parser.h>
+#include <libxml/xmlerror.h>
+
+#include "engine/s3xml.h"
+#include "unit.h"
+
+#define S3_NS    "http://s3.amazonaws.com/doc/2006-03-01/"
+#define S3RVR_NS "http://doc.s3.amazonaws.com/2006-03-01/"
+#define XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+
+#if LIBXML_VERSION >= 21200
+typedef const xmlError *ErrorArg;
+#else
+typedef xmlErrorPtr ErrorArg;
+#endif
+
+static bool
+error_doc(const char *xml, RemoraS3Error *e)
+{
+	return remora_s3xml_error(xml, strlen(xml), e);
+}
+
+static char *
+text_of(const char *xml, const char *name, char **root)
+{
+	return remora_s3xml_text(xml, strlen(xml), name, root);
+}
+
+static bool
+listing(const char *xml, RemoraS3Listing *l)
+{
+	return remora_s3xml_listing(xml, strlen(xml), l);
+}
+
+static bool
+error_cleared(const RemoraS3Error *e)
+{
+	return e->code == NULL && e->message == NULL && e->request_id == NULL;
+}
+
+static bool
+listing_cleared(const RemoraS3Listing *l)
+{
+	return l->objects == NULL && l->nobjects == 0 &&
+		   l->common_prefixes == NULL && l->nprefixes == 0 && !l->truncated &&
+		   l->next_token == NULL;
+}
+
+/* Is body refused by all three parsers? */
+static bool
+refused_everywhere(const char *body, size_t len, const char *name)
+{
+	RemoraS3Error   e;
+	RemoraS3Listing l;
+	char           *root = (char *) "unset";
+	char           *text = remora_s3xml_text(body, len, name, &root);
+	bool            ok = text == NULL && root == NULL;
+
+	free(text);
+	free(root);
+	ok = !remora_s3xml_error(body, len, &e) && error_cleared(&e) && ok;
+	remora_s3xml_error_free(&e);
+	ok = !remora_s3xml_listing(body, len, &l) && listing_cleared(&l) && ok;
+	remora_s3xml_listing_free(&l);
+	return ok;
+}
+
+/* ------------------------------------------------------------------ */
+
+static void
+test_errors(void)
+{
+	RemoraS3Error e;
+
+	CHECK(error_doc(XML_DECL "<Error><Code>NoSuchKey</Code>"
+							 "<Message>The specified key does not exist."
+							 "</Message><Key>a/b c</Key>"
+							 "<RequestId>4442587FB7D0A2F9</RequestId>"
+							 "<HostId>eftixk72aD6Ap51T</HostId></Error>",
+					&e),
+		  "real S3 NoSuchKey is an error document");
+	CHECK_STR(e.code, "NoSuchKey", "NoSuchKey code");
+	CHECK_STR(e.message, "The specified key does not exist.",
+			  "NoSuchKey message");
+	CHECK_STR(e.request_id, "4442587FB7D0A2F9", "NoSuchKey request id");
+	remora_s3xml_error_free(&e);
+	CHECK(error_cleared(&e), "error_free clears the struct");
+	remora_s3xml_error_free(&e);
+	remora_s3xml_error_free(NULL);
+
+	/* s3rver: namespaced, pretty-printed */
+	CHECK(error_doc(XML_DECL "<Error xmlns=\"" S3RVR_NS "\">\n"
+							 "  <Code>SlowDown</Code>\n"
+							 "  <Message>\n    Please reduce your request "
+							 "rate.\n  </Message>\n"
+							 "  <RequestId>s3rver-1</RequestId>\n</Error>\n",
+					&e),
+		  "s3rver SlowDown is an error document");
+	CHECK_STR(e.code, "SlowDown", "SlowDown code");
+	CHECK_STR(e.message, "Please reduce your request rate.",
+			  "SlowDown message, trimmed");
+	CHECK_STR(e.request_id, "s3rver-1", "SlowDown request id");
+	remora_s3xml_error_free(&e);
+
+	/* a prefixed namespace, escapes and CDATA */
+	CHECK(error_doc("<s3:Error xmlns:s3=\"" S3_NS "\">"
+					"<s3:Code>SignatureDoesNotMatch</s3:Code>"
+					"<s3:AWSAccessKeyId>AKIA</s3:AWSAccessKeyId>"
+					"<s3:Message>The request signature we calculated does "
+					"not match &amp; <![CDATA[<check> your key]]>"
+					"</s3:Message><s3:StringToSign>AWS4-HMAC-SHA256"
+					"</s3:StringToSign></s3:Error>",
+					&e),
+		  "prefixed SignatureDoesNotMatch is an error document");
+	CHECK_STR(e.code, "SignatureDoesNotMatch", "SignatureDoesNotMatch code");
+	CHECK_STR(e.message,
+			  "The request signature we calculated does not match & "
+			  "<check> your key",
+			  "SignatureDoesNotMatch message with entity and CDATA");
+	CHECK(e.request_id == NULL, "absent RequestId is NULL");
+	remora_s3xml_error_free(&e);
+
+	CHECK(error_doc("<Error/>", &e) && error_cleared(&e),
+		  "an empty <Error/> is an error document with no fields");
+	remora_s3xml_error_free(&e);
+
+	/* not error documents */
+	CHECK(
+		!error_doc("<ListBucketResult><Name>b</Name></ListBucketResult>", &e) &&
+			error_cleared(&e),
+		"a listing is not an error document");
+	CHECK(!error_doc("<Errors><Code>X</Code></Errors>", &e),
+		  "<Errors> is not <Error>");
+	CHECK(!error_doc("<html><body><h1>502 Bad Gateway</h1></body></html>", &e),
+		  "an HTML error page is not an error document");
+	CHECK(!error_doc("not xml at all", &e) && error_cleared(&e),
+		  "garbage is not an error document");
+	CHECK(!remora_s3xml_error("<Error/>", 0, &e), "an empty body is refused");
+	CHECK(!error_doc("", &e), "an empty string is refused");
+	CHECK(!error_doc("<Error><Code>NoSuch", &e) && error_cleared(&e),
+		  "truncated XML is refused");
+	CHECK(!error_doc("<Error><Code>X</Code></Error><Error/>", &e),
+		  "two root elements are refused");
+	CHECK(!error_doc("<a:Error><Code>X</Code></a:Error>", &e),
+		  "an undeclared namespace prefix is refused");
+	CHECK(!remora_s3xml_error(NULL, 10, &e), "a NULL body is refused");
+	CHECK(!remora_s3xml_error("<Error/>", 8, NULL), "a NULL out is refused");
+}
+
+static void
+test_text(void)
+{
+	char *root;
+	char *text;
+
+	text = text_of("<InitiateMultipartUploadResult xmlns=\"" S3_NS "\">"
+				   "<Bucket>b</Bucket><Key>k</Key>"
+				   "<UploadId>VXBsb2FkIElE.Zm9v</UploadId>"
+				   "</InitiateMultipartUploadResult>",
+				   "UploadId", &root);
+	CHECK_STR(text, "VXBsb2FkIElE.Zm9v", "UploadId, S3 namespace");
+	CHECK_STR(root, "InitiateMultipartUploadResult", "root name, S3");
+	free(text);
+	free(root);
+
+	text = text_of(XML_DECL "<InitiateMultipartUploadResult xmlns=\"" S3RVR_NS
+							"\">\n  <Bucket>b</Bucket>\n"
+							"  <UploadId>\n    abc123\n  </UploadId>\n"
+							"</InitiateMultipartUploadResult>",
+				   "UploadId", &root);
+	CHECK_STR(text, "abc123", "UploadId, s3rver namespace, trimmed");
+	CHECK_STR(root, "InitiateMultipartUploadResult", "root name, s3rver");
+	free(text);
+	free(root);
+
+	text = text_of("<CompleteMultipartUploadResult xmlns=\"" S3_NS "\">"
+				   "<Location>http://b.s3.amazonaws.com/k</Location>"
+				   "<Bucket>b</Bucket><Key>k</Key>"
+				   "<ETag>&quot;3858f62230ac3c915f300c664312c11f-9&quot;"
+				   "</ETag></CompleteMultipartUploadResult>",
+				   "ETag", &root);
+	CHECK_STR(text, "\"3858f62230ac3c915f300c664312c11f-9\"",
+			  "CompleteMultipartUploadResult ETag, quotes kept");
+	CHECK_STR(root, "CompleteMultipartUploadResult", "root name, complete");
+	free(text);
+	free(root);
+
+	/* CompleteMultipartUpload can answer 200 OK with an error */
+	text = text_of(XML_DECL "\n<Error><Code>InternalError</Code>"
+							"<Message>We encountered an internal error. "
+							"Please try again.</Message>"
+							"<RequestId>656c76696e6727732072657175657374"
+							"</RequestId></Error>",
+				   "ETag", &root);
+	CHECK(text == NULL, "no ETag in a 200 OK <Error>");
+	CHECK_STR(root, "Error", "the root name tells the 200 OK error apart");
+	free(text);
+	free(root);
+
+	text = text_of("<CopyPartResult><LastModified>2009-10-28T22:32:00.000Z"
+				   "</LastModified><ETag>\"9b2cf535f27731c974343645a3985328"
+				   "\"</ETag></CopyPartResult>",
+				   "ETag", NULL);
+	CHECK_STR(text, "\"9b2cf535f27731c974343645a3985328\"",
+			  "CopyPartResult ETag, root_name NULL");
+	free(text);
+
+	text = text_of("<CopyObjectResult><ETag>\"abc\"</ETag>"
+				   "</CopyObjectResult>",
+				   "UploadId", &root);
+	CHECK(text == NULL, "absent element is NULL");
+	CHECK_STR(root, "CopyObjectResult", "root name is set even when absent");
+	free(text);
+	free(root);
+
+	text = text_of("<A><B><C><ETag>deep</ETag></C></B><ETag>late</ETag></A>",
+				   "ETag", NULL);
+	CHECK_STR(text, "deep", "first ETag in document order");
+	free(text);
+
+	text =
+		text_of("<A><ETag>a<X>hidden</X>b<!-- c -->c</ETag></A>", "ETag", NULL);
+	CHECK_STR(text, "abc", "only direct text children are read");
+	free(text);
+
+	text = text_of("<A><UploadId></UploadId></A>", "UploadId", NULL);
+	CHECK_STR(text, "", "an empty element gives an empty string");
+	free(text);
+
+	text = text_of("<Root>x</Root>", "Root", NULL);
+	CHECK_STR(text, "x", "the root element itself can be asked for");
+	free(text);
+
+	root = (char *) "unset";
+	text = text_of("<A><UploadId>x</UploadId>", "UploadId", &root);
+	CHECK(text == NULL && root == NULL, "truncated XML: NULL and no root");
+	root = (char *) "unset";
+	text = text_of("junk", "UploadId", &root);
+	CHECK(text == NULL && root == NULL, "garbage: NULL and no root");
+	text = text_of("<A><UploadId>x</UploadId></A>", NULL, NULL);
+	CHECK(text == NULL, "a NULL local name finds nothing");
+
+	/* the encoding declaration is honoured; output is UTF-8 */
+	text = text_of("<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?>"
+				   "<A><K>caf\xe9</K></A>",
+				   "K", NULL);
+	CHECK_STR(text, "caf\xc3\xa9", "Latin-1 body converted to UTF-8");
+	free(text);
+}
+
+/* ------------------------------------------------------------------ */
+
+static const char listing_page[] = XML_DECL
+	"<ListBucketResult xmlns=\"" S3_NS "\">"
+	"<Name>bucket</Name><Prefix>data/</Prefix><KeyCount>5</KeyCount>"
+	"<MaxKeys>1000</MaxKeys><Delimiter>/</Delimiter>"
+	"<IsTruncated>true</IsTruncated>"
+	"<Contents><Key>data/a b.txt</Key>"
+	"<LastModified>2024-01-02T03:04:05.000Z</LastModified>"
+	"<ETag>&quot;d41d8cd98f00b204e9800998ecf8427e&quot;</ETag>"
+	"<Size>0</Size><StorageClass>STANDARD</StorageClass></Contents>"
+	"<Contents><Key>data/x&amp;y</Key><Size>12345</Size>"
+	"<ETag>\"e1\"</ETag></Contents>"
+	"<Contents><Key>data/\xe6\x97\xa5\xe6\x9c\xac/\xc3\xbc.bin</Key>"
+	"<Size>9223372036854775807</Size></Contents>"
+	"<Contents><Key>data/c++/a+b</Key><Size>\n  7\n</Size></Contents>"
+	"<Contents><Key> data/spaced </Key><Size>1</Size></Contents>"
+	"<CommonPrefixes><Prefix>data/sub dir/</Prefix></CommonPrefixes>"
+	"<CommonPrefixes><Prefix>data/q&amp;a/</Prefix></CommonPrefixes>"
+	"<NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM="
+	"</NextContinuationToken>"
+	"<StartAfter>data/</StartAfter></ListBucketResult>";
+
+/* A one-entry listing whose only <Contents> is the given text. */
+static bool
+one_entry(const char *contents, RemoraS3Listing *l)
+{
+	char xml[1024];
+
+	snprintf(xml, sizeof(xml),
+			 "<ListBucketResult><Name>b</Name>%s"
+			 "<IsTruncated>false</IsTruncated></ListBucketResult>",
+			 contents);
+	return listing(xml, l);
+}
+
+static void
+bad_entry(const char *contents, const char *what)
+{
+	RemoraS3Listing l;
+
+	CHECK(!one_entry(contents, &l) && listing_cleared(&l),
+		  "listing refused: %s", what);
+}
+
+static void
+bad_size(const char *size)
+{
+	char contents[256];
+	char shown[64];
+
+	snprintf(contents, sizeof(contents),
+			 "<Contents><Key>k</Key><Size>%s</Size></Contents>", size);
+	snprintf(shown, sizeof(shown), "Size \"%s\"", size);
+	bad_entry(contents, shown);
+}
+
+static void
+test_listing(void)
+{
+	RemoraS3Listing l;
+
+	CHECK(listing(listing_page, &l), "a full ListObjectsV2 page parses");
+	CHECK(l.nobjects == 5, "five objects (%d)", l.nobjects);
+	if (l.nobjects == 5)
+	{
+		CHECK_STR(l.objects[0].key, "data/a b.txt", "key with a space");
+		CHECK(l.objects[0].size == 0, "size 0");
+		CHECK_STR(l.objects[0].etag, "\"d41d8cd98f00b204e9800998ecf8427e\"",
+				  "ETag with quotes");
+		CHECK_STR(l.objects[0].last_modified, "2024-01-02T03:04:05.000Z",
+				  "LastModified");
+		CHECK_STR(l.objects[1].key, "data/x&y", "key with &amp;");
+		CHECK(l.objects[1].size == 12345, "size 12345");
+		CHECK(l.objects[1].last_modified == NULL,
+			  "absent LastModified is NULL");
+		CHECK_STR(l.objects[2].key,
+				  "data/\xe6\x97\xa5\xe6\x9c\xac/\xc3\xbc.bin", "unicode key");
+		CHECK(l.objects[2].size == INT64_MAX, "size INT64_MAX");
+		CHECK(l.objects[2].etag == NULL, "absent ETag is NULL");
+		CHECK_STR(l.objects[3].key, "data/c++/a+b", "key with +");
+		CHECK(l.objects[3].size == 7, "size with surrounding whitespace");
+		CHECK_STR(l.objects[4].key, " data/spaced ",
+				  "key kept verbatim, surrounding spaces included");
+	}
+	CHECK(l.nprefixes == 2, "two common prefixes (%d)", l.nprefixes);
+	if (l.nprefixes == 2)
+	{
+		CHECK_STR(l.common_prefixes[0], "data/sub dir/", "prefix 1");
+		CHECK_STR(l.common_prefixes[1], "data/q&a/", "prefix 2");
+	}
+	CHECK(l.truncated, "IsTruncated true");
+	CHECK_STR(l.next_token, "1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=",
+			  "NextContinuationToken");
+	remora_s3xml_listing_free(&l);
+	CHECK(listing_cleared(&l), "listing_free clears the struct");
+	remora_s3xml_listing_free(&l);
+	remora_s3xml_listing_free(NULL);
+
+	CHECK(listing(XML_DECL "<ListBucketResult xmlns=\"" S3RVR_NS "\">\n"
+						   "  <IsTruncated>false</IsTruncated>\n"
+						   "  <Contents>\n    <Key>only</Key>\n"
+						   "    <Size>3</Size>\n  </Contents>\n"
+						   "</ListBucketResult>\n",
+				  &l),
+		  "s3rver-style listing parses");
+	CHECK(l.nobjects == 1 && l.nprefixes == 0 && !l.truncated &&
+			  l.next_token == NULL,
+		  "one object, not truncated, no token");
+	if (l.nobjects == 1)
+		CHECK_STR(l.objects[0].key, "only", "s3rver key");
+	remora_s3xml_listing_free(&l);
+
+	CHECK(listing("<ListBucketResult xmlns=\"" S3_NS "\"><Name>b</Name>"
+				  "<KeyCount>0</KeyCount><IsTruncated>false</IsTruncated>"
+				  "</ListBucketResult>",
+				  &l) &&
+			  listing_cleared(&l),
+		  "an empty listing parses to nothing");
+	remora_s3xml_listing_free(&l);
+
+	CHECK(listing("<ListBucketResult/>", &l) && listing_cleared(&l),
+		  "no IsTruncated means not truncated");
+	remora_s3xml_listing_free(&l);
+
+	bad_entry("<Contents><Size>1</Size></Contents>", "missing Key");
+	bad_entry("<Contents><Key></Key><Size>1</Size></Contents>", "empty Key");
+	bad_entry("<Contents><Key>k</Key></Contents>", "missing Size");
+	bad_entry("<Contents><Key>a</Key><Key>b</Key><Size>1</Size></Contents>",
+			  "two Keys");
+	bad_entry("<Contents><Key>a</Key><Size>1</Size><Size>2</Size></Contents>",
+			  "two Sizes");
+	bad_entry("<Contents><Key>k</Key><Size>1</Size></Contents>"
+			  "<CommonPrefixes></CommonPrefixes>",
+			  "CommonPrefixes without Prefix");
+	bad_entry("<Contents><Key>k</Key><Size>1</Size></Contents>"
+			  "<IsTruncated>yes</IsTruncated>",
+			  "IsTruncated neither true nor false");
+	bad_entry("<Contents><Key>k</Key><Size>1</Size></Contents>"
+			  "<Contents><Size>2</Size></Contents>",
+			  "a valid entry then one without Key");
+	bad_size("-1");
+	bad_size("abc");
+	bad_size("99999999999999999999");
+	bad_size("9223372036854775808");
+	bad_size("");
+	bad_size("1e3");
+	bad_size("+1");
+	bad_size("1 2");
+	bad_size("0x10");
+	bad_size("1.0");
+
+	CHECK(!listing("<ListAllMyBucketsResult><Buckets/>"
+				   "</ListAllMyBucketsResult>",
+				   &l) &&
+			  listing_cleared(&l),
+		  "another root is not a listing");
+	CHECK(!listing("<Error><Code>AccessDenied</Code></Error>", &l),
+		  "an error document is not a listing");
+	CHECK(!listing("<ListBucketResult><Contents>", &l) && listing_cleared(&l),
+		  "a truncated listing is refused");
+	CHECK(!remora_s3xml_listing("<ListBucketResult/>", 19, NULL),
+		  "a NULL out is refused");
+}
+
+/* ------------------------------------------------------------------ */
+
+static long
+max_rss_kb(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss;
+}
+
+static double
+now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void
+test_entity_bomb(void)
+{
+	static const char bomb[] =
+		"<?xml version=\"1.0\"?>\n<!DOCTYPE Error [\n"
+		" <!ENTITY lol \"lol\">\n"
+		" <!ENTITY lol1 \"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\">"
+		" <!ENTITY lol2 \"&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;"
+		"&lol1;&lol1;\">"
+		" <!ENTITY lol3 \"&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;"
+		"&lol2;&lol2;\">"
+		" <!ENTITY lol4 \"&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;"
+		"&lol3;&lol3;\">"
+		" <!ENTITY lol5 \"&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;"
+		"&lol4;&lol4;\">"
+		" <!ENTITY lol6 \"&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;"
+		"&lol5;&lol5;\">"
+		" <!ENTITY lol7 \"&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;"
+		"&lol6;&lol6;\">"
+		" <!ENTITY lol8 \"&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;"
+		"&lol7;&lol7;\">"
+		" <!ENTITY lol9 \"&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;"
+		"&lol8;&lol8;\">\n]>\n"
+		"<Error><Code>&lol9;</Code><Message>&lol9;</Message></Error>";
+	long   rss = max_rss_kb();
+	double t0 = now_seconds();
+	int    i;
+	bool   refused = true;
+
+	for (i = 0; i < 100; i++)
+		refused = refused && refused_everywhere(bomb, strlen(bomb), "Code");
+	CHECK(refused, "billion laughs refused");
+	CHECK(now_seconds() - t0 < 2.0, "100 x 3 billion laughs in %.3f s",
+		  now_seconds() - t0);
+	CHECK(max_rss_kb() - rss < 64 * 1024,
+		  "billion laughs: memory grew by %ld kB (limit 64 MB)",
+		  max_rss_kb() - rss);
+}
+
+static void
+test_external_entities(void)
+{
+	static const char xxe[] =
+		"<?xml version=\"1.0\"?>\n"
+		"<!DOCTYPE Error [<!ENTITY e SYSTEM \"file:///etc/passwd\">]>\n"
+		"<Error><Code>X</Code><Message>&e;</Message></Error>";
+	static const char xxe_listing[] =
+		"<!DOCTYPE ListBucketResult [<!ENTITY e SYSTEM "
+		"\"file:///etc/passwd\">]><ListBucketResult><Contents><Key>&e;</Key>"
+		"<Size>1</Size></Contents></ListBucketResult>";
+	RemoraS3Error   e;
+	RemoraS3Listing l;
+	char           *text;
+
+	CHECK(!error_doc(xxe, &e) && e.message == NULL,
+		  "external entity refused, /etc/passwd not read");
+	text = text_of(xxe, "Message", NULL);
+	CHECK(text == NULL, "external entity refused by the text helper");
+	free(text);
+	CHECK(!listing(xxe_listing, &l) && l.nobjects == 0,
+		  "external entity in a listing key refused");
+	CHECK(refused_everywhere(xxe, strlen(xxe), "Message"),
+		  "external entity refused everywhere");
+
+	/* no DOCTYPE, so no entity can be declared: an unknown one is an error */
+	text = text_of("<Error><Message>&e;</Message></Error>", "Message", NULL);
+	CHECK(text == NULL, "undeclared entity refused");
+	free(text);
+
+	/* predefined and character references are plain text */
+	text = text_of("<A><M>&lt;&gt;&amp;&apos;&quot;&#65;&#x42;</M></A>", "M",
+				   NULL);
+	CHECK_STR(text, "<>&'\"AB", "predefined and character references");
+	free(text);
+	text = text_of("<A><M>&#x1;</M></A>", "M", NULL);
+	CHECK(text == NULL, "&#x1; is not XML 1.0: refused");
+	free(text);
+
+	/* XInclude is never processed */
+	text = text_of("<A xmlns:xi=\"http://www.w3.org/2001/XInclude\">"
+				   "<xi:include href=\"file:///etc/passwd\" parse=\"text\"/>"
+				   "</A>",
+				   "A", NULL);
+	CHECK(text != NULL && strstr(text, "root:") == NULL,
+		  "XInclude not processed");
+	free(text);
+
+	CHECK(refused_everywhere("<!DOCTYPE Error><Error><Code>X</Code></Error>",
+							 44, "Code"),
+		  "a bare DOCTYPE is refused");
+	CHECK(refused_everywhere("<Error><Code>X</Code></Error><!DOCTYPE Error>",
+							 44, "Code"),
+		  "a DOCTYPE after the root is refused");
+}
+
+/*
+ * A loopback listener that nothing serves: if the parser ever fetched the
+ * DTD or entity, the connection would be waiting in its backlog.
+ */
+static int
+canary_listener(int *port)
+{
+	struct sockaddr_in sa;
+	socklen_t          salen = sizeof(sa);
+	int                fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0)
+		return -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) != 0 ||
+		listen(fd, 4) != 0 ||
+		getsockname(fd, (struct sockaddr *) &sa, &salen) != 0)
+	{
+		close(fd);
+		return -1;
+	}
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+static void
+test_external_dtd(void)
+{
+	char          xml[512];
+	int           port = 1;
+	int           fd = canary_listener(&port);
+	struct pollfd pfd;
+
+	CHECK(fd >= 0, "canary listener on 127.0.0.1:%d", port);
+
+	snprintf(xml, sizeof(xml),
+			 "<?xml version=\"1.0\"?>\n<!DOCTYPE Error SYSTEM "
+			 "\"http://127.0.0.1:%d/x.dtd\">\n<Error><Code>X</Code></Error>",
+			 port);
+	CHECK(refused_everywhere(xml, strlen(xml), "Code"), "external DTD refused");
+
+	snprintf(xml, sizeof(xml),
+			 "<!DOCTYPE Error PUBLIC \"-//X//Y//EN\" "
+			 "\"http://127.0.0.1:%d/pub.dtd\"><Error><Code>X</Code></Error>",
+			 port);
+	CHECK(refused_everywhere(xml, strlen(xml), "Code"),
+		  "public external DTD refused");
+
+	snprintf(xml, sizeof(xml),
+			 "<!DOCTYPE Error [<!ENTITY %% p SYSTEM "
+			 "\"http://127.0.0.1:%d/p.dtd\"> %%p;]>"
+			 "<Error><Code>X</Code></Error>",
+			 port);
+	CHECK(refused_everywhere(xml, strlen(xml), "Code"),
+		  "parameter entity refused");
+
+	snprintf(xml, sizeof(xml),
+			 "<!DOCTYPE Error [<!ENTITY e SYSTEM "
+			 "\"http://127.0.0.1:%d/e\">]><Error><Code>&e;</Code></Error>",
+			 port);
+	CHECK(refused_everywhere(xml, strlen(xml), "Code"),
+		  "external http entity refused");
+
+	if (fd >= 0)
+	{
+		pfd.fd = fd;
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		CHECK(poll(&pfd, 1, 200) == 0, "no connection reached the canary");
+		close(fd);
+	}
+}
+
+/* A well-formed <Error> of exactly len bytes, padded with elements. */
+static char *
+padded_error(size_t len)
+{
+	static const char head[] = "<Error><Code>SlowDown</Code>";
+	static const char tail[] = "</Error>";
+	const size_t      pad_len = 1024; /* "<P>" + text + "</P>" */
+	char             *body = malloc(len);
+	size_t            at = 0;
+
+	if (body == NULL)
+		return NULL;
+	memcpy(body, head, sizeof(head) - 1);
+	at += sizeof(head) - 1;
+	while (len - sizeof(tail) + 1 - at >= pad_len)
+	{
+		memcpy(body + at, "<P>", 3);
+		memset(body + at + 3, 'a', pad_len - 7);
+		memcpy(body + at + pad_len - 4, "</P>", 4);
+		at += pad_len;
+	}
+	while (at < len - (sizeof(tail) - 1))
+		body[at++] = ' ';
+	memcpy(body + at, tail, sizeof(tail) - 1);
+	return body;
+}
+
+static void
+test_sizes(void)
+{
+	char         *body = padded_error(REMORA_S3XML_MAX_BODY + 1);
+	RemoraS3Error e;
+
+	CHECK(body != NULL &&
+			  refused_everywhere(body, REMORA_S3XML_MAX_BODY + 1, "Code"),
+		  "a body of REMORA_S3XML_MAX_BODY + 1 bytes is refused");
+	CHECK(body != NULL &&
+			  remora_s3xml_error(body, REMORA_S3XML_MAX_BODY, &e) == false,
+		  "cut to the limit it is truncated XML, refused");
+	free(body);
+
+	body = padded_error(REMORA_S3XML_MAX_BODY);
+	CHECK(body != NULL && remora_s3xml_error(body, REMORA_S3XML_MAX_BODY, &e),
+		  "a well-formed body of exactly REMORA_S3XML_MAX_BODY is parsed");
+	CHECK_STR(e.code, "SlowDown", "its code");
+	remora_s3xml_error_free(&e);
+	free(body);
+}
+
+static void
+test_nesting(void)
+{
+	const int levels = 100000;
+	char     *body = malloc((size_t) levels * 7 + 32);
+	size_t    len = 0;
+	int       i;
+	char     *text;
+
+	if (body == NULL)
+		return;
+	for (i = 0; i < levels; i++)
+	{
+		memcpy(body + len, "<a>", 3);
+		len += 3;
+	}
+	memcpy(body + len, "x", 1);
+	len++;
+	for (i = 0; i < levels; i++)
+	{
+		memcpy(body + len, "</a>", 4);
+		len += 4;
+	}
+	CHECK(refused_everywhere(body, len, "a"),
+		  "100000 levels of nesting refused");
+	free(body);
+
+	/* modest nesting is fine */
+	text = text_of("<a><b><c><d><e><f><g><h><K>deep</K></h></g></f></e></d>"
+				   "</c></b></a>",
+				   "K", NULL);
+	CHECK_STR(text, "deep", "nine levels are fine");
+	free(text);
+}
+
+static void
+test_nul_bytes(void)
+{
+	static const char nul[] = "<Error><Code>No\0SuchKey</Code></Error>";
+	static const char utf16[] = "\xff\xfe<\0E\0r\0r\0o\0r\0/\0>\0";
+
+	CHECK(refused_everywhere(nul, sizeof(nul) - 1, "Code"),
+		  "a NUL byte inside is refused");
+	CHECK(refused_everywhere(nul, sizeof(nul), "Code"),
+		  "a trailing NUL counted in len is refused");
+	CHECK(refused_everywhere(utf16, sizeof(utf16) - 1, "Error"),
+		  "UTF-16 (NUL bytes) is refused");
+}
+
+/* Counters for the host-handler check. */
+static int host_errors;
+
+static void
+host_structured(void *ctx, ErrorArg error)
+{
+	(void) ctx;
+	(void) error;
+	host_errors++;
+}
+
+static void
+host_generic(void *ctx, const char *msg, ...)
+{
+	(void) ctx;
+	(void) msg;
+	host_errors++;
+}
+
+/*
+ * Parse errors must neither print nor reach the host's global handlers:
+ * run hostile and broken documents with stderr redirected to a file and
+ * counting handlers installed.
+ */
+static void
+test_silence(void)
+{
+	FILE         *capture = tmpfile();
+	int           saved = dup(2);
+	RemoraS3Error e;
+	char         *text;
+	long          printed;
+
+	if (capture == NULL || saved < 0)
+	{
+		CHECK(0, "cannot capture stderr");
+		return;
+	}
+	fflush(stderr);
+	dup2(fileno(capture), 2);
+	xmlSetStructuredErrorFunc(NULL, host_structured);
+	xmlSetGenericErrorFunc(NULL, host_generic);
+
+	(void) error_doc("<Error><Code>X</Code", &e);
+	(void) error_doc("<Error><Code>X</Cod></Error>", &e);
+	(void) error_doc("<Error>&nope;</Error>", &e);
+	(void) error_doc("<a:Error/>", &e);
+	(void) error_doc("<!DOCTYPE Error [<!ENTITY e SYSTEM \"file:///x\">]>"
+					 "<Error>&e;</Error>",
+					 &e);
+	(void) error_doc("<?xml version=\"1.1\"?><Error xmlns=\"rel\"/>", &e);
+	remora_s3xml_error_free(&e);
+	text = text_of("\xff\xff", "X", NULL);
+	free(text);
+
+	xmlSetStructuredErrorFunc(NULL, NULL);
+	xmlSetGenericErrorFunc(NULL, NULL);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	fseek(capture, 0, SEEK_END);
+	printed = ftell(capture);
+	fclose(capture);
+
+	CHECK(printed == 0, "nothing printed to stderr (%ld bytes)", printed);
+	CHECK(host_errors == 0, "host error handlers not called (%d calls)",
+		  host_errors);
+}
+
+/* ------------------------------------------------------------------ */
+
+static void
+test_delete_body(void)
+{
+	const char *keys[] = {
+		"a&b<c>\"d\"'e'", "\xe6\x97\xa5\xe6\x9c\xac \xc3\xbc \xf0\x9f\x98\x80",
+		"plain/key.txt",  "line\r\nbreak\ttab",
+		" spaced \x7f",
+	};
+	const char *expected =
+		"<Delete><Quiet>true</Quiet>"
+		"<Object><Key>a&amp;b&lt;c&gt;&quot;d&quot;&apos;e&apos;</Key>"
+		"</Object>"
+		"<Object><Key>\xe6\x97\xa5\xe6\x9c\xac \xc3\xbc \xf0\x9f\x98\x80"
+		"</Key></Object>"
+		"<Object><Key>plain/key.txt</Key></Object>"
+		"<Object><Key>line&#13;&#10;break&#9;tab</Key></Object>"
+		"<Object><Key> spaced \x7f</Key></Object>"
+		"</Delete>";
+	const char *many[1001];
+	size_t      len = 0;
+	char       *body;
+	char       *text;
+	int         i;
+
+	body = remora_s3xml_delete_body(keys, 5, &len);
+	CHECK_STR(body, expected, "delete body, escaped");
+	CHECK(body != NULL && len == strlen(body), "delete body length");
+	text = body ? remora_s3xml_text(body, len, "Key", NULL) : NULL;
+	CHECK_STR(text, keys[0], "the escaped key parses back to itself");
+	free(text);
+	free(body);
+
+	body = remora_s3xml_delete_body(keys + 2, 1, NULL);
+	CHECK_STR(body,
+			  "<Delete><Quiet>true</Quiet><Object><Key>plain/key.txt</Key>"
+			  "</Object></Delete>",
+			  "one key, len NULL");
+	free(body);
+
+	for (i = 0; i < 1001; i++)
+		many[i] = "k";
+	body = remora_s3xml_delete_body(many, 1000, &len);
+	CHECK(body != NULL, "1000 keys accepted");
+	free(body);
+	CHECK(remora_s3xml_delete_body(many, 1001, &len) == NULL,
+		  "1001 keys refused");
+	CHECK(remora_s3xml_delete_body(many, 0, &len) == NULL, "0 keys refused");
+	CHECK(remora_s3xml_delete_body(many, -1, &len) == NULL,
+		  "negative count refused");
+	CHECK(remora_s3xml_delete_body(NULL, 1, &len) == NULL,
+		  "NULL array refused");
+
+	{
+		static const char *const bad[] = {
+			"a\001b",          /* C0 control */
+			"a\x1f",           /* C0 control */
+			"a\x0b",           /* vertical tab */
+			"",                /* empty key */
+			"\xff",            /* not UTF-8 */
+			"\xc0\xaf",        /* overlong '/' */
+			"\xe0\x80\xaf",    /* overlong '/' */
+			"\xed\xa0\x80",    /* surrogate */
+			"\xef\xbf\xbe",    /* U+FFFE */
+			"\xe6\x97",        /* truncated sequence */
+			"\xf4\x90\x80\x80" /* beyond U+10FFFF */
+		};
+		const char *one[2];
+
+		for (i = 0; i < (int) (sizeof(bad) / sizeof(bad[0])); i++)
+		{
+			one[0] = "good";
+			one[1] = bad[i];
+			CHECK(remora_s3xml_delete_body(one, 2, &len) == NULL,
+				  "unrepresentable key %d refused", i);
+		}
+		one[1] = NULL;
+		CHECK(remora_s3xml_delete_body(one, 2, &len) == NULL,
+			  "NULL key refused");
+	}
+}
+
+static void
+test_complete_body(void)
+{
+	const char *etags[] = {
+		"\"a54357aff0632cce46d942af68356b38\"",
+		"\"0c78aef83f66abc1fa1e8477f296d394\"",
+		"\"acbd18db4cc2f85cedef654fccc4a4d8-1\"",
+	};
+	const char *odd[] = {"\"<x>&'\""};
+	size_t      len = 0;
+	char       *body;
+	char       *text;
+	const char *many[10001];
+	int         i;
+
+	body = remora_s3xml_complete_body(etags, 3, &len);
+	CHECK_STR(body,
+			  "<CompleteMultipartUpload>"
+			  "<Part><PartNumber>1</PartNumber>"
+			  "<ETag>&quot;a54357aff0632cce46d942af68356b38&quot;</ETag></Part>"
+			  "<Part><PartNumber>2</PartNumber>"
+			  "<ETag>&quot;0c78aef83f66abc1fa1e8477f296d394&quot;</ETag></Part>"
+			  "<Part><PartNumber>3</PartNumber>"
+			  "<ETag>&quot;acbd18db4cc2f85cedef654fccc4a4d8-1&quot;</ETag>"
+			  "</Part></CompleteMultipartUpload>",
+			  "complete body for three parts");
+	CHECK(body != NULL && len == strlen(body), "complete body length");
+	text = body ? remora_s3xml_text(body, len, "ETag", NULL) : NULL;
+	CHECK_STR(text, etags[0], "the first ETag parses back");
+	free(text);
+	free(body);
+
+	body = remora_s3xml_complete_body(odd, 1, NULL);
+	CHECK_STR(body,
+			  "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>"
+			  "<ETag>&quot;&lt;x&gt;&amp;&apos;&quot;</ETag></Part>"
+			  "</CompleteMultipartUpload>",
+			  "a hostile ETag cannot inject XML");
+	free(body);
+
+	for (i = 0; i < 10001; i++)
+		many[i] = "\"e\"";
+	body = remora_s3xml_complete_body(many, 10000, &len);
+	CHECK(body != NULL && strstr(body, "<PartNumber>10000</PartNumber>"),
+		  "10000 parts accepted");
+	free(body);
+	CHECK(remora_s3xml_complete_body(many, 10001, &len) == NULL,
+		  "10001 parts refused");
+	CHECK(remora_s3xml_complete_body(many, 0, &len) == NULL, "0 parts refused");
+	odd[0] = "\"a\x02\"";
+	CHECK(remora_s3xml_complete_body(odd, 1, &len) == NULL,
+		  "control character in an ETag refused");
+	CHECK(remora_s3xml_complete_body(NULL, 1, &len) == NULL,
+		  "NULL array refused");
+}
+
+int
+main(void)
+{
+	test_errors();
+	test_text();
+	test_listing();
+	test_entity_bomb();
+	test_external_entities();
+	test_external_dtd();
+	test_sizes();
+	test_nesting();
+	test_nul_bytes();
+	test_silence();
+	test_delete_body();
+	test_complete_body();
+	return unit_done();
+}
