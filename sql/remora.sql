@@ -108,6 +108,8 @@ CREATE TABLE remora.attempts (
 	started_at		timestamptz NOT NULL DEFAULT now(),
 	finished_at		timestamptz,
 	cleaned_at		timestamptz,	-- staging objects deleted
+	clean_failures	integer NOT NULL DEFAULT 0,
+	clean_after		timestamptz,	-- a failed cleanup waits until then
 	UNIQUE (job_id, attempt_no),
 	UNIQUE (job_id, fencing_token)
 );
@@ -1079,15 +1081,23 @@ AS $$
 	  LEFT JOIN remora.results r ON r.attempt_id = a.attempt_id
 	 WHERE a.cleaned_at IS NULL
 	   AND j.state IN ('succeeded', 'failed', 'cancelled')
+	   AND (a.clean_after IS NULL OR a.clean_after <= now())
 	 ORDER BY a.finished_at NULLS FIRST, a.attempt_id
 	 LIMIT greatest(max_rows, 0)
 $$;
 
-CREATE FUNCTION remora.staging_cleaned(attempt_id uuid) RETURNS void
+-- Record a cleanup: done, or failed (tried again after a backoff that
+-- doubles up to an hour).
+CREATE FUNCTION remora.staging_cleaned(attempt_id uuid, ok boolean DEFAULT true)
+RETURNS void
 LANGUAGE sql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-	UPDATE remora.attempts a SET cleaned_at = now()
+	UPDATE remora.attempts a
+	   SET cleaned_at = CASE WHEN $2 THEN now() END,
+		   clean_failures = CASE WHEN $2 THEN a.clean_failures ELSE a.clean_failures + 1 END,
+		   clean_after = CASE WHEN $2 THEN NULL
+						 ELSE now() + make_interval(secs => least(3600, power(2, least(a.clean_failures, 12)))) END
 	 WHERE a.attempt_id = $1 AND a.cleaned_at IS NULL
 $$;
 
@@ -1237,7 +1247,7 @@ GRANT EXECUTE ON FUNCTION remora.claim(uuid, integer),
 	remora.commit(uuid, bigint, jsonb),
 	remora.fail(uuid, bigint, jsonb, boolean),
 	remora.reconcile(), remora.staging_to_clean(integer),
-	remora.staging_cleaned(uuid) TO remora_worker;
+	remora.staging_cleaned(uuid, boolean) TO remora_worker;
 GRANT EXECUTE ON FUNCTION remora._progress() TO remora_user;
 GRANT EXECUTE ON FUNCTION remora.reconcile() TO remora_admin;
 

@@ -127,9 +127,10 @@ remora_s3_request(RemoraEngine *engine, void *owner, const S3Call *call,
 	}
 	if (engine->path_style)
 	{
-		snprintf(url, n, "%s/%s/%s%s%s", engine->base_url, call->bucket,
-				 enc_key, query[0] ? "?" : "", query);
-		sprintf(path, "/%s/%s", call->bucket, key);
+		/* a bucket-level request is "/bucket", an object's "/bucket/key" */
+		snprintf(url, n, "%s/%s%s%s%s%s", engine->base_url, call->bucket,
+				 call->key ? "/" : "", enc_key, query[0] ? "?" : "", query);
+		sprintf(path, "/%s%s%s", call->bucket, call->key ? "/" : "", key);
 		strcpy(host, engine->host);
 	}
 	else

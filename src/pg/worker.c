@@ -673,20 +673,22 @@ sweep(void)
 
 		if (st == REMORA_TASK_RUNNING)
 			return;
-		if (st == REMORA_TASK_SUCCEEDED)
 		{
-			Oid			t2[1] = {UUIDOID};
-			Datum		v2[1];
+			Oid			t2[2] = {UUIDOID, BOOLOID};
+			Datum		v2[2];
 
+			if (st != REMORA_TASK_SUCCEEDED)
+				ereport(LOG,
+						(errmsg("remora: could not clean up the staging objects of attempt %s: %s",
+								sweep_attempt,
+								remora_task_error(sweep_task)->message),
+						 errdetail("The cleanup will be tried again later.")));
 			tx_begin("remora: recording staging cleanup");
 			v2[0] = DirectFunctionCall1(uuid_in, CStringGetDatum(sweep_attempt));
-			sql("SELECT remora.staging_cleaned($1)", 1, t2, v2, NULL);
+			v2[1] = BoolGetDatum(st == REMORA_TASK_SUCCEEDED);
+			sql("SELECT remora.staging_cleaned($1, $2)", 2, t2, v2, NULL);
 			tx_end();
 		}
-		else
-			ereport(LOG,
-					(errmsg("remora: could not clean up the staging objects of attempt %s: %s",
-							sweep_attempt, remora_task_error(sweep_task)->message)));
 		remora_task_free(sweep_task);
 		sweep_task = NULL;
 	}

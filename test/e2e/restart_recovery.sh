@@ -4,7 +4,8 @@
 # running, stop the server with an immediate shutdown.  Crash recovery
 # empties the unlogged queue and leases; no durable row changes; reconcile
 # rebuilds both, every job is recovered exactly once, and the running
-# attempts keep their authority.
+# attempts keep their authority.  The jobs live in a database the launcher
+# does not serve, so that this test alone decides when reconcile runs.
 #
 set -Euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,6 +30,8 @@ DURABLE="SELECT md5(string_agg(t, '|' ORDER BY t)) FROM (
 	UNION ALL SELECT 'r' || row(r.*)::text FROM remora.results r
 	UNION ALL SELECT 'i' || row(i.*)::text FROM remora.incarnations i) s"
 
+psql -X -q -c "CREATE DATABASE remora_test" >/dev/null
+export E2E_DB=remora_test
 q "CREATE EXTENSION remora" >/dev/null
 q "SELECT count(remora_submit('https://example.com/' || g || '.bin')) FROM generate_series(1, 6) g" >/dev/null
 q "SELECT count(*) FROM remora.claim('11111111-1111-1111-1111-111111111111', 3)" >/dev/null

@@ -5,10 +5,14 @@
 REMORA_DEB_PACKAGES="build-essential pkg-config postgresql-15 postgresql-client-15
 postgresql-server-dev-15 libcurl4-openssl-dev libssl-dev libxml2-dev
 libmicrohttpd-dev postgresql-15-cron nginx libipc-run-perl awscli curl
-ca-certificates nodejs npm"
+ca-certificates bc"
 
 install_deps() {
-	local missing=""
+	local missing="" p
+	# Node.js runs the test S3 server; Debian's own only where none is
+	# installed (an installed Node brings its own npm, which Debian's npm
+	# package would conflict with)
+	command -v node >/dev/null || missing="nodejs npm"
 	for p in $REMORA_DEB_PACKAGES; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
 			missing="$missing $p"

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+#
+# The data plane end to end: a real PostgreSQL running remora's workers,
+# nginx serving the sources, an S3 server that checks signatures
+# (@20minutes/s3rver), and the project's fault-injecting proxy in front of
+# both.  Every result is downloaded again with the AWS CLI from Debian and
+# its SHA-256 compared with the source file.
+#
+set -Euo pipefail
+cd "$(dirname "$0")/../.."
+. test/lib/deps.sh
+. test/lib/cluster.sh
+. test/lib/e2e.sh
+. test/lib/services.sh
+
+T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
+chmod 755 "$T"
+SERVICES_DIR=$T
+trap 'cp "$T/pg/server.log" /tmp/dataplane-server.log 2>/dev/null; cluster_stop "$T/pg" immediate; stop_services; rm -rf "$T"' EXIT
+
+NGINX_PORT=$(free_port)
+S3_PORT=$(free_port)
+SRC_PROXY=$(free_port)
+S3_PROXY=$(free_port)
+PG_PORT=$(free_port)
+start_nginx "$T/nginx" "$NGINX_PORT"
+start_s3 "$T/s3" "$S3_PORT" target
+start_faults "$SRC_PROXY" "$NGINX_PORT"
+# a second proxy, in front of the store
+node test/faults/proxy.js "$S3_PROXY" "$S3_PORT" >"$T/s3proxy.log" 2>&1 &
+echo $! >>"$T/pids"
+wait_port "$S3_PROXY"
+
+WWW=$T/nginx/www
+make_file() { head -c "$2" /dev/urandom >"$WWW/$1"; chmod 644 "$WWW/$1"; }
+make_file small.bin 1000000
+make_file large.bin 32000000		# seven 5 MB segments
+make_file flaky.bin 300000
+make_file zombie.bin 200000
+for f in cancel crash restart change; do make_file $f.bin 12000000; done
+SRC="http://127.0.0.1:$NGINX_PORT"
+FLAKY="http://127.0.0.1:$SRC_PROXY"
+
+cluster_init "$T/pg" "$PG_PORT" <<CONF
+remora.max_workers = 2
+remora.worker_concurrency = 4
+remora.s3_endpoint = 'http://127.0.0.1:$S3_PROXY'
+remora.s3_path_style = on
+remora.s3_access_key_id = 'S3RVER'
+remora.s3_secret_access_key = 'S3RVER'
+remora.default_bucket = 'target'
+remora.allow_networks = '127.0.0.1/32'
+remora.part_size = '5MB'
+remora.lease_duration = '4s'
+remora.retry_base_delay = '200ms'
+remora.retry_max_delay = '2s'
+remora.stall_timeout = '60s'
+CONF
+cluster_start "$T/pg"
+export PGHOST=$T/pg PGPORT=$PG_PORT PGUSER=postgres
+q "CREATE EXTENSION remora" >/dev/null
+LOG=$T/pg/server.log
+
+rule() { curl -s "http://127.0.0.1:$1/__rule?$2" >/dev/null; }
+hits() { curl -s "http://127.0.0.1:$1/__hits?match=$2"; }
+state() { q "SELECT state FROM remora.jobs WHERE job_id = $1" 2>/dev/null; }
+is_state() { [ "$(state "$1")" = "$2" ]; }
+wait_state() {	# wait_state JOB STATE SECONDS
+	if wait_for "$3" is_state "$1" "$2"; then return 0; fi
+	echo "# job $1 is $(state "$1"), not $2: $(q "SELECT last_error FROM remora.jobs WHERE job_id = $1")"
+	return 1
+}
+validated_at_least() { [ "$(q "SELECT coalesce(bytes_done, 0) FROM remora.checkpoints WHERE job_id = $1")" -ge "$2" ] 2>/dev/null; }
+live_at_least() { [ "$(q "SELECT coalesce(max(bytes_done), 0) FROM remora_progress WHERE job_id = $1")" -ge "$2" ]; }
+worker_of() { q "SELECT worker_pid FROM remora_progress WHERE job_id = $1"; }
+
+# verify JOB FILE: the committed member, downloaded with the AWS CLI, has
+# the file's SHA-256, and so does the manifest's record of it
+verify() {
+	local job=$1 file=$2 key want got manifest
+	want=$(sha256sum "$WWW/$file" | cut -d' ' -f1)
+	key=$(q "SELECT key FROM remora_result($job)")
+	got=$(aws_s3 s3 cp "s3://target/$key" - 2>/dev/null | sha256sum | cut -d' ' -f1)
+	check_eq "job $job: the AWS CLI reads back $file intact" "$got" "$want"
+	check_eq "job $job: remora_result records the same SHA-256" \
+		"$(q "SELECT sha256 FROM remora_result($job)")" "$want"
+	manifest=$(q "SELECT result_manifest_key FROM remora_jobs WHERE job_id = $job")
+	check_eq "job $job: the manifest object has the committed SHA-256" \
+		"$(aws_s3 s3 cp "s3://target/$manifest" - 2>/dev/null | sha256sum | cut -d' ' -f1)" \
+		"$(q "SELECT result_manifest_sha256 FROM remora_jobs WHERE job_id = $job")"
+}
+
+staging_objects() {	# staging_objects JOB: objects under the job's prefix
+	aws_s3 s3 ls --recursive "s3://target/remora/$1/" 2>/dev/null | wc -l
+}
+all_cleaned() { [ "$(q "SELECT count(*) FROM remora.attempts WHERE job_id = $1 AND cleaned_at IS NULL")" = 0 ]; }
+
+# --- a small object: one PUT
+j=$(q "SELECT remora_submit('$SRC/small.bin')")
+check "small object succeeds" wait_state "$j" succeeded 30
+verify "$j" small.bin
+check_eq "the member path is the file name" "$(q "SELECT path FROM remora_result($j)")" "small.bin"
+check_eq "the member key is under the attempt's staging prefix" \
+	"$(q "SELECT key = remora._staging_prefix('remora', $j, current_attempt) || 'small.bin' FROM remora_result($j), remora.jobs WHERE job_id = $j")" "t"
+
+# --- a large object: seven segments, assembled by UploadPartCopy
+rule "$S3_PROXY" "match=/.segments/&method=PUT&action=status:500&count=0"	# counts only
+j=$(q "SELECT remora_submit('$SRC/large.bin')")
+check "large object (7 parts) succeeds" wait_state "$j" succeeded 60
+verify "$j" large.bin
+check_eq "seven segment objects were uploaded" "$(hits "$S3_PROXY" /.segments/)" "7"
+check "segments are cleaned up after the commit" wait_for 20 all_cleaned "$j"
+check_eq "only the member and the manifest remain" "$(staging_objects "$j")" "2"
+
+# --- a redirect, followed one hop at a time
+j=$(q "SELECT remora_submit('$SRC/redirect/small.bin')")
+check "redirected source succeeds" wait_state "$j" succeeded 30
+verify "$j" small.bin
+
+# --- 404: failed at once, with a structured error
+j=$(q "SELECT remora_submit('$SRC/missing.bin')")
+check "404 fails the job" wait_state "$j" failed 30
+check_eq "404: one attempt, error class http, status 404, not retryable" \
+	"$(q "SELECT attempts_used || ' ' || (last_error ->> 'class') || ' ' || (last_error ->> 'http_status') || ' ' || (last_error ->> 'retryable') FROM remora_jobs WHERE job_id = $j")" \
+	"1 http 404 false"
+check_eq "404: no result" "$(q "SELECT count(*) FROM remora_result($j)")" "0"
+
+# --- 503 twice, then 200: succeeded on attempt 3
+rule "$SRC_PROXY" "match=GET%20/flaky.bin&action=status:503&count=2"
+j=$(q "SELECT remora_submit('$FLAKY/flaky.bin')")
+check "503, 503, 200: the job succeeds" wait_state "$j" succeeded 40
+check_eq "on attempt 3" "$(q "SELECT attempts_used FROM remora_jobs WHERE job_id = $j")" "3"
+check_eq "the history has both 503s, retryable, with Retry-After" \
+	"$(q "SELECT string_agg((e ->> 'http_status') || '/' || (e ->> 'retryable') || '/' || (e ->> 'retry_after'), ',') FROM remora_jobs, jsonb_array_elements(error_history) e WHERE job_id = $j")" \
+	"503/true/1,503/true/1"
+verify "$j" flaky.bin
+
+# --- cancel mid-transfer
+j=$(q "SELECT remora_submit('$SRC/slow/cancel.bin')")
+check "the slow transfer is under way" wait_for 30 live_at_least "$j" 2000000
+q "SELECT remora_cancel($j)" >/dev/null
+t0=$(date +%s%N)
+check "cancel: the job is cancelled" wait_state "$j" cancelled 10
+t1=$(date +%s%N)
+check "cancel: the attempt was told within 2 seconds ($(((t1 - t0) / 1000000)) ms)" test $(((t1 - t0) / 1000000)) -lt 2000
+check_eq "cancel: no result" "$(q "SELECT count(*) FROM remora_result($j)")" "0"
+check "cancel: staging is cleaned up" wait_for 30 all_cleaned "$j"
+check_eq "cancel: no object remains under the job's prefix" "$(staging_objects "$j")" "0"
+
+# --- kill -9 of the worker mid-transfer: PostgreSQL restarts every
+# backend; a replacement attempt with a greater token resumes
+j=$(q "SELECT remora_submit('$SRC/slow/crash.bin')")
+check "crash: two segments are validated" wait_for 30 validated_at_least "$j" 10000000
+pid=$(worker_of "$j")
+kill -9 "$pid"
+check "crash: the job still succeeds" wait_state "$j" succeeded 60
+check_eq "crash: a second attempt with a greater token committed" \
+	"$(q "SELECT a.attempt_no > 1 AND a.fencing_token > 1 FROM remora.results r JOIN remora.attempts a USING (attempt_id) WHERE r.job_id = $j")" "t"
+check_eq "crash: it resumed from the first attempt's checkpoint" \
+	"$(q "SELECT a.resumed_from IS NOT NULL AND a.restart_reason IS NULL FROM remora.results r JOIN remora.attempts a USING (attempt_id) WHERE r.job_id = $j")" "t"
+check "crash: the resumed download asked for a range (206)" \
+	grep -q '"GET /slow/crash.bin HTTP/1.1" 206' "$T/nginx/access.log"
+verify "$j" crash.bin
+
+# --- SIGSTOP: a zombie finishes after its replacement and is refused
+rule "$S3_PROXY" "match=manifest.jsonl&method=PUT&action=hold&count=1"
+j=$(q "SELECT remora_submit('$SRC/zombie.bin')")
+held() { [ "$(hits "$S3_PROXY" manifest.jsonl)" -ge 1 ]; }
+check "zombie: the first attempt's manifest is held" wait_for 30 held
+zpid=$(q "SELECT i.pid FROM remora.jobs j JOIN remora.attempts a ON a.attempt_id = j.current_attempt JOIN remora.incarnations i ON i.incarnation = a.incarnation WHERE j.job_id = $j")
+zatt=$(q "SELECT current_attempt FROM remora.jobs WHERE job_id = $j")
+kill -STOP "$zpid"
+check "zombie: the replacement succeeds while the first attempt is stopped" wait_state "$j" succeeded 40
+curl -s "http://127.0.0.1:$S3_PROXY/__release" >/dev/null
+# resume it once the store has written its manifest: the answer is waiting,
+# so the first thing it does is try to commit
+zmanifest() { aws_s3 s3 ls "s3://target/remora/$j/$zatt/manifest.jsonl" >/dev/null 2>&1; }
+check "zombie: the store accepted its manifest while it was stopped" wait_for 20 zmanifest
+kill -CONT "$zpid"
+refused() { grep -q "attempt $zatt: commit refused" "$LOG"; }
+check "zombie: its late commit is refused" wait_for 20 refused
+check_eq "zombie: exactly one result, from the replacement" \
+	"$(q "SELECT count(*) || ' ' || (bool_and(r.attempt_id <> '$zatt'))::text FROM remora.results r WHERE r.job_id = $j")" "1 true"
+check_eq "zombie: the first attempt is lost" "$(q "SELECT state FROM remora.attempts WHERE attempt_id = '$zatt'")" "lost"
+verify "$j" zombie.bin
+check "zombie: its staging is cleaned up" wait_for 30 all_cleaned "$j"
+
+# --- immediate restart of PostgreSQL mid-transfer
+j=$(q "SELECT remora_submit('$SRC/slow/restart.bin')")
+check "restart: a segment is validated" wait_for 30 validated_at_least "$j" 5000000
+cluster_stop "$T/pg" immediate
+cluster_start "$T/pg"
+check "restart: the job completes" wait_state "$j" succeeded 60
+verify "$j" restart.bin
+
+# --- the source changes between attempts: restart from zero, new content
+j=$(q "SELECT remora_submit('$SRC/slow/change.bin')")
+check "change: a segment is validated" wait_for 30 validated_at_least "$j" 5000000
+cluster_stop "$T/pg" immediate
+make_file change.bin 12000000		# new content, new ETag
+cluster_start "$T/pg"
+check "change: the job completes" wait_state "$j" succeeded 60
+check_eq "change: the replacement says it restarted from zero" \
+	"$(q "SELECT restarted_from_zero AND restart_reason LIKE 'the source changed%' FROM remora_jobs WHERE job_id = $j")" "t"
+verify "$j" change.bin
+
+# --- nothing secret in the log
+check_eq "the target secret never appears in the server log" \
+	"$(grep -c 'S3RVER' "$LOG" || true)" "0"
+
+e2e_finish

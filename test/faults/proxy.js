@@ -1,0 +1,134 @@
+// The fault-injecting proxy: forwards every request to an upstream on
+// 127.0.0.1 (nginx for sources, the S3 server for the target) unchanged —
+// Host header included, so SigV4 signatures stay valid — unless a rule
+// matches it.
+//
+//   node test/faults/proxy.js PORT UPSTREAM_PORT
+//
+// Rules are added through the control path (never forwarded):
+//   GET /__rule?match=SUBSTR&action=ACTION[&count=N][&after=BYTES][&method=M]
+//   GET /__release       release every held request
+//   GET /__reset         forget all rules
+//   GET /__hits?match=SUBSTR   how many requests matched so far
+// A rule applies to the first `count` requests (default: all) whose
+// "METHOD path" contains SUBSTR (and whose method is M, if given):
+//   status:NNN  answer NNN (with Retry-After: 1 for 429/503)
+//   reset       send the headers and `after` bytes of the body, then
+//               destroy the connection (a reset mid-transfer)
+//   truncate    like reset, but close cleanly (a short body)
+//   stall       send the headers and `after` bytes, then nothing, forever
+//   hold        do not forward until /__release
+//   slow        forward at 256 KiB/s
+// Listens on 127.0.0.1 only.
+'use strict'
+const http = require('node:http')
+
+const port = Number(process.argv[2])
+const upstreamPort = Number(process.argv[3])
+let rules = []
+let held = []
+const hits = new Map()
+
+function control(req, res) {
+  const url = new URL(req.url, 'http://x')
+  const q = url.searchParams
+  if (url.pathname === '/__rule') {
+    rules.push({
+      match: q.get('match') || '',
+      method: q.get('method'),
+      action: q.get('action'),
+      count: q.has('count') ? Number(q.get('count')) : Infinity,
+      after: Number(q.get('after') || 0),
+    })
+  } else if (url.pathname === '/__release') {
+    const h = held
+    held = []
+    h.forEach((fn) => fn())
+  } else if (url.pathname === '/__reset') {
+    rules = []
+  } else if (url.pathname === '/__hits') {
+    res.end(String(hits.get(q.get('match')) || 0))
+    return
+  }
+  res.end('ok\n')
+}
+
+function forward(req, res, opts = {}) {
+  const up = http.request(
+    {
+      host: '127.0.0.1',
+      port: upstreamPort,
+      method: req.method,
+      path: req.url,
+      headers: req.headers,
+    },
+    (ur) => {
+      res.writeHead(ur.statusCode, ur.headers)
+      if (opts.cutAfter === undefined && !opts.slow) {
+        ur.pipe(res)
+        return
+      }
+      let sent = 0
+      ur.on('data', (chunk) => {
+        if (opts.cutAfter !== undefined) {
+          const room = opts.cutAfter - sent
+          if (room > 0) res.write(chunk.subarray(0, Math.min(room, chunk.length)))
+          sent += chunk.length
+          if (sent >= opts.cutAfter) {
+            ur.destroy()
+            if (opts.mode === 'reset') res.socket.destroy()
+            else if (opts.mode === 'truncate') res.socket.end()
+            // stall: keep the connection open and send nothing more
+          }
+        } else {
+          ur.pause()
+          res.write(chunk)
+          setTimeout(() => ur.resume(), (chunk.length / (256 * 1024)) * 1000)
+        }
+      })
+      ur.on('end', () => res.end())
+    },
+  )
+  up.on('error', () => res.destroy())
+  req.pipe(up)
+}
+
+const server = http.createServer((req, res) => {
+  if (req.url.startsWith('/__')) return control(req, res)
+  const line = `${req.method} ${req.url}`
+  const rule = rules.find(
+    (r) => r.count > 0 && line.includes(r.match) && (!r.method || r.method === req.method),
+  )
+  for (const r of rules)
+    if (line.includes(r.match) && (!r.method || r.method === req.method))
+      hits.set(r.match, (hits.get(r.match) || 0) + 1)
+  if (!rule) return forward(req, res)
+  rule.count--
+  const [action, arg] = rule.action.split(':')
+  switch (action) {
+    case 'status': {
+      const code = Number(arg)
+      const headers = { 'Content-Type': 'text/plain' }
+      if (code === 429 || code === 503) headers['Retry-After'] = '1'
+      req.resume()
+      res.writeHead(code, headers)
+      res.end(`injected ${code}\n`)
+      return
+    }
+    case 'reset':
+    case 'truncate':
+    case 'stall':
+      return forward(req, res, { cutAfter: rule.after, mode: action })
+    case 'hold':
+      held.push(() => forward(req, res))
+      return
+    case 'slow':
+      return forward(req, res, { slow: true })
+    default:
+      res.writeHead(500)
+      res.end('unknown action\n')
+  }
+})
+server.keepAliveTimeout = 1000
+server.listen(port, '127.0.0.1', () => console.log('ready'))
+process.on('SIGTERM', () => process.exit(0))
