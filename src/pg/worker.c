@@ -345,17 +345,21 @@ finish_attempts(void)
 	}
 }
 
-/* Renew every lease; stop attempts that lost authority or were cancelled. */
+/*
+ * Renew every lease, and the incarnation's heartbeat; stop attempts that
+ * lost authority or were cancelled.
+ */
 static void
 renew_all(void)
 {
 	bool		keep[MAX_TASKS];
 	bool		cancelled[MAX_TASKS];
 	Oid			types[2] = {UUIDOID, INT8OID};
+	Datum		hb[1] = {UUIDPGetDatum(&my_incarnation)};
 
-	if (nattempts == 0)
-		return;
 	tx_begin("remora: renewing leases");
+	sql("UPDATE remora.incarnations SET heartbeat_at = now() WHERE incarnation = $1",
+		1, types, hb, NULL);
 	for (int i = 0; i < nattempts; i++)
 	{
 		Datum		values[2];

@@ -36,6 +36,8 @@ make_file() { head -c "$2" /dev/urandom >"$WWW/$1"; chmod 644 "$WWW/$1"; }
 make_file small.bin 1000000
 make_file large.bin 32000000		# seven 5 MB segments
 make_file flaky.bin 300000
+for f in reset truncated toomany forbidden throttled slowdown sum; do make_file $f.bin 700000; done
+make_file sigterm.bin 12000000
 make_file zombie.bin 200000
 for f in cancel crash restart change; do make_file $f.bin 12000000; done
 SRC="http://127.0.0.1:$NGINX_PORT"
@@ -135,6 +137,51 @@ check_eq "the history has both 503s, retryable, with Retry-After" \
 	"503/true/1,503/true/1"
 verify "$j" flaky.bin
 
+# --- transient source failures are retried; permanent ones are not
+rule "$SRC_PROXY" "match=GET%20/reset.bin&action=reset&after=300000&count=1"
+j=$(q "SELECT remora_submit('$FLAKY/reset.bin')")
+check "a connection reset mid-body is retried and succeeds" wait_state "$j" succeeded 40
+check_eq "reset: attempt 1 failed as a retryable network error with its curl code" \
+	"$(q "SELECT (error_history -> 0 ->> 'class') || ' ' || (error_history -> 0 ->> 'retryable') || ' ' || (error_history -> 0 ? 'curl_code') FROM remora_jobs WHERE job_id = $j")" \
+	"network true true"
+verify "$j" reset.bin
+
+rule "$SRC_PROXY" "match=GET%20/truncated.bin&action=truncate&after=300000&count=1"
+j=$(q "SELECT remora_submit('$FLAKY/truncated.bin')")
+check "a body shorter than its Content-Length is retried and succeeds" wait_state "$j" succeeded 40
+check_eq "truncated: one retryable failure first" \
+	"$(q "SELECT attempts_used || ' ' || (error_history -> 0 ->> 'retryable') FROM remora_jobs WHERE job_id = $j")" "2 true"
+verify "$j" truncated.bin
+
+rule "$SRC_PROXY" "match=GET%20/throttled.bin&action=status:429&count=1"
+j=$(q "SELECT remora_submit('$FLAKY/throttled.bin')")
+check "429 with Retry-After is retried and succeeds" wait_state "$j" succeeded 40
+check_eq "429: honoured as retryable with its Retry-After" \
+	"$(q "SELECT (error_history -> 0 ->> 'http_status') || ' ' || (error_history -> 0 ->> 'retry_after') FROM remora_jobs WHERE job_id = $j")" "429 1"
+
+rule "$SRC_PROXY" "match=GET%20/forbidden.bin&action=status:403"
+j=$(q "SELECT remora_submit('$FLAKY/forbidden.bin')")
+check "403 fails the job at once" wait_state "$j" failed 30
+check_eq "403: one attempt, not retryable" \
+	"$(q "SELECT attempts_used || ' ' || (last_error ->> 'retryable') FROM remora_jobs WHERE job_id = $j")" "1 false"
+
+j=$(q "SELECT remora_submit('$SRC/sum.bin', options => '{\"expected_sha256\": \"$(printf '0%.0s' $(seq 64))\"}')")
+check "a SHA-256 mismatch fails the job" wait_state "$j" failed 30
+check_eq "checksum: class checksum, one attempt, not retryable, no result" \
+	"$(q "SELECT (last_error ->> 'class') || ' ' || attempts_used || ' ' || (last_error ->> 'retryable') || ' ' || (SELECT count(*) FROM remora_result($j)) FROM remora_jobs WHERE job_id = $j")" \
+	"checksum 1 false 0"
+j=$(q "SELECT remora_submit('$SRC/sum.bin', options => '{\"expected_sha256\": \"$(sha256sum "$WWW/sum.bin" | cut -d' ' -f1)\"}')")
+check "the right expected_sha256 succeeds" wait_state "$j" succeeded 30
+
+# --- the store says SlowDown: retried, and the retry succeeds
+rule "$S3_PROXY" "match=PUT%20/target/remora/&method=PUT&action=s3error:SlowDown:503&count=1"
+j=$(q "SELECT remora_submit('$SRC/slowdown.bin')")
+check "S3 SlowDown is retried and the job succeeds" wait_state "$j" succeeded 40
+check_eq "SlowDown: recorded with class s3, its S3 code and status" \
+	"$(q "SELECT (error_history -> 0 ->> 'class') || ' ' || (error_history -> 0 ->> 's3_code') || ' ' || (error_history -> 0 ->> 'http_status') || ' ' || (error_history -> 0 ->> 'retryable') FROM remora_jobs WHERE job_id = $j")" \
+	"s3 SlowDown 503 true"
+verify "$j" slowdown.bin
+
 # --- cancel mid-transfer
 j=$(q "SELECT remora_submit('$SRC/slow/cancel.bin')")
 check "the slow transfer is under way" wait_for 30 live_at_least "$j" 2000000
@@ -192,6 +239,21 @@ cluster_stop "$T/pg" immediate
 cluster_start "$T/pg"
 check "restart: the job completes" wait_state "$j" succeeded 60
 verify "$j" restart.bin
+
+# --- SIGTERM (a fast shutdown) mid-transfer: the worker hands its attempt
+# back at once, and after the restart a replacement resumes
+j=$(q "SELECT remora_submit('$SRC/slow/sigterm.bin')")
+check "sigterm: a segment is validated" wait_for 30 validated_at_least "$j" 5000000
+cluster_stop "$T/pg" fast
+check_eq "sigterm: the stopped worker reported its attempt, retryable" \
+	"$( (cluster_start "$T/pg" >/dev/null; q "SELECT (error_history -> 0 ->> 'class') || ' ' || (error_history -> 0 ->> 'retryable') FROM remora_jobs WHERE job_id = $j") )" \
+	"worker true"
+check "sigterm: the job completes" wait_state "$j" succeeded 60
+check_eq "sigterm: the replacement resumed" \
+	"$(q "SELECT a.resumed_from IS NOT NULL AND a.restart_reason IS NULL FROM remora.results r JOIN remora.attempts a USING (attempt_id) WHERE r.job_id = $j")" "t"
+verify "$j" sigterm.bin
+check_eq "incarnations record their heartbeat and their end" \
+	"$(q "SELECT count(*) FILTER (WHERE stopped_at IS NULL) <= 2 AND bool_and(heartbeat_at >= started_at) FROM remora.incarnations")" "t"
 
 # --- the source changes between attempts: restart from zero, new content
 j=$(q "SELECT remora_submit('$SRC/slow/change.bin')")

@@ -13,6 +13,7 @@
 // A rule applies to the first `count` requests (default: all) whose
 // "METHOD path" contains SUBSTR (and whose method is M, if given):
 //   status:NNN  answer NNN (with Retry-After: 1 for 429/503)
+//   s3error:CODE:NNN  answer NNN with an S3 <Error> document of that code
 //   reset       send the headers and `after` bytes of the body, then
 //               destroy the connection (a reset mid-transfer)
 //   truncate    like reset, but close cleanly (a short body)
@@ -113,6 +114,16 @@ const server = http.createServer((req, res) => {
       req.resume()
       res.writeHead(code, headers)
       res.end(`injected ${code}\n`)
+      return
+    }
+    case 's3error': {
+      const [, code, status] = rule.action.split(':')
+      req.resume()
+      res.writeHead(Number(status || 503), { 'Content-Type': 'application/xml' })
+      res.end(
+        `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code>` +
+          `<Message>injected ${code}</Message><RequestId>fault</RequestId></Error>`,
+      )
       return
     }
     case 'reset':
