@@ -127,6 +127,16 @@ check_eq "404: one attempt, error class http, status 404, not retryable" \
 	"1 http 404 false"
 check_eq "404: no result" "$(q "SELECT count(*) FROM remora_result($j)")" "0"
 
+# --- the outbound policy, on the address connected to, redirects included
+j=$(q "SELECT remora_submit('http://127.0.0.2:$NGINX_PORT/small.bin')")
+check "a source on a denied address fails" wait_state "$j" failed 30
+check_eq "denied: class policy, not retryable, one attempt" \
+	"$(q "SELECT (last_error ->> 'class') || ' ' || (last_error ->> 'retryable') || ' ' || attempts_used FROM remora_jobs WHERE job_id = $j")" \
+	"policy false 1"
+j=$(q "SELECT remora_submit('$SRC/to-denied')")
+check "a redirect to a denied address fails" wait_state "$j" failed 30
+check_eq "redirect to denied: class policy" "$(q "SELECT last_error ->> 'class' FROM remora_jobs WHERE job_id = $j")" "policy"
+
 # --- 503 twice, then 200: succeeded on attempt 3
 rule "$SRC_PROXY" "match=GET%20/flaky.bin&action=status:503&count=2"
 j=$(q "SELECT remora_submit('$FLAKY/flaky.bin')")

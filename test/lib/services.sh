@@ -15,7 +15,7 @@ ensure_node_modules() {
 }
 
 # start_nginx DIR PORT: serve DIR/www; /redirect/NAME -> /NAME, /slow/NAME
-# at 1 MB/s.  DIR must be world-readable (nginx workers run as nobody).
+# at 1 MB/s, /to-denied -> http://127.0.0.2:PORT/small.bin.  DIR must be world-readable (nginx workers run as nobody).
 start_nginx() {
 	local dir=$1 port=$2
 	mkdir -p "$dir/www" "$dir/tmp"
@@ -38,6 +38,8 @@ http {
 		root $dir/www;
 		location /redirect/ { rewrite ^/redirect/(.*)\$ /\$1 redirect; }
 		location /slow/ { alias $dir/www/; limit_rate 1m; }
+		# a redirect to an address the policy denies (127.0.0.2)
+		location = /to-denied { return 302 http://127.0.0.2:$port/small.bin; }
 	}
 }
 CONF
