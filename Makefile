@@ -55,7 +55,8 @@ UNIT_CFLAGS = -g -O1 -Wall -Wextra -Werror -fsanitize=address,undefined \
 	$(shell pkg-config --cflags $(PKG_LIBS))
 UNIT_LIBS = $(shell pkg-config --libs $(PKG_LIBS))
 UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_test \
-	test/unit/s3xml_test
+	test/unit/s3xml_test test/unit/engine_test
+ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)
 
 test/unit/source_uri_test: test/unit/source_uri_test.c \
 		src/engine/source_uri.c src/engine/netpolicy.c
@@ -66,6 +67,14 @@ test/unit/sigv4_test: test/unit/sigv4_test.c src/engine/sigv4.c
 
 test/unit/s3xml_test: test/unit/s3xml_test.c src/engine/s3xml.c
 	$(CC) $(UNIT_CFLAGS) -o $@ $^ $(UNIT_LIBS)
+
+test/unit/engine_test: test/unit/engine_test.c $(ENGINE_SRCS)
+	$(CC) $(UNIT_CFLAGS) -o $@ $^ $(UNIT_LIBS)
+
+# the engine driver for end-to-end tests and benchmarks
+test/engine/fetch: test/engine/fetch.c $(ENGINE_SRCS)
+	$(CC) -O2 -g -Wall -Wextra -Werror -I$(srcdir)/src \
+		$(shell pkg-config --cflags $(PKG_LIBS)) -o $@ $^ $(UNIT_LIBS)
 
 .PHONY: unit-test
 unit-test: $(UNIT_TESTS)

@@ -106,6 +106,17 @@ typedef struct S3Call
 	bool		head;			/* HEAD: no body expected */
 } S3Call;
 
+typedef struct S3Address
+{
+	char	   *url;			/* what curl requests */
+	char	   *host;			/* the Host header, as signed */
+	char	   *path;			/* the unencoded path that is signed */
+} S3Address;
+
+extern bool remora_s3_address(const RemoraEngine *engine, const char *bucket,
+							  const char *key, const RemoraKV *query,
+							  int nquery, S3Address *out);
+extern void remora_s3_address_free(S3Address *a);
 extern Request *remora_s3_request(RemoraEngine *engine, void *owner,
 								  const S3Call *call, RequestDone done,
 								  char *errbuf, size_t errlen);

@@ -86,16 +86,81 @@ encode_query(const RemoraKV *query, int n)
 	return out;
 }
 
+/*
+ * Where a request on bucket/key goes: the URL, the Host header, and the
+ * path that is signed.  Path style: endpoint/bucket/key; virtual-host
+ * style: bucket.endpoint/key.  key NULL addresses the bucket itself.  The
+ * key is URI-encoded once, '/' kept, exactly as the signature encodes it.
+ */
+bool
+remora_s3_address(const RemoraEngine *engine, const char *bucket,
+				  const char *key, const RemoraKV *query, int nquery,
+				  S3Address *out)
+{
+	const char *k = key ? key : "";
+	char	   *enc_key = remora_uri_encode(k, strlen(k), true);
+	char	   *q = encode_query(query, nquery);
+	size_t		n;
+
+	memset(out, 0, sizeof(*out));
+	if (enc_key == NULL || q == NULL)
+	{
+		free(enc_key);
+		free(q);
+		return false;
+	}
+	n = strlen(engine->base_url) + strlen(bucket) + strlen(enc_key) +
+		strlen(q) + 16;
+	out->url = malloc(n);
+	out->path = malloc(strlen(bucket) + strlen(k) + 3);
+	out->host = malloc(strlen(engine->host) + strlen(bucket) + 2);
+	if (out->url && out->path && out->host)
+	{
+		if (engine->path_style)
+		{
+			/* a bucket-level request is "/bucket", an object's "/bucket/key" */
+			snprintf(out->url, n, "%s/%s%s%s%s%s", engine->base_url, bucket,
+					 key ? "/" : "", enc_key, q[0] ? "?" : "", q);
+			sprintf(out->path, "/%s%s%s", bucket, key ? "/" : "", k);
+			strcpy(out->host, engine->host);
+		}
+		else
+		{
+			snprintf(out->url, n, "%s://%s.%s/%s%s%s",
+					 engine->https ? "https" : "http", bucket, engine->host,
+					 enc_key, q[0] ? "?" : "", q);
+			sprintf(out->path, "/%s", k);
+			sprintf(out->host, "%s.%s", bucket, engine->host);
+		}
+	}
+	free(enc_key);
+	free(q);
+	if (!out->url || !out->path || !out->host)
+	{
+		remora_s3_address_free(out);
+		return false;
+	}
+	return true;
+}
+
+void
+remora_s3_address_free(S3Address *a)
+{
+	free(a->url);
+	free(a->path);
+	free(a->host);
+	memset(a, 0, sizeof(*a));
+}
+
 Request *
 remora_s3_request(RemoraEngine *engine, void *owner, const S3Call *call,
 				  RequestDone done, char *errbuf, size_t errlen)
 {
 	Request    *req = NULL;
-	char	   *enc_key = NULL;
-	char	   *query = NULL;
-	char	   *url = NULL;
-	char	   *path = NULL;
-	char	   *host = NULL;
+	S3Address	addr;
+	char	   *url;
+	char	   *path;
+	char	   *host;
 	char		payload_hash[65];
 	char		amz_date[17];
 	time_t		now = time(NULL);
@@ -105,41 +170,21 @@ remora_s3_request(RemoraEngine *engine, void *owner, const S3Call *call,
 	RemoraSigV4Creds creds;
 	RemoraSigV4Request sreq;
 	RemoraSigV4Result sig;
-	const char *key = call->key ? call->key : "";
-	size_t		n;
 
 	if (call->nheaders > MAX_SIGNED_HEADERS - 3)
 	{
 		snprintf(errbuf, errlen, "too many headers");
 		return NULL;
 	}
-	enc_key = remora_uri_encode(key, strlen(key), true);
-	query = encode_query(call->query, call->nquery);
-	n = strlen(engine->base_url) + strlen(call->bucket) + 2 * strlen(key) * 3 +
-		(query ? strlen(query) : 0) + 64;
-	url = malloc(n);
-	path = malloc(strlen(call->bucket) + strlen(key) + 3);
-	host = malloc(strlen(engine->host) + strlen(call->bucket) + 2);
-	if (!enc_key || !query || !url || !path || !host)
+	if (!remora_s3_address(engine, call->bucket, call->key, call->query,
+						   call->nquery, &addr))
 	{
 		snprintf(errbuf, errlen, "out of memory");
-		goto fail;
+		return NULL;
 	}
-	if (engine->path_style)
-	{
-		/* a bucket-level request is "/bucket", an object's "/bucket/key" */
-		snprintf(url, n, "%s/%s%s%s%s%s", engine->base_url, call->bucket,
-				 call->key ? "/" : "", enc_key, query[0] ? "?" : "", query);
-		sprintf(path, "/%s%s%s", call->bucket, call->key ? "/" : "", key);
-		strcpy(host, engine->host);
-	}
-	else
-	{
-		snprintf(url, n, "%s://%s.%s/%s%s%s", engine->https ? "https" : "http",
-				 call->bucket, engine->host, enc_key, query[0] ? "?" : "", query);
-		sprintf(path, "/%s", key);
-		sprintf(host, "%s.%s", call->bucket, engine->host);
-	}
+	url = addr.url;
+	path = addr.path;
+	host = addr.host;
 
 	if (call->unsigned_payload)
 		strcpy(payload_hash, "UNSIGNED-PAYLOAD");
@@ -192,22 +237,14 @@ remora_s3_request(RemoraEngine *engine, void *owner, const S3Call *call,
 							 (curl_off_t) call->body_len);
 		}
 	}
-	free(enc_key);
-	free(query);
-	free(url);
-	free(path);
-	free(host);
+	remora_s3_address_free(&addr);
 	return req;
 
 oom:
 	snprintf(errbuf, errlen, "out of memory");
 	remora_req_cancel(req);
 fail:
-	free(enc_key);
-	free(query);
-	free(url);
-	free(path);
-	free(host);
+	remora_s3_address_free(&addr);
 	return NULL;
 }
 
