@@ -893,6 +893,21 @@ BEGIN
 		RETURN false;
 	END IF;
 
+	-- every member must be an object this attempt wrote, in the job's
+	-- bucket, and not the manifest itself
+	IF EXISTS (SELECT 1
+				 FROM (SELECT m.bucket, m.key FROM remora.members m
+						WHERE m.attempt_id = p_attempt
+					   UNION ALL
+					   SELECT e.value ->> 'bucket', e.value ->> 'key'
+						 FROM jsonb_array_elements(coalesce(d -> 'entries', '[]')) e) k
+				WHERE k.bucket <> (v.j).bucket
+				   OR left(k.key, length(staging)) <> staging
+				   OR k.key = d ->> 'key') THEN
+		RAISE WARNING 'commit refused: a member is not an object of the attempt''s staging prefix, or is the manifest';
+		RETURN false;
+	END IF;
+
 	-- the member set this commit would publish: recorded members plus the
 	-- descriptor's entries; when there are any, they must add up
 	SELECT count(*), coalesce(sum(s.size), 0) INTO n, total
@@ -1067,7 +1082,10 @@ $$;
 -- Staging a worker should delete: every attempt of a finished job that did
 -- not commit (all of its staging prefix), and the segments of the one that
 -- did.  Attempts of unfinished jobs keep theirs: a replacement may reuse
--- them.
+-- them.  An attempt is left alone for one lease after it ended, so that a
+-- zombie that has not yet heard it lost has stopped writing.  (One paused
+-- for longer may still write afterwards; the commit refuses it, and those
+-- objects are left to the store's lifecycle rules.)
 CREATE FUNCTION remora.staging_to_clean(max_rows integer DEFAULT 1)
 RETURNS TABLE (attempt_id uuid, bucket text, prefix text)
 LANGUAGE sql STABLE SECURITY DEFINER
@@ -1075,13 +1093,15 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 	SELECT a.attempt_id, j.bucket,
 		   remora._staging_prefix(j.prefix, j.job_id, a.attempt_id)
-		   || CASE WHEN r.attempt_id IS NULL THEN '' ELSE '.segments/' END
+		   || CASE WHEN r.attempt_id IS NULL THEN '' ELSE 'segments/' END
 	  FROM remora.attempts a
 	  JOIN remora.jobs j ON j.job_id = a.job_id
 	  LEFT JOIN remora.results r ON r.attempt_id = a.attempt_id
 	 WHERE a.cleaned_at IS NULL
 	   AND j.state IN ('succeeded', 'failed', 'cancelled')
 	   AND (a.clean_after IS NULL OR a.clean_after <= now())
+	   AND coalesce(a.finished_at, j.finished_at)
+		   <= now() - remora._setting_interval('remora.lease_duration')
 	 ORDER BY a.finished_at NULLS FIRST, a.attempt_id
 	 LIMIT greatest(max_rows, 0)
 $$;

@@ -136,6 +136,13 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 	engine->access_key_id = xstrdup(cfg->target.access_key_id);
 	engine->secret_access_key = xstrdup(cfg->target.secret_access_key);
 	engine->part_size = cfg->part_size;
+	if (cfg->part_size < 64 * 1024 || cfg->part_size % 1024 != 0)
+	{
+		/* a chunk from curl must never span more than one buffer boundary */
+		snprintf(errbuf, errlen, "the part size must be a multiple of 1 kB, at least 64 kB");
+		remora_engine_free(engine);
+		return NULL;
+	}
 	engine->connect_timeout_ms = cfg->connect_timeout_ms;
 	engine->stall_timeout_ms = cfg->stall_timeout_ms;
 	engine->user_agent = xstrdup(cfg->user_agent ? cfg->user_agent : "remora");

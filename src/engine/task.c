@@ -79,6 +79,7 @@ struct RemoraTask
 
 	/* the spec, copied */
 	char	   *url;			/* current URL: changes with redirects */
+	char	   *orig_url;		/* as submitted: what the manifest records */
 	char	   *file_name;
 	char	   *bucket;
 	char	   *staging;
@@ -93,6 +94,7 @@ struct RemoraTask
 	bool		src_checked;	/* status and validators looked at */
 	bool		src_discard;	/* body of a redirect or error */
 	bool		src_ended;
+	bool		rerequest;		/* ask the source again, from the start */
 	bool		paused;
 	int64_t		skip;			/* bytes to drop (the resume overlap byte) */
 	int64_t		offset;			/* where this attempt's GET starts */
@@ -120,6 +122,7 @@ struct RemoraTask
 
 	/* assembly */
 	char	   *upload_id;
+	bool		upload_done;	/* CompleteMultipartUpload succeeded */
 	int			copy_next;
 	int			copies;			/* in flight */
 	int			copied;
@@ -153,6 +156,7 @@ static void start_source(RemoraTask *task);
 static void start_assembly(RemoraTask *task);
 static void start_manifest(RemoraTask *task);
 static void start_verify(RemoraTask *task);
+static void abort_upload(RemoraTask *task);
 
 /* ---------------------------------------------------------------- errors */
 
@@ -288,6 +292,13 @@ segment_done(Request *req, CURLcode rc)
 		settle(task);
 		return;
 	}
+	if (req->etag[0] == '\0')
+	{
+		fail(task, REMORA_ERR_S3, true, req->status, "%s",
+			 "uploading a segment: the store answered no ETag");
+		settle(task);
+		return;
+	}
 	snprintf(seg->etag, sizeof(seg->etag), "%s", req->etag);
 	seg->done = true;
 	while (task->validated < task->nsegs && task->segs[task->validated].done)
@@ -332,7 +343,7 @@ seal_segment(RemoraTask *task, Buffer *buf)
 		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
 		return false;
 	}
-	snprintf(seg->key, klen, "%s.segments/%06d", task->staging, segno);
+	snprintf(seg->key, klen, "%ssegments/%06d", task->staging, segno);
 	seg->size = (int64_t) buf->len;
 	if (remora_sha256_save(task->sha, sha_state, sizeof(sha_state)))
 		seg->sha_after = strdup(sha_state);
@@ -415,15 +426,18 @@ begin_buffer(RemoraTask *task, Buffer *b)
 
 /* Content-Range: bytes START-END/TOTAL */
 static bool
-parse_content_range(const char *v, int64_t *start, int64_t *total)
+parse_content_range(const char *v, int64_t *start, int64_t *end,
+					int64_t *total)
 {
 	long long	s,
 				e,
 				t;
 
-	if (sscanf(v, "bytes %lld-%lld/%lld", &s, &e, &t) == 3 && s >= 0 && e >= s)
+	if (sscanf(v, "bytes %lld-%lld/%lld", &s, &e, &t) == 3 && s >= 0 &&
+		e >= s && t > e)
 	{
 		*start = s;
+		*end = e;
 		*total = t;
 		return true;
 	}
@@ -437,30 +451,57 @@ strong_etag(const char *etag)
 }
 
 /*
+ * Does a 206 answer to a resume request continue the object the checkpoint
+ * was taken from?  Not relying on the server to honour If-Range: the
+ * validators, the total size and the range itself must all match.
+ */
+static bool
+continues_checkpoint(RemoraTask *task, Request *req)
+{
+	int64_t		start,
+				end,
+				total;
+
+	if (!parse_content_range(req->content_range, &start, &end, &total))
+		return false;
+	if (start != task->offset - 1 || end != total - 1 || total != task->total)
+		return false;
+	if (strong_etag(task->etag))
+		return strcmp(req->etag, task->etag) == 0;
+	return task->last_modified[0] != '\0' &&
+		strcmp(req->last_modified, task->last_modified) == 0;
+}
+
+/*
  * First body bytes of a source response: decide what the response is.
- * Returns false when the body is to be discarded.
+ * Returns false when the body is not the object's (discard it).
  */
 static bool
 check_source_response(RemoraTask *task, Request *req)
 {
 	long		status = 0;
-	int64_t		start,
-				total;
 
 	curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
 	task->src_checked = true;
 	if (status >= 300 || status < 200)
 		return false;
-	if (status == 206)
+	if (task->offset > 0 && status == 206)
 	{
-		if (!parse_content_range(req->content_range, &start, &total) ||
-			start != (task->offset > 0 ? task->offset - 1 : 0))
+		if (!continues_checkpoint(task, req))
 		{
-			fail(task, REMORA_ERR_SOURCE, true, status,
-				 "the source answered a range request with the wrong range%s", "");
+			/* stop this answer; source_done asks again from the start */
+			restart_from_zero(task,
+							  "the source changed since the checkpoint (its validators, size or range differ)");
+			task->rerequest = true;
 			return false;
 		}
-		task->total = total;
+	}
+	else if (status == 206)
+	{
+		/* a range we did not ask for */
+		fail(task, REMORA_ERR_SOURCE, true, status,
+			 "the source answered a plain request with a partial response%s", "");
+		return false;
 	}
 	else
 	{
@@ -484,7 +525,7 @@ source_data(Request *req, char *ptr, size_t len)
 
 	if (!task->src_checked)
 		task->src_discard = !check_source_response(task, req);
-	if (task->state != REMORA_TASK_RUNNING)
+	if (task->state != REMORA_TASK_RUNNING || task->rerequest)
 		return 0;				/* stops the transfer */
 	if (task->src_discard)
 		return len;				/* the body of a redirect or an error */
@@ -552,7 +593,22 @@ source_done(Request *req, CURLcode rc)
 		settle(task);
 		return;
 	}
-	if (req->policy_denied)
+	if (task->rerequest ||
+		(task->offset > 0 && req->status == 416 && rc == CURLE_OK))
+	{
+		/* the checkpoint does not fit the source any more: from the start */
+		if (!task->restarted)
+			restart_from_zero(task,
+							  "the source no longer has the checkpoint's range");
+		task->rerequest = false;
+		task->src_checked = false;
+		task->src_discard = false;
+		start_source(task);
+		settle(task);
+		return;
+	}
+	/* a denied address matters only if no allowed one was reached */
+	if (req->policy_denied && rc != CURLE_OK)
 	{
 		fail(task, REMORA_ERR_POLICY, false, 0,
 			 "the outbound-source policy refused the connection: %s",
@@ -696,7 +752,16 @@ verify_done(Request *req, CURLcode rc)
 	RemoraTask *task = req->owner;
 	Segment    *seg = &task->segs[req->index - 1];
 
-	if (rc != CURLE_OK || req->status != 200 ||
+	RemoraTaskError err;
+
+	if (rc != CURLE_OK || req->status >= 500 || req->status == 429)
+	{
+		/* the store did not answer: try again later, the checkpoint holds */
+		remora_s3_failed(req, rc, &err, "checking a segment of the checkpoint");
+		fail_with(task, &err);
+		return;
+	}
+	if (req->status != 200 ||
 		strcmp(req->etag, seg->etag) != 0 || req->content_length != seg->size)
 	{
 		char		why[160];
@@ -744,14 +809,19 @@ start_verify(RemoraTask *task)
 
 /* ------------------------------------------------------------- assembly */
 
+/*
+ * Members live under <staging>data/, apart from the attempt's control
+ * objects (<staging>manifest.jsonl, <staging>segments/): no member name can
+ * collide with them.
+ */
 static char *
 member_key(RemoraTask *task)
 {
-	size_t		n = strlen(task->staging) + strlen(task->file_name) + 1;
+	size_t		n = strlen(task->staging) + strlen(task->file_name) + 6;
 	char	   *k = malloc(n);
 
 	if (k)
-		snprintf(k, n, "%s%s", task->staging, task->file_name);
+		snprintf(k, n, "%sdata/%s", task->staging, task->file_name);
 	return k;
 }
 
@@ -790,6 +860,12 @@ single_done(Request *req, CURLcode rc)
 		fail_with(task, &err);
 		return;
 	}
+	if (req->etag[0] == '\0')
+	{
+		fail(task, REMORA_ERR_S3, true, req->status, "%s",
+			 "uploading the object: the store answered no ETag");
+		return;
+	}
 	snprintf(task->result.member_etag, sizeof(task->result.member_etag), "%s",
 			 req->etag);
 	start_manifest(task);
@@ -826,6 +902,7 @@ complete_done(Request *req, CURLcode rc)
 	{
 		snprintf(task->result.member_etag, sizeof(task->result.member_etag),
 				 "%s", etag);
+		task->upload_done = true;
 		/* this attempt's own segments are no longer needed */
 		for (int i = 0; i < task->nsegs; i++)
 			if (!task->segs[i].reused)
@@ -1071,6 +1148,12 @@ manifest_done(Request *req, CURLcode rc)
 		fail_with(task, &err);
 		return;
 	}
+	if (req->etag[0] == '\0')
+	{
+		fail(task, REMORA_ERR_S3, true, req->status, "%s",
+			 "writing the manifest: the store answered no ETag");
+		return;
+	}
 	snprintf(task->result.manifest_etag, sizeof(task->result.manifest_etag),
 			 "%s", req->etag);
 	task->phase = P_DONE;
@@ -1116,7 +1199,7 @@ start_manifest(RemoraTask *task)
 	{
 		char		red[8200];
 
-		redacted_url(red, sizeof(red), task->url);
+		redacted_url(red, sizeof(red), task->orig_url);
 		json_escape(e_src, sizeof(e_src), red);
 	}
 	cap = strlen(member) + strlen(e_src) + strlen(task->bucket) * 2 +
@@ -1237,8 +1320,9 @@ cleanup_list_done(Request *req, CURLcode rc)
 	for (int i = 0; i < l.nobjects; i++)
 	{
 		/* the listing is by prefix; trust nothing outside it */
-		if (strncmp(l.objects[i].key, task->staging, strlen(task->staging)) == 0)
-			task->del_keys[task->ndel++] = strdup(l.objects[i].key);
+		if (strncmp(l.objects[i].key, task->staging, strlen(task->staging)) == 0 &&
+			(task->del_keys[task->ndel] = strdup(l.objects[i].key)) != NULL)
+			task->ndel++;
 	}
 	free(task->list_token);
 	task->list_token = l.truncated && l.next_token ? strdup(l.next_token) : NULL;
@@ -1302,9 +1386,17 @@ adopt_resume(RemoraTask *task, const RemoraResume *r)
 	{
 		Segment    *seg = segment_at(task, i + 1);
 
-		if (seg == NULL)
+		if (seg == NULL || r->segments[i].key == NULL)
+		{
+			restart_from_zero(task, "the checkpoint could not be loaded");
 			return;
+		}
 		seg->key = xstrdup(r->segments[i].key);
+		if (seg->key == NULL)
+		{
+			restart_from_zero(task, "the checkpoint could not be loaded");
+			return;
+		}
 		seg->size = r->segments[i].size;
 		snprintf(seg->etag, sizeof(seg->etag), "%s", r->segments[i].etag);
 		seg->done = true;
@@ -1330,6 +1422,7 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 				  char *errbuf, size_t errlen)
 {
 	RemoraTask *task = calloc(1, sizeof(RemoraTask));
+	bool		ok;
 
 	if (task == NULL)
 	{
@@ -1339,6 +1432,7 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	task->engine = engine;
 	task->state = REMORA_TASK_RUNNING;
 	task->url = xstrdup(spec->source_url);
+	task->orig_url = xstrdup(spec->source_url);
 	task->file_name = xstrdup(spec->file_name);
 	task->bucket = xstrdup(spec->bucket);
 	task->staging = xstrdup(spec->staging_prefix);
@@ -1348,19 +1442,18 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	task->fencing_token = spec->fencing_token;
 	task->total = -1;
 	task->sha = remora_sha256_new();
+	ok = task->url && task->orig_url && task->file_name && task->bucket &&
+		task->staging && task->attempt_id && task->sha &&
+		(spec->expected_sha256 == NULL || task->expected_sha256);
 	for (int i = 0; i <= REMORA_SEGMENTS_IN_FLIGHT; i++)
 	{
 		task->bufs[i].data = malloc(engine->part_size);
 		task->bufs[i].md5 = EVP_MD_CTX_new();
-		if (task->bufs[i].data == NULL || task->bufs[i].md5 == NULL)
-			task->sha = task->sha ? task->sha : NULL;
+		ok = ok && task->bufs[i].data && task->bufs[i].md5;
 	}
 	task->next_task = engine->tasks;
 	engine->tasks = task;
-	if (!task->url || !task->file_name || !task->bucket || !task->staging ||
-		!task->attempt_id || !task->sha || !task->bufs[0].data ||
-		!task->bufs[REMORA_SEGMENTS_IN_FLIGHT].data ||
-		!task->bufs[REMORA_SEGMENTS_IN_FLIGHT].md5)
+	if (!ok)
 	{
 		snprintf(errbuf, errlen, "out of memory");
 		remora_task_free(task);
@@ -1457,19 +1550,7 @@ remora_task_abort(RemoraTask *task, bool delete_staging)
 {
 	(void) delete_staging;
 	cancel_requests(task);
-	if (task->upload_id && task->state == REMORA_TASK_RUNNING)
-	{
-		/* best effort: stores without AbortMultipartUpload refuse it */
-		RemoraKV	q[1] = {{"uploadId", task->upload_id}};
-		S3Call		call = {"DELETE", task->bucket, task->result.member_key, q, 1,
-		NULL, 0, NULL, 0, false, false};
-		char		err[256];
-		Request    *req = remora_s3_request(task->engine, NULL, &call, NULL,
-											err, sizeof(err));
-
-		if (req && !remora_req_start(req))
-			remora_req_cancel(req);
-	}
+	abort_upload(task);
 	if (task->state == REMORA_TASK_RUNNING)
 		task->state = REMORA_TASK_ABORTED;
 }
@@ -1482,6 +1563,8 @@ remora_task_free(RemoraTask *task)
 	if (task == NULL)
 		return;
 	cancel_requests(task);
+	if (!task->cleanup)
+		abort_upload(task);
 	for (p = &task->engine->tasks; *p; p = &(*p)->next_task)
 		if (*p == task)
 		{
@@ -1502,6 +1585,7 @@ remora_task_free(RemoraTask *task)
 	}
 	remora_sha256_free(task->sha);
 	free(task->url);
+	free(task->orig_url);
 	free(task->file_name);
 	free(task->bucket);
 	free(task->staging);
@@ -1545,6 +1629,30 @@ remora_cleanup_start(RemoraEngine *engine, const char *bucket,
 	}
 	cleanup_list(task);
 	return task;
+}
+
+/*
+ * An incomplete multipart upload would keep its parts, invisible to a
+ * listing: ask the store to drop it (best effort: stores without
+ * AbortMultipartUpload refuse).
+ */
+static void
+abort_upload(RemoraTask *task)
+{
+	RemoraKV	q[1];
+	S3Call		call;
+	char		err[256];
+	Request    *req;
+
+	if (task->upload_id == NULL || task->upload_done)
+		return;
+	q[0] = (RemoraKV) {"uploadId", task->upload_id};
+	call = (S3Call) {"DELETE", task->bucket, task->result.member_key, q, 1,
+		NULL, 0, NULL, 0, false, false};
+	req = remora_s3_request(task->engine, NULL, &call, NULL, err, sizeof(err));
+	if (req && !remora_req_start(req))
+		remora_req_cancel(req);
+	task->upload_done = true;
 }
 
 /* After curl's callbacks: start the uploads they made ready. */

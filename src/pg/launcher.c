@@ -36,6 +36,8 @@
 #include "utils/snapmgr.h"
 #include "utils/uuid.h"
 
+#include <signal.h>
+
 #include "pg/shmem.h"
 #include "pg/worker.h"
 
@@ -271,6 +273,19 @@ remora_launcher_main(Datum main_arg)
 	remora_shared->launcher_ran = true;
 	remora_shared->launcher_pid = MyProcPid;
 	remora_shared->launcher_latch = MyLatch;
+
+	/*
+	 * A launcher restarted after an error has no handles for the workers of
+	 * its predecessor: keep the ones that run, and let go of the slots of
+	 * those that are gone (or never started).
+	 */
+	for (int i = 0; !first && i < REMORA_MAX_WORKERS; i++)
+	{
+		RemoraWorkerSlot *slot = &remora_shared->workers[i];
+
+		if (slot->in_use && (slot->pid == 0 || kill(slot->pid, 0) != 0))
+			slot->stop_unrecorded = true;
+	}
 	LWLockRelease(remora_shared->lock);
 
 	cxt = AllocSetContextCreate(TopMemoryContext, "remora launcher",

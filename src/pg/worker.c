@@ -98,9 +98,17 @@ worker_sigterm(SIGNAL_ARGS)
 
 /* ------------------------------------------------------------ SQL calls */
 
+static MemoryContext tx_caller_cxt;
+
+/*
+ * A short transaction with SPI.  tx_end() returns to the memory context the
+ * caller was in (committing leaves TopMemoryContext current), and results
+ * the caller keeps must be copied there before tx_end().
+ */
 static void
 tx_begin(const char *activity)
 {
+	tx_caller_cxt = CurrentMemoryContext;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
@@ -114,8 +122,16 @@ tx_end(void)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	MemoryContextSwitchTo(tx_caller_cxt);
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/* A copy in the caller's context of a value read inside tx_begin/tx_end. */
+static char *
+keep(const char *s)
+{
+	return s ? MemoryContextStrdup(tx_caller_cxt, s) : NULL;
 }
 
 static void
@@ -137,7 +153,10 @@ static int
 progress_slot_acquire(Attempt *a)
 {
 	int			found = -1;
+	pg_uuid_t	attempt = *DatumGetUUIDP(DirectFunctionCall1(uuid_in,
+															 CStringGetDatum(a->attempt_id)));
 
+	/* nothing that can fail while the lock is held */
 	LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < REMORA_MAX_PROGRESS; i++)
 		if (!remora_shared->progress[i].in_use)
@@ -152,8 +171,7 @@ progress_slot_acquire(Attempt *a)
 			p->fencing_token = a->token;
 			p->bytes_total = -1;
 			p->started_at = p->updated_at = GetCurrentTimestamp();
-			p->attempt_id = *DatumGetUUIDP(DirectFunctionCall1(uuid_in,
-															   CStringGetDatum(a->attempt_id)));
+			p->attempt_id = attempt;
 			found = i;
 			break;
 		}
@@ -260,7 +278,7 @@ report_failure(const char *attempt_id, int64 token, const RemoraTaskError *e)
 	values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
 	values[3] = BoolGetDatum(e->retryable);
 	sql("SELECT remora.fail($1, $2, $3, $4)", 4, types, values, NULL);
-	state = MemoryContextStrdup(worker_cxt, col_text(0, 1));
+	state = keep(col_text(0, 1));
 	tx_end();
 	return state;
 }
@@ -345,6 +363,22 @@ finish_attempts(void)
 	}
 }
 
+static int
+by_job_id(const void *a, const void *b)
+{
+	int64		x = (*(Attempt *const *) a)->job_id;
+	int64		y = (*(Attempt *const *) b)->job_id;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Job rows are locked in job id order everywhere, as reconcile does. */
+static void
+sort_attempts(void)
+{
+	qsort(attempts, nattempts, sizeof(Attempt *), by_job_id);
+}
+
 /*
  * Renew every lease, and the incarnation's heartbeat; stop attempts that
  * lost authority or were cancelled.
@@ -357,6 +391,7 @@ renew_all(void)
 	Oid			types[2] = {UUIDOID, INT8OID};
 	Datum		hb[1] = {UUIDPGetDatum(&my_incarnation)};
 
+	sort_attempts();
 	tx_begin("remora: renewing leases");
 	sql("UPDATE remora.incarnations SET heartbeat_at = now() WHERE incarnation = $1",
 		1, types, hb, NULL);
@@ -434,6 +469,7 @@ checkpoint_all(void)
 	bool		any = false;
 	Oid			types[3] = {UUIDOID, INT8OID, JSONBOID};
 
+	sort_attempts();
 	for (int i = 0; i < nattempts; i++)
 	{
 		RemoraTaskCheckpoint cp;
@@ -485,12 +521,6 @@ typedef struct Claimed
 	char	   *expected_sha256;
 	RemoraResume *resume;
 } Claimed;
-
-static char *
-dup_or_null(char *s)
-{
-	return s ? MemoryContextStrdup(worker_cxt, s) : NULL;
-}
 
 static char *
 malloc_copy(const char *s)
@@ -567,14 +597,14 @@ claim_rows(int room, Claimed *out)
 	{
 		SPI_tuptable = claimed;
 		out[i].job_id = strtoll(col_text(i, 1), NULL, 10);
-		out[i].attempt_id = dup_or_null(col_text(i, 2));
+		out[i].attempt_id = keep(col_text(i, 2));
 		out[i].token = strtoll(col_text(i, 3), NULL, 10);
-		out[i].kind = dup_or_null(col_text(i, 4));
-		out[i].url = dup_or_null(col_text(i, 5));
-		out[i].file_name = dup_or_null(col_text(i, 6));
-		out[i].bucket = dup_or_null(col_text(i, 7));
-		out[i].staging = dup_or_null(col_text(i, 8));
-		out[i].expected_sha256 = dup_or_null(col_text(i, 9));
+		out[i].kind = keep(col_text(i, 4));
+		out[i].url = keep(col_text(i, 5));
+		out[i].file_name = keep(col_text(i, 6));
+		out[i].bucket = keep(col_text(i, 7));
+		out[i].staging = keep(col_text(i, 8));
+		out[i].expected_sha256 = keep(col_text(i, 9));
 		out[i].owner = (Oid) strtoul(col_text(i, 11), NULL, 10);
 		out[i].resume = read_resume(col_text(i, 10));
 	}
@@ -599,6 +629,7 @@ start_attempt(Claimed *c)
 		snprintf(e.message, sizeof(e.message),
 				 "%s sources are not supported by this version of remora",
 				 c->kind);
+		remora_resume_free(c->resume);
 		report_failure(c->attempt_id, c->token, &e);
 		return;
 	}
@@ -703,8 +734,8 @@ sweep(void)
 	if (SPI_processed > 0)
 	{
 		snprintf(sweep_attempt, sizeof(sweep_attempt), "%s", col_text(0, 1));
-		bucket = pstrdup(col_text(0, 2));
-		prefix = pstrdup(col_text(0, 3));
+		bucket = keep(col_text(0, 2));
+		prefix = keep(col_text(0, 3));
 	}
 	tx_end();
 	if (bucket)
@@ -748,18 +779,29 @@ make_engine(void)
 
 /* ------------------------------------------------------------ lifecycle */
 
+/*
+ * On exit (also after an error): free our progress slots and tell the
+ * launcher the incarnation ended.  The slot stays in_use until the launcher
+ * has recorded that, so that no new worker takes it in between.
+ */
 static void
 worker_exit(int code, Datum arg)
 {
+	RemoraWorkerSlot *slot = &remora_shared->workers[my_slot];
+
+	LWLockReleaseAll();
 	LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < REMORA_MAX_PROGRESS; i++)
 		if (remora_shared->progress[i].in_use &&
 			remora_shared->progress[i].worker == my_slot)
 			remora_shared->progress[i].in_use = false;
-	remora_shared->workers[my_slot].stop_unrecorded = true;
-	remora_shared->workers[my_slot].latch = NULL;
-	remora_shared->workers[my_slot].pid = 0;
-	remora_shared->workers[my_slot].active_tasks = 0;
+	if (slot->pid == MyProcPid)
+	{
+		slot->stop_unrecorded = true;
+		slot->latch = NULL;
+		slot->pid = 0;
+		slot->active_tasks = 0;
+	}
 	LWLockRelease(remora_shared->lock);
 }
 
@@ -826,9 +868,6 @@ shut_down(void)
 			1, types, values, NULL);
 	}
 	tx_end();
-	LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
-	remora_shared->workers[my_slot].in_use = false;
-	LWLockRelease(remora_shared->lock);
 }
 
 static long
@@ -847,14 +886,16 @@ void
 remora_worker_main(Datum main_arg)
 {
 	MemoryContext loop_cxt;
-	uint64		seen_submit = (uint64) -1;
-	uint64		seen_cancel;
-	TimestampTz next_renew = 0,
-				next_checkpoint = 0,
-				next_poll = 0,
-				next_sweep = 0,
-				next_progress = 0;
-	bool		config_changed = false;
+
+	/* static: they live across the error boundary's longjmp */
+	static uint64 seen_submit = (uint64) -1;
+	static uint64 seen_cancel;
+	static TimestampTz next_renew,
+				next_checkpoint,
+				next_poll,
+				next_sweep,
+				next_progress;
+	static bool config_changed = false;
 
 	my_slot = DatumGetInt32(main_arg);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -878,11 +919,22 @@ remora_worker_main(Datum main_arg)
 	{
 		TimestampTz now;
 		uint64		gen;
-		long		timeout;
+		volatile long timeout = 1000;
 		long		engine_timeout;
 
+		MemoryContextSwitchTo(worker_cxt);
 		MemoryContextReset(loop_cxt);
 		MemoryContextSwitchTo(loop_cxt);
+
+		/*
+		 * An error in one round (a cancelled statement, a deadlock, a protocol
+		 * call that raised) is reported and the round abandoned; nothing is
+		 * lost, since every step that did not finish is done again in the
+		 * next round.  Without this boundary any ERROR would end the
+		 * incarnation and cost every attempt it runs a retry.
+		 */
+		PG_TRY();
+		{
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
@@ -937,7 +989,6 @@ remora_worker_main(Datum main_arg)
 		}
 
 		/* sleep until something happens, or the next thing is due */
-		timeout = 1000;
 		timeout = Min(timeout, ms_until(now, next_renew));
 		timeout = Min(timeout, ms_until(now, next_poll));
 		timeout = Min(timeout, ms_until(now, next_sweep));
@@ -951,6 +1002,20 @@ remora_worker_main(Datum main_arg)
 			timeout = Min(timeout, engine_timeout);
 		if (nattempts > 0 || sweep_task)
 			pgstat_report_activity(STATE_IDLE, "remora: transferring");
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(worker_cxt);
+			EmitErrorReport();
+			FlushErrorState();
+			AbortCurrentTransaction();
+			SPI_finish();
+			QueryCancelPending = false;
+			pgstat_report_activity(STATE_IDLE, NULL);
+			timeout = 1000;		/* do not spin on a repeating error */
+		}
+		PG_END_TRY();
+
 		(void) WaitLatchOrSocket(MyLatch,
 								 WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT |
 								 WL_EXIT_ON_PM_DEATH,

@@ -39,7 +39,7 @@ make_file flaky.bin 300000
 for f in reset truncated toomany forbidden throttled slowdown sum; do make_file $f.bin 700000; done
 make_file sigterm.bin 12000000
 make_file zombie.bin 200000
-for f in cancel crash restart change; do make_file $f.bin 12000000; done
+for f in cancel crash restart change ignored; do make_file $f.bin 12000000; done
 SRC="http://127.0.0.1:$NGINX_PORT"
 FLAKY="http://127.0.0.1:$SRC_PROXY"
 
@@ -103,14 +103,20 @@ check "small object succeeds" wait_state "$j" succeeded 30
 verify "$j" small.bin
 check_eq "the member path is the file name" "$(q "SELECT path FROM remora_result($j)")" "small.bin"
 check_eq "the member key is under the attempt's staging prefix" \
-	"$(q "SELECT key = remora._staging_prefix('remora', $j, current_attempt) || 'small.bin' FROM remora_result($j), remora.jobs WHERE job_id = $j")" "t"
+	"$(q "SELECT key = remora._staging_prefix('remora', $j, current_attempt) || 'data/small.bin' FROM remora_result($j), remora.jobs WHERE job_id = $j")" "t"
+
+# --- a member whose name is the manifest's: kept apart from it
+cp "$WWW/small.bin" "$WWW/manifest.jsonl"
+j=$(q "SELECT remora_submit('$SRC/manifest.jsonl')")
+check "a file named manifest.jsonl succeeds" wait_state "$j" succeeded 30
+verify "$j" manifest.jsonl
 
 # --- a large object: seven segments, assembled by UploadPartCopy
-rule "$S3_PROXY" "match=/.segments/&method=PUT&action=status:500&count=0"	# counts only
+rule "$S3_PROXY" "match=/segments/&method=PUT&action=status:500&count=0"	# counts only
 j=$(q "SELECT remora_submit('$SRC/large.bin')")
 check "large object (7 parts) succeeds" wait_state "$j" succeeded 60
 verify "$j" large.bin
-check_eq "seven segment objects were uploaded" "$(hits "$S3_PROXY" /.segments/)" "7"
+check_eq "seven segment objects were uploaded" "$(hits "$S3_PROXY" /segments/)" "7"
 check "segments are cleaned up after the commit" wait_for 20 all_cleaned "$j"
 check_eq "only the member and the manifest remain" "$(staging_objects "$j")" "2"
 
@@ -275,6 +281,19 @@ check "change: the job completes" wait_state "$j" succeeded 60
 check_eq "change: the replacement says it restarted from zero" \
 	"$(q "SELECT restarted_from_zero AND restart_reason LIKE 'the source changed%' FROM remora_jobs WHERE job_id = $j")" "t"
 verify "$j" change.bin
+
+# --- the same through a server that ignores If-Range: the validators of
+# its 206 answer are checked all the same, and the attempt starts over
+rule "$SRC_PROXY" "match=ignored.bin&action=drop:if-range"
+j=$(q "SELECT remora_submit('$FLAKY/slow/ignored.bin')")
+check "ignored If-Range: a segment is validated" wait_for 30 validated_at_least "$j" 5000000
+cluster_stop "$T/pg" immediate
+make_file ignored.bin 12000000
+cluster_start "$T/pg"
+check "ignored If-Range: the job completes" wait_state "$j" succeeded 60
+check_eq "ignored If-Range: the replacement restarted from zero" \
+	"$(q "SELECT restarted_from_zero AND restart_reason LIKE 'the source changed%' FROM remora_jobs WHERE job_id = $j")" "t"
+verify "$j" ignored.bin
 
 # --- nothing secret in the log
 check_eq "the target secret never appears in the server log" \

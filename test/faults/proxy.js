@@ -20,6 +20,8 @@
 //   stall       send the headers and `after` bytes, then nothing, forever
 //   hold        do not forward until /__release
 //   slow        forward at 256 KiB/s
+//   drop:HEADER forward without that request header (e.g. drop:if-range:
+//               a server that ignores If-Range)
 // Listens on 127.0.0.1 only.
 'use strict'
 const http = require('node:http')
@@ -55,13 +57,15 @@ function control(req, res) {
 }
 
 function forward(req, res, opts = {}) {
+  const headers = { ...req.headers }
+  if (opts.drop) delete headers[opts.drop]
   const up = http.request(
     {
       host: '127.0.0.1',
       port: upstreamPort,
       method: req.method,
       path: req.url,
-      headers: req.headers,
+      headers,
     },
     (ur) => {
       res.writeHead(ur.statusCode, ur.headers)
@@ -135,6 +139,8 @@ const server = http.createServer((req, res) => {
       return
     case 'slow':
       return forward(req, res, { slow: true })
+    case 'drop':
+      return forward(req, res, { drop: arg.toLowerCase() })
     default:
       res.writeHead(500)
       res.end('unknown action\n')

@@ -129,6 +129,18 @@ SELECT remora.commit(:'att_a', :tok_a, pg_temp.manifest(:'att_a',
 SELECT remora.commit(:'att_a', :tok_a, pg_temp.manifest(:'att_a', '{"members": 2}')) AS member_count_mismatch;
 SELECT remora.commit(:'att_a', :tok_a, pg_temp.manifest(:'att_a', '{"bytes": 43}')) AS bytes_mismatch;
 SELECT remora.commit('99999999-9999-9999-9999-999999999999', 1, pg_temp.manifest(:'att_a')) AS unknown_attempt;
+-- a member outside the staging prefix, in another bucket, or that is the
+-- manifest itself, is refused
+SELECT remora.commit(:'att_c', :tok_c, pg_temp.manifest(:'att_c', jsonb_build_object('entries', jsonb_build_array(
+	jsonb_build_object('path', 'c.bin', 'bucket', 'target', 'key', 'remora/elsewhere/c.bin',
+					   'size', 42, 'sha256', repeat('ef', 32), 'etag', '"e3"'))))) AS member_outside_staging;
+SELECT remora.commit(:'att_c', :tok_c, pg_temp.manifest(:'att_c', jsonb_build_object('entries', jsonb_build_array(
+	jsonb_build_object('path', 'c.bin', 'bucket', 'other', 'key', 'remora/' || :c || '/' || :'att_c' || '/data/c.bin',
+					   'size', 42, 'sha256', repeat('ef', 32), 'etag', '"e3"'))))) AS member_other_bucket;
+SELECT remora.commit(:'att_c', :tok_c, pg_temp.manifest(:'att_c', jsonb_build_object('entries', jsonb_build_array(
+	jsonb_build_object('path', 'manifest.json', 'bucket', 'target', 'key', 'remora/' || :c || '/' || :'att_c' || '/manifest.json',
+					   'size', 42, 'sha256', repeat('ef', 32), 'etag', '"e3"'))))) AS member_is_manifest;
+SELECT count(*) AS members_recorded FROM remora.members WHERE attempt_id = :'att_c';
 SELECT count(*) AS results, (SELECT state FROM remora.jobs WHERE job_id = :a) AS state FROM remora.results;
 -- the compare-and-swap, then its exact repeat
 SELECT remora.commit(:'att_a', :tok_a, pg_temp.manifest(:'att_a')) AS committed;
