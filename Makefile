@@ -15,7 +15,8 @@ PG_OBJS = \
 	src/pg/submit.o \
 	src/pg/shmem.o \
 	src/pg/launcher.o \
-	src/pg/worker.o
+	src/pg/worker.o \
+	src/pg/presign.o
 ENGINE_OBJS = \
 	src/engine/source_uri.o \
 	src/engine/netpolicy.o \
@@ -36,7 +37,7 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS))
 
 # pg_regress finds test/regress/sql/<name>.sql and ./expected/<name>.out
-REGRESS = submit protocol security coordination views
+REGRESS = submit protocol security coordination retention views
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 ISOLATION = claim-race lease-limit cancel-commit stale-token \
 	repeat-commit idempotent-submit renew-reconcile

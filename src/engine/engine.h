@@ -38,6 +38,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "engine/netpolicy.h"
 
@@ -187,5 +188,11 @@ extern RemoraTask *remora_cleanup_start(RemoraEngine *engine,
 										size_t errlen);
 
 extern void remora_resume_free(RemoraResume *resume);
+
+/* A presigned GET URL (malloc'd) for bucket/key, valid expires seconds. */
+extern char *remora_s3_presign_get(const RemoraTargetConfig *target,
+								   const char *bucket, const char *key,
+								   time_t now, int expires, char *errbuf,
+								   size_t errlen);
 
 #endif							/* REMORA_ENGINE_H */

@@ -113,6 +113,9 @@ typedef struct S3Address
 	char	   *path;			/* the unencoded path that is signed */
 } S3Address;
 
+extern bool remora_s3_target_parse(const RemoraTargetConfig *cfg,
+								   char **base_url, char **host, bool *https,
+								   char *errbuf, size_t errlen);
 extern bool remora_s3_address(const RemoraEngine *engine, const char *bucket,
 							  const char *key, const RemoraKV *query,
 							  int nquery, S3Address *out);

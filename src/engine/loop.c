@@ -95,9 +95,6 @@ RemoraEngine *
 remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 {
 	RemoraEngine *engine = calloc(1, sizeof(RemoraEngine));
-	const char *endpoint = cfg->target.endpoint;
-	char	   *aws = NULL;
-	const char *authority;
 
 	if (engine == NULL)
 	{
@@ -105,31 +102,12 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 		return NULL;
 	}
 	engine->epfd = -1;
-	if (endpoint == NULL || endpoint[0] == '\0')
+	if (!remora_s3_target_parse(&cfg->target, &engine->base_url, &engine->host,
+								&engine->https, errbuf, errlen))
 	{
-		/* AWS S3 in the configured region */
-		size_t		n = strlen(cfg->target.region) + 32;
-
-		aws = malloc(n);
-		if (aws)
-			snprintf(aws, n, "https://s3.%s.amazonaws.com", cfg->target.region);
-		endpoint = aws;
-	}
-	if (endpoint == NULL ||
-		(strncmp(endpoint, "http://", 7) != 0 &&
-		 strncmp(endpoint, "https://", 8) != 0))
-	{
-		snprintf(errbuf, errlen, "the target endpoint must be an http:// or https:// URL");
-		free(aws);
 		remora_engine_free(engine);
 		return NULL;
 	}
-	engine->https = strncmp(endpoint, "https://", 8) == 0;
-	authority = endpoint + (engine->https ? 8 : 7);
-	engine->host = strndup(authority, strcspn(authority, "/"));
-	engine->base_url = strndup(endpoint, (authority - endpoint) +
-							   strcspn(authority, "/"));
-	free(aws);
 
 	engine->path_style = cfg->target.path_style;
 	engine->region = xstrdup(cfg->target.region);

@@ -87,15 +87,56 @@ encode_query(const RemoraKV *query, int n)
 }
 
 /*
+ * The target's base URL (scheme://host[:port]) and Host header value, from
+ * the configured endpoint; an empty endpoint is AWS S3 in the region.
+ * Both strings are malloc'd.
+ */
+bool
+remora_s3_target_parse(const RemoraTargetConfig *cfg, char **base_url,
+					   char **host, bool *https, char *errbuf, size_t errlen)
+{
+	const char *endpoint = cfg->endpoint;
+	char		aws[128];
+	const char *authority;
+
+	*base_url = *host = NULL;
+	if (endpoint == NULL || endpoint[0] == '\0')
+	{
+		snprintf(aws, sizeof(aws), "https://s3.%s.amazonaws.com",
+				 cfg->region ? cfg->region : "us-east-1");
+		endpoint = aws;
+	}
+	if (strncmp(endpoint, "http://", 7) != 0 &&
+		strncmp(endpoint, "https://", 8) != 0)
+	{
+		snprintf(errbuf, errlen, "the target endpoint must be an http:// or https:// URL");
+		return false;
+	}
+	*https = strncmp(endpoint, "https://", 8) == 0;
+	authority = endpoint + (*https ? 8 : 7);
+	*host = strndup(authority, strcspn(authority, "/"));
+	*base_url = strndup(endpoint, (authority - endpoint) + strcspn(authority, "/"));
+	if (*host == NULL || *base_url == NULL || (*host)[0] == '\0')
+	{
+		free(*host);
+		free(*base_url);
+		*base_url = *host = NULL;
+		snprintf(errbuf, errlen, "the target endpoint has no host");
+		return false;
+	}
+	return true;
+}
+
+/*
  * Where a request on bucket/key goes: the URL, the Host header, and the
  * path that is signed.  Path style: endpoint/bucket/key; virtual-host
  * style: bucket.endpoint/key.  key NULL addresses the bucket itself.  The
  * key is URI-encoded once, '/' kept, exactly as the signature encodes it.
  */
-bool
-remora_s3_address(const RemoraEngine *engine, const char *bucket,
-				  const char *key, const RemoraKV *query, int nquery,
-				  S3Address *out)
+static bool
+address_of(const char *base_url, const char *ehost, bool https,
+		   bool path_style, const char *bucket, const char *key,
+		   const RemoraKV *query, int nquery, S3Address *out)
 {
 	const char *k = key ? key : "";
 	char	   *enc_key = remora_uri_encode(k, strlen(k), true);
@@ -109,28 +150,26 @@ remora_s3_address(const RemoraEngine *engine, const char *bucket,
 		free(q);
 		return false;
 	}
-	n = strlen(engine->base_url) + strlen(bucket) + strlen(enc_key) +
-		strlen(q) + 16;
+	n = strlen(base_url) + strlen(bucket) + strlen(enc_key) + strlen(q) + 16;
 	out->url = malloc(n);
 	out->path = malloc(strlen(bucket) + strlen(k) + 3);
-	out->host = malloc(strlen(engine->host) + strlen(bucket) + 2);
+	out->host = malloc(strlen(ehost) + strlen(bucket) + 2);
 	if (out->url && out->path && out->host)
 	{
-		if (engine->path_style)
+		if (path_style)
 		{
 			/* a bucket-level request is "/bucket", an object's "/bucket/key" */
-			snprintf(out->url, n, "%s/%s%s%s%s%s", engine->base_url, bucket,
+			snprintf(out->url, n, "%s/%s%s%s%s%s", base_url, bucket,
 					 key ? "/" : "", enc_key, q[0] ? "?" : "", q);
 			sprintf(out->path, "/%s%s%s", bucket, key ? "/" : "", k);
-			strcpy(out->host, engine->host);
+			strcpy(out->host, ehost);
 		}
 		else
 		{
-			snprintf(out->url, n, "%s://%s.%s/%s%s%s",
-					 engine->https ? "https" : "http", bucket, engine->host,
-					 enc_key, q[0] ? "?" : "", q);
+			snprintf(out->url, n, "%s://%s.%s/%s%s%s", https ? "https" : "http",
+					 bucket, ehost, enc_key, q[0] ? "?" : "", q);
 			sprintf(out->path, "/%s", k);
-			sprintf(out->host, "%s.%s", bucket, engine->host);
+			sprintf(out->host, "%s.%s", bucket, ehost);
 		}
 	}
 	free(enc_key);
@@ -141,6 +180,67 @@ remora_s3_address(const RemoraEngine *engine, const char *bucket,
 		return false;
 	}
 	return true;
+}
+
+bool
+remora_s3_address(const RemoraEngine *engine, const char *bucket,
+				  const char *key, const RemoraKV *query, int nquery,
+				  S3Address *out)
+{
+	return address_of(engine->base_url, engine->host, engine->https,
+					  engine->path_style, bucket, key, query, nquery, out);
+}
+
+/*
+ * A presigned GET URL for bucket/key, valid for expires seconds from now
+ * (1..604800).  Returns a malloc'd URL, or NULL with errbuf set.
+ */
+char *
+remora_s3_presign_get(const RemoraTargetConfig *cfg, const char *bucket,
+					  const char *key, time_t now, int expires, char *errbuf,
+					  size_t errlen)
+{
+	char	   *base_url;
+	char	   *host;
+	bool		https;
+	S3Address	addr;
+	RemoraKV	headers[1];
+	RemoraSigV4Creds creds;
+	RemoraSigV4Request req;
+	char	   *query;
+	char	   *url = NULL;
+
+	if (!remora_s3_target_parse(cfg, &base_url, &host, &https, errbuf, errlen))
+		return NULL;
+	if (!address_of(base_url, host, https, cfg->path_style, bucket, key, NULL,
+					0, &addr))
+	{
+		snprintf(errbuf, errlen, "out of memory");
+		free(base_url);
+		free(host);
+		return NULL;
+	}
+	headers[0] = (RemoraKV) {"host", addr.host};
+	creds = (RemoraSigV4Creds) {cfg->access_key_id, cfg->secret_access_key,
+		cfg->region, "s3"};
+	req = (RemoraSigV4Request) {"GET", addr.path, NULL, 0, headers, 1,
+		"UNSIGNED-PAYLOAD"};
+	query = remora_sigv4_presign(&req, &creds, now, expires, errbuf, errlen);
+	if (query)
+	{
+		size_t		n = strlen(addr.url) + strlen(query) + 2;
+
+		url = malloc(n);
+		if (url)
+			snprintf(url, n, "%s?%s", addr.url, query);
+		else
+			snprintf(errbuf, errlen, "out of memory");
+	}
+	free(query);
+	remora_s3_address_free(&addr);
+	free(base_url);
+	free(host);
+	return url;
 }
 
 void

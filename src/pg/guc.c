@@ -12,6 +12,7 @@
  */
 #include "remora.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include "utils/guc.h"
@@ -39,6 +40,8 @@ char *remora_allow_networks = NULL;
 char *remora_deny_networks = NULL;
 char *remora_hf_endpoint = NULL;
 int   remora_stall_timeout_ms = 60000;
+int   remora_presign_max_ttl_s = 86400;
+int   remora_retention_s = 30 * 86400;
 
 static bool
 check_networks(char **newval, void **extra, GucSource source)
@@ -213,6 +216,18 @@ remora_define_gucs(void)
 							NULL, &remora_stall_timeout_ms, 60000, 1000,
 							3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("remora.presign_max_ttl",
+							"Longest validity of a URL from remora_presign.",
+							NULL, &remora_presign_max_ttl_s, 86400, 1,
+							7 * 86400, PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("remora.retention",
+							"How long the history of finished jobs is kept; 0 keeps it forever.",
+							"Older jobs keep a tombstone row; their attempts are pruned.",
+							&remora_retention_s, 30 * 86400, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("remora");
 }

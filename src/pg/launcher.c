@@ -34,6 +34,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 #include "utils/uuid.h"
 
 #include <signal.h>
@@ -44,6 +45,7 @@
 PGDLLEXPORT void remora_launcher_main(Datum main_arg);
 
 static BackgroundWorkerHandle *handles[REMORA_MAX_WORKERS];
+static TimestampTz last_prune = 0;
 
 void
 remora_register_launcher(void)
@@ -254,6 +256,16 @@ round_of_work(bool *first)
 		remora_wake_workers();
 	}
 	balance_workers();
+
+	if (remora_retention_s > 0 &&
+		TimestampDifferenceExceeds(last_prune, GetCurrentTimestamp(), 60 * 1000))
+	{
+		int64		pruned = 0;
+
+		run_sql("remora: pruning old history", "SELECT remora.prune(100)",
+				0, NULL, NULL, &pruned);
+		last_prune = pruned == 100 ? 0 : GetCurrentTimestamp();
+	}
 }
 
 void

@@ -29,6 +29,7 @@
 #include "pg/shmem.h"
 
 PG_FUNCTION_INFO_V1(remora_progress);
+PG_FUNCTION_INFO_V1(remora_checkpoint_stats);
 
 RemoraShared *remora_shared = NULL;
 
@@ -62,6 +63,12 @@ shmem_startup(void)
 		remora_shared->lock = &(GetNamedLWLockTranche("remora"))->lock;
 		pg_atomic_init_u64(&remora_shared->submit_generation, 0);
 		pg_atomic_init_u64(&remora_shared->cancel_generation, 0);
+		pg_atomic_init_u64(&remora_shared->cp_transactions, 0);
+		pg_atomic_init_u64(&remora_shared->cp_checkpoints, 0);
+		pg_atomic_init_u64(&remora_shared->cp_max_batch, 0);
+		pg_atomic_init_u64(&remora_shared->cp_commit_us_total, 0);
+		pg_atomic_init_u64(&remora_shared->cp_commit_us_max, 0);
+		pg_atomic_init_u64(&remora_shared->cp_refusals, 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -175,5 +182,47 @@ remora_progress(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	LWLockRelease(remora_shared->lock);
+	PG_RETURN_VOID();
+}
+
+static void
+atomic_max(pg_atomic_uint64 *v, uint64 x)
+{
+	uint64		cur = pg_atomic_read_u64(v);
+
+	while (x > cur && !pg_atomic_compare_exchange_u64(v, &cur, x))
+		;
+}
+
+/* One checkpoint transaction of a worker: how many, how long, refused. */
+void
+remora_note_checkpoints(int batch, int refused, uint64 commit_us)
+{
+	pg_atomic_fetch_add_u64(&remora_shared->cp_transactions, 1);
+	pg_atomic_fetch_add_u64(&remora_shared->cp_checkpoints, batch);
+	pg_atomic_fetch_add_u64(&remora_shared->cp_refusals, refused);
+	pg_atomic_fetch_add_u64(&remora_shared->cp_commit_us_total, commit_us);
+	atomic_max(&remora_shared->cp_max_batch, batch);
+	atomic_max(&remora_shared->cp_commit_us_max, commit_us);
+}
+
+/*
+ * remora._checkpoint_stats(): the checkpoint writer's counters.
+ */
+Datum
+remora_checkpoint_stats(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		values[6];
+	bool		nulls[6] = {0};
+
+	InitMaterializedSRF(fcinfo, 0);
+	values[0] = Int64GetDatum(pg_atomic_read_u64(&remora_shared->cp_transactions));
+	values[1] = Int64GetDatum(pg_atomic_read_u64(&remora_shared->cp_checkpoints));
+	values[2] = Int64GetDatum(pg_atomic_read_u64(&remora_shared->cp_max_batch));
+	values[3] = Float8GetDatum(pg_atomic_read_u64(&remora_shared->cp_commit_us_total) / 1000.0);
+	values[4] = Float8GetDatum(pg_atomic_read_u64(&remora_shared->cp_commit_us_max) / 1000.0);
+	values[5] = Int64GetDatum(pg_atomic_read_u64(&remora_shared->cp_refusals));
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	PG_RETURN_VOID();
 }

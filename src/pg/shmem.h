@@ -58,6 +58,14 @@ typedef struct RemoraShared
 	Latch	   *launcher_latch;
 	pg_atomic_uint64 submit_generation;	/* bumped by committed submits */
 	pg_atomic_uint64 cancel_generation;	/* bumped by committed cancels */
+
+	/* checkpoint writer statistics, since the server started */
+	pg_atomic_uint64 cp_transactions;
+	pg_atomic_uint64 cp_checkpoints;
+	pg_atomic_uint64 cp_max_batch;
+	pg_atomic_uint64 cp_commit_us_total;
+	pg_atomic_uint64 cp_commit_us_max;
+	pg_atomic_uint64 cp_refusals;
 	RemoraWorkerSlot workers[REMORA_MAX_WORKERS];
 	RemoraProgress progress[REMORA_MAX_PROGRESS];
 } RemoraShared;
@@ -69,5 +77,6 @@ extern void remora_xact_init(void);
 extern void remora_note_submit(void);
 extern void remora_note_cancel(void);
 extern void remora_wake_workers(void);
+extern void remora_note_checkpoints(int batch, int refused, uint64 commit_us);
 
 #endif							/* REMORA_SHMEM_H */

@@ -82,9 +82,10 @@ static RemoraEngine *engine;
 static Attempt *attempts[MAX_TASKS];
 static int	nattempts;
 
-/* staging cleanup in progress */
+/* staging cleanup or hard delete in progress */
 static RemoraTask *sweep_task;
-static char sweep_attempt[UUID_LEN * 2 + 5];
+static char sweep_attempt[UUID_LEN * 2 + 5];	/* "" for a hard delete */
+static int64 sweep_job;
 
 static void
 worker_sigterm(SIGNAL_ARGS)
@@ -468,6 +469,9 @@ checkpoint_all(void)
 	bool		keep[MAX_TASKS];
 	bool		any = false;
 	Oid			types[3] = {UUIDOID, INT8OID, JSONBOID};
+	int			batch = 0;
+	int			refused = 0;
+	TimestampTz started = 0;
 
 	sort_attempts();
 	for (int i = 0; i < nattempts; i++)
@@ -480,8 +484,12 @@ checkpoint_all(void)
 		if (!remora_task_checkpoint(attempts[i]->task, &cp))
 			continue;
 		if (!any)
+		{
+			started = GetCurrentTimestamp();
 			tx_begin("remora: checkpointing");
+		}
 		any = true;
+		batch++;
 		initStringInfo(&buf);
 		checkpoint_json(&buf, attempts[i], &cp);
 		values[0] = DirectFunctionCall1(uuid_in,
@@ -490,10 +498,18 @@ checkpoint_all(void)
 		values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
 		sql("SELECT remora.checkpoint($1, $2, $3)", 3, types, values, NULL);
 		keep[i] = strcmp(col_text(0, 1), "t") == 0;
+		refused += !keep[i];
 	}
 	if (!any)
 		return;
 	tx_end();
+	{
+		long		secs;
+		int			usecs;
+
+		TimestampDifference(started, GetCurrentTimestamp(), &secs, &usecs);
+		remora_note_checkpoints(batch, refused, (uint64) secs * 1000000 + usecs);
+	}
 	for (int i = nattempts - 1; i >= 0; i--)
 		if (!keep[i])
 		{
@@ -692,7 +708,11 @@ claim(void)
 
 /* ---------------------------------------------------------------- sweep */
 
-/* Delete staging of one attempt that can no longer commit, if any. */
+/*
+ * Delete the objects of one hard-deleted job, or the staging of one attempt
+ * that can no longer commit, if there is any.  A cleanup that fails is
+ * recorded, and tried again after a backoff.
+ */
 static void
 sweep(void)
 {
@@ -705,44 +725,51 @@ sweep(void)
 	if (sweep_task)
 	{
 		RemoraTaskState st = remora_task_state(sweep_task);
+		bool		ok = st == REMORA_TASK_SUCCEEDED;
+		Oid			t2[2] = {sweep_attempt[0] ? UUIDOID : INT8OID, BOOLOID};
+		Datum		v2[2];
 
 		if (st == REMORA_TASK_RUNNING)
 			return;
-		{
-			Oid			t2[2] = {UUIDOID, BOOLOID};
-			Datum		v2[2];
-
-			if (st != REMORA_TASK_SUCCEEDED)
-				ereport(LOG,
-						(errmsg("remora: could not clean up the staging objects of attempt %s: %s",
-								sweep_attempt,
-								remora_task_error(sweep_task)->message),
-						 errdetail("The cleanup will be tried again later.")));
-			tx_begin("remora: recording staging cleanup");
-			v2[0] = DirectFunctionCall1(uuid_in, CStringGetDatum(sweep_attempt));
-			v2[1] = BoolGetDatum(st == REMORA_TASK_SUCCEEDED);
-			sql("SELECT remora.staging_cleaned($1, $2)", 2, t2, v2, NULL);
-			tx_end();
-		}
+		if (!ok)
+			ereport(LOG,
+					(errmsg("remora job " INT64_FORMAT ": could not delete %s: %s",
+							sweep_job, sweep_attempt[0] ? "staging objects" : "its objects",
+							remora_task_error(sweep_task)->message),
+					 errdetail("The deletion will be tried again later.")));
+		else if (!sweep_attempt[0])
+			ereport(LOG,
+					(errmsg("remora job " INT64_FORMAT ": its objects are deleted", sweep_job)));
+		tx_begin("remora: recording a cleanup");
+		v2[0] = sweep_attempt[0]
+			? DirectFunctionCall1(uuid_in, CStringGetDatum(sweep_attempt))
+			: Int64GetDatum(sweep_job);
+		v2[1] = BoolGetDatum(ok);
+		sql(sweep_attempt[0] ? "SELECT remora.staging_cleaned($1, $2)"
+			: "SELECT remora.job_objects_deleted($1, $2)", 2, t2, v2, NULL);
+		tx_end();
 		remora_task_free(sweep_task);
 		sweep_task = NULL;
 	}
 
-	tx_begin("remora: looking for staging to clean up");
-	sql("SELECT attempt_id, bucket, prefix FROM remora.staging_to_clean($1)",
+	tx_begin("remora: looking for objects to delete");
+	sql("SELECT attempt_id, job_id, bucket, prefix FROM remora.staging_to_clean($1)",
 		1, types, values, NULL);
 	if (SPI_processed > 0)
 	{
-		snprintf(sweep_attempt, sizeof(sweep_attempt), "%s", col_text(0, 1));
-		bucket = keep(col_text(0, 2));
-		prefix = keep(col_text(0, 3));
+		char	   *att = col_text(0, 1);
+
+		snprintf(sweep_attempt, sizeof(sweep_attempt), "%s", att ? att : "");
+		sweep_job = strtoll(col_text(0, 2), NULL, 10);
+		bucket = keep(col_text(0, 3));
+		prefix = keep(col_text(0, 4));
 	}
 	tx_end();
 	if (bucket)
 	{
 		sweep_task = remora_cleanup_start(engine, bucket, prefix, err, sizeof(err));
 		if (sweep_task == NULL)
-			ereport(LOG, (errmsg("remora: could not start a staging cleanup: %s", err)));
+			ereport(LOG, (errmsg("remora: could not start a cleanup: %s", err)));
 	}
 }
 
@@ -868,6 +895,34 @@ shut_down(void)
 			1, types, values, NULL);
 	}
 	tx_end();
+}
+
+/*
+ * What pg_stat_activity shows for this worker between transactions: the
+ * jobs and attempts it is moving, or that it is idle.
+ */
+static void
+report_activity(void)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	if (nattempts == 0 && sweep_task == NULL)
+		appendStringInfoString(&buf, "remora: waiting for jobs");
+	else
+	{
+		appendStringInfoString(&buf, "remora: transferring");
+		for (int i = 0; i < nattempts && i < 20; i++)
+			appendStringInfo(&buf, "%s job " INT64_FORMAT " attempt %s",
+							 i ? "," : "", attempts[i]->job_id,
+							 attempts[i]->attempt_id);
+		if (nattempts > 20)
+			appendStringInfo(&buf, ", and %d more", nattempts - 20);
+		if (sweep_task)
+			appendStringInfo(&buf, "%s deleting objects of job " INT64_FORMAT,
+							 nattempts ? ";" : "", sweep_job);
+	}
+	pgstat_report_activity(STATE_IDLE, buf.data);
 }
 
 static long
@@ -1000,8 +1055,7 @@ remora_worker_main(Datum main_arg)
 		engine_timeout = remora_engine_timeout_ms(engine);
 		if (engine_timeout >= 0)
 			timeout = Min(timeout, engine_timeout);
-		if (nattempts > 0 || sweep_task)
-			pgstat_report_activity(STATE_IDLE, "remora: transferring");
+		report_activity();
 		}
 		PG_CATCH();
 		{

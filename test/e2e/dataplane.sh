@@ -12,27 +12,10 @@ cd "$(dirname "$0")/../.."
 . test/lib/cluster.sh
 . test/lib/e2e.sh
 . test/lib/services.sh
+. test/lib/stack.sh
 
-T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
-chmod 755 "$T"
-SERVICES_DIR=$T
-trap 'cp "$T/pg/server.log" /tmp/dataplane-server.log 2>/dev/null; cluster_stop "$T/pg" immediate; stop_services; rm -rf "$T"' EXIT
+stack_up dataplane
 
-NGINX_PORT=$(free_port)
-S3_PORT=$(free_port)
-SRC_PROXY=$(free_port)
-S3_PROXY=$(free_port)
-PG_PORT=$(free_port)
-start_nginx "$T/nginx" "$NGINX_PORT"
-start_s3 "$T/s3" "$S3_PORT" target
-start_faults "$SRC_PROXY" "$NGINX_PORT"
-# a second proxy, in front of the store
-node test/faults/proxy.js "$S3_PROXY" "$S3_PORT" >"$T/s3proxy.log" 2>&1 &
-echo $! >>"$T/pids"
-wait_port "$S3_PROXY"
-
-WWW=$T/nginx/www
-make_file() { head -c "$2" /dev/urandom >"$WWW/$1"; chmod 644 "$WWW/$1"; }
 make_file small.bin 1000000
 make_file large.bin 32000000		# seven 5 MB segments
 make_file flaky.bin 300000
@@ -40,62 +23,6 @@ for f in reset truncated toomany forbidden throttled slowdown sum; do make_file 
 make_file sigterm.bin 12000000
 make_file zombie.bin 200000
 for f in cancel crash restart change ignored; do make_file $f.bin 12000000; done
-SRC="http://127.0.0.1:$NGINX_PORT"
-FLAKY="http://127.0.0.1:$SRC_PROXY"
-
-cluster_init "$T/pg" "$PG_PORT" <<CONF
-remora.max_workers = 2
-remora.worker_concurrency = 4
-remora.s3_endpoint = 'http://127.0.0.1:$S3_PROXY'
-remora.s3_path_style = on
-remora.s3_access_key_id = 'S3RVER'
-remora.s3_secret_access_key = 'S3RVER'
-remora.default_bucket = 'target'
-remora.allow_networks = '127.0.0.1/32'
-remora.part_size = '5MB'
-remora.lease_duration = '4s'
-remora.retry_base_delay = '200ms'
-remora.retry_max_delay = '2s'
-remora.stall_timeout = '60s'
-CONF
-cluster_start "$T/pg"
-export PGHOST=$T/pg PGPORT=$PG_PORT PGUSER=postgres
-q "CREATE EXTENSION remora" >/dev/null
-LOG=$T/pg/server.log
-
-rule() { curl -s "http://127.0.0.1:$1/__rule?$2" >/dev/null; }
-hits() { curl -s "http://127.0.0.1:$1/__hits?match=$2"; }
-state() { q "SELECT state FROM remora.jobs WHERE job_id = $1" 2>/dev/null; }
-is_state() { [ "$(state "$1")" = "$2" ]; }
-wait_state() {	# wait_state JOB STATE SECONDS
-	if wait_for "$3" is_state "$1" "$2"; then return 0; fi
-	echo "# job $1 is $(state "$1"), not $2: $(q "SELECT last_error FROM remora.jobs WHERE job_id = $1")"
-	return 1
-}
-validated_at_least() { [ "$(q "SELECT coalesce(bytes_done, 0) FROM remora.checkpoints WHERE job_id = $1")" -ge "$2" ] 2>/dev/null; }
-live_at_least() { [ "$(q "SELECT coalesce(max(bytes_done), 0) FROM remora_progress WHERE job_id = $1")" -ge "$2" ]; }
-worker_of() { q "SELECT worker_pid FROM remora_progress WHERE job_id = $1"; }
-
-# verify JOB FILE: the committed member, downloaded with the AWS CLI, has
-# the file's SHA-256, and so does the manifest's record of it
-verify() {
-	local job=$1 file=$2 key want got manifest
-	want=$(sha256sum "$WWW/$file" | cut -d' ' -f1)
-	key=$(q "SELECT key FROM remora_result($job)")
-	got=$(aws_s3 s3 cp "s3://target/$key" - 2>/dev/null | sha256sum | cut -d' ' -f1)
-	check_eq "job $job: the AWS CLI reads back $file intact" "$got" "$want"
-	check_eq "job $job: remora_result records the same SHA-256" \
-		"$(q "SELECT sha256 FROM remora_result($job)")" "$want"
-	manifest=$(q "SELECT result_manifest_key FROM remora_jobs WHERE job_id = $job")
-	check_eq "job $job: the manifest object has the committed SHA-256" \
-		"$(aws_s3 s3 cp "s3://target/$manifest" - 2>/dev/null | sha256sum | cut -d' ' -f1)" \
-		"$(q "SELECT result_manifest_sha256 FROM remora_jobs WHERE job_id = $job")"
-}
-
-staging_objects() {	# staging_objects JOB: objects under the job's prefix
-	aws_s3 s3 ls --recursive "s3://target/remora/$1/" 2>/dev/null | wc -l
-}
-all_cleaned() { [ "$(q "SELECT count(*) FROM remora.attempts WHERE job_id = $1 AND cleaned_at IS NULL")" = 0 ]; }
 
 # --- a small object: one PUT
 j=$(q "SELECT remora_submit('$SRC/small.bin')")
