@@ -96,15 +96,39 @@ run_sql(const char *activity, const char *sql, int nargs, Oid *types,
 	return ok;
 }
 
+/*
+ * Is the extension installed, at the version of this library?  After an
+ * upgrade of the library the schema must be updated first: until then the
+ * launcher does nothing and says so, once.
+ */
 static bool
 extension_ready(void)
 {
-	int64		n = 0;
+	static bool warned = false;
+	char	   *version = NULL;
 
-	run_sql("remora: checking the extension",
-			"SELECT count(*) FROM pg_catalog.pg_extension WHERE extname = 'remora'",
-			0, NULL, NULL, &n);
-	return n > 0;
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_execute("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'remora'",
+					true, 1) >= 0 && SPI_processed > 0)
+		version = MemoryContextStrdup(TopTransactionContext,
+									  SPI_getvalue(SPI_tuptable->vals[0],
+												   SPI_tuptable->tupdesc, 1));
+	if (version && strcmp(version, REMORA_VERSION) != 0 && !warned)
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("remora %s is installed in database \"%s\", but the library is %s",
+						version, remora_database, REMORA_VERSION),
+				 errdetail("No transfer runs until the extension is updated."),
+				 errhint("Run ALTER EXTENSION remora UPDATE in that database.")));
+	warned = version && strcmp(version, REMORA_VERSION) != 0;
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return version && !warned;
 }
 
 static void

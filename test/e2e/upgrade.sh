@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+#
+# Extension versioning: install the first released version (0.1.0), with a
+# job in flight, ALTER EXTENSION remora UPDATE, and compare the catalog
+# with a fresh install of the current version: tables, columns, defaults,
+# constraints, indexes, functions (bodies included), views, policies and
+# privileges must be identical, and the data must survive.  Until the
+# update the launcher refuses to run transfers, and says why.
+#
+set -Euo pipefail
+cd "$(dirname "$0")/../.."
+. test/lib/deps.sh
+. test/lib/cluster.sh
+. test/lib/e2e.sh
+
+T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
+trap 'cluster_stop "$T" immediate; rm -rf "$T"' EXIT
+cluster_init "$T" "$(free_port)" <<CONF
+remora.default_bucket = 'target'
+remora.database = 'upgraded'
+remora.s3_access_key_id = 'AKIDEXAMPLE'
+remora.s3_secret_access_key = 'not-a-real-secret'
+CONF
+cluster_start "$T"
+export PGHOST=$T PGPORT=$(grep -oP '^port = \K\d+' "$T/data/postgresql.conf") PGUSER=postgres
+current=$(grep -oP "^default_version = '\K[^']+" remora.control)
+
+psql -X -q -c "CREATE DATABASE upgraded" -c "CREATE DATABASE fresh"
+E2E_DB=upgraded q "CREATE EXTENSION remora VERSION '0.1.0'" >/dev/null
+check_eq "0.1.0 installs" "$(E2E_DB=upgraded q "SELECT extversion FROM pg_extension WHERE extname = 'remora'")" "0.1.0"
+job=$(E2E_DB=upgraded q "SELECT remora_submit('https://example.com/a.bin')")
+warned() { grep -q "remora 0.1.0 is installed in database \"upgraded\", but the library is $current" "$T/server.log"; }
+check "the launcher says the schema must be updated" wait_for 10 warned
+check_eq "and starts no worker meanwhile" \
+	"$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora worker'")" "0"
+
+E2E_DB=upgraded q "ALTER EXTENSION remora UPDATE" >/dev/null
+E2E_DB=fresh q "CREATE EXTENSION remora" >/dev/null
+check_eq "the update reaches $current" \
+	"$(E2E_DB=upgraded q "SELECT extversion FROM pg_extension WHERE extname = 'remora'")" "$current"
+
+CATALOG="
+SELECT 'column ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+	   || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+	   || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '')
+	   || coalesce(' identity ' || nullif(a.attidentity::text, ''), '')
+  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+  JOIN pg_namespace n ON n.oid = c.relnamespace
+  LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+ WHERE n.nspname IN ('remora', 'public') AND a.attnum > 0 AND NOT a.attisdropped
+   AND c.relkind IN ('r', 'v')
+UNION ALL
+SELECT 'relation ' || c.relname || ' ' || c.relkind::text || ' ' || c.relpersistence::text
+	   || ' rls=' || c.relrowsecurity || ' acl=' || coalesce(c.relacl::text, '')
+	   || ' options=' || coalesce(c.reloptions::text, '')
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname IN ('remora', 'public') AND c.relkind IN ('r', 'v', 'i', 'S')
+UNION ALL
+SELECT 'constraint ' || conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+  FROM pg_constraint WHERE connamespace = 'remora'::regnamespace
+UNION ALL
+SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'remora'
+UNION ALL
+SELECT 'view ' || c.relname || ' ' || pg_get_viewdef(c.oid)
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname IN ('remora', 'public') AND c.relkind = 'v'
+UNION ALL
+SELECT 'function ' || p.oid::regprocedure || ' acl=' || coalesce(p.proacl::text, '')
+	   || ' ' || pg_get_functiondef(p.oid)
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname IN ('remora', 'public') AND p.prokind = 'f'
+UNION ALL
+SELECT 'policy ' || tablename || ' ' || policyname || ' ' || cmd || ' ' || coalesce(qual, '')
+  FROM pg_policies WHERE schemaname = 'remora'
+UNION ALL
+SELECT 'member ' || pg_describe_object(classid, objid, objsubid)
+  FROM pg_depend WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'remora')
+ORDER BY 1"
+E2E_DB=upgraded q "$CATALOG" >"$T/upgraded.txt"
+E2E_DB=fresh q "$CATALOG" >"$T/fresh.txt"
+check "the catalog description is not empty" test "$(wc -l <"$T/fresh.txt")" -gt 200
+if diff "$T/fresh.txt" "$T/upgraded.txt" >"$T/catalog.diff"; then
+	ok "the upgraded catalog equals a fresh install ($(wc -l <"$T/fresh.txt") objects and attributes)"
+else
+	not_ok "the upgraded catalog differs from a fresh install"
+	head -40 "$T/catalog.diff"
+fi
+check_eq "the job submitted before the update is still there, queued" \
+	"$(E2E_DB=upgraded q "SELECT state || ' ' || delete_failures FROM remora.jobs WHERE job_id = $job")" "queued 0"
+check_eq "the new functions work on the upgraded schema" \
+	"$(E2E_DB=upgraded q "SELECT remora.prune() || ' ' || (SELECT count(*) FROM remora_checkpoint_stats)")" "0 1"
+# a job goes through the whole upgraded protocol
+E2E_DB=upgraded q "SELECT count(*) FROM remora.claim('11111111-1111-1111-1111-111111111111')" >/dev/null
+committed=$(E2E_DB=upgraded q "SELECT remora.commit(a.attempt_id, a.fencing_token, jsonb_build_object(
+	'key', remora._staging_prefix(j.prefix, j.job_id, a.attempt_id) || 'manifest.jsonl', 'etag', 'e',
+	'sha256', repeat('a', 64), 'members', 1, 'bytes', 5, 'entries', jsonb_build_array(jsonb_build_object(
+	'path', 'a.bin', 'bucket', 'target', 'key', remora._staging_prefix(j.prefix, j.job_id, a.attempt_id) || 'data/a.bin',
+	'size', 5, 'sha256', repeat('b', 64), 'etag', 'x'))))
+	FROM remora.jobs j JOIN remora.attempts a ON a.attempt_id = j.current_attempt WHERE j.job_id = $job")
+presigned=$(E2E_DB=upgraded q "SELECT remora_presign($job, 'a.bin') LIKE 'https://target.s3.us-east-1.amazonaws.com/%X-Amz-Signature=%'")
+check_eq "the upgraded protocol commits, and offers a URL for the result" "$committed $presigned" "t t"
+
+e2e_finish
