@@ -245,6 +245,10 @@ s3_wbytes() {
 	awk '/^write_bytes:/ { print $2 }' "/proc/$S3_PID/io"
 }
 TICK=$(getconf CLK_TCK)
+# busy time of the whole machine (all CPUs), in clock ticks
+sys_busy() {
+	awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+}
 # wait until the S3 server is idle: its CPU time unchanged for 0.5 s
 # (requests the client did not wait for, e.g. segment deletes, finish)
 s3_quiesce() {
@@ -263,7 +267,7 @@ s3_quiesce() {
 }
 
 # ------------------------------------------------------------------ runs
-RESULTS=$WORK/results.tsv		# method round wall user sys s3cpu s3wbytes leftover
+RESULTS=$WORK/results.tsv		# method round wall user sys s3cpu s3wbytes leftover othercpu
 : >"$RESULTS"
 
 # client_cmd METHOD KEY_PREFIX ENDPOINT: the command line of a method
@@ -323,19 +327,26 @@ purge() {
 run_one() {
 	local m=$1 tag=$2 ep=$3 record=$4
 	local prefix="runs/$m$tag/" out=$WORK/out err=$WORK/err tf=$WORK/time
-	local t0 t1 w0 w1 got left wall user sys key expect size sha
+	local t0 t1 tm w0 w1 b0 b1 other got left wall user sys key expect size sha
 
 	sync						# earlier runs' dirty pages are not this run's
 	s3_quiesce
 	t0=$(s3_ticks)
 	w0=$(s3_wbytes)
+	b0=$(sys_busy)
 	if ! client_run "$m" "$prefix" "$ep" "$out" "$err" "$tf"; then
 		die "method $m run $tag failed: $(cat "$tf" "$out" "$err" 2>/dev/null | tail -n 8)"
 	fi
+	b1=$(sys_busy)
+	tm=$(s3_ticks)
 	s3_quiesce
 	t1=$(s3_ticks)
 	w1=$(s3_wbytes)
 	read -r wall user sys <"$tf" || die "no timing for $m $tag"
+	# CPU the machine spent, while the client ran, on anything but the
+	# client and the S3 server (nginx, kernel writeback, other users)
+	other=$(awk -v b=$((b1 - b0)) -v s=$((tm - t0)) -v t="$TICK" -v u="$user" -v y="$sys" \
+		'BEGIN { o = (b - s) / t - u - y; printf "%.2f", o < 0 ? 0 : o }')
 
 	# the result must be the source, byte for byte
 	key="${prefix}obj.bin"
@@ -361,11 +372,11 @@ run_one() {
 	fi
 	purge "$prefix"
 	if [ "$record" = 1 ]; then
-		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$tag" "$wall" "$user" "$sys" \
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$tag" "$wall" "$user" "$sys" \
 			"$(awk -v d=$((t1 - t0)) -v t="$TICK" 'BEGIN { printf "%.2f", d / t }')" \
-			$((w1 - w0)) "$left" >>"$RESULTS"
+			$((w1 - w0)) "$left" "$other" >>"$RESULTS"
 	fi
-	log "$m $tag: wall ${wall}s, client CPU $(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')s, s3rver CPU $(awk -v d=$((t1 - t0)) -v t="$TICK" 'BEGIN { printf "%.2f", d / t }')s, s3rver wrote $(((w1 - w0) / 1048576)) MiB, verified"
+	log "$m $tag: wall ${wall}s, client CPU $(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')s, s3rver CPU $(awk -v d=$((t1 - t0)) -v t="$TICK" 'BEGIN { printf "%.2f", d / t }')s, s3rver wrote $(((w1 - w0) / 1048576)) MiB, other CPU ${other}s, verified"
 }
 
 EP="http://127.0.0.1:$S3_PORT"
@@ -607,6 +618,12 @@ REPORT=$WORK/report.md
 	echo "These ratios hold for s3rver, whose single thread does every copy and is the wall-clock"
 	echo "limit on this 2-core machine; on a store that copies internally the copy costs latency"
 	echo "and requests rather than client time, which was not measured here."
+	echo
+	other_med=$(awk -F'\t' '{ print $9 }' "$RESULTS" | median)
+	other_max=$(awk -F'\t' '{ print $9 }' "$RESULTS" | sort -g | tail -n 1)
+	echo "Other CPU use on the machine while each client ran (all CPUs' busy time minus the"
+	echo "client's and s3rver's: nginx, kernel writeback, anything else running): median"
+	echo "$(f2 "$other_med") s per run, at most $(f2 "$other_max") s."
 	echo
 	echo "Notes: B is a lower bound, not a setting to use for large objects: it holds the"
 	echo "whole object in memory (the engine allocates $NBUF buffers of part_size and fills one) and"

@@ -281,8 +281,10 @@ round_of_work(bool *first)
 	}
 	balance_workers();
 
+	/* every minute, or as often as the retention if that is shorter */
 	if (remora_retention_s > 0 &&
-		TimestampDifferenceExceeds(last_prune, GetCurrentTimestamp(), 60 * 1000))
+		TimestampDifferenceExceeds(last_prune, GetCurrentTimestamp(),
+								   Min(remora_retention_s, 60) * 1000))
 	{
 		int64		pruned = 0;
 

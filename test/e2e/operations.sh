@@ -97,4 +97,15 @@ check "a failing job" wait_for 30 failed_one
 check_eq "remora_stats: failures by class" \
 	"$(q "SELECT failures_by_class ->> 'http' FROM remora_stats")" "1"
 
+# --- retention, by the launcher: with a short retention, finished jobs'
+# history is pruned and their rows stay as tombstones
+q "ALTER SYSTEM SET remora.retention = '2s'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+pruned() { [ "$(q "SELECT count(*) FROM remora.jobs WHERE pruned_at IS NOT NULL AND state = 'failed'")" -ge 1 ]; }
+check "retention: the launcher prunes the failed job's history" wait_for 60 pruned
+check_eq "retention: its attempts are gone, its row and last error stay" \
+	"$(q "SELECT count(a.*) || ' ' || (j.last_error ->> 'class') FROM remora.jobs j LEFT JOIN remora.attempts a USING (job_id) WHERE j.state = 'failed' GROUP BY j.job_id, j.last_error")" "0 http"
+check_eq "retention: a pruned job's result is still offered" \
+	"$(q "SELECT count(*) FROM remora_result($w)")" "1"
+
 e2e_finish
