@@ -11,16 +11,17 @@
 # which checks signatures), all on 127.0.0.1, with:
 #
 #   A  the engine, segmented path  (fetch, part size PART)
-#   B  the engine, single PUT      (fetch, part size SIZE + 1)
+#   B  the engine, single PUT      (fetch, part size SIZE + 1 KiB)
 #   C  curl URL | aws s3 cp - s3://...   (the AWS CLI's streaming multipart)
 #   D  rclone copyurl URL remote:bucket/key  (when rclone is installed)
 #
 # interleaved (A B C D A B C D ...), RUNS rounds after WARMUP discarded
 # rounds.  Per run: wall seconds, client CPU seconds (user+sys of the
 # client's process tree), s3rver CPU seconds and bytes s3rver wrote (from
-# /proc/PID/stat and /proc/PID/io).  Every result is downloaded again with
-# the AWS CLI and its SHA-256 compared with the source: a mismatch fails
-# the bench.  Then one untimed "census" run of each method through a
+# /proc/PID/stat and /proc/PID/io), and the CPU the rest of the machine
+# used meanwhile (/proc/stat), to tell a busy machine.  Every result is
+# downloaded again with the AWS CLI and its SHA-256 compared with the
+# source: a mismatch fails the bench.  Then one untimed "census" run of each method through a
 # logging nginx reverse proxy counts the S3 requests each one makes.
 #
 # Usage (root, Debian 12, from anywhere):
@@ -28,7 +29,10 @@
 #                         [--no-rclone] [--no-census] [--rev COMMIT] [--write]
 # The same settings as environment variables: SIZE PART RUNS WARMUP
 # RCLONE=0 CENSUS=0 REV; --rev builds the engine from that commit instead
-# of the work tree.  DEADLINE (seconds, default 3600) bounds the whole run.
+# of the work tree.  A round is done again (at most RUNS times) when
+# something else on the machine used more than OTHER_LIMIT CPU seconds
+# (default 0.75) during one of its runs.  DEADLINE (seconds, default 3600)
+# bounds the whole run.
 # Sizes take a K/M/G suffix (binary: 16M = 16 MiB).  The Markdown report
 # goes to stdout, progress to stderr; --write also puts it into
 # doc/benchmarks.md under "## Segment cost on the happy path" (replacing
@@ -46,6 +50,7 @@ WARMUP=${WARMUP:-1}
 RCLONE=${RCLONE:-auto}
 CENSUS=${CENSUS:-1}
 DEADLINE=${DEADLINE:-3600}
+OTHER_LIMIT=${OTHER_LIMIT:-0.75}
 REV=${REV:-}
 WRITE=0
 
@@ -103,6 +108,7 @@ PART_B=$(to_bytes "$PART")
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "--runs must be a positive integer"
 [[ $WARMUP =~ ^[0-9]+$ ]] || die "--warmup must be a non-negative integer"
 [[ $DEADLINE =~ ^[1-9][0-9]*$ ]] || die "DEADLINE must be a positive number of seconds"
+[[ $OTHER_LIMIT =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "OTHER_LIMIT must be a number of seconds"
 [ "$SIZE_B" -gt "$PART_B" ] ||
 	die "the object ($SIZE_B bytes) must be larger than the part size ($PART_B), or A is not segmented"
 [ "$PART_B" -ge 1048576 ] || die "the part size must be at least 1 MiB"
@@ -374,7 +380,7 @@ run_one() {
 	if [ "$record" = 1 ]; then
 		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$tag" "$wall" "$user" "$sys" \
 			"$(awk -v d=$((t1 - t0)) -v t="$TICK" 'BEGIN { printf "%.2f", d / t }')" \
-			$((w1 - w0)) "$left" "$other" >>"$RESULTS"
+			$((w1 - w0)) "$left" "$other" >>"$ROUND"
 	fi
 	log "$m $tag: wall ${wall}s, client CPU $(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')s, s3rver CPU $(awk -v d=$((t1 - t0)) -v t="$TICK" 'BEGIN { printf "%.2f", d / t }')s, s3rver wrote $(((w1 - w0) / 1048576)) MiB, other CPU ${other}s, verified"
 }
@@ -385,8 +391,25 @@ log "$METHODS: $(human "$SIZE_B"), part size $(human "$PART_B") ($NSEG segments)
 for w in $(seq 1 "$WARMUP"); do
 	for m in $METHODS; do run_one "$m" "w$w" "$EP" 0; done
 done
-for i in $(seq 1 "$RUNS"); do
-	for m in $METHODS; do run_one "$m" "$i" "$EP" 1; done
+# A round in which something else took more than OTHER_LIMIT CPU seconds
+# during one of its runs is discarded and done again, at most RUNS times
+# in all; after that, such rounds are kept and the report says so.
+ROUND=$WORK/round.tsv
+DISCARDED=0
+i=0
+while [ "$i" -lt "$RUNS" ]; do
+	: >"$ROUND"
+	tag=$((i + 1))
+	[ "$DISCARDED" = 0 ] || tag="$tag.$DISCARDED"
+	for m in $METHODS; do run_one "$m" "$tag" "$EP" 1; done
+	if [ "$DISCARDED" -lt "$RUNS" ] &&
+		awk -F'\t' -v l="$OTHER_LIMIT" '$9 > l { busy = 1 } END { exit !busy }' "$ROUND"; then
+		DISCARDED=$((DISCARDED + 1))
+		log "round $tag discarded: something else used more than ${OTHER_LIMIT}s of CPU during a run"
+		continue
+	fi
+	cat "$ROUND" >>"$RESULTS"
+	i=$((i + 1))
 done
 
 # ---------------------------------------------------------------- census
@@ -473,8 +496,12 @@ median() {	# numbers on stdin
 col() {	# col METHOD EXPR: one value per run of METHOD
 	awk -F'\t' -v m="$1" "\$1 == m { print $2 }" "$RESULTS"
 }
-census() {	# census METHOD OP
-	awk -F'\t' -v m="$1" -v op="$2" '$1 == m && $2 == op { v = $3 } END { print v + 0 }' "$CENSUS_TSV"
+census() {	# census METHOD OP: requests of that operation, whatever the answer
+	awk -F'\t' -v m="$1" -v op="$2" '$1 == m && ($2 == op || index($2, op " (") == 1) { v += $3 }
+		END { print v + 0 }' "$CENSUS_TSV"
+}
+census_failed() {	# census_failed METHOD OP: those answered with an error
+	awk -F'\t' -v m="$1" -v op="$2" '$1 == m && index($2, op " (") == 1 { v += $3 } END { print v + 0 }' "$CENSUS_TSV"
 }
 declare -A WALL CPU SCPU SW LEFT WALLS
 for m in $METHODS; do
@@ -574,7 +601,13 @@ REPORT=$WORK/report.md
 	if [ "$CENSUS" = 1 ]; then
 		echo "- S3 requests: $(census A _total) against $(census B _total), i.e. $(($(census A _total) - $(census B _total))) more"
 		echo "  (A: $(census A PutObject) PutObject — $NSEG segments and the manifest —, $(census A CreateMultipartUpload) CreateMultipartUpload,"
-		echo "  $(census A UploadPartCopy) UploadPartCopy, $(census A CompleteMultipartUpload) CompleteMultipartUpload, $(census A DeleteObject) DeleteObject of segments;"
+		del_failed=$(census_failed A DeleteObject)
+		if [ "$del_failed" != 0 ]; then
+			del_failed=" ($del_failed answered InternalError by s3rver, see the notes)"
+		else
+			del_failed=""
+		fi
+		echo "  $(census A UploadPartCopy) UploadPartCopy, $(census A CompleteMultipartUpload) CompleteMultipartUpload, $(census A DeleteObject) DeleteObject of segments$del_failed;"
 		echo "  B: $(census B PutObject) PutObject, the object and the manifest);"
 	else
 		echo "- S3 requests: $((3 * NSEG + 3)) against 2 by construction ($NSEG segment PUTs, 1 CreateMultipartUpload,"
@@ -612,8 +645,8 @@ REPORT=$WORK/report.md
 	echo "copies every byte a second time for UploadPartCopy and then deletes the segments, so"
 	echo "s3rver spent ${sAB}× B's CPU and wrote $(r "${SW[A]}" "$SIZE_B")× the object size for A against"
 	echo "$(r "${SW[B]}" "$SIZE_B")× for B, over $reqs."
-	echo "Against the peers, which upload parts directly and never copy, $peers,"
-	echo "while its client CPU was $peer_cpu$cpu_note; without the copy (B) the engine"
+	echo "Against the peers, which upload parts directly and never copy, $peers," | fold -s -w 88 | sed 's/ $//'
+	echo "while its client CPU was $peer_cpu$cpu_note; without the copy (B) the engine" | fold -s -w 88 | sed 's/ $//'
 	echo "needs $(r "${WALL[B]}" "${WALL[A]}")× A's wall time $fast_note."
 	echo "These ratios hold for s3rver, whose single thread does every copy and is the wall-clock"
 	echo "limit on this 2-core machine; on a store that copies internally the copy costs latency"
@@ -623,7 +656,18 @@ REPORT=$WORK/report.md
 	other_max=$(awk -F'\t' '{ print $9 }' "$RESULTS" | sort -g | tail -n 1)
 	echo "Other CPU use on the machine while each client ran (all CPUs' busy time minus the"
 	echo "client's and s3rver's: nginx, kernel writeback, anything else running): median"
-	echo "$(f2 "$other_med") s per run, at most $(f2 "$other_max") s."
+	if [ "$DISCARDED" != 0 ]; then
+		echo "$DISCARDED round(s) were discarded and done again because this exceeded $OTHER_LIMIT s in"
+		echo "one of their runs (another program was busy on the machine)."
+	fi
+	busy_runs=$(awk -F'\t' -v l="$OTHER_LIMIT" '$9 > l { n++ } END { print n + 0 }' "$RESULTS")
+	if [ "$busy_runs" = 0 ]; then
+		echo "$(f2 "$other_med") s per run, at most $(f2 "$other_max") s."
+	else
+		echo "$(f2 "$other_med") s per run, at most $(f2 "$other_max") s; in $busy_runs of the $(wc -l <"$RESULTS") runs"
+		echo "it was over $OTHER_LIMIT s, so something else competed for the cores: trust the medians"
+		echo "and ratios less, or run again on an idle machine."
+	fi
 	echo
 	echo "Notes: B is a lower bound, not a setting to use for large objects: it holds the"
 	echo "whole object in memory (the engine allocates $NBUF buffers of part_size and fills one) and"

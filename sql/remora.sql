@@ -173,6 +173,27 @@ CREATE TABLE remora.source_endpoints (
 	created_at		timestamptz NOT NULL DEFAULT now()
 );
 
+-- The whole source URL of a job whose URL has a query string (which may
+-- carry a signature or a token).  Users see the URL without it in
+-- remora.jobs; only the extension's functions read this table, to hand the
+-- URL to a worker.
+CREATE TABLE remora.source_urls (
+	job_id			bigint PRIMARY KEY REFERENCES remora.jobs ON DELETE CASCADE,
+	url				text NOT NULL
+);
+
+-- Which roles may write to which buckets and prefixes, beyond the
+-- defaults.  A pattern is a prefix, or a prefix ending in '*' (any
+-- continuation); '*' alone allows every prefix of the bucket.
+CREATE TABLE remora.target_grants (
+	grantee			oid NOT NULL,
+	bucket			text NOT NULL,
+	prefix_pattern	text NOT NULL DEFAULT '*',
+	granted_by		oid NOT NULL,
+	granted_at		timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (grantee, bucket, prefix_pattern)
+);
+
 /* ------------------------------------------------------------------------
  * Coordination state: reconstructible, emptied by a crash
  * ------------------------------------------------------------------------ */
@@ -205,6 +226,8 @@ SELECT pg_catalog.pg_extension_config_dump('remora.checkpoints', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.members', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.results', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.source_endpoints', '');
+SELECT pg_catalog.pg_extension_config_dump('remora.source_urls', '');
+SELECT pg_catalog.pg_extension_config_dump('remora.target_grants', '');
 
 /* ------------------------------------------------------------------------
  * Row-level security: a user sees only their own jobs, an admin sees all.
@@ -238,10 +261,14 @@ CREATE POLICY leases_visible ON remora.leases FOR SELECT
 	USING (EXISTS (SELECT 1 FROM remora.jobs j WHERE j.job_id = leases.job_id));
 
 ALTER TABLE remora.source_endpoints ENABLE ROW LEVEL SECURITY;
+ALTER TABLE remora.source_urls ENABLE ROW LEVEL SECURITY;
+ALTER TABLE remora.target_grants ENABLE ROW LEVEL SECURITY;
+CREATE POLICY target_grants_admin ON remora.target_grants FOR SELECT
+	USING (pg_catalog.pg_has_role(current_user, 'remora_admin', 'USAGE'));
 
 GRANT SELECT ON remora.jobs, remora.attempts, remora.checkpoints,
 	remora.results, remora.members, remora.leases TO remora_user;
-GRANT SELECT ON remora.incarnations TO remora_admin;
+GRANT SELECT ON remora.incarnations, remora.target_grants TO remora_admin;
 
 /* ------------------------------------------------------------------------
  * Internal helpers (run inside the SECURITY DEFINER functions)
@@ -384,10 +411,33 @@ $$;
  * User surface (the C entry points validate, then call these as the owner)
  * ------------------------------------------------------------------------ */
 
+-- A target pattern as a LIKE pattern: '*' is any continuation.
+CREATE FUNCTION remora._glob_like(pattern text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT replace(replace(replace(replace(pattern, '\', '\\'), '%', '\%'), '_', '\_'), '*', '%') $$;
+
+-- May caller write where spec says?  The configured defaults always;
+-- anything else needs a target grant (or remora_admin).
+CREATE FUNCTION remora._may_write(caller oid, spec jsonb) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT (spec ->> 'bucket' = current_setting('remora.default_bucket')
+			AND spec ->> 'prefix' = current_setting('remora.default_prefix'))
+		OR pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
+		OR EXISTS (SELECT 1 FROM remora.target_grants g
+					WHERE g.bucket = spec ->> 'bucket'
+					  AND spec ->> 'prefix' LIKE remora._glob_like(g.prefix_pattern)
+					  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'))
+$$;
+
 -- Record a validated job.  spec is the canonical definition with defaults
--- applied; request is the canonical request the idempotency key stands for.
+-- applied (its source without a query string); request is the canonical
+-- request the idempotency key stands for; source_url is the whole URL when
+-- it has a query string.
 CREATE FUNCTION remora._submit(caller oid, spec jsonb, request jsonb,
-							   idem_key text)
+							   idem_key text, source_url text)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -413,6 +463,14 @@ BEGIN
 			END IF;
 			RETURN existing.job_id;
 		END IF;
+	END IF;
+
+	IF NOT remora._may_write(caller, spec) THEN
+		RAISE EXCEPTION 'permission denied for target bucket "%" prefix "%"',
+			spec ->> 'bucket', spec ->> 'prefix'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Only the default bucket and prefix, and the targets granted to your roles, may be written.',
+				  HINT = 'An administrator grants targets with remora.grant_target().';
 	END IF;
 
 	IF endpoint IS NOT NULL
@@ -450,7 +508,7 @@ BEGIN
 		 spec #>> '{options,label}',
 		 (spec #>> '{options,priority}')::integer,
 		 (spec #>> '{options,max_attempts}')::integer,
-		 idem_key, req_hash, remora._sha256(spec::text),
+		 idem_key, req_hash, remora._sha256(spec::text || coalesce(source_url, '')),
 		 remora._sha256(jsonb_build_object(
 			'owner', caller, 'role', pg_get_userbyid(caller),
 			'bucket', spec ->> 'bucket', 'prefix', spec ->> 'prefix',
@@ -476,6 +534,9 @@ BEGIN
 		RETURN existing.job_id;
 	END IF;
 
+	IF source_url IS NOT NULL THEN
+		INSERT INTO remora.source_urls (job_id, url) VALUES (new_id, source_url);
+	END IF;
 	INSERT INTO remora.queue (job_id, priority, not_before)
 	VALUES (new_id, (spec #>> '{options,priority}')::integer, now());
 	RETURN new_id;
@@ -586,6 +647,49 @@ BEGIN
 END
 $$;
 
+-- Administration of target grants (remora_admin).
+CREATE FUNCTION remora.grant_target(role name, bucket text,
+									prefix text DEFAULT '*')
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	grantee oid := (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = $1);
+	caller	oid := (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = session_user);
+BEGIN
+	IF grantee IS NULL THEN
+		RAISE EXCEPTION 'role "%" does not exist', $1 USING ERRCODE = 'undefined_object';
+	END IF;
+	IF $2 IS NULL OR $2 !~ '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$' OR $2 ~ '\.\.' THEN
+		RAISE EXCEPTION 'invalid bucket' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'A bucket name is 3 to 63 lower-case letters, digits, ''.'' and ''-''.';
+	END IF;
+	IF $3 IS NULL OR $3 ~ '(^/|//|(^|/)\.\.?(/|$)|[[:cntrl:]\\])' OR length($3) > 512
+		OR position('*' IN rtrim($3, '*')) > 0 THEN
+		RAISE EXCEPTION 'invalid prefix pattern' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'A pattern is a prefix, optionally ending in ''*''; no leading ''/'', ''.'' or ''..'' segments, or control characters.';
+	END IF;
+	INSERT INTO remora.target_grants (grantee, bucket, prefix_pattern, granted_by)
+	VALUES (grantee, $2, $3, coalesce(caller, 0))
+	ON CONFLICT DO NOTHING;
+END
+$$;
+
+CREATE FUNCTION remora.revoke_target(role name, bucket text,
+									 prefix text DEFAULT '*')
+RETURNS boolean
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH gone AS (
+		DELETE FROM remora.target_grants g
+		 WHERE g.grantee = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = $1)
+		   AND g.bucket = $2 AND g.prefix_pattern = $3
+		RETURNING 1)
+	SELECT count(*) > 0 FROM gone
+$$;
+
 -- A time-limited GET URL for one member of the committed manifest.
 CREATE FUNCTION remora_presign(job bigint, path text,
 							   ttl interval DEFAULT '15 minutes')
@@ -684,6 +788,11 @@ BEGIN
 			'job_id', j.job_id, 'attempt_no', j.attempts_used + 1,
 			'owner', j.owner,
 			'staging_prefix', remora._staging_prefix(j.prefix, j.job_id, new_attempt));
+		-- the worker gets the whole URL, query string included
+		spec := coalesce(jsonb_set(spec, '{source,uri}',
+								   to_jsonb((SELECT u.url FROM remora.source_urls u
+											  WHERE u.job_id = j.job_id))),
+						 spec);
 		resume := CASE WHEN cp.job_id IS NULL THEN NULL
 					   ELSE jsonb_build_object('attempt_id', cp.attempt_id,
 											   'fencing_token', cp.fencing_token,
@@ -1202,6 +1311,7 @@ BEGIN
 		   FOR UPDATE SKIP LOCKED
 	LOOP
 		DELETE FROM remora.checkpoints c WHERE c.job_id = j.job_id;
+		DELETE FROM remora.source_urls u WHERE u.job_id = j.job_id;
 		IF j.gone THEN
 			DELETE FROM remora.results r WHERE r.job_id = j.job_id;
 		END IF;
@@ -1360,6 +1470,14 @@ SELECT count(*) FILTER (WHERE state = 'queued') AS queued,
   FROM remora.jobs
  WHERE deleted_at IS NULL;
 
+CREATE VIEW remora_target_grants WITH (security_invoker = true) AS
+SELECT pg_catalog.pg_get_userbyid(g.grantee) AS role,
+	   g.bucket,
+	   g.prefix_pattern,
+	   pg_catalog.pg_get_userbyid(g.granted_by) AS granted_by,
+	   g.granted_at
+  FROM remora.target_grants g;
+
 CREATE VIEW remora_checkpoint_stats WITH (security_invoker = true) AS
 SELECT s.transactions,
 	   s.checkpoints,
@@ -1390,12 +1508,14 @@ GRANT EXECUTE ON FUNCTION remora.claim(uuid, integer),
 	remora.staging_cleaned(uuid, boolean),
 	remora.job_objects_deleted(bigint, boolean) TO remora_worker;
 GRANT EXECUTE ON FUNCTION remora._progress() TO remora_user;
-GRANT EXECUTE ON FUNCTION remora._checkpoint_stats(), remora.prune(integer)
+GRANT EXECUTE ON FUNCTION remora._checkpoint_stats(), remora.prune(integer),
+	remora.grant_target(name, text, text), remora.revoke_target(name, text, text)
 	TO remora_admin;
 GRANT EXECUTE ON FUNCTION remora.reconcile() TO remora_admin;
 
 GRANT SELECT ON remora_jobs, remora_attempts, remora_progress, remora_stats
 	TO remora_user;
-GRANT SELECT ON remora_workers, remora_checkpoint_stats TO remora_admin;
+GRANT SELECT ON remora_workers, remora_checkpoint_stats, remora_target_grants
+	TO remora_admin;
 REVOKE ALL ON remora_jobs, remora_attempts, remora_progress, remora_stats,
-	remora_workers, remora_checkpoint_stats FROM PUBLIC;
+	remora_workers, remora_checkpoint_stats, remora_target_grants FROM PUBLIC;

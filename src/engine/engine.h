@@ -65,6 +65,7 @@ typedef struct RemoraEngineConfig
 	size_t		part_size;			/* segment size, >= 5 MiB except in tests */
 	const char *allow_networks;		/* outbound policy for sources */
 	const char *deny_networks;
+	const char *allow_ports;		/* NULL or "": REMORA_DEFAULT_PORTS */
 	long		connect_timeout_ms;
 	long		stall_timeout_ms;	/* no byte for this long: the source failed */
 	const char *user_agent;

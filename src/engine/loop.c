@@ -128,7 +128,8 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 	engine->timer_deadline = -1;
 
 	engine->policy = remora_netpolicy_new(cfg->allow_networks,
-										  cfg->deny_networks, errbuf, errlen);
+										  cfg->deny_networks, cfg->allow_ports,
+										  errbuf, errlen);
 	if (engine->policy == NULL)
 	{
 		remora_engine_free(engine);

@@ -178,9 +178,79 @@ fail:
 	return false;
 }
 
+/*
+ * Parse a comma- or space-separated list of ports and ranges ("80,443,
+ * 8000-8999").  An empty list is refused: no port at all is never meant.
+ */
+bool
+remora_port_list_parse(const char *text, RemoraPortRange **out, int *n,
+					   char *errbuf, size_t errlen)
+{
+	const char *p = text ? text : "";
+	int			cap = 0;
+
+	*out = NULL;
+	*n = 0;
+	while (*p)
+	{
+		char	   *end;
+		long		lo,
+					hi;
+
+		if (strchr(", \t\n", *p))
+		{
+			p++;
+			continue;
+		}
+		if (*p < '0' || *p > '9')
+			goto bad;
+		lo = strtol(p, &end, 10);
+		hi = lo;
+		if (*end == '-')
+		{
+			if (end[1] < '0' || end[1] > '9')
+				goto bad;
+			hi = strtol(end + 1, &end, 10);
+		}
+		if (lo < 1 || hi > 65535 || lo > hi || (*end && !strchr(", \t\n", *end)))
+			goto bad;
+		if (*n == cap)
+		{
+			RemoraPortRange *grown;
+
+			cap = cap ? cap * 2 : 8;
+			grown = realloc(*out, cap * sizeof(RemoraPortRange));
+			if (grown == NULL)
+			{
+				seterr(errbuf, errlen, "out of memory");
+				goto fail;
+			}
+			*out = grown;
+		}
+		(*out)[*n].lo = (int) lo;
+		(*out)[*n].hi = (int) hi;
+		(*n)++;
+		p = end;
+	}
+	if (*n == 0)
+	{
+		seterr(errbuf, errlen, "the port list is empty");
+		goto fail;
+	}
+	return true;
+
+bad:
+	seterr(errbuf, errlen, "a port list holds ports 1-65535 and ranges such as 8000-8999");
+fail:
+	free(*out);
+	*out = NULL;
+	*n = 0;
+	return false;
+}
+
 RemoraNetPolicy *
-remora_netpolicy_new(const char *allow, const char *deny, char *errbuf,
-					 size_t errlen)
+remora_netpolicy_new(const char *allow, const char *deny, const char *ports,
+					 char *errbuf, size_t errlen)
 {
 	RemoraNetPolicy *p = calloc(1, sizeof(RemoraNetPolicy));
 
@@ -190,12 +260,23 @@ remora_netpolicy_new(const char *allow, const char *deny, char *errbuf,
 		return NULL;
 	}
 	if (!remora_cidr_list_parse(allow, &p->allow, &p->nallow, errbuf, errlen) ||
-		!remora_cidr_list_parse(deny, &p->deny, &p->ndeny, errbuf, errlen))
+		!remora_cidr_list_parse(deny, &p->deny, &p->ndeny, errbuf, errlen) ||
+		!remora_port_list_parse(ports && ports[0] ? ports : REMORA_DEFAULT_PORTS,
+								&p->ports, &p->nports, errbuf, errlen))
 	{
 		remora_netpolicy_free(p);
 		return NULL;
 	}
 	return p;
+}
+
+bool
+remora_netpolicy_port_allowed(const RemoraNetPolicy *policy, int port)
+{
+	for (int i = 0; i < policy->nports; i++)
+		if (port >= policy->ports[i].lo && port <= policy->ports[i].hi)
+			return true;
+	return false;
 }
 
 void
@@ -205,6 +286,7 @@ remora_netpolicy_free(RemoraNetPolicy *policy)
 		return;
 	free(policy->allow);
 	free(policy->deny);
+	free(policy->ports);
 	free(policy);
 }
 
@@ -290,6 +372,16 @@ bool
 remora_netpolicy_allows(const RemoraNetPolicy *policy,
 						const struct sockaddr *sa, char *why, size_t whylen)
 {
+	int			port = sa->sa_family == AF_INET
+		? ntohs(((const struct sockaddr_in *) sa)->sin_port)
+		: sa->sa_family == AF_INET6
+		? ntohs(((const struct sockaddr_in6 *) sa)->sin6_port) : 0;
+
+	if (policy && policy->nports > 0 && !remora_netpolicy_port_allowed(policy, port))
+	{
+		seterr(why, whylen, "port %d is not in remora.allow_ports", port);
+		return false;
+	}
 	if (sa->sa_family == AF_INET)
 		return decide(policy, AF_INET,
 					  (const unsigned char *) &((const struct sockaddr_in *) sa)

@@ -11,6 +11,9 @@
  *	  3. in the built-in sensitive ranges          -> denied
  *	  4. anything else                             -> allowed
  *
+ * Destination ports must be in the port list (remora.allow_ports; by
+ * default 80, 443 and the unprivileged ports).
+ *
  * Plain C, no PostgreSQL.  The policy is checked on the address actually
  * connected to, so it cannot be escaped by DNS or redirects.
  *
@@ -31,19 +34,34 @@ typedef struct RemoraCidr
 	int           bits;     /* prefix length */
 } RemoraCidr;
 
+typedef struct RemoraPortRange
+{
+	int lo;
+	int hi;
+} RemoraPortRange;
+
 typedef struct RemoraNetPolicy
 {
-	RemoraCidr *allow;
-	int         nallow;
-	RemoraCidr *deny;
-	int         ndeny;
+	RemoraCidr      *allow;
+	int              nallow;
+	RemoraCidr      *deny;
+	int              ndeny;
+	RemoraPortRange *ports; /* allowed destination ports */
+	int              nports;
 } RemoraNetPolicy;
+
+#define REMORA_DEFAULT_PORTS "80,443,1024-65535"
 
 extern bool remora_cidr_list_parse(const char *text, RemoraCidr **out, int *n,
 								   char *errbuf, size_t errlen);
+extern bool remora_port_list_parse(const char *text, RemoraPortRange **out,
+								   int *n, char *errbuf, size_t errlen);
 extern RemoraNetPolicy *remora_netpolicy_new(const char *allow,
-											 const char *deny, char *errbuf,
+											 const char *deny,
+											 const char *ports, char *errbuf,
 											 size_t errlen);
+extern bool remora_netpolicy_port_allowed(const RemoraNetPolicy *policy,
+										  int port);
 extern void             remora_netpolicy_free(RemoraNetPolicy *policy);
 extern bool             remora_netpolicy_allows(const RemoraNetPolicy *policy,
 												const struct sockaddr *sa, char *why,

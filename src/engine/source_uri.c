@@ -136,6 +136,7 @@ remora_source_uri_free(RemoraSourceUri *uri)
 	if (uri == NULL)
 		return;
 	free(uri->canonical);
+	free(uri->display);
 	free(uri->file_name);
 	free(uri->host);
 	free(uri->bucket);
@@ -352,13 +353,36 @@ parse_http(const char *text, RemoraSourceUri *out, char *errbuf, size_t errlen)
 	if (curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK)
 		path = NULL;
 
-	/* host names are case-insensitive: the canonical form is lower case */
+	/*
+	 * The canonical host is ASCII (an international name in punycode) and
+	 * lower case: host names are case-insensitive.
+	 */
+	{
+		char	   *ascii = NULL;
+
+		if (curl_url_get(u, CURLUPART_HOST, &ascii, CURLU_PUNYCODE) != CURLUE_OK ||
+			ascii == NULL)
+		{
+			curl_free(ascii);
+			seterr(errbuf, errlen, "the URL host is not a valid host name");
+			goto done;
+		}
+		curl_free(host);
+		host = ascii;
+	}
 	for (char *h = host; *h; h++)
 		*h = tolower((unsigned char) *h);
 	if (curl_url_set(u, CURLUPART_HOST, host, 0) != CURLUE_OK)
 	{
 		seterr(errbuf, errlen, "the URL host is invalid");
 		goto done;
+	}
+	{
+		char	   *port = NULL;
+
+		if (curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
+			out->port = atoi(port);
+		curl_free(port);
 	}
 
 	/* The fragment is never sent; drop it from the canonical form. */
@@ -397,8 +421,9 @@ parse_http(const char *text, RemoraSourceUri *out, char *errbuf, size_t errlen)
 
 	out->kind = REMORA_SOURCE_HTTP;
 	out->canonical = xstrndup(url, strlen(url));
+	out->display = xstrndup(url, strcspn(url, "?"));
 	out->host = xstrndup(host, strlen(host));
-	ok = out->canonical && out->host && out->file_name;
+	ok = out->canonical && out->display && out->host && out->file_name;
 	if (!ok)
 		seterr(errbuf, errlen, "out of memory");
 
@@ -489,7 +514,8 @@ parse_s3(const char *rest, RemoraSourceUri *out, char *errbuf, size_t errlen)
 		return false;
 	}
 	sprintf(out->canonical, "s3://%s/%s", bucket, key);
-	return true;
+	out->display = xstrndup(out->canonical, strlen(out->canonical));
+	return out->display != NULL;
 }
 
 /* ------------------------------------------------------------------- hf */
@@ -599,7 +625,8 @@ parse_hf(const char *rest, RemoraSourceUri *out, char *errbuf, size_t errlen)
 	}
 	sprintf(out->canonical, "hf://%s%s@%s",
 			strcmp(type, "dataset") == 0 ? "datasets/" : "", out->repo, rev);
-	return true;
+	out->display = xstrndup(out->canonical, strlen(out->canonical));
+	return out->display != NULL;
 }
 
 /*

@@ -37,6 +37,7 @@ char *remora_default_bucket = NULL;
 char *remora_default_prefix = NULL;
 int   remora_part_size_kb = 16 * 1024;
 char *remora_allow_networks = NULL;
+char *remora_allow_ports = NULL;
 char *remora_deny_networks = NULL;
 char *remora_hf_endpoint = NULL;
 int   remora_stall_timeout_ms = 60000;
@@ -51,6 +52,22 @@ check_networks(char **newval, void **extra, GucSource source)
 	char        err[REMORA_ERRBUF_LEN];
 
 	if (!remora_cidr_list_parse(*newval, &list, &n, err, sizeof(err)))
+	{
+		GUC_check_errdetail("%s", err);
+		return false;
+	}
+	free(list);
+	return true;
+}
+
+static bool
+check_ports(char **newval, void **extra, GucSource source)
+{
+	RemoraPortRange *list;
+	int			n;
+	char		err[REMORA_ERRBUF_LEN];
+
+	if (!remora_port_list_parse(*newval, &list, &n, err, sizeof(err)))
 	{
 		GUC_check_errdetail("%s", err);
 		return false;
@@ -205,6 +222,11 @@ remora_define_gucs(void)
 		"remora.deny_networks",
 		"Networks (CIDR list) user-supplied sources may never reach.", NULL,
 		&remora_deny_networks, "", PGC_SIGHUP, 0, check_networks, NULL, NULL);
+
+	DefineCustomStringVariable("remora.allow_ports",
+							   "Destination ports user-supplied sources may use (list of ports and ranges).",
+							   NULL, &remora_allow_ports, REMORA_DEFAULT_PORTS,
+							   PGC_SIGHUP, 0, check_ports, NULL, NULL);
 
 	DefineCustomStringVariable("remora.hf_endpoint",
 							   "Base URL of the Hugging Face Hub.", NULL,

@@ -37,6 +37,7 @@ extern char *remora_default_bucket;
 extern char *remora_default_prefix;
 extern int   remora_part_size_kb;
 extern char *remora_allow_networks;
+extern char *remora_allow_ports;
 extern char *remora_deny_networks;
 extern char *remora_hf_endpoint;
 extern int	remora_stall_timeout_ms;

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
@@ -30,8 +31,10 @@
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
+#include "utils/memutils.h"
 #include "utils/numeric.h"
 
+#include "engine/netpolicy.h"
 #include "engine/source_uri.h"
 #include "pg/shmem.h"
 
@@ -317,7 +320,7 @@ append_source(StringInfo buf, const RemoraSourceUri *u)
 
 	appendStringInfoChar(buf, '{');
 	json_str(buf, &first, "kind", remora_source_kind_name(u->kind));
-	json_str(buf, &first, "uri", u->canonical);
+	json_str(buf, &first, "uri", u->display);
 	if (u->host)
 		json_str(buf, &first, "host", u->host);
 	if (u->bucket)
@@ -335,6 +338,31 @@ append_source(StringInfo buf, const RemoraSourceUri *u)
 	appendStringInfoChar(buf, '}');
 }
 
+/* The internal function is missing: say whether the schema is absent or old. */
+static void
+missing_internal(void)
+{
+	char	   *version = NULL;
+
+	SPI_connect();
+	if (SPI_execute("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'remora'",
+					true, 1) >= 0 && SPI_processed > 0)
+		version = MemoryContextStrdup(CurTransactionContext,
+									  SPI_getvalue(SPI_tuptable->vals[0],
+												   SPI_tuptable->tupdesc, 1));
+	SPI_finish();
+	if (version && strcmp(version, REMORA_VERSION) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("remora's SQL objects are at version %s, the library is at %s",
+						version, REMORA_VERSION),
+				 errhint("Run ALTER EXTENSION remora UPDATE.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_FUNCTION),
+			 errmsg("extension \"remora\" is not installed in this database"),
+			 errhint("Run CREATE EXTENSION remora.")));
+}
+
 /*
  * Call remora.<name>(caller, args...) as its owner.  The function is looked
  * up on every call: the extension may have been dropped and created again.
@@ -348,15 +376,11 @@ call_internal(const char *name, int nargs, const Oid *argtypes, Datum *args,
 	FmgrInfo flinfo;
 	Datum    result;
 
-	LOCAL_FCINFO(fcinfo, 4);
+	LOCAL_FCINFO(fcinfo, 5);
 
 	if (!OidIsValid(fnoid))
-		ereport(
-			ERROR,
-			(errcode(ERRCODE_UNDEFINED_FUNCTION),
-			 errmsg("extension \"remora\" is not installed in this database"),
-			 errhint("Run CREATE EXTENSION remora.")));
-	Assert(nargs <= 4);
+		missing_internal();
+	Assert(nargs <= 5);
 	fmgr_info(fnoid, &flinfo);
 	InitFunctionCallInfoData(*fcinfo, &flinfo, nargs, InvalidOid, NULL, NULL);
 	for (int i = 0; i < nargs; i++)
@@ -388,6 +412,33 @@ sentence(const char *s)
 }
 
 /*
+ * Does the outbound-source policy refuse this source already, by its port
+ * or its address literal (numeric spellings are normalised by the URL
+ * parser)?  A palloc'd reason, or NULL.  Names are judged when the worker
+ * connects, on the address actually reached.
+ */
+static char *
+policy_denial(const RemoraSourceUri *uri)
+{
+	char		err[REMORA_ERRBUF_LEN];
+	char		why[REMORA_ERRBUF_LEN];
+	RemoraNetPolicy *policy = remora_netpolicy_new(remora_allow_networks,
+												   remora_deny_networks,
+												   remora_allow_ports,
+												   err, sizeof(err));
+	char	   *reason = NULL;
+
+	if (policy == NULL)
+		return psprintf("The outbound-source policy cannot be read: %s.", err);
+	if (!remora_netpolicy_port_allowed(policy, uri->port))
+		reason = psprintf("Port %d is not in remora.allow_ports.", uri->port);
+	else if (!remora_netpolicy_allows_text(policy, uri->host, why, sizeof(why)))
+		reason = psprintf("The address %s is denied: %s.", uri->host, why);
+	remora_netpolicy_free(policy);
+	return reason;
+}
+
+/*
  * remora_submit(source, bucket, prefix, options, idempotency_key) -> job id
  */
 Datum
@@ -405,14 +456,16 @@ remora_submit(PG_FUNCTION_ARGS)
 	const char      *bucket;
 	char            *prefix = NULL;
 	RemoraSourceKind kind;
+	char            *source_url = NULL;
+	char            *denied = NULL;
 	SubmitOptions    opts;
 	StringInfoData   source;
 	StringInfoData   spec;
 	StringInfoData   request;
 	bool             first;
-	Oid              argtypes[4] = {OIDOID, JSONBOID, JSONBOID, TEXTOID};
-	Datum            args[4];
-	bool             nulls[4] = {false, false, false, idem == NULL};
+	Oid   argtypes[5] = {OIDOID, JSONBOID, JSONBOID, TEXTOID, TEXTOID};
+	Datum args[5];
+	bool  nulls[5] = {false, false, false, false, false};
 	bool             resnull;
 	Datum            job;
 
@@ -434,12 +487,23 @@ remora_submit(PG_FUNCTION_ARGS)
 	{
 		initStringInfo(&source);
 		append_source(&source, &uri);
+		/* the whole URL only where it differs from what users see */
+		if (strcmp(uri.canonical, uri.display) != 0)
+			source_url = pstrdup(uri.canonical);
+		if (kind == REMORA_SOURCE_HTTP)
+			denied = policy_denial(&uri);
 	}
 	PG_FINALLY();
 	{
 		remora_source_uri_free(&uri);
 	}
 	PG_END_TRY();
+	if (denied)
+		ereport(ERROR,
+				(errcode(ERRCODE_REMORA_POLICY_DENIED),
+				 errmsg("the outbound-source policy does not allow this source"),
+				 errdetail("%s", denied),
+				 errhint("An administrator can allow it with remora.allow_networks or remora.allow_ports.")));
 
 	bucket = bucket_arg ? bucket_arg : remora_default_bucket;
 	if (bucket == NULL || bucket[0] == '\0')
@@ -475,6 +539,7 @@ remora_submit(PG_FUNCTION_ARGS)
 	initStringInfo(&request);
 	appendStringInfo(&request, "{\"source\": %s", source.data);
 	first = false;
+	json_str(&request, &first, "url", source_url);
 	json_str(&request, &first, "bucket", bucket_arg);
 	json_str(&request, &first, "prefix", prefix_arg ? prefix : NULL);
 	json_key(&request, &first, "options");
@@ -495,7 +560,10 @@ remora_submit(PG_FUNCTION_ARGS)
 	args[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(spec.data));
 	args[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(request.data));
 	args[3] = idem ? CStringGetTextDatum(idem) : (Datum) 0;
-	job = call_internal("_submit", 4, argtypes, args, nulls, &resnull);
+	nulls[3] = idem == NULL;
+	args[4] = source_url ? CStringGetTextDatum(source_url) : (Datum) 0;
+	nulls[4] = source_url == NULL;
+	job = call_internal("_submit", 5, argtypes, args, nulls, &resnull);
 	if (resnull)
 		elog(ERROR, "remora._submit returned null");
 	remora_note_submit();		/* workers hear of it at commit */

@@ -791,6 +791,7 @@ make_engine(void)
 	cfg.part_size = (size_t) remora_part_size_kb * 1024;
 	cfg.allow_networks = remora_allow_networks;
 	cfg.deny_networks = remora_deny_networks;
+	cfg.allow_ports = remora_allow_ports;
 	cfg.connect_timeout_ms = 10000;
 	cfg.stall_timeout_ms = remora_stall_timeout_ms;
 	cfg.user_agent = "remora/" REMORA_VERSION;

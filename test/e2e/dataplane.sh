@@ -61,11 +61,8 @@ check_eq "404: one attempt, error class http, status 404, not retryable" \
 check_eq "404: no result" "$(q "SELECT count(*) FROM remora_result($j)")" "0"
 
 # --- the outbound policy, on the address connected to, redirects included
-j=$(q "SELECT remora_submit('http://127.0.0.2:$NGINX_PORT/small.bin')")
-check "a source on a denied address fails" wait_state "$j" failed 30
-check_eq "denied: class policy, not retryable, one attempt" \
-	"$(q "SELECT (last_error ->> 'class') || ' ' || (last_error ->> 'retryable') || ' ' || attempts_used FROM remora_jobs WHERE job_id = $j")" \
-	"policy false 1"
+check_eq "a denied address literal is refused at submit (RM001)" \
+	"$(psql -X -q -t -A -v VERBOSITY=verbose -c "SELECT remora_submit('http://127.0.0.2:$NGINX_PORT/small.bin')" 2>&1 | grep -c 'RM001')" "1"
 j=$(q "SELECT remora_submit('$SRC/to-denied')")
 check "a redirect to a denied address fails" wait_state "$j" failed 30
 check_eq "redirect to denied: class policy" "$(q "SELECT last_error ->> 'class' FROM remora_jobs WHERE job_id = $j")" "policy"

@@ -28,7 +28,13 @@ current=$(grep -oP "^default_version = '\K[^']+" remora.control)
 psql -X -q -c "CREATE DATABASE upgraded" -c "CREATE DATABASE fresh"
 E2E_DB=upgraded q "CREATE EXTENSION remora VERSION '0.1.0'" >/dev/null
 check_eq "0.1.0 installs" "$(E2E_DB=upgraded q "SELECT extversion FROM pg_extension WHERE extname = 'remora'")" "0.1.0"
-job=$(E2E_DB=upgraded q "SELECT remora_submit('https://example.com/a.bin')")
+check_eq "the new library says the schema is old" \
+	"$(psql -X -q -t -A -d upgraded -c "SELECT remora_submit('https://example.com/a.bin')" 2>&1 | grep -c "remora's SQL objects are at version 0.1.0, the library is at $current")" "1"
+# a job as 0.1.0 recorded it (its URL with a query string in plain sight)
+job=$(E2E_DB=upgraded q "SELECT remora._submit(10, jsonb_build_object(
+	'source', jsonb_build_object('kind', 'http', 'uri', 'https://example.com/a.bin?sig=s3cr3t', 'file_name', 'a.bin'),
+	'bucket', 'target', 'prefix', 'remora', 'options', jsonb_build_object('priority', 0, 'max_attempts', 5)),
+	'{}', NULL)")
 warned() { grep -q "remora 0.1.0 is installed in database \"upgraded\", but the library is $current" "$T/server.log"; }
 check "the launcher says the schema must be updated" wait_for 10 warned
 check_eq "and starts no worker meanwhile" \
@@ -86,8 +92,22 @@ else
 	not_ok "the upgraded catalog differs from a fresh install"
 	head -40 "$T/catalog.diff"
 fi
-check_eq "the job submitted before the update is still there, queued" \
-	"$(E2E_DB=upgraded q "SELECT state || ' ' || delete_failures FROM remora.jobs WHERE job_id = $job")" "queued 0"
+workers() { q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora worker'"; }
+has_workers() { [ "$(workers)" -ge 1 ]; }
+check "once the schema is current the launcher starts workers" wait_for 15 has_workers
+# stop them, so that the rest of this test drives the protocol alone
+q "ALTER SYSTEM SET remora.max_workers = 0" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+no_workers() { [ "$(workers)" = 0 ]; }
+check "and stops them when remora.max_workers drops to 0" wait_for 15 no_workers
+E2E_DB=upgraded q "UPDATE remora.jobs SET state = 'queued', not_before = now(), attempts_used = 0 WHERE job_id = $job;
+	DELETE FROM remora.attempts WHERE job_id = $job; DELETE FROM remora.queue;
+	SELECT remora.reconcile()" >/dev/null
+check_eq "the job submitted before the update is still there" \
+	"$(E2E_DB=upgraded q "SELECT count(*) || ' ' || delete_failures FROM remora.jobs WHERE job_id = $job GROUP BY delete_failures")" "1 0"
+check_eq "the update moved the query string out of sight" \
+	"$(E2E_DB=upgraded q "SELECT j.source || ' ' || (j.spec #>> '{source,uri}') || ' ' || u.url FROM remora.jobs j JOIN remora.source_urls u USING (job_id) WHERE job_id = $job")" \
+	"https://example.com/a.bin https://example.com/a.bin https://example.com/a.bin?sig=s3cr3t"
 check_eq "the new functions work on the upgraded schema" \
 	"$(E2E_DB=upgraded q "SELECT remora.prune() || ' ' || (SELECT count(*) FROM remora_checkpoint_stats)")" "0 1"
 # a job goes through the whole upgraded protocol

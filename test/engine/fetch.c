@@ -43,6 +43,7 @@ main(int argc, char **argv)
 	cfg.part_size = argc > 6 ? strtoul(argv[6], NULL, 10) : 5 * 1024 * 1024;
 	cfg.allow_networks = "127.0.0.1/32";
 	cfg.deny_networks = "";
+	cfg.allow_ports = "1-65535";
 	cfg.connect_timeout_ms = 5000;
 	cfg.stall_timeout_ms = 10000;
 	engine = remora_engine_new(&cfg, err, sizeof(err));

@@ -180,7 +180,7 @@ test_netpolicy(void)
 	static const char *const public[] = {"8.8.8.8", "1.1.1.1", "172.32.0.1",
 										 "2606:4700::1111", "::ffff:8.8.8.8"};
 
-	p = remora_netpolicy_new("", "", err, sizeof(err));
+	p = remora_netpolicy_new("", "", "", err, sizeof(err));
 	CHECK(p != NULL, "default policy builds");
 	for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++)
 		CHECK(!allowed(p, denied[i]), "default denies %s", denied[i]);
@@ -189,7 +189,7 @@ test_netpolicy(void)
 	CHECK(allowed(p, "example.com"), "a host name is judged after resolution");
 	remora_netpolicy_free(p);
 
-	p = remora_netpolicy_new("127.0.0.1/32, 10.0.0.0/8", "8.8.8.0/24", err,
+	p = remora_netpolicy_new("127.0.0.1/32, 10.0.0.0/8", "8.8.8.0/24", "", err,
 							 sizeof(err));
 	CHECK(p != NULL, "custom policy builds");
 	CHECK(allowed(p, "127.0.0.1"), "allow list opens 127.0.0.1");
@@ -201,6 +201,7 @@ test_netpolicy(void)
 
 	memset(&sa6, 0, sizeof(sa6));
 	sa6.sin6_family = AF_INET6;
+	sa6.sin6_port = htons(8080);
 	inet_pton(AF_INET6, "::ffff:127.0.0.1", &sa6.sin6_addr);
 	CHECK(
 		remora_netpolicy_allows(p, (struct sockaddr *) &sa6, err, sizeof(err)),
@@ -212,7 +213,7 @@ test_netpolicy(void)
 	remora_netpolicy_free(p);
 
 	/* a deny entry wins over an allow entry */
-	p = remora_netpolicy_new("10.0.0.0/8", "10.1.0.0/16", err, sizeof(err));
+	p = remora_netpolicy_new("10.0.0.0/8", "10.1.0.0/16", "", err, sizeof(err));
 	CHECK(!allowed(p, "10.1.2.3") && allowed(p, "10.2.0.1"),
 		  "deny wins over allow");
 	remora_netpolicy_free(p);
@@ -230,6 +231,39 @@ test_netpolicy(void)
 	CHECK(remora_cidr_list_parse(" , ", &list, &n, err, sizeof(err)) && n == 0,
 		  "empty list is valid");
 	free(list);
+
+	/* ports: the default list, custom lists, and the sockaddr's port */
+	p = remora_netpolicy_new("127.0.0.1/32", "", "", err, sizeof(err));
+	CHECK(remora_netpolicy_port_allowed(p, 80) && remora_netpolicy_port_allowed(p, 443) &&
+		  remora_netpolicy_port_allowed(p, 8080) && !remora_netpolicy_port_allowed(p, 22) &&
+		  !remora_netpolicy_port_allowed(p, 25) && !remora_netpolicy_port_allowed(p, 1023),
+		  "default ports: 80, 443 and unprivileged ones");
+	{
+		struct sockaddr_in sa4;
+
+		memset(&sa4, 0, sizeof(sa4));
+		sa4.sin_family = AF_INET;
+		inet_pton(AF_INET, "127.0.0.1", &sa4.sin_addr);
+		sa4.sin_port = htons(22);
+		CHECK(!remora_netpolicy_allows(p, (struct sockaddr *) &sa4, err, sizeof(err)) &&
+			  strstr(err, "port 22") != NULL, "an allowed address on port 22 is refused: %s", err);
+		sa4.sin_port = htons(8080);
+		CHECK(remora_netpolicy_allows(p, (struct sockaddr *) &sa4, err, sizeof(err)),
+			  "the same address on 8080 is allowed");
+	}
+	remora_netpolicy_free(p);
+	{
+		RemoraPortRange *r;
+
+		CHECK(remora_port_list_parse("443, 8000-8999", &r, &n, err, sizeof(err)) && n == 2 &&
+			  r[1].lo == 8000 && r[1].hi == 8999, "a port list with a range");
+		free(r);
+		CHECK(!remora_port_list_parse("0", &r, &n, err, sizeof(err)), "port 0 refused");
+		CHECK(!remora_port_list_parse("70000", &r, &n, err, sizeof(err)), "port 70000 refused");
+		CHECK(!remora_port_list_parse("90-80", &r, &n, err, sizeof(err)), "a backwards range refused");
+		CHECK(!remora_port_list_parse("http", &r, &n, err, sizeof(err)), "a name refused");
+		CHECK(!remora_port_list_parse(" ", &r, &n, err, sizeof(err)), "an empty port list refused");
+	}
 }
 
 int

@@ -65,7 +65,10 @@ SELECT pg_temp.try('TRUNCATE remora.queue');
 SELECT pg_temp.try('DELETE FROM remora.leases');
 SELECT pg_temp.try('SELECT * FROM remora.source_endpoints');
 SELECT pg_temp.try(format('SELECT remora._cancel(%s, %s)', (SELECT oid FROM pg_roles WHERE rolname = 'regress_alice'), :alice_job));
-SELECT pg_temp.try($$SELECT remora._submit(10, '{}', '{}', NULL)$$);
+SELECT pg_temp.try($$SELECT remora._submit(10, '{}', '{}', NULL, NULL)$$);
+SELECT pg_temp.try('SELECT * FROM remora.source_urls');
+SELECT pg_temp.try('SELECT * FROM remora.target_grants');
+SELECT pg_temp.try($$SELECT remora.grant_target('regress_bob', 'anything')$$);
 -- the worker protocol is for remora_worker
 SELECT pg_temp.try($$SELECT * FROM remora.claim('11111111-1111-1111-1111-111111111111')$$);
 SELECT pg_temp.try($$SELECT * FROM remora.renew('11111111-1111-1111-1111-111111111111', 1)$$);
@@ -103,14 +106,66 @@ SELECT count(*) AS workers_visible FROM remora_workers;
 SELECT remora.reconcile() >= 0 AS reconcile_allowed;
 RESET ROLE;
 
+-- target grants: a user may write only to the default target and to the
+-- buckets and prefixes granted to their roles
+SET ROLE regress_alice;
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/a.bin', 'team-a')$$);
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/a.bin', NULL, 'elsewhere')$$);
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/a.bin', 'target', 'remora')$$);
+RESET ROLE;
+SET ROLE regress_carol;
+SELECT remora.grant_target('regress_alice', 'team-a', 'alice/*');
+SELECT remora.grant_target('regress_alice', 'team-a', 'alice/*');
+SELECT pg_temp.try($$SELECT remora.grant_target('no_such_role', 'team-a')$$);
+SELECT pg_temp.try($$SELECT remora.grant_target('regress_alice', 'Bad_Bucket')$$);
+SELECT pg_temp.try($$SELECT remora.grant_target('regress_alice', 'team-a', '../up/*')$$);
+SELECT pg_temp.try($$SELECT remora.grant_target('regress_alice', 'team-a', 'a*b')$$);
+SELECT role, bucket, prefix_pattern, granted_by FROM remora_target_grants;
+RESET ROLE;
+SET ROLE regress_alice;
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/a.bin', 'team-a', 'alice/models')$$);
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/a.bin', 'team-a', 'alice')$$);
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/a.bin', 'team-a', 'bob/x')$$);
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/a.bin', 'team-b', 'alice/x')$$);
+SELECT pg_temp.try('SELECT * FROM remora_target_grants');
+RESET ROLE;
+-- bob is not alice: her grant is not his
+SET ROLE regress_bob;
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/a.bin', 'team-a', 'alice/models')$$);
+RESET ROLE;
+-- a grant to a role counts for its members
+SET ROLE regress_carol;
+SELECT remora.grant_target('remora_user', 'shared', '*');
+RESET ROLE;
+SET ROLE regress_bob;
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/a.bin', 'shared', 'any/where')$$);
+RESET ROLE;
+SET ROLE regress_carol;
+SELECT remora.revoke_target('regress_alice', 'team-a', 'alice/*') AS revoked,
+	   remora.revoke_target('regress_alice', 'team-a', 'alice/*') AS revoked_again,
+	   remora.revoke_target('remora_user', 'shared') AS revoked_shared;
+RESET ROLE;
+SET ROLE regress_alice;
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/a.bin', 'team-a', 'alice/models')$$);
+-- the query string of a source stays out of what users can read
+SELECT remora_submit('https://example.com/signed.bin?X-Amz-Signature=0123456789abcdef&token=s3cr3t',
+					 options => '{"priority": 10}') AS signed \gset
+SELECT source, position('s3cr3t' IN remora_jobs::text) AS secret_in_view
+  FROM remora_jobs WHERE job_id = :signed;
+SELECT spec #>> '{source,uri}' AS spec_uri FROM remora.jobs WHERE job_id = :signed;
+SELECT position('s3cr3t' IN row(j.*)::text) AS secret_in_table FROM remora.jobs j WHERE job_id = :signed;
+RESET ROLE;
+
 -- a worker role may run the protocol
 CREATE ROLE regress_worker LOGIN;
 GRANT remora_worker TO regress_worker;
 SET ROLE regress_worker;
-SELECT count(*) AS claimed FROM remora.claim('33333333-3333-3333-3333-333333333333', 10);
+SELECT count(*) AS claimed, bool_or(spec #>> '{source,uri}' LIKE '%token=s3cr3t') AS worker_gets_whole_url
+  FROM remora.claim('33333333-3333-3333-3333-333333333333', 10);
 RESET ROLE;
 SELECT provenance ->> 'role' AS submitted_by, state FROM remora.jobs ORDER BY job_id;
 
--- clean up the roles (they own nothing; jobs reference them by oid)
+-- clean up the roles (they own nothing; jobs and grants reference them by oid)
 ALTER DATABASE contrib_regression RESET remora.default_bucket;
+TRUNCATE remora.target_grants;
 DROP ROLE regress_alice, regress_bob, regress_carol, regress_mallory, regress_worker;

@@ -102,6 +102,34 @@ SELECT pg_temp.try($$SELECT remora_submit('hf://spaces/owner/name')$$);
 SELECT pg_temp.try($$SELECT remora_submit('hf://owner/' || repeat('n', 97))$$);
 SELECT pg_temp.try($$SELECT remora_submit('hf://ówner/name')$$);
 
+-- the outbound-source policy, already at submit: address literals in every
+-- spelling, and ports (SQLSTATE RM001)
+SELECT pg_temp.try($$SELECT remora_submit('http://127.0.0.1/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://2130706433/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://0x7f.1/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://0177.0.0.1/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://127.1/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://0/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://[::1]/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://[::ffff:127.0.0.1]/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://[::ffff:7f00:1]/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://[fe80::1]/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://[fd00::1]/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://169.254.169.254/latest/meta-data/iam')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://10.1.2.3/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://172.16.0.1/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://192.168.0.1/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://100.64.0.1/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://224.0.0.1/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://example.com:22/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://example.com:6379/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com:25/f')$$);
+-- names are judged on the address the worker reaches, not here
+SELECT remora_submit('http://localhost:8080/f') IS NOT NULL AS name_accepted;
+-- an international host name is stored in punycode
+SELECT remora_submit('https://bücher.example/f') AS idn \gset
+SELECT source FROM remora.jobs WHERE job_id = :idn;
+
 -- bucket: S3 naming rules, and a default must exist
 SELECT pg_temp.try($$SELECT remora_submit('https://example.com/f', 'UPPER')$$);
 SELECT pg_temp.try($$SELECT remora_submit('https://example.com/f', 'a')$$);
