@@ -29,9 +29,9 @@
 #                         [--no-rclone] [--no-census] [--rev COMMIT] [--write]
 # The same settings as environment variables: SIZE PART RUNS WARMUP
 # RCLONE=0 CENSUS=0 REV; --rev builds the engine from that commit instead
-# of the work tree.  A round is done again (at most RUNS times) when
-# something else on the machine used more than OTHER_LIMIT CPU seconds
-# (default 0.75) during one of its runs.  DEADLINE (seconds, default 3600)
+# of the work tree.  A round is done again (at most 2 × RUNS times) when
+# something else on the machine used more than OTHER_LIMIT of a core
+# (default 0.5) during one of its runs.  DEADLINE (seconds, default 3600)
 # bounds the whole run.
 # Sizes take a K/M/G suffix (binary: 16M = 16 MiB).  The Markdown report
 # goes to stdout, progress to stderr; --write also puts it into
@@ -50,7 +50,7 @@ WARMUP=${WARMUP:-1}
 RCLONE=${RCLONE:-auto}
 CENSUS=${CENSUS:-1}
 DEADLINE=${DEADLINE:-3600}
-OTHER_LIMIT=${OTHER_LIMIT:-0.75}
+OTHER_LIMIT=${OTHER_LIMIT:-0.5}
 REV=${REV:-}
 WRITE=0
 
@@ -108,7 +108,7 @@ PART_B=$(to_bytes "$PART")
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "--runs must be a positive integer"
 [[ $WARMUP =~ ^[0-9]+$ ]] || die "--warmup must be a non-negative integer"
 [[ $DEADLINE =~ ^[1-9][0-9]*$ ]] || die "DEADLINE must be a positive number of seconds"
-[[ $OTHER_LIMIT =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "OTHER_LIMIT must be a number of seconds"
+[[ $OTHER_LIMIT =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "OTHER_LIMIT must be a fraction of one core, e.g. 0.5"
 [ "$SIZE_B" -gt "$PART_B" ] ||
 	die "the object ($SIZE_B bytes) must be larger than the part size ($PART_B), or A is not segmented"
 [ "$PART_B" -ge 1048576 ] || die "the part size must be at least 1 MiB"
@@ -391,9 +391,10 @@ log "$METHODS: $(human "$SIZE_B"), part size $(human "$PART_B") ($NSEG segments)
 for w in $(seq 1 "$WARMUP"); do
 	for m in $METHODS; do run_one "$m" "w$w" "$EP" 0; done
 done
-# A round in which something else took more than OTHER_LIMIT CPU seconds
-# during one of its runs is discarded and done again, at most RUNS times
-# in all; after that, such rounds are kept and the report says so.
+# A round in which something else used more than OTHER_LIMIT of a core
+# (its CPU seconds over the client's wall seconds) during one of its runs
+# is discarded and done again, at most 2 × RUNS times in all; after that,
+# such rounds are kept and the report says so.
 ROUND=$WORK/round.tsv
 DISCARDED=0
 i=0
@@ -402,10 +403,10 @@ while [ "$i" -lt "$RUNS" ]; do
 	tag=$((i + 1))
 	[ "$DISCARDED" = 0 ] || tag="$tag.$DISCARDED"
 	for m in $METHODS; do run_one "$m" "$tag" "$EP" 1; done
-	if [ "$DISCARDED" -lt "$RUNS" ] &&
-		awk -F'\t' -v l="$OTHER_LIMIT" '$9 > l { busy = 1 } END { exit !busy }' "$ROUND"; then
+	if [ "$DISCARDED" -lt $((2 * RUNS)) ] &&
+		awk -F'\t' -v l="$OTHER_LIMIT" '$9 > l * $3 { busy = 1 } END { exit !busy }' "$ROUND"; then
 		DISCARDED=$((DISCARDED + 1))
-		log "round $tag discarded: something else used more than ${OTHER_LIMIT}s of CPU during a run"
+		log "round $tag discarded: something else used more than $OTHER_LIMIT of a core during a run"
 		continue
 	fi
 	cat "$ROUND" >>"$RESULTS"
@@ -654,20 +655,23 @@ REPORT=$WORK/report.md
 	echo
 	other_med=$(awk -F'\t' '{ print $9 }' "$RESULTS" | median)
 	other_max=$(awk -F'\t' '{ print $9 }' "$RESULTS" | sort -g | tail -n 1)
-	echo "Other CPU use on the machine while each client ran (all CPUs' busy time minus the"
-	echo "client's and s3rver's: nginx, kernel writeback, anything else running): median"
-	if [ "$DISCARDED" != 0 ]; then
-		echo "$DISCARDED round(s) were discarded and done again because this exceeded $OTHER_LIMIT s in"
-		echo "one of their runs (another program was busy on the machine)."
-	fi
-	busy_runs=$(awk -F'\t' -v l="$OTHER_LIMIT" '$9 > l { n++ } END { print n + 0 }' "$RESULTS")
-	if [ "$busy_runs" = 0 ]; then
+	busy_runs=$(awk -F'\t' -v l="$OTHER_LIMIT" '$9 > l * $3 { n++ } END { print n + 0 }' "$RESULTS")
+	{
+		echo "Other CPU use on the machine while each client ran (all CPUs' busy time minus the"
+		echo "client's and s3rver's: nginx, kernel writeback, anything else running): median"
 		echo "$(f2 "$other_med") s per run, at most $(f2 "$other_max") s."
-	else
-		echo "$(f2 "$other_med") s per run, at most $(f2 "$other_max") s; in $busy_runs of the $(wc -l <"$RESULTS") runs"
-		echo "it was over $OTHER_LIMIT s, so something else competed for the cores: trust the medians"
-		echo "and ratios less, or run again on an idle machine."
-	fi
+		if [ "$DISCARDED" != 0 ]; then
+			echo "$DISCARDED round(s) were discarded and done again because in one of their runs it"
+			echo "exceeded $OTHER_LIMIT of a core (other CPU seconds ÷ wall seconds): another program was"
+			echo "busy on the machine."
+		fi
+		if [ "$busy_runs" != 0 ]; then
+			echo "It still exceeded $OTHER_LIMIT of a core in $busy_runs of the $(wc -l <"$RESULTS") runs kept: something"
+			echo "else competed for the cores, so trust these medians and ratios less, or run again"
+			echo "on an idle machine."
+		fi
+	} | tr '\n' ' ' | fold -s -w 88 | sed 's/ *$//'
+	echo
 	echo
 	echo "Notes: B is a lower bound, not a setting to use for large objects: it holds the"
 	echo "whole object in memory (the engine allocates $NBUF buffers of part_size and fills one) and"

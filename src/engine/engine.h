@@ -42,19 +42,19 @@
 
 #include "engine/netpolicy.h"
 
-#define REMORA_SEGMENTS_IN_FLIGHT	2
-#define REMORA_MAX_REDIRECTS		10
-#define REMORA_MAX_SEGMENTS			10000	/* S3's part limit */
+#define REMORA_SEGMENTS_IN_FLIGHT 2
+#define REMORA_MAX_REDIRECTS      10
+#define REMORA_MAX_SEGMENTS       10000 /* S3's part limit */
 
 typedef struct RemoraEngine RemoraEngine;
-typedef struct RemoraTask RemoraTask;
+typedef struct RemoraTask   RemoraTask;
 
 /* Where results go.  Strings are copied by remora_engine_new(). */
 typedef struct RemoraTargetConfig
 {
-	const char *endpoint;		/* "http://127.0.0.1:9000"; "" = AWS */
+	const char *endpoint; /* "http://127.0.0.1:9000"; "" = AWS */
 	const char *region;
-	bool		path_style;
+	bool        path_style;
 	const char *access_key_id;
 	const char *secret_access_key;
 } RemoraTargetConfig;
@@ -62,12 +62,12 @@ typedef struct RemoraTargetConfig
 typedef struct RemoraEngineConfig
 {
 	RemoraTargetConfig target;
-	size_t		part_size;			/* segment size, >= 5 MiB except in tests */
-	const char *allow_networks;		/* outbound policy for sources */
-	const char *deny_networks;
-	const char *allow_ports;		/* NULL or "": REMORA_DEFAULT_PORTS */
-	long		connect_timeout_ms;
-	long		stall_timeout_ms;	/* no byte for this long: the source failed */
+	size_t             part_size; /* segment size, >= 5 MiB except in tests */
+	const char        *allow_networks; /* outbound policy for sources */
+	const char        *deny_networks;
+	const char        *allow_ports; /* NULL or "": REMORA_DEFAULT_PORTS */
+	long               connect_timeout_ms;
+	long        stall_timeout_ms; /* no byte for this long: the source failed */
 	const char *user_agent;
 } RemoraEngineConfig;
 
@@ -77,33 +77,33 @@ typedef struct RemoraEngineConfig
  */
 typedef struct RemoraSegment
 {
-	char	   *key;
-	int64_t		size;
-	char		etag[256];			/* as the store returned it */
+	char   *key;
+	int64_t size;
+	char    etag[256]; /* as the store returned it */
 } RemoraSegment;
 
 /* Validated progress a replacement attempt may resume from. */
 typedef struct RemoraResume
 {
-	char	   *etag;				/* source validators when they were written */
-	char	   *last_modified;
-	int64_t		size;				/* -1 if unknown */
+	char          *etag; /* source validators when they were written */
+	char          *last_modified;
+	int64_t        size; /* -1 if unknown */
 	RemoraSegment *segments;
-	int			nsegments;
-	char	   *sha256_state;		/* hex state after the segments */
+	int            nsegments;
+	char          *sha256_state; /* hex state after the segments */
 } RemoraResume;
 
 typedef struct RemoraTaskSpec
 {
-	const char *source_url;			/* http(s) */
-	const char *file_name;			/* member path */
-	const char *bucket;				/* target bucket */
-	const char *staging_prefix;		/* "<prefix>/<job>/<attempt>/" */
-	const char *expected_sha256;	/* lower-case hex, or NULL */
-	const RemoraResume *resume;		/* NULL: start from zero */
-	int64_t		job_id;
-	const char *attempt_id;
-	int64_t		fencing_token;
+	const char         *source_url;      /* http(s) */
+	const char         *file_name;       /* member path */
+	const char         *bucket;          /* target bucket */
+	const char         *staging_prefix;  /* "<prefix>/<job>/<attempt>/" */
+	const char         *expected_sha256; /* lower-case hex, or NULL */
+	const RemoraResume *resume;          /* NULL: start from zero */
+	int64_t             job_id;
+	const char         *attempt_id;
+	int64_t             fencing_token;
 } RemoraTaskSpec;
 
 typedef enum RemoraTaskState
@@ -111,82 +111,80 @@ typedef enum RemoraTaskState
 	REMORA_TASK_RUNNING,
 	REMORA_TASK_SUCCEEDED,
 	REMORA_TASK_FAILED,
-	REMORA_TASK_ABORTED			/* abort requested and finished */
+	REMORA_TASK_ABORTED /* abort requested and finished */
 } RemoraTaskState;
 
 /* Error classes, as recorded in the job's error history. */
-#define REMORA_ERR_NETWORK		"network"
-#define REMORA_ERR_HTTP			"http"
-#define REMORA_ERR_S3			"s3"
-#define REMORA_ERR_CHECKSUM		"checksum"
-#define REMORA_ERR_SIZE			"size"
-#define REMORA_ERR_POLICY		"policy"
-#define REMORA_ERR_SOURCE		"source"
-#define REMORA_ERR_INTERNAL		"internal"
+#define REMORA_ERR_NETWORK  "network"
+#define REMORA_ERR_HTTP     "http"
+#define REMORA_ERR_S3       "s3"
+#define REMORA_ERR_CHECKSUM "checksum"
+#define REMORA_ERR_SIZE     "size"
+#define REMORA_ERR_POLICY   "policy"
+#define REMORA_ERR_SOURCE   "source"
+#define REMORA_ERR_INTERNAL "internal"
 
 typedef struct RemoraTaskError
 {
-	const char *class;			/* one of REMORA_ERR_* */
-	char		message[512];
-	long		http_status;	/* 0 if none */
-	int			curl_code;		/* 0 if none */
-	char		s3_code[64];	/* "" if none */
-	long		retry_after;	/* seconds, -1 if none */
-	bool		retryable;
+	const char *class; /* one of REMORA_ERR_* */
+	char message[512];
+	long http_status; /* 0 if none */
+	int  curl_code;   /* 0 if none */
+	char s3_code[64]; /* "" if none */
+	long retry_after; /* seconds, -1 if none */
+	bool retryable;
 } RemoraTaskError;
 
 /* The committed member and its manifest, for remora.commit. */
 typedef struct RemoraTaskResult
 {
-	char		member_key[1200];
-	char		member_etag[256];
-	char		member_sha256[65];
-	int64_t		member_size;
-	char		source_etag[256];
-	char		source_last_modified[64];
-	char		manifest_key[1200];
-	char		manifest_etag[256];
-	char		manifest_sha256[65];
+	char    member_key[1200];
+	char    member_etag[256];
+	char    member_sha256[65];
+	int64_t member_size;
+	char    source_etag[256];
+	char    source_last_modified[64];
+	char    manifest_key[1200];
+	char    manifest_etag[256];
+	char    manifest_sha256[65];
 } RemoraTaskResult;
 
 /* What a checkpoint records: validated segments and the hash after them. */
 typedef struct RemoraTaskCheckpoint
 {
-	int64_t		bytes_done;			/* bytes in validated segments */
-	int64_t		bytes_total;		/* -1 if unknown */
-	const char *etag;
-	const char *last_modified;
+	int64_t              bytes_done;  /* bytes in validated segments */
+	int64_t              bytes_total; /* -1 if unknown */
+	const char          *etag;
+	const char          *last_modified;
 	const RemoraSegment *segments;
-	int			nsegments;
-	const char *sha256_state;
+	int                  nsegments;
+	const char          *sha256_state;
 } RemoraTaskCheckpoint;
 
 extern RemoraEngine *remora_engine_new(const RemoraEngineConfig *cfg,
 									   char *errbuf, size_t errlen);
-extern void remora_engine_free(RemoraEngine *engine);
-extern int	remora_engine_fd(const RemoraEngine *engine);
-extern long remora_engine_timeout_ms(const RemoraEngine *engine);
-extern void remora_engine_run(RemoraEngine *engine);
+extern void          remora_engine_free(RemoraEngine *engine);
+extern int           remora_engine_fd(const RemoraEngine *engine);
+extern long          remora_engine_timeout_ms(const RemoraEngine *engine);
+extern void          remora_engine_run(RemoraEngine *engine);
 
-extern RemoraTask *remora_task_start(RemoraEngine *engine,
-									 const RemoraTaskSpec *spec,
-									 char *errbuf, size_t errlen);
+extern RemoraTask     *remora_task_start(RemoraEngine         *engine,
+										 const RemoraTaskSpec *spec, char *errbuf,
+										 size_t errlen);
 extern RemoraTaskState remora_task_state(const RemoraTask *task);
 extern void remora_task_progress(const RemoraTask *task, int64_t *done,
 								 int64_t *total);
 extern bool remora_task_restarted(const RemoraTask *task, const char **why);
-extern bool remora_task_checkpoint(RemoraTask *task,
-								   RemoraTaskCheckpoint *out);
+extern bool remora_task_checkpoint(RemoraTask *task, RemoraTaskCheckpoint *out);
 extern const RemoraTaskResult *remora_task_result(const RemoraTask *task);
-extern const RemoraTaskError *remora_task_error(const RemoraTask *task);
+extern const RemoraTaskError  *remora_task_error(const RemoraTask *task);
 extern void remora_task_abort(RemoraTask *task, bool delete_staging);
 extern void remora_task_free(RemoraTask *task);
 
 /* Delete every object under a prefix of the target bucket (cleanup). */
 extern RemoraTask *remora_cleanup_start(RemoraEngine *engine,
-										const char *bucket,
-										const char *prefix, char *errbuf,
-										size_t errlen);
+										const char *bucket, const char *prefix,
+										char *errbuf, size_t errlen);
 
 extern void remora_resume_free(RemoraResume *resume);
 
@@ -196,4 +194,4 @@ extern char *remora_s3_presign_get(const RemoraTargetConfig *target,
 								   time_t now, int expires, char *errbuf,
 								   size_t errlen);
 
-#endif							/* REMORA_ENGINE_H */
+#endif /* REMORA_ENGINE_H */

@@ -28,7 +28,7 @@
 
 struct RemoraSha256
 {
-	SHA256_CTX	ctx;
+	SHA256_CTX ctx;
 };
 
 RemoraSha256 *
@@ -69,7 +69,7 @@ remora_sha256_bytes(const RemoraSha256 *s)
 void
 remora_sha256_final_hex(RemoraSha256 *s, char out[65])
 {
-	SHA256_CTX	copy = s->ctx;
+	SHA256_CTX    copy = s->ctx;
 	unsigned char md[SHA256_DIGEST_LENGTH];
 
 	SHA256_Final(md, &copy);
@@ -84,7 +84,7 @@ remora_sha256_final_hex(RemoraSha256 *s, char out[65])
 bool
 remora_sha256_save(const RemoraSha256 *s, char *out, size_t outlen)
 {
-	int			n;
+	int n;
 
 	if (s->ctx.num != 0 || outlen < 100)
 		return false;
@@ -100,10 +100,11 @@ bool
 remora_sha256_restore(RemoraSha256 *s, const char *saved)
 {
 	unsigned int h[8];
-	uint64_t	bits;
-	int			used = 0;
+	uint64_t     bits;
+	int          used = 0;
 
-	if (strncmp(saved, SAVE_VERSION, 3) != 0 || strlen(saved) != 3 + 64 + 1 + 16)
+	if (strncmp(saved, SAVE_VERSION, 3) != 0 ||
+		strlen(saved) != 3 + 64 + 1 + 16)
 		return false;
 	for (int i = 0; i < 8; i++)
 		if (sscanf(saved + 3 + 8 * i, "%8x", &h[i]) != 1)

@@ -46,11 +46,12 @@ remora_now_ms(void)
 	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* curl: watch (or stop watching) a socket */
+/* curl: watch (or stop watching) a socket (the type is curl's callback's) */
 static int
+/* cppcheck-suppress constParameter */
 socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 {
-	RemoraEngine *engine = userp;
+	RemoraEngine      *engine = userp;
 	struct epoll_event ev;
 
 	(void) easy;
@@ -62,8 +63,8 @@ socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 		curl_multi_assign(engine->multi, s, NULL);
 		return 0;
 	}
-	ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) |
-		(what & CURL_POLL_OUT ? EPOLLOUT : 0);
+	ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) |
+				((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
 	if (socketp == NULL)
 	{
 		/* first time: add, and remember that we did */
@@ -86,8 +87,7 @@ timer_cb(CURLM *multi, long timeout_ms, void *userp)
 
 	(void) multi;
 	engine->timer_ms = timeout_ms;
-	engine->timer_deadline =
-		timeout_ms < 0 ? -1 : remora_now_ms() + timeout_ms;
+	engine->timer_deadline = timeout_ms < 0 ? -1 : remora_now_ms() + timeout_ms;
 	return 0;
 }
 
@@ -117,7 +117,8 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 	if (cfg->part_size < 64 * 1024 || cfg->part_size % 1024 != 0)
 	{
 		/* a chunk from curl must never span more than one buffer boundary */
-		snprintf(errbuf, errlen, "the part size must be a multiple of 1 kB, at least 64 kB");
+		snprintf(errbuf, errlen,
+				 "the part size must be a multiple of 1 kB, at least 64 kB");
 		remora_engine_free(engine);
 		return NULL;
 	}
@@ -127,9 +128,9 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 	engine->timer_ms = -1;
 	engine->timer_deadline = -1;
 
-	engine->policy = remora_netpolicy_new(cfg->allow_networks,
-										  cfg->deny_networks, cfg->allow_ports,
-										  errbuf, errlen);
+	engine->policy =
+		remora_netpolicy_new(cfg->allow_networks, cfg->deny_networks,
+							 cfg->allow_ports, errbuf, errlen);
 	if (engine->policy == NULL)
 	{
 		remora_engine_free(engine);
@@ -187,7 +188,7 @@ remora_engine_fd(const RemoraEngine *engine)
 long
 remora_engine_timeout_ms(const RemoraEngine *engine)
 {
-	int64_t		left;
+	int64_t left;
 
 	if (engine->timer_deadline < 0)
 		return -1;
@@ -227,12 +228,12 @@ free_request(Request *req)
 static void
 complete_finished(RemoraEngine *engine)
 {
-	CURLMsg    *msg;
-	int			left;
+	CURLMsg *msg;
+	int      left;
 
 	while ((msg = curl_multi_info_read(engine->multi, &left)) != NULL)
 	{
-		Request    *req = NULL;
+		Request *req = NULL;
 
 		if (msg->msg != CURLMSG_DONE)
 			continue;
@@ -241,7 +242,7 @@ complete_finished(RemoraEngine *engine)
 			continue;
 		curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &req->status);
 		{
-			CURLcode	rc = msg->data.result;
+			CURLcode    rc = msg->data.result;
 			RequestDone done = req->done;
 
 			/*
@@ -260,13 +261,13 @@ void
 remora_engine_run(RemoraEngine *engine)
 {
 	struct epoll_event events[64];
-	int			n;
-	int			running;
+	int                n;
+	int                running;
 
 	n = epoll_wait(engine->epfd, events, 64, 0);
 	for (int i = 0; i < n; i++)
 	{
-		int			flags = 0;
+		int flags = 0;
 
 		if (events[i].events & (EPOLLIN | EPOLLHUP))
 			flags |= CURL_CSELECT_IN;
@@ -277,7 +278,8 @@ remora_engine_run(RemoraEngine *engine)
 		curl_multi_socket_action(engine->multi, events[i].data.fd, flags,
 								 &running);
 	}
-	if (engine->timer_deadline >= 0 && remora_now_ms() >= engine->timer_deadline)
+	if (engine->timer_deadline >= 0 &&
+		remora_now_ms() >= engine->timer_deadline)
 	{
 		engine->timer_deadline = -1;
 		curl_multi_socket_action(engine->multi, CURL_SOCKET_TIMEOUT, 0,
@@ -289,17 +291,32 @@ remora_engine_run(RemoraEngine *engine)
 
 /* ------------------------------------------------------------ requests */
 
+/* A header value that is a non-negative decimal number. */
+static bool
+header_number(const char *v, size_t vlen, long long *out)
+{
+	char  tmp[32];
+	char *end;
+
+	if (vlen == 0 || vlen >= sizeof(tmp) || v[0] < '0' || v[0] > '9')
+		return false;
+	memcpy(tmp, v, vlen);
+	tmp[vlen] = '\0';
+	*out = strtoll(tmp, &end, 10);
+	return *end == '\0' && *out >= 0;
+}
+
 static size_t
 header_cb(char *buf, size_t size, size_t nitems, void *userdata)
 {
 	Request    *req = userdata;
-	size_t		len = size * nitems;
+	size_t      len = size * nitems;
 	const char *colon = memchr(buf, ':', len);
-	size_t		nlen;
+	size_t      nlen;
 	const char *v;
-	size_t		vlen;
-	char	   *dst = NULL;
-	size_t		dstlen = 0;
+	size_t      vlen;
+	char       *dst = NULL;
+	size_t      dstlen = 0;
 
 	/* a new response (redirect, 100 Continue): forget the previous one */
 	if (len >= 5 && strncmp(buf, "HTTP/", 5) == 0)
@@ -316,8 +333,8 @@ header_cb(char *buf, size_t size, size_t nitems, void *userdata)
 	vlen = len - nlen - 1;
 	while (vlen > 0 && (*v == ' ' || *v == '\t'))
 		v++, vlen--;
-	while (vlen > 0 && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' ||
-						v[vlen - 1] == ' '))
+	while (vlen > 0 &&
+		   (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
 		vlen--;
 
 	if (nlen == 4 && strncasecmp(buf, "etag", 4) == 0)
@@ -328,34 +345,18 @@ header_cb(char *buf, size_t size, size_t nitems, void *userdata)
 		dst = req->content_range, dstlen = sizeof(req->content_range);
 	else if (nlen == 14 && strncasecmp(buf, "content-length", 14) == 0)
 	{
-		char		tmp[32];
-		char	   *end;
-		long long	cl;
+		long long cl;
 
-		if (vlen > 0 && vlen < sizeof(tmp))
-		{
-			memcpy(tmp, v, vlen);
-			tmp[vlen] = '\0';
-			cl = strtoll(tmp, &end, 10);
-			if (*end == '\0' && cl >= 0)
-				req->content_length = cl;
-		}
+		if (header_number(v, vlen, &cl))
+			req->content_length = cl;
 	}
 	else if (nlen == 11 && strncasecmp(buf, "retry-after", 11) == 0)
 	{
 		/* delta-seconds only; an HTTP-date is treated as absent */
-		char		tmp[16];
-		char	   *end;
-		long		ra;
+		long long ra;
 
-		if (vlen > 0 && vlen < sizeof(tmp))
-		{
-			memcpy(tmp, v, vlen);
-			tmp[vlen] = '\0';
-			ra = strtol(tmp, &end, 10);
-			if (*end == '\0' && ra >= 0)
-				req->retry_after = ra > 86400 ? 86400 : ra;
-		}
+		if (header_number(v, vlen, &ra))
+			req->retry_after = ra > 86400 ? 86400 : (long) ra;
 	}
 	if (dst && vlen < dstlen)
 	{
@@ -368,8 +369,8 @@ header_cb(char *buf, size_t size, size_t nitems, void *userdata)
 static size_t
 write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
-	Request    *req = userdata;
-	size_t		len = size * nmemb;
+	Request *req = userdata;
+	size_t   len = size * nmemb;
 
 	if (req->on_data)
 		return req->on_data(req, ptr, len);
@@ -381,14 +382,14 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 	}
 	if (req->body_len + len + 1 > req->body_cap)
 	{
-		size_t		cap = req->body_cap ? req->body_cap * 2 : 4096;
-		char	   *grown;
+		size_t cap = req->body_cap ? req->body_cap * 2 : 4096;
+		char  *grown;
 
 		while (cap < req->body_len + len + 1)
 			cap *= 2;
 		grown = realloc(req->body, cap);
 		if (grown == NULL)
-			return 0;			/* curl fails the transfer: out of memory */
+			return 0; /* curl fails the transfer: out of memory */
 		req->body = grown;
 		req->body_cap = cap;
 	}
@@ -401,7 +402,7 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 Request *
 remora_req_new(RemoraEngine *engine, void *owner, RequestDone done)
 {
-	Request    *req = calloc(1, sizeof(Request));
+	Request *req = calloc(1, sizeof(Request));
 
 	if (req == NULL)
 		return NULL;
@@ -440,9 +441,10 @@ remora_req_new(RemoraEngine *engine, void *owner, RequestDone done)
  * connection of a source request, redirects included, comes through here.
  */
 static curl_socket_t
-opensocket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *address)
+opensocket_cb(void *clientp, curlsocktype purpose,
+			  struct curl_sockaddr *address)
 {
-	Request    *req = clientp;
+	Request *req = clientp;
 
 	(void) purpose;
 	if (!remora_netpolicy_allows(req->engine->policy, &address->addr,

@@ -187,15 +187,14 @@ remora_port_list_parse(const char *text, RemoraPortRange **out, int *n,
 					   char *errbuf, size_t errlen)
 {
 	const char *p = text ? text : "";
-	int			cap = 0;
+	int         cap = 0;
 
 	*out = NULL;
 	*n = 0;
 	while (*p)
 	{
-		char	   *end;
-		long		lo,
-					hi;
+		char *end;
+		long  lo, hi;
 
 		if (strchr(", \t\n", *p))
 		{
@@ -212,7 +211,8 @@ remora_port_list_parse(const char *text, RemoraPortRange **out, int *n,
 				goto bad;
 			hi = strtol(end + 1, &end, 10);
 		}
-		if (lo < 1 || hi > 65535 || lo > hi || (*end && !strchr(", \t\n", *end)))
+		if (lo < 1 || hi > 65535 || lo > hi ||
+			(*end && !strchr(", \t\n", *end)))
 			goto bad;
 		if (*n == cap)
 		{
@@ -240,7 +240,8 @@ remora_port_list_parse(const char *text, RemoraPortRange **out, int *n,
 	return true;
 
 bad:
-	seterr(errbuf, errlen, "a port list holds ports 1-65535 and ranges such as 8000-8999");
+	seterr(errbuf, errlen,
+		   "a port list holds ports 1-65535 and ranges such as 8000-8999");
 fail:
 	free(*out);
 	*out = NULL;
@@ -261,7 +262,8 @@ remora_netpolicy_new(const char *allow, const char *deny, const char *ports,
 	}
 	if (!remora_cidr_list_parse(allow, &p->allow, &p->nallow, errbuf, errlen) ||
 		!remora_cidr_list_parse(deny, &p->deny, &p->ndeny, errbuf, errlen) ||
-		!remora_port_list_parse(ports && ports[0] ? ports : REMORA_DEFAULT_PORTS,
+		!remora_port_list_parse(ports && ports[0] ? ports
+												  : REMORA_DEFAULT_PORTS,
 								&p->ports, &p->nports, errbuf, errlen))
 	{
 		remora_netpolicy_free(p);
@@ -372,12 +374,14 @@ bool
 remora_netpolicy_allows(const RemoraNetPolicy *policy,
 						const struct sockaddr *sa, char *why, size_t whylen)
 {
-	int			port = sa->sa_family == AF_INET
-		? ntohs(((const struct sockaddr_in *) sa)->sin_port)
-		: sa->sa_family == AF_INET6
-		? ntohs(((const struct sockaddr_in6 *) sa)->sin6_port) : 0;
+	int port = sa->sa_family == AF_INET
+				   ? ntohs(((const struct sockaddr_in *) sa)->sin_port)
+			   : sa->sa_family == AF_INET6
+				   ? ntohs(((const struct sockaddr_in6 *) sa)->sin6_port)
+				   : 0;
 
-	if (policy && policy->nports > 0 && !remora_netpolicy_port_allowed(policy, port))
+	if (policy && policy->nports > 0 &&
+		!remora_netpolicy_port_allowed(policy, port))
 	{
 		seterr(why, whylen, "port %d is not in remora.allow_ports", port);
 		return false;

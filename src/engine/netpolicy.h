@@ -61,11 +61,11 @@ extern RemoraNetPolicy *remora_netpolicy_new(const char *allow,
 											 const char *ports, char *errbuf,
 											 size_t errlen);
 extern bool remora_netpolicy_port_allowed(const RemoraNetPolicy *policy,
-										  int port);
-extern void             remora_netpolicy_free(RemoraNetPolicy *policy);
-extern bool             remora_netpolicy_allows(const RemoraNetPolicy *policy,
-												const struct sockaddr *sa, char *why,
-												size_t whylen);
+										  int                    port);
+extern void remora_netpolicy_free(RemoraNetPolicy *policy);
+extern bool remora_netpolicy_allows(const RemoraNetPolicy *policy,
+									const struct sockaddr *sa, char *why,
+									size_t whylen);
 extern bool remora_netpolicy_allows_text(const RemoraNetPolicy *policy,
 										 const char *address, char *why,
 										 size_t whylen);

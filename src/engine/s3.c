@@ -26,8 +26,8 @@
 static bool
 add_header(Request *req, const char *name, const char *value)
 {
-	size_t		n = strlen(name) + strlen(value) + 3;
-	char	   *line = malloc(n);
+	size_t             n = strlen(name) + strlen(value) + 3;
+	char              *line = malloc(n);
 	struct curl_slist *l;
 
 	if (line == NULL)
@@ -45,18 +45,21 @@ add_header(Request *req, const char *name, const char *value)
 static char *
 encode_query(const RemoraKV *query, int n)
 {
-	size_t		cap = 1;
-	char	   *out;
-	char	  **parts = calloc(2 * (n + 1), sizeof(char *));
+	size_t cap = 1;
+	char  *out;
+	char **parts = calloc(2 * (n + 1), sizeof(char *));
 
 	if (parts == NULL)
 		return NULL;
 	for (int i = 0; i < n; i++)
 	{
-		parts[2 * i] = remora_uri_encode(query[i].key, strlen(query[i].key), false);
-		parts[2 * i + 1] = query[i].value && query[i].value[0]
-			? remora_uri_encode(query[i].value, strlen(query[i].value), false)
-			: strdup("");
+		parts[2 * i] =
+			remora_uri_encode(query[i].key, strlen(query[i].key), false);
+		parts[2 * i + 1] =
+			query[i].value && query[i].value[0]
+				? remora_uri_encode(query[i].value, strlen(query[i].value),
+									false)
+				: strdup("");
 		if (parts[2 * i] == NULL || parts[2 * i + 1] == NULL)
 		{
 			cap = 0;
@@ -96,7 +99,7 @@ remora_s3_target_parse(const RemoraTargetConfig *cfg, char **base_url,
 					   char **host, bool *https, char *errbuf, size_t errlen)
 {
 	const char *endpoint = cfg->endpoint;
-	char		aws[128];
+	char        aws[128];
 	const char *authority;
 
 	*base_url = *host = NULL;
@@ -109,13 +112,15 @@ remora_s3_target_parse(const RemoraTargetConfig *cfg, char **base_url,
 	if (strncmp(endpoint, "http://", 7) != 0 &&
 		strncmp(endpoint, "https://", 8) != 0)
 	{
-		snprintf(errbuf, errlen, "the target endpoint must be an http:// or https:// URL");
+		snprintf(errbuf, errlen,
+				 "the target endpoint must be an http:// or https:// URL");
 		return false;
 	}
 	*https = strncmp(endpoint, "https://", 8) == 0;
 	authority = endpoint + (*https ? 8 : 7);
 	*host = strndup(authority, strcspn(authority, "/"));
-	*base_url = strndup(endpoint, (authority - endpoint) + strcspn(authority, "/"));
+	*base_url =
+		strndup(endpoint, (authority - endpoint) + strcspn(authority, "/"));
 	if (*host == NULL || *base_url == NULL || (*host)[0] == '\0')
 	{
 		free(*host);
@@ -134,14 +139,14 @@ remora_s3_target_parse(const RemoraTargetConfig *cfg, char **base_url,
  * key is URI-encoded once, '/' kept, exactly as the signature encodes it.
  */
 static bool
-address_of(const char *base_url, const char *ehost, bool https,
-		   bool path_style, const char *bucket, const char *key,
-		   const RemoraKV *query, int nquery, S3Address *out)
+address_of(const char *base_url, const char *ehost, bool https, bool path_style,
+		   const char *bucket, const char *key, const RemoraKV *query,
+		   int nquery, S3Address *out)
 {
 	const char *k = key ? key : "";
-	char	   *enc_key = remora_uri_encode(k, strlen(k), true);
-	char	   *q = encode_query(query, nquery);
-	size_t		n;
+	char       *enc_key = remora_uri_encode(k, strlen(k), true);
+	char       *q = encode_query(query, nquery);
+	size_t      n;
 
 	memset(out, 0, sizeof(*out));
 	if (enc_key == NULL || q == NULL)
@@ -200,15 +205,15 @@ remora_s3_presign_get(const RemoraTargetConfig *cfg, const char *bucket,
 					  const char *key, time_t now, int expires, char *errbuf,
 					  size_t errlen)
 {
-	char	   *base_url;
-	char	   *host;
-	bool		https;
-	S3Address	addr;
-	RemoraKV	headers[1];
-	RemoraSigV4Creds creds;
+	char              *base_url;
+	char              *host;
+	bool               https;
+	S3Address          addr;
+	RemoraKV           headers[1];
+	RemoraSigV4Creds   creds;
 	RemoraSigV4Request req;
-	char	   *query;
-	char	   *url = NULL;
+	char              *query;
+	char              *url = NULL;
 
 	if (!remora_s3_target_parse(cfg, &base_url, &host, &https, errbuf, errlen))
 		return NULL;
@@ -220,15 +225,15 @@ remora_s3_presign_get(const RemoraTargetConfig *cfg, const char *bucket,
 		free(host);
 		return NULL;
 	}
-	headers[0] = (RemoraKV) {"host", addr.host};
-	creds = (RemoraSigV4Creds) {cfg->access_key_id, cfg->secret_access_key,
-		cfg->region, "s3"};
-	req = (RemoraSigV4Request) {"GET", addr.path, NULL, 0, headers, 1,
-		"UNSIGNED-PAYLOAD"};
+	headers[0] = (RemoraKV){"host", addr.host};
+	creds = (RemoraSigV4Creds){cfg->access_key_id, cfg->secret_access_key,
+							   cfg->region, "s3"};
+	req = (RemoraSigV4Request){"GET", addr.path,         NULL, 0, headers,
+							   1,     "UNSIGNED-PAYLOAD"};
 	query = remora_sigv4_presign(&req, &creds, now, expires, errbuf, errlen);
 	if (query)
 	{
-		size_t		n = strlen(addr.url) + strlen(query) + 2;
+		size_t n = strlen(addr.url) + strlen(query) + 2;
 
 		url = malloc(n);
 		if (url)
@@ -256,20 +261,20 @@ Request *
 remora_s3_request(RemoraEngine *engine, void *owner, const S3Call *call,
 				  RequestDone done, char *errbuf, size_t errlen)
 {
-	Request    *req = NULL;
-	S3Address	addr;
-	char	   *url;
-	char	   *path;
-	char	   *host;
-	char		payload_hash[65];
-	char		amz_date[17];
-	time_t		now = time(NULL);
-	struct tm	tm;
-	RemoraKV	signed_headers[MAX_SIGNED_HEADERS];
-	int			nh = 0;
-	RemoraSigV4Creds creds;
+	Request           *req = NULL;
+	S3Address          addr;
+	char              *url;
+	char              *path;
+	char              *host;
+	char               payload_hash[65];
+	char               amz_date[17];
+	time_t             now = time(NULL);
+	struct tm          tm;
+	RemoraKV           signed_headers[MAX_SIGNED_HEADERS];
+	int                nh = 0;
+	RemoraSigV4Creds   creds;
 	RemoraSigV4Request sreq;
-	RemoraSigV4Result sig;
+	RemoraSigV4Result  sig;
 
 	if (call->nheaders > MAX_SIGNED_HEADERS - 3)
 	{
@@ -294,16 +299,16 @@ remora_s3_request(RemoraEngine *engine, void *owner, const S3Call *call,
 	gmtime_r(&now, &tm);
 	strftime(amz_date, sizeof(amz_date), "%Y%m%dT%H%M%SZ", &tm);
 
-	signed_headers[nh++] = (RemoraKV) {"host", host};
-	signed_headers[nh++] = (RemoraKV) {"x-amz-content-sha256", payload_hash};
-	signed_headers[nh++] = (RemoraKV) {"x-amz-date", amz_date};
+	signed_headers[nh++] = (RemoraKV){"host", host};
+	signed_headers[nh++] = (RemoraKV){"x-amz-content-sha256", payload_hash};
+	signed_headers[nh++] = (RemoraKV){"x-amz-date", amz_date};
 	for (int i = 0; i < call->nheaders; i++)
 		signed_headers[nh++] = call->headers[i];
 
-	creds = (RemoraSigV4Creds) {engine->access_key_id, engine->secret_access_key,
-		engine->region, "s3"};
-	sreq = (RemoraSigV4Request) {call->method, path, call->query, call->nquery,
-		signed_headers, nh, payload_hash};
+	creds = (RemoraSigV4Creds){engine->access_key_id, engine->secret_access_key,
+							   engine->region, "s3"};
+	sreq = (RemoraSigV4Request){call->method,   path, call->query, call->nquery,
+								signed_headers, nh,   payload_hash};
 	if (!remora_sigv4_sign(&sreq, &creds, now, &sig, errbuf, errlen))
 		goto fail;
 
@@ -352,9 +357,9 @@ static bool
 retryable_s3_code(const char *code)
 {
 	static const char *const transient[] = {
-		"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout",
-		"RequestTimeTooSkewed", "OperationAborted", "Throttling",
-		"ThrottlingException", "RequestLimitExceeded"};
+		"SlowDown",       "InternalError",        "ServiceUnavailable",
+		"RequestTimeout", "RequestTimeTooSkewed", "OperationAborted",
+		"Throttling",     "ThrottlingException",  "RequestLimitExceeded"};
 
 	for (size_t i = 0; i < sizeof(transient) / sizeof(transient[0]); i++)
 		if (strcmp(code, transient[i]) == 0)

@@ -21,14 +21,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define REMORA_S3XML_MAX_BODY	(16 * 1024 * 1024)
+#define REMORA_S3XML_MAX_BODY (16 * 1024 * 1024)
 
 /* <Error><Code/><Message/><RequestId/>...</Error> */
 typedef struct RemoraS3Error
 {
-	char	   *code;			/* e.g. "SlowDown"; NULL if absent */
-	char	   *message;
-	char	   *request_id;
+	char *code; /* e.g. "SlowDown"; NULL if absent */
+	char *message;
+	char *request_id;
 } RemoraS3Error;
 
 /*
@@ -36,7 +36,8 @@ typedef struct RemoraS3Error
  * (fields may still be NULL), false if it is not XML, not an Error, or
  * refused (DOCTYPE, too large).
  */
-extern bool remora_s3xml_error(const char *body, size_t len, RemoraS3Error *out);
+extern bool remora_s3xml_error(const char *body, size_t len,
+							   RemoraS3Error *out);
 extern void remora_s3xml_error_free(RemoraS3Error *e);
 
 /*
@@ -54,20 +55,20 @@ extern char *remora_s3xml_text(const char *body, size_t len,
 /* One <Contents> entry of ListObjectsV2 */
 typedef struct RemoraS3Object
 {
-	char	   *key;
-	int64_t		size;
-	char	   *etag;			/* as sent, quotes included */
-	char	   *last_modified;	/* as sent, ISO 8601 */
+	char   *key;
+	int64_t size;
+	char   *etag;          /* as sent, quotes included */
+	char   *last_modified; /* as sent, ISO 8601 */
 } RemoraS3Object;
 
 typedef struct RemoraS3Listing
 {
 	RemoraS3Object *objects;
-	int			nobjects;
-	char	  **common_prefixes;	/* <CommonPrefixes><Prefix> values */
-	int			nprefixes;
-	bool		truncated;		/* <IsTruncated>true</IsTruncated> */
-	char	   *next_token;		/* <NextContinuationToken>, or NULL */
+	int             nobjects;
+	char          **common_prefixes; /* <CommonPrefixes><Prefix> values */
+	int             nprefixes;
+	bool            truncated;  /* <IsTruncated>true</IsTruncated> */
+	char           *next_token; /* <NextContinuationToken>, or NULL */
 } RemoraS3Listing;
 
 /*
@@ -95,4 +96,4 @@ extern char *remora_s3xml_delete_body(const char *const *keys, int nkeys,
 extern char *remora_s3xml_complete_body(const char *const *etags, int nparts,
 										size_t *len);
 
-#endif							/* REMORA_S3XML_H */
+#endif /* REMORA_S3XML_H */

@@ -27,27 +27,27 @@ typedef struct RemoraSigV4Creds
 {
 	const char *access_key_id;
 	const char *secret_access_key;
-	const char *region;			/* e.g. "us-east-1" */
-	const char *service;		/* "s3" */
+	const char *region;  /* e.g. "us-east-1" */
+	const char *service; /* "s3" */
 } RemoraSigV4Creds;
 
 typedef struct RemoraKV
 {
 	const char *key;
-	const char *value;			/* NULL or "" for a valueless query key */
+	const char *value; /* NULL or "" for a valueless query key */
 } RemoraKV;
 
 typedef struct RemoraSigV4Request
 {
-	const char *method;			/* "GET", "PUT", ... */
-	const char *path;			/* unencoded absolute path, e.g. "/bucket/a b.txt" */
-	const RemoraKV *query;		/* unencoded query parameters, any order */
-	int			nquery;
-	const RemoraKV *headers;	/* headers to sign; must include "host";
-								 * names any case, values unfolded */
-	int			nheaders;
-	const char *payload_hash;	/* lower-case hex SHA-256 of the body, or
-								 * "UNSIGNED-PAYLOAD" */
+	const char     *method; /* "GET", "PUT", ... */
+	const char     *path;  /* unencoded absolute path, e.g. "/bucket/a b.txt" */
+	const RemoraKV *query; /* unencoded query parameters, any order */
+	int             nquery;
+	const RemoraKV *headers; /* headers to sign; must include "host";
+							  * names any case, values unfolded */
+	int         nheaders;
+	const char *payload_hash; /* lower-case hex SHA-256 of the body, or
+							   * "UNSIGNED-PAYLOAD" */
 } RemoraSigV4Request;
 
 /*
@@ -71,8 +71,8 @@ extern void remora_sha256_hex(const void *data, size_t len, char out[65]);
  */
 typedef struct RemoraSigV4Result
 {
-	char		authorization[1024];
-	char		amz_date[17];
+	char authorization[1024];
+	char amz_date[17];
 } RemoraSigV4Result;
 
 extern bool remora_sigv4_sign(const RemoraSigV4Request *req,
@@ -103,4 +103,4 @@ extern char *remora_sigv4_presign(const RemoraSigV4Request *req,
 								  int expires_seconds, char *errbuf,
 								  size_t errlen);
 
-#endif							/* REMORA_SIGV4_H */
+#endif /* REMORA_SIGV4_H */

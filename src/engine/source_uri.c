@@ -358,9 +358,10 @@ parse_http(const char *text, RemoraSourceUri *out, char *errbuf, size_t errlen)
 	 * lower case: host names are case-insensitive.
 	 */
 	{
-		char	   *ascii = NULL;
+		char *ascii = NULL;
 
-		if (curl_url_get(u, CURLUPART_HOST, &ascii, CURLU_PUNYCODE) != CURLUE_OK ||
+		if (curl_url_get(u, CURLUPART_HOST, &ascii, CURLU_PUNYCODE) !=
+				CURLUE_OK ||
 			ascii == NULL)
 		{
 			curl_free(ascii);
@@ -378,9 +379,10 @@ parse_http(const char *text, RemoraSourceUri *out, char *errbuf, size_t errlen)
 		goto done;
 	}
 	{
-		char	   *port = NULL;
+		char *port = NULL;
 
-		if (curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
+		if (curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) ==
+			CURLUE_OK)
 			out->port = atoi(port);
 		curl_free(port);
 	}
@@ -436,6 +438,37 @@ done:
 	curl_free(url);
 	curl_url_cleanup(u);
 	return ok;
+}
+
+/*
+ * The canonical form must be a fixed point: what is stored, checked and
+ * fetched is one URL.  One normalisation may enable another (a host
+ * percent-encoded into a number, decoded and only then read as an IPv4
+ * address), so parse the canonical form again until it no longer changes.
+ */
+static bool
+parse_http_stable(const char *text, RemoraSourceUri *out, char *errbuf,
+				  size_t errlen)
+{
+	if (!parse_http(text, out, errbuf, errlen))
+		return false;
+	for (int round = 0; round < 3; round++)
+	{
+		RemoraSourceUri again;
+
+		memset(&again, 0, sizeof(again));
+		if (!parse_http(out->canonical, &again, errbuf, errlen))
+			return false;
+		if (strcmp(again.canonical, out->canonical) == 0)
+		{
+			remora_source_uri_free(&again);
+			return true;
+		}
+		remora_source_uri_free(out);
+		*out = again;
+	}
+	seterr(errbuf, errlen, "the URL has no stable normal form");
+	return false;
 }
 
 /* ------------------------------------------------------------------- s3 */
@@ -592,6 +625,16 @@ parse_hf(const char *rest, RemoraSourceUri *out, char *errbuf, size_t errlen)
 	at = strchr(rest, '@');
 	repolen = at ? (size_t) (at - rest) : strlen(rest);
 	slash = memchr(rest, '/', repolen);
+	/* the Hub's namespace words are no owner's name: refuse the ambiguity */
+	if (slash && ((slash - rest == 8 && strncmp(rest, "datasets", 8) == 0) ||
+				  (slash - rest == 6 && strncmp(rest, "models", 6) == 0) ||
+				  (slash - rest == 6 && strncmp(rest, "spaces", 6) == 0)))
+	{
+		seterr(errbuf, errlen,
+			   "\"datasets\", \"models\" and \"spaces\" are not owner names on "
+			   "the Hugging Face Hub");
+		return false;
+	}
 	if (slash == NULL || !hf_name_ok(rest, slash - rest) ||
 		!hf_name_ok(slash + 1, repolen - (slash + 1 - rest)))
 	{
@@ -670,7 +713,7 @@ remora_source_uri_parse(const char *text, RemoraSourceUri *out, char *errbuf,
 		ok = parse_hf(text + 5, out, errbuf, errlen);
 	else if (strncasecmp(text, "http://", 7) == 0 ||
 			 strncasecmp(text, "https://", 8) == 0)
-		ok = parse_http(text, out, errbuf, errlen);
+		ok = parse_http_stable(text, out, errbuf, errlen);
 	else
 	{
 		seterr(

@@ -40,15 +40,15 @@ typedef struct RemoraSourceUri
 	RemoraSourceKind kind;
 	char            *canonical; /* normalised form: what the worker fetches */
 	char            *display;   /* canonical without a query string: what
-	                             * users see (a query may hold a signature) */
-	char            *file_name; /* member path of a single-object source */
-	char            *host;      /* http(s): host (ASCII) or address literal */
-	int              port;      /* http(s): explicit or default port */
-	char            *bucket;    /* s3: source bucket */
-	char            *key;       /* s3: object key, or prefix (may be "") */
-	char            *repo_type; /* hf: "model" or "dataset" */
-	char            *repo;      /* hf: "owner/name" */
-	char            *revision;  /* hf: branch, tag or commit; "main" default */
+								 * users see (a query may hold a signature) */
+	char *file_name;            /* member path of a single-object source */
+	char *host;                 /* http(s): host (ASCII) or address literal */
+	int   port;                 /* http(s): explicit or default port */
+	char *bucket;               /* s3: source bucket */
+	char *key;                  /* s3: object key, or prefix (may be "") */
+	char *repo_type;            /* hf: "model" or "dataset" */
+	char *repo;                 /* hf: "owner/name" */
+	char *revision;             /* hf: branch, tag or commit; "main" default */
 } RemoraSourceUri;
 
 extern bool remora_source_uri_parse(const char *text, RemoraSourceUri *out,

@@ -38,7 +38,7 @@
 #include "engine/engine_int.h"
 #include "engine/s3xml.h"
 
-#define COPIES_IN_FLIGHT	4
+#define COPIES_IN_FLIGHT 4
 
 typedef enum Phase
 {
@@ -52,104 +52,111 @@ typedef enum Phase
 
 typedef struct Buffer
 {
-	char	   *data;
-	size_t		len;
-	bool		sealed;			/* full: waiting for its upload to start */
-	bool		busy;			/* being uploaded */
-	int			segno;			/* segment number once sealed */
+	char       *data;
+	size_t      len;
+	bool        sealed; /* full: waiting for its upload to start */
+	bool        busy;   /* being uploaded */
+	int         segno;  /* segment number once sealed */
 	EVP_MD_CTX *md5;
 } Buffer;
 
 typedef struct Segment
 {
-	char	   *key;
-	int64_t		size;
-	char		etag[256];
-	char	   *sha_after;		/* SHA-256 state after this segment */
-	bool		done;			/* acknowledged by the store */
-	bool		reused;			/* an earlier attempt's */
+	char   *key;
+	int64_t size;
+	char    etag[256];
+	char   *sha_after; /* SHA-256 state after this segment */
+	bool    done;      /* acknowledged by the store */
+	bool    reused;    /* an earlier attempt's */
 } Segment;
 
 struct RemoraTask
 {
-	RemoraEngine *engine;
-	RemoraTask *next_task;
+	RemoraEngine   *engine;
+	RemoraTask     *next_task;
 	RemoraTaskState state;
-	Phase		phase;
+	Phase           phase;
 
 	/* the spec, copied */
-	char	   *url;			/* current URL: changes with redirects */
-	char	   *orig_url;		/* as submitted: what the manifest records */
-	char	   *file_name;
-	char	   *bucket;
-	char	   *staging;
-	char	   *expected_sha256;
-	char	   *attempt_id;
-	int64_t		job_id;
-	int64_t		fencing_token;
-	int			redirects;
+	char   *url;      /* current URL: changes with redirects */
+	char   *orig_url; /* as submitted: what the manifest records */
+	char   *file_name;
+	char   *bucket;
+	char   *staging;
+	char   *expected_sha256;
+	char   *attempt_id;
+	int64_t job_id;
+	int64_t fencing_token;
+	int     redirects;
 
 	/* the source */
-	Request    *src;
-	bool		src_checked;	/* status and validators looked at */
-	bool		src_discard;	/* body of a redirect or error */
-	bool		src_ended;
-	bool		rerequest;		/* ask the source again, from the start */
-	bool		paused;
-	int64_t		skip;			/* bytes to drop (the resume overlap byte) */
-	int64_t		offset;			/* where this attempt's GET starts */
-	int64_t		received;		/* bytes of the object hashed so far */
-	int64_t		total;			/* object size, -1 if unknown */
-	char		etag[256];
-	char		last_modified[64];
+	Request *src;
+	bool     src_checked; /* status and validators looked at */
+	bool     src_discard; /* body of a redirect or error */
+	bool     src_ended;
+	bool     rerequest; /* ask the source again, from the start */
+	bool     paused;
+	int64_t  skip;     /* bytes to drop (the resume overlap byte) */
+	int64_t  offset;   /* where this attempt's GET starts */
+	int64_t  received; /* bytes of the object hashed so far */
+	int64_t  total;    /* object size, -1 if unknown */
+	char     etag[256];
+	char     last_modified[64];
 
 	/* resume */
-	bool		restarted;
-	char		restart_reason[256];
-	int			verify_next;
+	bool restarted;
+	char restart_reason[256];
+	int  verify_next;
 
 	/* segments and buffers */
-	Segment    *segs;
-	int			nsegs;
-	int			segs_cap;
-	int			validated;		/* segments 1..validated are acknowledged */
-	bool		cp_dirty;
-	Buffer		bufs[REMORA_SEGMENTS_IN_FLIGHT + 1];
-	Buffer	   *fill;
-	int			uploads;		/* segment PUTs in flight */
+	Segment      *segs;
+	int           nsegs;
+	int           segs_cap;
+	int           validated; /* segments 1..validated are acknowledged */
+	bool          cp_dirty;
+	Buffer        bufs[REMORA_SEGMENTS_IN_FLIGHT + 1];
+	Buffer       *fill;
+	int           uploads; /* segment PUTs in flight */
 	RemoraSha256 *sha;
-	char		sha_hex[65];
+	char          sha_hex[65];
 
 	/* assembly */
-	char	   *upload_id;
-	bool		upload_done;	/* CompleteMultipartUpload succeeded */
-	int			copy_next;
-	int			copies;			/* in flight */
-	int			copied;
-	char	  **part_etags;
+	char  *upload_id;
+	bool   upload_done; /* CompleteMultipartUpload succeeded */
+	int    copy_next;
+	int    copies; /* in flight */
+	int    copied;
+	char **part_etags;
 
 	/* the body of the request in flight (part list, manifest) */
-	char	   *manifest;
-	size_t		manifest_len;
+	char  *manifest;
+	size_t manifest_len;
 
 	/* cleanup: delete everything under staging */
-	bool		cleanup;
-	char	  **del_keys;
-	int			ndel;
-	int			del_next;
-	int			deleting;
-	char	   *list_token;
-	bool		list_more;
+	bool   cleanup;
+	char **del_keys;
+	int    ndel;
+	int    del_next;
+	int    deleting;
+	char  *list_token;
+	bool   list_more;
 
-	RemoraSegment *cp_segments; /* the last checkpoint's view */
+	RemoraSegment   *cp_segments; /* the last checkpoint's view */
 	RemoraTaskResult result;
-	RemoraTaskError error;
+	RemoraTaskError  error;
 };
 
 enum
 {
-	K_SOURCE = 1, K_HEAD, K_SEGMENT, K_SINGLE, K_INIT, K_COPY, K_COMPLETE,
-	K_MANIFEST, K_DELETE
+	K_SOURCE = 1,
+	K_HEAD,
+	K_SEGMENT,
+	K_SINGLE,
+	K_INIT,
+	K_COPY,
+	K_COMPLETE,
+	K_MANIFEST,
+	K_DELETE
 };
 
 static void start_source(RemoraTask *task);
@@ -189,11 +196,11 @@ fail_with(RemoraTask *task, const RemoraTaskError *err)
 static void
 cancel_requests(RemoraTask *task)
 {
-	Request    *req = task->engine->requests;
+	Request *req = task->engine->requests;
 
 	while (req)
 	{
-		Request    *next = req->next;
+		Request *next = req->next;
 
 		if (req->owner == task)
 			remora_req_cancel(req);
@@ -219,8 +226,8 @@ segment_at(RemoraTask *task, int segno)
 {
 	if (segno > task->segs_cap)
 	{
-		int			cap = task->segs_cap ? task->segs_cap * 2 : 64;
-		Segment    *grown;
+		int      cap = task->segs_cap ? task->segs_cap * 2 : 64;
+		Segment *grown;
 
 		while (cap < segno)
 			cap *= 2;
@@ -278,9 +285,9 @@ free_buffer(RemoraTask *task)
 static void
 segment_done(Request *req, CURLcode rc)
 {
-	RemoraTask *task = req->owner;
-	Buffer	   *buf = req->data;
-	Segment    *seg = &task->segs[req->index - 1];
+	RemoraTask     *task = req->owner;
+	Buffer         *buf = req->data;
+	Segment        *seg = &task->segs[req->index - 1];
 	RemoraTaskError err;
 
 	task->uploads--;
@@ -312,7 +319,8 @@ segment_done(Request *req, CURLcode rc)
 		task->paused = false;
 		curl_easy_pause(task->src->easy, CURLPAUSE_CONT);
 	}
-	if (task->src_ended && task->uploads == 0 && task->state == REMORA_TASK_RUNNING)
+	if (task->src_ended && task->uploads == 0 &&
+		task->state == REMORA_TASK_RUNNING)
 		start_assembly(task);
 	settle(task);
 }
@@ -325,10 +333,10 @@ segment_done(Request *req, CURLcode rc)
 static bool
 seal_segment(RemoraTask *task, Buffer *buf)
 {
-	int			segno = task->nsegs + 1;
-	Segment    *seg;
-	char		sha_state[128];
-	size_t		klen = strlen(task->staging) + 32;
+	int      segno = task->nsegs + 1;
+	Segment *seg;
+	char     sha_state[128];
+	size_t   klen = strlen(task->staging) + 32;
 
 	if (segno > REMORA_MAX_SEGMENTS || (seg = segment_at(task, segno)) == NULL)
 	{
@@ -356,19 +364,19 @@ seal_segment(RemoraTask *task, Buffer *buf)
 static void
 upload_segment(RemoraTask *task, Buffer *buf)
 {
-	Segment    *seg = &task->segs[buf->segno - 1];
+	Segment      *seg = &task->segs[buf->segno - 1];
 	unsigned char md5[16];
-	char		md5b64[25];
-	S3Call		call;
-	RemoraKV	hdr[1];
-	Request    *req;
-	char		err[256];
+	char          md5b64[25];
+	S3Call        call;
+	RemoraKV      hdr[1];
+	Request      *req;
+	char          err[256];
 
 	EVP_DigestFinal_ex(buf->md5, md5, NULL);
 	remora_md5_base64(md5, md5b64);
-	hdr[0] = (RemoraKV) {"content-md5", md5b64};
-	call = (S3Call) {"PUT", task->bucket, seg->key, NULL, 0, hdr, 1,
-		buf->data, buf->len, true, false};
+	hdr[0] = (RemoraKV){"content-md5", md5b64};
+	call = (S3Call){"PUT", task->bucket, seg->key, NULL, 0,    hdr,
+					1,     buf->data,    buf->len, true, false};
 	req = remora_s3_request(task->engine, task, &call, segment_done, err,
 							sizeof(err));
 	if (req == NULL)
@@ -387,7 +395,8 @@ upload_segment(RemoraTask *task, Buffer *buf)
 		task->uploads--;
 		buf->busy = false;
 		remora_req_cancel(req);
-		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "could not start an upload");
+		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s",
+			 "could not start an upload");
 	}
 }
 
@@ -405,7 +414,7 @@ pump(RemoraTask *task)
 static void
 take(RemoraTask *task, const char *p, size_t n)
 {
-	Buffer	   *b = task->fill;
+	Buffer *b = task->fill;
 
 	memcpy(b->data + b->len, p, n);
 	b->len += n;
@@ -426,12 +435,9 @@ begin_buffer(RemoraTask *task, Buffer *b)
 
 /* Content-Range: bytes START-END/TOTAL */
 static bool
-parse_content_range(const char *v, int64_t *start, int64_t *end,
-					int64_t *total)
+parse_content_range(const char *v, int64_t *start, int64_t *end, int64_t *total)
 {
-	long long	s,
-				e,
-				t;
+	long long s, e, t;
 
 	if (sscanf(v, "bytes %lld-%lld/%lld", &s, &e, &t) == 3 && s >= 0 &&
 		e >= s && t > e)
@@ -458,9 +464,7 @@ strong_etag(const char *etag)
 static bool
 continues_checkpoint(RemoraTask *task, Request *req)
 {
-	int64_t		start,
-				end,
-				total;
+	int64_t start, end, total;
 
 	if (!parse_content_range(req->content_range, &start, &end, &total))
 		return false;
@@ -469,7 +473,7 @@ continues_checkpoint(RemoraTask *task, Request *req)
 	if (strong_etag(task->etag))
 		return strcmp(req->etag, task->etag) == 0;
 	return task->last_modified[0] != '\0' &&
-		strcmp(req->last_modified, task->last_modified) == 0;
+		   strcmp(req->last_modified, task->last_modified) == 0;
 }
 
 /*
@@ -479,7 +483,7 @@ continues_checkpoint(RemoraTask *task, Request *req)
 static bool
 check_source_response(RemoraTask *task, Request *req)
 {
-	long		status = 0;
+	long status = 0;
 
 	curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
 	task->src_checked = true;
@@ -490,8 +494,8 @@ check_source_response(RemoraTask *task, Request *req)
 		if (!continues_checkpoint(task, req))
 		{
 			/* stop this answer; source_done asks again from the start */
-			restart_from_zero(task,
-							  "the source changed since the checkpoint (its validators, size or range differ)");
+			restart_from_zero(task, "the source changed since the checkpoint "
+									"(its validators, size or range differ)");
 			task->rerequest = true;
 			return false;
 		}
@@ -500,15 +504,16 @@ check_source_response(RemoraTask *task, Request *req)
 	{
 		/* a range we did not ask for */
 		fail(task, REMORA_ERR_SOURCE, true, status,
-			 "the source answered a plain request with a partial response%s", "");
+			 "the source answered a plain request with a partial response%s",
+			 "");
 		return false;
 	}
 	else
 	{
 		/* 200: the whole object */
 		if (task->offset > 0)
-			restart_from_zero(task,
-							  "the source changed since the checkpoint (or no longer serves ranges)");
+			restart_from_zero(task, "the source changed since the checkpoint "
+									"(or no longer serves ranges)");
 		task->total = req->content_length;
 	}
 	snprintf(task->etag, sizeof(task->etag), "%s", req->etag);
@@ -521,17 +526,18 @@ static size_t
 source_data(Request *req, char *ptr, size_t len)
 {
 	RemoraTask *task = req->owner;
-	size_t		used = 0;
+	size_t      used = 0;
 
 	if (!task->src_checked)
 		task->src_discard = !check_source_response(task, req);
 	if (task->state != REMORA_TASK_RUNNING || task->rerequest)
-		return 0;				/* stops the transfer */
+		return 0; /* stops the transfer */
 	if (task->src_discard)
-		return len;				/* the body of a redirect or an error */
+		return len; /* the body of a redirect or an error */
 
 	/* would this chunk fill the buffer with no other to go on in? wait */
-	if (task->fill->len + len - (size_t) task->skip >= task->engine->part_size &&
+	if (task->fill->len + len - (size_t) task->skip >=
+			task->engine->part_size &&
 		free_buffer(task) == NULL)
 	{
 		task->paused = true;
@@ -544,15 +550,15 @@ source_data(Request *req, char *ptr, size_t len)
 	}
 	while (used < len)
 	{
-		size_t		room = task->engine->part_size - task->fill->len;
-		size_t		n = len - used < room ? len - used : room;
+		size_t room = task->engine->part_size - task->fill->len;
+		size_t n = len - used < room ? len - used : room;
 
 		take(task, ptr + used, n);
 		used += n;
 		if (task->fill->len == task->engine->part_size)
 		{
-			Buffer	   *full = task->fill;
-			Buffer	   *next = free_buffer(task);
+			Buffer *full = task->fill;
+			Buffer *next = free_buffer(task);
 
 			if (next == NULL || !seal_segment(task, full))
 				return 0;
@@ -571,9 +577,9 @@ source_data(Request *req, char *ptr, size_t len)
 static void
 source_failed_http(RemoraTask *task, Request *req)
 {
-	char		msg[400];
-	bool		retryable = req->status >= 500 || req->status == 429 ||
-		req->status == 408;
+	char msg[400];
+	bool retryable =
+		req->status >= 500 || req->status == 429 || req->status == 408;
 
 	snprintf(msg, sizeof(msg), "the source answered HTTP %ld", req->status);
 	memset(&task->error, 0, sizeof(task->error));
@@ -581,11 +587,30 @@ source_failed_http(RemoraTask *task, Request *req)
 	task->error.retry_after = req->retry_after;
 }
 
+/* Does a URL carry user information (credentials) before its host? */
+static bool
+has_userinfo(const char *url)
+{
+	CURLU *u = curl_url();
+	char  *user = NULL;
+	bool   found;
+
+	if (u == NULL || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK)
+	{
+		curl_url_cleanup(u);
+		return true; /* unparseable: refuse it as well */
+	}
+	found = curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK;
+	curl_free(user);
+	curl_url_cleanup(u);
+	return found;
+}
+
 static void
 source_done(Request *req, CURLcode rc)
 {
 	RemoraTask *task = req->owner;
-	char	   *location = NULL;
+	char       *location = NULL;
 
 	task->src = NULL;
 	if (task->state != REMORA_TASK_RUNNING)
@@ -598,8 +623,8 @@ source_done(Request *req, CURLcode rc)
 	{
 		/* the checkpoint does not fit the source any more: from the start */
 		if (!task->restarted)
-			restart_from_zero(task,
-							  "the source no longer has the checkpoint's range");
+			restart_from_zero(
+				task, "the source no longer has the checkpoint's range");
 		task->rerequest = false;
 		task->src_checked = false;
 		task->src_discard = false;
@@ -628,17 +653,20 @@ source_done(Request *req, CURLcode rc)
 	if (req->status >= 300 && req->status < 400)
 	{
 		curl_easy_getinfo(req->easy, CURLINFO_REDIRECT_URL, &location);
-		if (location == NULL ||
-			(strncmp(location, "http://", 7) != 0 &&
-			 strncmp(location, "https://", 8) != 0))
+		if (location == NULL || (strncmp(location, "http://", 7) != 0 &&
+								 strncmp(location, "https://", 8) != 0))
 			fail(task, REMORA_ERR_SOURCE, false, req->status,
-				 "the source redirected to a location that is not http(s)%s", "");
+				 "the source redirected to a location that is not http(s)%s",
+				 "");
+		else if (has_userinfo(location))
+			fail(task, REMORA_ERR_SOURCE, false, req->status,
+				 "the source redirected to a location with credentials%s", "");
 		else if (++task->redirects > REMORA_MAX_REDIRECTS)
 			fail(task, REMORA_ERR_SOURCE, false, req->status,
 				 "the source redirected more than %s times", "10");
 		else
 		{
-			char	   *next = strdup(location);
+			char *next = strdup(location);
 
 			if (next == NULL)
 				fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
@@ -661,7 +689,7 @@ source_done(Request *req, CURLcode rc)
 		return;
 	}
 	if (!task->src_checked)
-		check_source_response(task, req);	/* an empty body */
+		check_source_response(task, req); /* an empty body */
 	if (task->total >= 0 && task->received != task->total)
 	{
 		fail(task, REMORA_ERR_SIZE, false, 0,
@@ -694,7 +722,7 @@ source_done(Request *req, CURLcode rc)
 		if (task->fill->len > 0 && seal_segment(task, task->fill))
 			upload_segment(task, task->fill);
 		task->fill = NULL;
-		pump(task);				/* a buffer sealed in the last callback */
+		pump(task); /* a buffer sealed in the last callback */
 		if (task->uploads == 0 && task->state == REMORA_TASK_RUNNING)
 			start_assembly(task);
 	}
@@ -704,9 +732,8 @@ source_done(Request *req, CURLcode rc)
 static void
 start_source(RemoraTask *task)
 {
-	Request    *req = remora_req_new(task->engine, task, source_done);
+	Request           *req = remora_req_new(task->engine, task, source_done);
 	struct curl_slist *h = NULL;
-	char		line[400];
 
 	task->phase = P_SOURCE;
 	if (req == NULL)
@@ -721,6 +748,8 @@ start_source(RemoraTask *task)
 	curl_easy_setopt(req->easy, CURLOPT_ACCEPT_ENCODING, NULL);
 	if (task->offset > 0)
 	{
+		char line[400];
+
 		/*
 		 * Ask from one byte before the resume point, so that the range is
 		 * never empty (the checkpoint may end at the last byte); that byte
@@ -740,7 +769,8 @@ start_source(RemoraTask *task)
 	{
 		task->src = NULL;
 		remora_req_cancel(req);
-		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "could not start the download");
+		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s",
+			 "could not start the download");
 	}
 }
 
@@ -761,14 +791,15 @@ verify_done(Request *req, CURLcode rc)
 		fail_with(task, &err);
 		return;
 	}
-	if (req->status != 200 ||
-		strcmp(req->etag, seg->etag) != 0 || req->content_length != seg->size)
+	if (req->status != 200 || strcmp(req->etag, seg->etag) != 0 ||
+		req->content_length != seg->size)
 	{
-		char		why[160];
+		char why[160];
 
-		snprintf(why, sizeof(why),
-				 "segment %d of the checkpoint is missing or changed in the store",
-				 req->index);
+		snprintf(
+			why, sizeof(why),
+			"segment %d of the checkpoint is missing or changed in the store",
+			req->index);
 		restart_from_zero(task, why);
 		start_source(task);
 		return;
@@ -780,10 +811,10 @@ verify_done(Request *req, CURLcode rc)
 static void
 start_verify(RemoraTask *task)
 {
-	S3Call		call;
-	Request    *req;
-	char		err[256];
-	Segment    *seg;
+	S3Call   call;
+	Request *req;
+	char     err[256];
+	Segment *seg;
 
 	task->phase = P_VERIFY;
 	if (task->verify_next > task->nsegs)
@@ -792,15 +823,16 @@ start_verify(RemoraTask *task)
 		return;
 	}
 	seg = &task->segs[task->verify_next - 1];
-	call = (S3Call) {"HEAD", task->bucket, seg->key, NULL, 0, NULL, 0, NULL, 0,
-		false, true};
+	call = (S3Call){"HEAD", task->bucket, seg->key, NULL,  0,   NULL,
+					0,      NULL,         0,        false, true};
 	req = remora_s3_request(task->engine, task, &call, verify_done, err,
 							sizeof(err));
 	if (req == NULL || !remora_req_start(req))
 	{
 		if (req)
 			remora_req_cancel(req);
-		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "could not check a segment");
+		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s",
+			 "could not check a segment");
 		return;
 	}
 	req->kind = K_HEAD;
@@ -817,8 +849,8 @@ start_verify(RemoraTask *task)
 static char *
 member_key(RemoraTask *task)
 {
-	size_t		n = strlen(task->staging) + strlen(task->file_name) + 6;
-	char	   *k = malloc(n);
+	size_t n = strlen(task->staging) + strlen(task->file_name) + 6;
+	char  *k = malloc(n);
 
 	if (k)
 		snprintf(k, n, "%sdata/%s", task->staging, task->file_name);
@@ -829,9 +861,9 @@ static bool
 start_s3(RemoraTask *task, const S3Call *call, RequestDone done, int kind,
 		 int index)
 {
-	char		err[256];
-	Request    *req = remora_s3_request(task->engine, task, call, done, err,
-										sizeof(err));
+	char     err[256];
+	Request *req =
+		remora_s3_request(task->engine, task, call, done, err, sizeof(err));
 
 	if (req == NULL)
 	{
@@ -843,7 +875,8 @@ start_s3(RemoraTask *task, const S3Call *call, RequestDone done, int kind,
 	if (!remora_req_start(req))
 	{
 		remora_req_cancel(req);
-		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "could not start a request");
+		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s",
+			 "could not start a request");
 		return false;
 	}
 	return true;
@@ -852,7 +885,7 @@ start_s3(RemoraTask *task, const S3Call *call, RequestDone done, int kind,
 static void
 single_done(Request *req, CURLcode rc)
 {
-	RemoraTask *task = req->owner;
+	RemoraTask     *task = req->owner;
 	RemoraTaskError err;
 
 	if (remora_s3_failed(req, rc, &err, "uploading the object"))
@@ -876,10 +909,10 @@ static void start_copies(RemoraTask *task);
 static void
 complete_done(Request *req, CURLcode rc)
 {
-	RemoraTask *task = req->owner;
+	RemoraTask     *task = req->owner;
 	RemoraTaskError err;
-	char	   *root = NULL;
-	char	   *etag;
+	char           *root = NULL;
+	char           *etag;
 
 	if (remora_s3_failed(req, rc, &err, "completing the multipart upload"))
 	{
@@ -892,10 +925,11 @@ complete_done(Request *req, CURLcode rc)
 	{
 		/* S3 may answer 200 and put the error in the body */
 		RemoraTaskError e2;
-		Request		copy = *req;
+		Request         copy = *req;
 
 		copy.status = 500;
-		remora_s3_failed(&copy, CURLE_OK, &e2, "completing the multipart upload");
+		remora_s3_failed(&copy, CURLE_OK, &e2,
+						 "completing the multipart upload");
 		fail_with(task, &e2);
 	}
 	else
@@ -907,11 +941,20 @@ complete_done(Request *req, CURLcode rc)
 		for (int i = 0; i < task->nsegs; i++)
 			if (!task->segs[i].reused)
 			{
-				S3Call		del = {"DELETE", task->bucket, task->segs[i].key,
-				NULL, 0, NULL, 0, NULL, 0, false, false};
-				char		e[256];
-				Request    *d = remora_s3_request(task->engine, NULL, &del,
-												  NULL, e, sizeof(e));
+				S3Call   del = {"DELETE",
+								task->bucket,
+								task->segs[i].key,
+								NULL,
+								0,
+								NULL,
+								0,
+								NULL,
+								0,
+								false,
+								false};
+				char     e[256];
+				Request *d = remora_s3_request(task->engine, NULL, &del, NULL,
+											   e, sizeof(e));
 
 				if (d && !remora_req_start(d))
 					remora_req_cancel(d);
@@ -925,32 +968,34 @@ complete_done(Request *req, CURLcode rc)
 static void
 start_complete(RemoraTask *task)
 {
-	size_t		len;
-	char	   *body = remora_s3xml_complete_body((const char *const *) task->part_etags,
-												  task->nsegs, &len);
-	RemoraKV	q[1] = {{"uploadId", task->upload_id}};
-	S3Call		call;
+	size_t len;
+	char  *body = remora_s3xml_complete_body(
+		 (const char *const *) task->part_etags, task->nsegs, &len);
+	RemoraKV q[1] = {{"uploadId", task->upload_id}};
+	S3Call   call;
 
 	if (body == NULL)
 	{
-		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "could not build the part list");
+		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s",
+			 "could not build the part list");
 		return;
 	}
 	free(task->manifest);
-	task->manifest = body;		/* kept alive while the request runs */
+	task->manifest = body; /* kept alive while the request runs */
 	task->manifest_len = len;
-	call = (S3Call) {"POST", task->bucket, task->result.member_key, q, 1, NULL,
-		0, body, len, false, false};
+	call = (S3Call){
+		"POST", task->bucket, task->result.member_key, q, 1, NULL, 0, body, len,
+		false,  false};
 	start_s3(task, &call, complete_done, K_COMPLETE, 0);
 }
 
 static void
 copy_done(Request *req, CURLcode rc)
 {
-	RemoraTask *task = req->owner;
+	RemoraTask     *task = req->owner;
 	RemoraTaskError err;
-	char	   *root = NULL;
-	char	   *etag;
+	char           *root = NULL;
+	char           *etag;
 
 	task->copies--;
 	if (remora_s3_failed(req, rc, &err, "copying a segment into the object"))
@@ -966,7 +1011,9 @@ copy_done(Request *req, CURLcode rc)
 		free(etag);
 		free(root);
 		fail(task, REMORA_ERR_S3, true, req->status,
-			 "copying a segment into the object: the store answered no part ETag%s", "");
+			 "copying a segment into the object: the store answered no part "
+			 "ETag%s",
+			 "");
 		settle(task);
 		return;
 	}
@@ -983,18 +1030,18 @@ copy_done(Request *req, CURLcode rc)
 static void
 start_copies(RemoraTask *task)
 {
-	while (task->state == REMORA_TASK_RUNNING && task->copies < COPIES_IN_FLIGHT &&
-		   task->copy_next <= task->nsegs)
+	while (task->state == REMORA_TASK_RUNNING &&
+		   task->copies < COPIES_IN_FLIGHT && task->copy_next <= task->nsegs)
 	{
-		int			partno = task->copy_next++;
-		Segment    *seg = &task->segs[partno - 1];
-		char	   *enc = remora_uri_encode(seg->key, strlen(seg->key), true);
-		char		partstr[16];
-		char	   *source;
-		size_t		n;
-		RemoraKV	q[2];
-		RemoraKV	h[2];
-		S3Call		call;
+		int      partno = task->copy_next++;
+		Segment *seg = &task->segs[partno - 1];
+		char    *enc = remora_uri_encode(seg->key, strlen(seg->key), true);
+		char     partstr[16];
+		char    *source;
+		size_t   n;
+		RemoraKV q[2];
+		RemoraKV h[2];
+		S3Call   call;
 
 		if (enc == NULL)
 		{
@@ -1011,12 +1058,13 @@ start_copies(RemoraTask *task)
 		}
 		snprintf(source, n, "/%s/%s", task->bucket, enc);
 		snprintf(partstr, sizeof(partstr), "%d", partno);
-		q[0] = (RemoraKV) {"partNumber", partstr};
-		q[1] = (RemoraKV) {"uploadId", task->upload_id};
-		h[0] = (RemoraKV) {"x-amz-copy-source", source};
-		h[1] = (RemoraKV) {"x-amz-copy-source-if-match", seg->etag};
-		call = (S3Call) {"PUT", task->bucket, task->result.member_key, q, 2, h,
-			2, NULL, 0, false, false};
+		q[0] = (RemoraKV){"partNumber", partstr};
+		q[1] = (RemoraKV){"uploadId", task->upload_id};
+		h[0] = (RemoraKV){"x-amz-copy-source", source};
+		h[1] = (RemoraKV){"x-amz-copy-source-if-match", seg->etag};
+		call = (S3Call){
+			"PUT", task->bucket, task->result.member_key, q, 2, h, 2, NULL, 0,
+			false, false};
 		task->copies++;
 		if (!start_s3(task, &call, copy_done, K_COPY, partno))
 			task->copies--;
@@ -1028,7 +1076,7 @@ start_copies(RemoraTask *task)
 static void
 init_done(Request *req, CURLcode rc)
 {
-	RemoraTask *task = req->owner;
+	RemoraTask     *task = req->owner;
 	RemoraTaskError err;
 
 	if (remora_s3_failed(req, rc, &err, "starting the multipart upload"))
@@ -1036,8 +1084,8 @@ init_done(Request *req, CURLcode rc)
 		fail_with(task, &err);
 		return;
 	}
-	task->upload_id = remora_s3xml_text(req->body, req->body_len, "UploadId",
-										NULL);
+	task->upload_id =
+		remora_s3xml_text(req->body, req->body_len, "UploadId", NULL);
 	task->part_etags = calloc(task->nsegs, sizeof(char *));
 	if (task->upload_id == NULL || task->upload_id[0] == '\0' ||
 		task->part_etags == NULL)
@@ -1057,21 +1105,21 @@ init_done(Request *req, CURLcode rc)
 static void
 start_assembly(RemoraTask *task)
 {
-	S3Call		call;
+	S3Call call;
 
 	free(task->manifest);
 	task->manifest = NULL;
 	if (task->result.member_key[0] == '\0')
 	{
-		char	   *k = member_key(task);
+		char *k = member_key(task);
 
 		if (k == NULL)
 		{
 			fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
 			return;
 		}
-		snprintf(task->result.member_key, sizeof(task->result.member_key),
-				 "%s", k);
+		snprintf(task->result.member_key, sizeof(task->result.member_key), "%s",
+				 k);
 		free(k);
 	}
 	task->result.member_size = task->total;
@@ -1080,25 +1128,43 @@ start_assembly(RemoraTask *task)
 
 	if (task->phase == P_SINGLE)
 	{
-		Buffer	   *b = task->fill;
+		Buffer       *b = task->fill;
 		unsigned char md5[16];
-		char		md5b64[25];
-		RemoraKV	hdr[1];
+		char          md5b64[25];
+		RemoraKV      hdr[1];
 
 		EVP_DigestFinal_ex(b->md5, md5, NULL);
 		remora_md5_base64(md5, md5b64);
-		hdr[0] = (RemoraKV) {"content-md5", md5b64};
-		call = (S3Call) {"PUT", task->bucket, task->result.member_key, NULL, 0,
-			hdr, 1, b->data, b->len, true, false};
+		hdr[0] = (RemoraKV){"content-md5", md5b64};
+		call = (S3Call){"PUT",
+						task->bucket,
+						task->result.member_key,
+						NULL,
+						0,
+						hdr,
+						1,
+						b->data,
+						b->len,
+						true,
+						false};
 		start_s3(task, &call, single_done, K_SINGLE, 0);
 		return;
 	}
 	task->phase = P_ASSEMBLE;
 	{
-		RemoraKV	q[1] = {{"uploads", ""}};
+		RemoraKV q[1] = {{"uploads", ""}};
 
-		call = (S3Call) {"POST", task->bucket, task->result.member_key, q, 1,
-			NULL, 0, NULL, 0, false, false};
+		call = (S3Call){"POST",
+						task->bucket,
+						task->result.member_key,
+						q,
+						1,
+						NULL,
+						0,
+						NULL,
+						0,
+						false,
+						false};
 		start_s3(task, &call, init_done, K_INIT, 0);
 	}
 }
@@ -1109,7 +1175,7 @@ start_assembly(RemoraTask *task)
 static void
 json_escape(char *out, size_t outlen, const char *s)
 {
-	size_t		n = 0;
+	size_t n = 0;
 
 	for (; *s && n + 7 < outlen; s++)
 	{
@@ -1132,7 +1198,7 @@ json_escape(char *out, size_t outlen, const char *s)
 static void
 redacted_url(char *out, size_t outlen, const char *url)
 {
-	size_t		n = strcspn(url, "?#");
+	size_t n = strcspn(url, "?#");
 
 	snprintf(out, outlen, "%.*s", (int) n, url);
 }
@@ -1140,7 +1206,7 @@ redacted_url(char *out, size_t outlen, const char *url)
 static void
 manifest_done(Request *req, CURLcode rc)
 {
-	RemoraTask *task = req->owner;
+	RemoraTask     *task = req->owner;
 	RemoraTaskError err;
 
 	if (remora_s3_failed(req, rc, &err, "writing the manifest"))
@@ -1168,16 +1234,12 @@ manifest_done(Request *req, CURLcode rc)
 static void
 start_manifest(RemoraTask *task)
 {
-	char		e_key[2400],
-				e_path[2400],
-				e_etag[300],
-				e_src[8200],
-				e_setag[520],
-				e_slm[140];
-	char		member[8000];
-	char		members_sha[65];
-	size_t		cap;
-	S3Call		call;
+	char e_key[2400], e_path[2400], e_etag[300], e_src[8200], e_setag[520],
+		e_slm[140];
+	char              member[8000];
+	char              members_sha[65];
+	size_t            cap;
+	S3Call            call;
 	RemoraTaskResult *r = &task->result;
 
 	task->phase = P_MANIFEST;
@@ -1191,19 +1253,20 @@ start_manifest(RemoraTask *task)
 			 task->last_modified);
 	snprintf(member, sizeof(member),
 			 "{\"path\":\"%s\",\"key\":\"%s\",\"size\":%" PRId64
-			 ",\"sha256\":\"%s\",\"etag\":\"%s\",\"source\":{\"etag\":\"%s\",\"last_modified\":\"%s\"}}\n",
+			 ",\"sha256\":\"%s\",\"etag\":\"%s\",\"source\":{\"etag\":\"%s\","
+			 "\"last_modified\":\"%s\"}}\n",
 			 e_path, e_key, r->member_size, r->member_sha256, e_etag, e_setag,
 			 e_slm);
 	remora_sha256_hex(member, strlen(member), members_sha);
 
 	{
-		char		red[8200];
+		char red[8200];
 
 		redacted_url(red, sizeof(red), task->orig_url);
 		json_escape(e_src, sizeof(e_src), red);
 	}
 	cap = strlen(member) + strlen(e_src) + strlen(task->bucket) * 2 +
-		strlen(task->staging) * 2 + 1024;
+		  strlen(task->staging) * 2 + 1024;
 	free(task->manifest);
 	task->manifest = malloc(cap);
 	if (task->manifest == NULL)
@@ -1211,21 +1274,21 @@ start_manifest(RemoraTask *task)
 		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
 		return;
 	}
-	task->manifest_len = snprintf(task->manifest, cap,
-								  "{\"remora_manifest\":1,\"job_id\":%" PRId64
-								  ",\"attempt_id\":\"%s\",\"fencing_token\":%" PRId64
-								  ",\"source\":\"%s\",\"bucket\":\"%s\"}\n"
-								  "%s"
-								  "{\"members\":1,\"bytes\":%" PRId64
-								  ",\"members_sha256\":\"%s\"}\n",
-								  task->job_id, task->attempt_id,
-								  task->fencing_token, e_src, task->bucket,
-								  member, r->member_size, members_sha);
+	task->manifest_len = snprintf(
+		task->manifest, cap,
+		"{\"remora_manifest\":1,\"job_id\":%" PRId64
+		",\"attempt_id\":\"%s\",\"fencing_token\":%" PRId64
+		",\"source\":\"%s\",\"bucket\":\"%s\"}\n"
+		"%s"
+		"{\"members\":1,\"bytes\":%" PRId64 ",\"members_sha256\":\"%s\"}\n",
+		task->job_id, task->attempt_id, task->fencing_token, e_src,
+		task->bucket, member, r->member_size, members_sha);
 	remora_sha256_hex(task->manifest, task->manifest_len, r->manifest_sha256);
 	snprintf(r->manifest_key, sizeof(r->manifest_key), "%smanifest.jsonl",
 			 task->staging);
-	call = (S3Call) {"PUT", task->bucket, r->manifest_key, NULL, 0, NULL, 0,
-		task->manifest, task->manifest_len, false, false};
+	call =
+		(S3Call){"PUT", task->bucket,   r->manifest_key,    NULL,  0,    NULL,
+				 0,     task->manifest, task->manifest_len, false, false};
 	start_s3(task, &call, manifest_done, K_MANIFEST, 0);
 }
 
@@ -1250,7 +1313,7 @@ static void cleanup_next(RemoraTask *task);
 static void
 cleanup_delete_done(Request *req, CURLcode rc)
 {
-	RemoraTask *task = req->owner;
+	RemoraTask     *task = req->owner;
 	RemoraTaskError err;
 
 	task->deleting--;
@@ -1268,11 +1331,20 @@ cleanup_delete_done(Request *req, CURLcode rc)
 static void
 cleanup_next(RemoraTask *task)
 {
-	while (task->state == REMORA_TASK_RUNNING && task->deleting < DELETES_IN_FLIGHT &&
-		   task->del_next < task->ndel)
+	while (task->state == REMORA_TASK_RUNNING &&
+		   task->deleting < DELETES_IN_FLIGHT && task->del_next < task->ndel)
 	{
-		S3Call		call = {"DELETE", task->bucket, task->del_keys[task->del_next++],
-		NULL, 0, NULL, 0, NULL, 0, false, false};
+		S3Call call = {"DELETE",
+					   task->bucket,
+					   task->del_keys[task->del_next++],
+					   NULL,
+					   0,
+					   NULL,
+					   0,
+					   NULL,
+					   0,
+					   false,
+					   false};
 
 		task->deleting++;
 		if (!start_s3(task, &call, cleanup_delete_done, K_DELETE, 0))
@@ -1295,7 +1367,7 @@ cleanup_next(RemoraTask *task)
 static void
 cleanup_list_done(Request *req, CURLcode rc)
 {
-	RemoraTask *task = req->owner;
+	RemoraTask     *task = req->owner;
 	RemoraTaskError err;
 	RemoraS3Listing l;
 
@@ -1320,19 +1392,22 @@ cleanup_list_done(Request *req, CURLcode rc)
 	for (int i = 0; i < l.nobjects; i++)
 	{
 		/* the listing is by prefix; trust nothing outside it */
-		if (strncmp(l.objects[i].key, task->staging, strlen(task->staging)) == 0 &&
+		if (strncmp(l.objects[i].key, task->staging, strlen(task->staging)) ==
+				0 &&
 			(task->del_keys[task->ndel] = strdup(l.objects[i].key)) != NULL)
 			task->ndel++;
 	}
 	free(task->list_token);
-	task->list_token = l.truncated && l.next_token ? strdup(l.next_token) : NULL;
+	task->list_token =
+		l.truncated && l.next_token ? strdup(l.next_token) : NULL;
 	task->list_more = task->list_token != NULL;
 	if (l.truncated && task->list_token == NULL)
 	{
 		/* a truncated listing without a way on: do not loop, fail */
 		remora_s3xml_listing_free(&l);
 		fail(task, REMORA_ERR_S3, true, req->status, "%s",
-			 "listing staging objects: a truncated listing had no continuation token");
+			 "listing staging objects: a truncated listing had no continuation "
+			 "token");
 		return;
 	}
 	remora_s3xml_listing_free(&l);
@@ -1342,16 +1417,16 @@ cleanup_list_done(Request *req, CURLcode rc)
 static void
 cleanup_list(RemoraTask *task)
 {
-	RemoraKV	q[3];
-	int			nq = 0;
-	S3Call		call;
+	RemoraKV q[3];
+	int      nq = 0;
+	S3Call   call;
 
-	q[nq++] = (RemoraKV) {"list-type", "2"};
-	q[nq++] = (RemoraKV) {"prefix", task->staging};
+	q[nq++] = (RemoraKV){"list-type", "2"};
+	q[nq++] = (RemoraKV){"prefix", task->staging};
 	if (task->list_token)
-		q[nq++] = (RemoraKV) {"continuation-token", task->list_token};
-	call = (S3Call) {"GET", task->bucket, NULL, q, nq, NULL, 0, NULL, 0, false,
-		false};
+		q[nq++] = (RemoraKV){"continuation-token", task->list_token};
+	call = (S3Call){"GET", task->bucket, NULL, q,     nq,   NULL,
+					0,     NULL,         0,    false, false};
 	start_s3(task, &call, cleanup_list_done, K_DELETE, 0);
 }
 
@@ -1367,24 +1442,27 @@ xstrdup(const char *s)
 static void
 adopt_resume(RemoraTask *task, const RemoraResume *r)
 {
-	int64_t		offset = 0;
+	int64_t offset = 0;
 
 	if (r == NULL || r->nsegments == 0 || r->size < 0 ||
 		(!strong_etag(r->etag ? r->etag : "") &&
 		 (r->last_modified == NULL || r->last_modified[0] == '\0')))
 	{
 		if (r != NULL)
-			restart_from_zero(task, "the checkpoint has no segments or no validators to check them by");
+			restart_from_zero(task, "the checkpoint has no segments or no "
+									"validators to check them by");
 		return;
 	}
-	if (r->sha256_state == NULL || !remora_sha256_restore(task->sha, r->sha256_state))
+	if (r->sha256_state == NULL ||
+		!remora_sha256_restore(task->sha, r->sha256_state))
 	{
-		restart_from_zero(task, "the checkpoint's hash state cannot be restored");
+		restart_from_zero(task,
+						  "the checkpoint's hash state cannot be restored");
 		return;
 	}
 	for (int i = 0; i < r->nsegments; i++)
 	{
-		Segment    *seg = segment_at(task, i + 1);
+		Segment *seg = segment_at(task, i + 1);
 
 		if (seg == NULL || r->segments[i].key == NULL)
 		{
@@ -1405,7 +1483,8 @@ adopt_resume(RemoraTask *task, const RemoraResume *r)
 	}
 	if (remora_sha256_bytes(task->sha) != offset)
 	{
-		restart_from_zero(task, "the checkpoint's hash state does not match its segments");
+		restart_from_zero(
+			task, "the checkpoint's hash state does not match its segments");
 		return;
 	}
 	task->validated = task->nsegs;
@@ -1422,7 +1501,7 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 				  char *errbuf, size_t errlen)
 {
 	RemoraTask *task = calloc(1, sizeof(RemoraTask));
-	bool		ok;
+	bool        ok;
 
 	if (task == NULL)
 	{
@@ -1443,8 +1522,8 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	task->total = -1;
 	task->sha = remora_sha256_new();
 	ok = task->url && task->orig_url && task->file_name && task->bucket &&
-		task->staging && task->attempt_id && task->sha &&
-		(spec->expected_sha256 == NULL || task->expected_sha256);
+		 task->staging && task->attempt_id && task->sha &&
+		 (spec->expected_sha256 == NULL || task->expected_sha256);
 	for (int i = 0; i <= REMORA_SEGMENTS_IN_FLIGHT; i++)
 	{
 		task->bufs[i].data = malloc(engine->part_size);
@@ -1639,16 +1718,17 @@ remora_cleanup_start(RemoraEngine *engine, const char *bucket,
 static void
 abort_upload(RemoraTask *task)
 {
-	RemoraKV	q[1];
-	S3Call		call;
-	char		err[256];
-	Request    *req;
+	RemoraKV q[1];
+	S3Call   call;
+	char     err[256];
+	Request *req;
 
 	if (task->upload_id == NULL || task->upload_done)
 		return;
-	q[0] = (RemoraKV) {"uploadId", task->upload_id};
-	call = (S3Call) {"DELETE", task->bucket, task->result.member_key, q, 1,
-		NULL, 0, NULL, 0, false, false};
+	q[0] = (RemoraKV){"uploadId", task->upload_id};
+	call = (S3Call){
+		"DELETE", task->bucket, task->result.member_key, q, 1, NULL, 0, NULL, 0,
+		false,    false};
 	req = remora_s3_request(task->engine, NULL, &call, NULL, err, sizeof(err));
 	if (req && !remora_req_start(req))
 		remora_req_cancel(req);

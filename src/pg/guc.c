@@ -64,8 +64,8 @@ static bool
 check_ports(char **newval, void **extra, GucSource source)
 {
 	RemoraPortRange *list;
-	int			n;
-	char		err[REMORA_ERRBUF_LEN];
+	int              n;
+	char             err[REMORA_ERRBUF_LEN];
 
 	if (!remora_port_list_parse(*newval, &list, &n, err, sizeof(err)))
 	{
@@ -224,7 +224,8 @@ remora_define_gucs(void)
 		&remora_deny_networks, "", PGC_SIGHUP, 0, check_networks, NULL, NULL);
 
 	DefineCustomStringVariable("remora.allow_ports",
-							   "Destination ports user-supplied sources may use (list of ports and ranges).",
+							   "Destination ports user-supplied sources may "
+							   "use (list of ports and ranges).",
 							   NULL, &remora_allow_ports, REMORA_DEFAULT_PORTS,
 							   PGC_SIGHUP, 0, check_ports, NULL, NULL);
 
@@ -233,23 +234,24 @@ remora_define_gucs(void)
 							   &remora_hf_endpoint, "https://huggingface.co",
 							   PGC_SIGHUP, 0, check_base_url, NULL, NULL);
 
-	DefineCustomIntVariable("remora.stall_timeout",
-							"A transfer that moves no byte for this long fails (and is retried).",
-							NULL, &remora_stall_timeout_ms, 60000, 1000,
-							3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
-							NULL, NULL, NULL);
+	DefineCustomIntVariable(
+		"remora.stall_timeout",
+		"A transfer that moves no byte for this long fails (and is retried).",
+		NULL, &remora_stall_timeout_ms, 60000, 1000, 3600 * 1000, PGC_SIGHUP,
+		GUC_UNIT_MS, NULL, NULL, NULL);
 
 	DefineCustomIntVariable("remora.presign_max_ttl",
 							"Longest validity of a URL from remora_presign.",
 							NULL, &remora_presign_max_ttl_s, 86400, 1,
-							7 * 86400, PGC_SIGHUP, GUC_UNIT_S,
-							NULL, NULL, NULL);
+							7 * 86400, PGC_SIGHUP, GUC_UNIT_S, NULL, NULL,
+							NULL);
 
-	DefineCustomIntVariable("remora.retention",
-							"How long the history of finished jobs is kept; 0 keeps it forever.",
-							"Older jobs keep a tombstone row; their attempts are pruned.",
-							&remora_retention_s, 30 * 86400, 0, INT_MAX,
-							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable(
+		"remora.retention",
+		"How long the history of finished jobs is kept; 0 keeps it forever.",
+		"Older jobs keep a tombstone row; their attempts are pruned.",
+		&remora_retention_s, 30 * 86400, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_S,
+		NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("remora");
 }

@@ -45,7 +45,7 @@
 PGDLLEXPORT void remora_launcher_main(Datum main_arg);
 
 static BackgroundWorkerHandle *handles[REMORA_MAX_WORKERS];
-static TimestampTz last_prune = 0;
+static TimestampTz             last_prune = 0;
 
 void
 remora_register_launcher(void)
@@ -53,8 +53,8 @@ remora_register_launcher(void)
 	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_flags =
+		BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	worker.bgw_restart_time = 5;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "remora");
@@ -69,7 +69,7 @@ static bool
 run_sql(const char *activity, const char *sql, int nargs, Oid *types,
 		Datum *values, int64 *result)
 {
-	bool		ok = false;
+	bool ok = false;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -81,9 +81,9 @@ run_sql(const char *activity, const char *sql, int nargs, Oid *types,
 		ok = true;
 		if (result && SPI_processed > 0)
 		{
-			bool		isnull;
-			Datum		d = SPI_getbinval(SPI_tuptable->vals[0],
-										  SPI_tuptable->tupdesc, 1, &isnull);
+			bool  isnull;
+			Datum d = SPI_getbinval(SPI_tuptable->vals[0],
+									SPI_tuptable->tupdesc, 1, &isnull);
 
 			*result = isnull ? 0 : DatumGetInt64(d);
 		}
@@ -105,24 +105,28 @@ static bool
 extension_ready(void)
 {
 	static bool warned = false;
-	char	   *version = NULL;
+	char       *version = NULL;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	if (SPI_execute("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'remora'",
-					true, 1) >= 0 && SPI_processed > 0)
-		version = MemoryContextStrdup(TopTransactionContext,
-									  SPI_getvalue(SPI_tuptable->vals[0],
-												   SPI_tuptable->tupdesc, 1));
+	if (SPI_execute("SELECT extversion FROM pg_catalog.pg_extension WHERE "
+					"extname = 'remora'",
+					true, 1) >= 0 &&
+		SPI_processed > 0)
+		version = MemoryContextStrdup(
+			TopTransactionContext,
+			SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 	if (version && strcmp(version, REMORA_VERSION) != 0 && !warned)
-		ereport(WARNING,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("remora %s is installed in database \"%s\", but the library is %s",
-						version, remora_database, REMORA_VERSION),
-				 errdetail("No transfer runs until the extension is updated."),
-				 errhint("Run ALTER EXTENSION remora UPDATE in that database.")));
+		ereport(
+			WARNING,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("remora %s is installed in database \"%s\", but the "
+					"library is %s",
+					version, remora_database, REMORA_VERSION),
+			 errdetail("No transfer runs until the extension is updated."),
+			 errhint("Run ALTER EXTENSION remora UPDATE in that database.")));
 	warned = version && strcmp(version, REMORA_VERSION) != 0;
 	SPI_finish();
 	PopActiveSnapshot();
@@ -134,8 +138,8 @@ extension_ready(void)
 static void
 record_stop(pg_uuid_t *incarnation)
 {
-	Oid			types[1] = {UUIDOID};
-	Datum		values[1] = {UUIDPGetDatum(incarnation)};
+	Oid   types[1] = {UUIDOID};
+	Datum values[1] = {UUIDPGetDatum(incarnation)};
 
 	run_sql("remora: recording a stopped worker",
 			"UPDATE remora.incarnations SET stopped_at = now() "
@@ -150,9 +154,9 @@ collect_exited_workers(void)
 	for (int i = 0; i < REMORA_MAX_WORKERS; i++)
 	{
 		RemoraWorkerSlot *slot = &remora_shared->workers[i];
-		pid_t		pid;
-		bool		exited = false;
-		pg_uuid_t	incarnation;
+		pid_t             pid;
+		bool              exited = false;
+		pg_uuid_t         incarnation;
 
 		if (handles[i] &&
 			GetBackgroundWorkerPid(handles[i], &pid) == BGWH_STOPPED)
@@ -176,7 +180,7 @@ collect_exited_workers(void)
 
 		if (exited)
 		{
-			bool		zero = true;
+			bool zero = true;
 
 			for (int b = 0; b < UUID_LEN; b++)
 				zero = zero && incarnation.data[b] == 0;
@@ -193,14 +197,14 @@ collect_exited_workers(void)
 static void
 start_worker(int slotno)
 {
-	BackgroundWorker worker;
+	BackgroundWorker  worker;
 	RemoraWorkerSlot *slot = &remora_shared->workers[slotno];
-	MemoryContext oldcxt;
-	bool		registered;
+	MemoryContext     oldcxt;
+	bool              registered;
 
 	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_flags =
+		BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	worker.bgw_restart_time = BGW_NEVER_RESTART;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "remora");
@@ -226,10 +230,12 @@ start_worker(int slotno)
 		slot->in_use = false;
 		LWLockRelease(remora_shared->lock);
 		handles[slotno] = NULL;
-		ereport(WARNING,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("could not start a remora worker"),
-				 errhint("Raise max_worker_processes, or lower remora.max_workers.")));
+		ereport(
+			WARNING,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("could not start a remora worker"),
+			 errhint(
+				 "Raise max_worker_processes, or lower remora.max_workers.")));
 	}
 }
 
@@ -237,18 +243,21 @@ start_worker(int slotno)
 static void
 balance_workers(void)
 {
-	int			want = Min(remora_max_workers, REMORA_MAX_WORKERS);
+	int want = Min(remora_max_workers, REMORA_MAX_WORKERS);
 
 	for (int i = 0; i < REMORA_MAX_WORKERS; i++)
 	{
-		bool		in_use;
+		bool in_use;
 
 		LWLockAcquire(remora_shared->lock, LW_SHARED);
 		in_use = remora_shared->workers[i].in_use;
 		LWLockRelease(remora_shared->lock);
 
+		/* want is a setting, not a constant */
+		/* cppcheck-suppress knownConditionTrueFalse */
 		if (i < want && !in_use)
 			start_worker(i);
+		/* cppcheck-suppress knownConditionTrueFalse */
 		else if (i >= want && in_use && handles[i])
 			TerminateBackgroundWorker(handles[i]);
 	}
@@ -257,7 +266,7 @@ balance_workers(void)
 static void
 round_of_work(bool *first)
 {
-	int64		repairs = 0;
+	int64 repairs = 0;
 
 	if (!extension_ready())
 		return;
@@ -286,10 +295,10 @@ round_of_work(bool *first)
 		TimestampDifferenceExceeds(last_prune, GetCurrentTimestamp(),
 								   Min(remora_retention_s, 60) * 1000))
 	{
-		int64		pruned = 0;
+		int64 pruned = 0;
 
-		run_sql("remora: pruning old history", "SELECT remora.prune(100)",
-				0, NULL, NULL, &pruned);
+		run_sql("remora: pruning old history", "SELECT remora.prune(100)", 0,
+				NULL, NULL, &pruned);
 		last_prune = pruned == 100 ? 0 : GetCurrentTimestamp();
 	}
 }
@@ -297,7 +306,7 @@ round_of_work(bool *first)
 void
 remora_launcher_main(Datum main_arg)
 {
-	bool		first;
+	bool          first;
 	MemoryContext cxt;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -355,8 +364,8 @@ remora_launcher_main(Datum main_arg)
 		MemoryContextReset(cxt);
 
 		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 1000L, PG_WAIT_EXTENSION);
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000L,
+						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
 }

@@ -31,65 +31,66 @@ PG_FUNCTION_INFO_V1(remora_presign);
 static double
 interval_seconds(const Interval *iv)
 {
-	return iv->time / (double) USECS_PER_SEC +
-		(double) iv->day * SECS_PER_DAY +
-		(double) iv->month * DAYS_PER_MONTH * SECS_PER_DAY;
+	return iv->time / (double) USECS_PER_SEC + (double) iv->day * SECS_PER_DAY +
+		   (double) iv->month * DAYS_PER_MONTH * SECS_PER_DAY;
 }
 
 Datum
 remora_presign(PG_FUNCTION_ARGS)
 {
-	int64		job;
-	char	   *path;
-	double		ttl;
-	Oid			types[2] = {INT8OID, TEXTOID};
-	Datum		values[2];
-	char	   *bucket = NULL;
-	char	   *key = NULL;
-	bool		exists;
+	int64              job;
+	char              *path;
+	double             ttl;
+	Oid                types[2] = {INT8OID, TEXTOID};
+	Datum              values[2];
+	char              *bucket = NULL;
+	char              *key = NULL;
+	bool               exists;
 	RemoraTargetConfig target;
-	char		err[256];
-	char	   *url;
-	text	   *result;
+	char               err[256];
+	char              *url;
+	text              *result;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null",
-						PG_ARGISNULL(0) ? "job" : PG_ARGISNULL(1) ? "path" : "ttl")));
+				 errmsg("%s must not be null", PG_ARGISNULL(0)   ? "job"
+											   : PG_ARGISNULL(1) ? "path"
+																 : "ttl")));
 	job = PG_GETARG_INT64(0);
 	path = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	ttl = interval_seconds(PG_GETARG_INTERVAL_P(2));
 	if (ttl < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid ttl"),
-				 errdetail("The ttl must be at least one second.")));
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("invalid ttl"),
+						errdetail("The ttl must be at least one second.")));
 	if (ttl > remora_presign_max_ttl_s)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid ttl"),
-				 errdetail("The ttl must be at most %d seconds.",
-						   remora_presign_max_ttl_s),
-				 errhint("An administrator sets the limit with remora.presign_max_ttl.")));
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("invalid ttl"),
+						errdetail("The ttl must be at most %d seconds.",
+								  remora_presign_max_ttl_s),
+						errhint("An administrator sets the limit with "
+								"remora.presign_max_ttl.")));
 
 	values[0] = Int64GetDatum(job);
 	values[1] = CStringGetTextDatum(path);
 	SPI_connect();
-	SPI_execute_with_args("SELECT 1 FROM remora.jobs WHERE job_id = $1",
-						  1, types, values, NULL, true, 1);
+	SPI_execute_with_args("SELECT 1 FROM remora.jobs WHERE job_id = $1", 1,
+						  types, values, NULL, true, 1);
 	exists = SPI_processed > 0;
 	if (exists)
 	{
-		SPI_execute_with_args("SELECT m.bucket, m.key FROM remora.jobs j "
-							  "JOIN remora.results r ON r.job_id = j.job_id "
-							  "JOIN remora.members m ON m.attempt_id = r.attempt_id "
-							  "WHERE j.job_id = $1 AND m.path = $2 "
-							  "AND j.hard_delete_requested_at IS NULL",
-							  2, types, values, NULL, true, 1);
+		SPI_execute_with_args(
+			"SELECT m.bucket, m.key FROM remora.jobs j "
+			"JOIN remora.results r ON r.job_id = j.job_id "
+			"JOIN remora.members m ON m.attempt_id = r.attempt_id "
+			"WHERE j.job_id = $1 AND m.path = $2 "
+			"AND j.hard_delete_requested_at IS NULL",
+			2, types, values, NULL, true, 1);
 		if (SPI_processed > 0)
 		{
-			bucket = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+			bucket =
+				SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 			key = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 			bucket = MemoryContextStrdup(CurTransactionContext, bucket);
 			key = MemoryContextStrdup(CurTransactionContext, key);
@@ -97,14 +98,15 @@ remora_presign(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	if (!exists)
-		ereport(ERROR,
-				(errcode(ERRCODE_NO_DATA_FOUND),
-				 errmsg("job " INT64_FORMAT " does not exist", job)));
+		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND),
+						errmsg("job " INT64_FORMAT " does not exist", job)));
 	if (key == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_NO_DATA_FOUND),
-				 errmsg("job " INT64_FORMAT " has no committed member \"%s\"", job, path),
-				 errhint("remora_result(job) lists the members of a committed result.")));
+				 errmsg("job " INT64_FORMAT " has no committed member \"%s\"",
+						job, path),
+				 errhint("remora_result(job) lists the members of a committed "
+						 "result.")));
 
 	memset(&target, 0, sizeof(target));
 	target.endpoint = remora_s3_endpoint;
@@ -115,11 +117,12 @@ remora_presign(PG_FUNCTION_ARGS)
 	url = remora_s3_presign_get(&target, bucket, key, time(NULL), (int) ttl,
 								err, sizeof(err));
 	if (url == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_REMORA_REMOTE_ERROR),
-				 errmsg("could not presign a URL for job " INT64_FORMAT, job),
-				 errdetail("%s", err),
-				 errhint("Check remora.s3_endpoint and the target credentials.")));
+		ereport(
+			ERROR,
+			(errcode(ERRCODE_REMORA_REMOTE_ERROR),
+			 errmsg("could not presign a URL for job " INT64_FORMAT, job),
+			 errdetail("%s", err),
+			 errhint("Check remora.s3_endpoint and the target credentials.")));
 	result = cstring_to_text(url);
 	free(url);
 	PG_RETURN_TEXT_P(result);

@@ -13,7 +13,10 @@
 #include "remora.h"
 
 #include "fmgr.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "utils/elog.h"
+#include "utils/memutils.h"
 
 #include <curl/curl.h>
 
@@ -23,6 +26,57 @@
 PG_MODULE_MAGIC;
 
 void _PG_init(void);
+
+static emit_log_hook_type prev_emit_log_hook = NULL;
+
+/* s with every occurrence of secret replaced, in the current context */
+static char *
+redact(char *s, const char *secret)
+{
+	StringInfoData buf;
+	const char    *p = s;
+	const char    *hit;
+	size_t         n = strlen(secret);
+
+	if (s == NULL || (hit = strstr(s, secret)) == NULL)
+		return s;
+	initStringInfo(&buf);
+	while (hit)
+	{
+		appendBinaryStringInfo(&buf, p, hit - p);
+		appendStringInfoString(&buf, "(redacted)");
+		p = hit + n;
+		hit = strstr(p, secret);
+	}
+	appendStringInfoString(&buf, p);
+	return buf.data;
+}
+
+/*
+ * The target's secret never reaches the server log, whoever writes the
+ * message: PostgreSQL itself logs "parameter ... changed to ..." when the
+ * configuration is reloaded.  Every process has this hook (the library is
+ * preloaded).
+ */
+static void
+redact_secrets(ErrorData *edata)
+{
+	const char *secret = remora_s3_secret_access_key;
+
+	if (secret && strlen(secret) >= 4)
+	{
+		MemoryContext old = MemoryContextSwitchTo(ErrorContext);
+
+		edata->message = redact(edata->message, secret);
+		edata->detail = redact(edata->detail, secret);
+		edata->detail_log = redact(edata->detail_log, secret);
+		edata->hint = redact(edata->hint, secret);
+		edata->context = redact(edata->context, secret);
+		MemoryContextSwitchTo(old);
+	}
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+}
 
 void
 _PG_init(void)
@@ -43,6 +97,8 @@ _PG_init(void)
 						errmsg("could not initialize libcurl")));
 
 	remora_define_gucs();
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = redact_secrets;
 	remora_shmem_init();
 	remora_xact_init();
 	remora_register_launcher();

@@ -40,9 +40,9 @@ extern char *remora_allow_networks;
 extern char *remora_allow_ports;
 extern char *remora_deny_networks;
 extern char *remora_hf_endpoint;
-extern int	remora_stall_timeout_ms;
-extern int	remora_presign_max_ttl_s;
-extern int	remora_retention_s;
+extern int   remora_stall_timeout_ms;
+extern int   remora_presign_max_ttl_s;
+extern int   remora_retention_s;
 
 extern void remora_define_gucs(void);
 

@@ -35,8 +35,8 @@ RemoraShared *remora_shared = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-static bool pending_submit = false;
-static bool pending_cancel = false;
+static bool                    pending_submit = false;
+static bool                    pending_cancel = false;
 
 static void
 shmem_request(void)
@@ -50,7 +50,7 @@ shmem_request(void)
 static void
 shmem_startup(void)
 {
-	bool		found;
+	bool found;
 
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
@@ -147,10 +147,10 @@ Datum
 remora_progress(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Oid			me = GetUserId();
-	Oid			admin = get_role_oid("remora_admin", true);
-	bool		sees_all = superuser() ||
-		(OidIsValid(admin) && has_privs_of_role(me, admin));
+	Oid            me = GetUserId();
+	Oid            admin = get_role_oid("remora_admin", true);
+	bool           sees_all =
+		superuser() || (OidIsValid(admin) && has_privs_of_role(me, admin));
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (remora_shared == NULL)
@@ -160,9 +160,9 @@ remora_progress(PG_FUNCTION_ARGS)
 	for (int i = 0; i < REMORA_MAX_PROGRESS; i++)
 	{
 		RemoraProgress *p = &remora_shared->progress[i];
-		Datum		values[10];
-		bool		nulls[10] = {0};
-		pg_uuid_t  *uuid;
+		Datum           values[10];
+		bool            nulls[10] = {0};
+		pg_uuid_t      *uuid;
 
 		if (!p->in_use || (!sees_all && p->owner != me))
 			continue;
@@ -188,7 +188,7 @@ remora_progress(PG_FUNCTION_ARGS)
 static void
 atomic_max(pg_atomic_uint64 *v, uint64 x)
 {
-	uint64		cur = pg_atomic_read_u64(v);
+	uint64 cur = pg_atomic_read_u64(v);
 
 	while (x > cur && !pg_atomic_compare_exchange_u64(v, &cur, x))
 		;
@@ -213,15 +213,19 @@ Datum
 remora_checkpoint_stats(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		values[6];
-	bool		nulls[6] = {0};
+	Datum          values[6];
+	bool           nulls[6] = {0};
 
 	InitMaterializedSRF(fcinfo, 0);
-	values[0] = Int64GetDatum(pg_atomic_read_u64(&remora_shared->cp_transactions));
-	values[1] = Int64GetDatum(pg_atomic_read_u64(&remora_shared->cp_checkpoints));
+	values[0] =
+		Int64GetDatum(pg_atomic_read_u64(&remora_shared->cp_transactions));
+	values[1] =
+		Int64GetDatum(pg_atomic_read_u64(&remora_shared->cp_checkpoints));
 	values[2] = Int64GetDatum(pg_atomic_read_u64(&remora_shared->cp_max_batch));
-	values[3] = Float8GetDatum(pg_atomic_read_u64(&remora_shared->cp_commit_us_total) / 1000.0);
-	values[4] = Float8GetDatum(pg_atomic_read_u64(&remora_shared->cp_commit_us_max) / 1000.0);
+	values[3] = Float8GetDatum(
+		pg_atomic_read_u64(&remora_shared->cp_commit_us_total) / 1000.0);
+	values[4] = Float8GetDatum(
+		pg_atomic_read_u64(&remora_shared->cp_commit_us_max) / 1000.0);
 	values[5] = Int64GetDatum(pg_atomic_read_u64(&remora_shared->cp_refusals));
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	PG_RETURN_VOID();

@@ -342,21 +342,25 @@ append_source(StringInfo buf, const RemoraSourceUri *u)
 static void
 missing_internal(void)
 {
-	char	   *version = NULL;
+	char *version = NULL;
 
 	SPI_connect();
-	if (SPI_execute("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'remora'",
-					true, 1) >= 0 && SPI_processed > 0)
-		version = MemoryContextStrdup(CurTransactionContext,
-									  SPI_getvalue(SPI_tuptable->vals[0],
-												   SPI_tuptable->tupdesc, 1));
+	if (SPI_execute("SELECT extversion FROM pg_catalog.pg_extension WHERE "
+					"extname = 'remora'",
+					true, 1) >= 0 &&
+		SPI_processed > 0)
+		version = MemoryContextStrdup(
+			CurTransactionContext,
+			SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 	SPI_finish();
 	if (version && strcmp(version, REMORA_VERSION) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("remora's SQL objects are at version %s, the library is at %s",
-						version, REMORA_VERSION),
-				 errhint("Run ALTER EXTENSION remora UPDATE.")));
+		ereport(
+			ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg(
+				 "remora's SQL objects are at version %s, the library is at %s",
+				 version, REMORA_VERSION),
+			 errhint("Run ALTER EXTENSION remora UPDATE.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_FUNCTION),
 			 errmsg("extension \"remora\" is not installed in this database"),
@@ -368,14 +372,17 @@ missing_internal(void)
  * up on every call: the extension may have been dropped and created again.
  */
 static Datum
-call_internal(const char *name, int nargs, const Oid *argtypes, Datum *args,
-			  const bool *nulls, bool *resnull)
+call_internal(const char *name, int nargs, const Oid *argtypes,
+			  const Datum *args, const bool *nulls, bool *resnull)
 {
-	List *fname = list_make2(makeString("remora"), makeString(pstrdup(name)));
-	Oid   fnoid = LookupFuncName(fname, nargs, argtypes, true);
+	String  *schema = makeString("remora");
+	String  *fn = makeString(pstrdup(name));
+	List    *fname = lappend(list_make1(schema), fn);
+	Oid      fnoid = LookupFuncName(fname, nargs, argtypes, true);
 	FmgrInfo flinfo;
 	Datum    result;
 
+	/* cppcheck-suppress unusedStructMember */
 	LOCAL_FCINFO(fcinfo, 5);
 
 	if (!OidIsValid(fnoid))
@@ -420,13 +427,12 @@ sentence(const char *s)
 static char *
 policy_denial(const RemoraSourceUri *uri)
 {
-	char		err[REMORA_ERRBUF_LEN];
-	char		why[REMORA_ERRBUF_LEN];
-	RemoraNetPolicy *policy = remora_netpolicy_new(remora_allow_networks,
-												   remora_deny_networks,
-												   remora_allow_ports,
-												   err, sizeof(err));
-	char	   *reason = NULL;
+	char             err[REMORA_ERRBUF_LEN];
+	char             why[REMORA_ERRBUF_LEN];
+	RemoraNetPolicy *policy =
+		remora_netpolicy_new(remora_allow_networks, remora_deny_networks,
+							 remora_allow_ports, err, sizeof(err));
+	char *reason = NULL;
 
 	if (policy == NULL)
 		return psprintf("The outbound-source policy cannot be read: %s.", err);
@@ -466,8 +472,8 @@ remora_submit(PG_FUNCTION_ARGS)
 	Oid   argtypes[5] = {OIDOID, JSONBOID, JSONBOID, TEXTOID, TEXTOID};
 	Datum args[5];
 	bool  nulls[5] = {false, false, false, false, false};
-	bool             resnull;
-	Datum            job;
+	bool  resnull;
+	Datum job;
 
 	if (PG_ARGISNULL(0))
 		invalid_field("source", "The source must not be null.", NULL);
@@ -499,11 +505,13 @@ remora_submit(PG_FUNCTION_ARGS)
 	}
 	PG_END_TRY();
 	if (denied)
-		ereport(ERROR,
-				(errcode(ERRCODE_REMORA_POLICY_DENIED),
-				 errmsg("the outbound-source policy does not allow this source"),
-				 errdetail("%s", denied),
-				 errhint("An administrator can allow it with remora.allow_networks or remora.allow_ports.")));
+		ereport(
+			ERROR,
+			(errcode(ERRCODE_REMORA_POLICY_DENIED),
+			 errmsg("the outbound-source policy does not allow this source"),
+			 errdetail("%s", denied),
+			 errhint("An administrator can allow it with remora.allow_networks "
+					 "or remora.allow_ports.")));
 
 	bucket = bucket_arg ? bucket_arg : remora_default_bucket;
 	if (bucket == NULL || bucket[0] == '\0')
@@ -566,7 +574,7 @@ remora_submit(PG_FUNCTION_ARGS)
 	job = call_internal("_submit", 5, argtypes, args, nulls, &resnull);
 	if (resnull)
 		elog(ERROR, "remora._submit returned null");
-	remora_note_submit();		/* workers hear of it at commit */
+	remora_note_submit(); /* workers hear of it at commit */
 	PG_RETURN_DATUM(job);
 }
 

@@ -51,46 +51,46 @@
 
 PGDLLEXPORT void remora_worker_main(Datum main_arg);
 
-#define MAX_TASKS			256
-#define CLAIM_POLL_MS		5000
-#define CHECKPOINT_MS		1000
-#define PROGRESS_MS			250
-#define SWEEP_MS			5000
+#define MAX_TASKS     256
+#define CLAIM_POLL_MS 5000
+#define CHECKPOINT_MS 1000
+#define PROGRESS_MS   250
+#define SWEEP_MS      5000
 
 typedef struct Attempt
 {
 	RemoraTask *task;
-	int64		job_id;
-	Oid			owner;
-	char		attempt_id[UUID_LEN * 2 + 5];
-	int64		token;
-	char	   *bucket;
-	char	   *file_name;
-	int			progress_slot;
-	bool		restart_reported;
-	int64		rate_bytes;		/* bytes at rate_at */
+	int64       job_id;
+	Oid         owner;
+	char        attempt_id[UUID_LEN * 2 + 5];
+	int64       token;
+	char       *bucket;
+	char       *file_name;
+	int         progress_slot;
+	bool        restart_reported;
+	int64       rate_bytes; /* bytes at rate_at */
 	TimestampTz rate_at;
-	double		rate;
+	double      rate;
 } Attempt;
 
 static volatile sig_atomic_t got_sigterm = false;
-static int	my_slot;
-static pg_uuid_t my_incarnation;
-static char my_incarnation_text[UUID_LEN * 2 + 5];
-static MemoryContext worker_cxt;
-static RemoraEngine *engine;
-static Attempt *attempts[MAX_TASKS];
-static int	nattempts;
+static int                   my_slot;
+static pg_uuid_t             my_incarnation;
+static char                  my_incarnation_text[UUID_LEN * 2 + 5];
+static MemoryContext         worker_cxt;
+static RemoraEngine         *engine;
+static Attempt              *attempts[MAX_TASKS];
+static int                   nattempts;
 
 /* staging cleanup or hard delete in progress */
 static RemoraTask *sweep_task;
-static char sweep_attempt[UUID_LEN * 2 + 5];	/* "" for a hard delete */
-static int64 sweep_job;
+static char        sweep_attempt[UUID_LEN * 2 + 5]; /* "" for a hard delete */
+static int64       sweep_job;
 
 static void
 worker_sigterm(SIGNAL_ARGS)
 {
-	int			save_errno = errno;
+	int save_errno = errno;
 
 	got_sigterm = true;
 	SetLatch(MyLatch);
@@ -130,7 +130,7 @@ tx_end(void)
 
 /* A copy in the caller's context of a value read inside tx_begin/tx_end. */
 static char *
-keep(const char *s)
+keep_str(const char *s)
 {
 	return s ? MemoryContextStrdup(tx_caller_cxt, s) : NULL;
 }
@@ -153,9 +153,9 @@ col_text(int row, int col)
 static int
 progress_slot_acquire(Attempt *a)
 {
-	int			found = -1;
-	pg_uuid_t	attempt = *DatumGetUUIDP(DirectFunctionCall1(uuid_in,
-															 CStringGetDatum(a->attempt_id)));
+	int       found = -1;
+	pg_uuid_t attempt = *DatumGetUUIDP(
+		DirectFunctionCall1(uuid_in, CStringGetDatum(a->attempt_id)));
 
 	/* nothing that can fail while the lock is held */
 	LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
@@ -184,38 +184,37 @@ progress_slot_acquire(Attempt *a)
 static void
 publish_progress(void)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz at = GetCurrentTimestamp();
 
 	LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < nattempts; i++)
 	{
-		Attempt    *a = attempts[i];
+		Attempt        *a = attempts[i];
 		RemoraProgress *p;
-		int64_t		done,
-					total;
-		const char *why;
-		long		secs;
-		int			usecs;
+		int64_t         done, total;
+		const char     *why;
+		long            secs;
+		int             usecs;
 
 		if (a->progress_slot < 0)
 			continue;
 		p = &remora_shared->progress[a->progress_slot];
 		remora_task_progress(a->task, &done, &total);
-		TimestampDifference(a->rate_at, now, &secs, &usecs);
+		TimestampDifference(a->rate_at, at, &secs, &usecs);
 		if (secs >= 1)
 		{
-			double		span = secs + usecs / 1e6;
-			double		inst = (done - a->rate_bytes) / span;
+			double span = secs + usecs / 1e6;
+			double inst = (done - a->rate_bytes) / span;
 
 			a->rate = a->rate == 0 ? inst : 0.5 * a->rate + 0.5 * inst;
 			a->rate_bytes = done;
-			a->rate_at = now;
+			a->rate_at = at;
 		}
 		p->bytes_done = done;
 		p->bytes_total = total;
 		p->rate = a->rate;
 		p->restarted = remora_task_restarted(a->task, &why);
-		p->updated_at = now;
+		p->updated_at = at;
 	}
 	LWLockRelease(remora_shared->lock);
 }
@@ -225,7 +224,7 @@ publish_progress(void)
 static void
 forget_attempt(int i)
 {
-	Attempt    *a = attempts[i];
+	Attempt *a = attempts[i];
 
 	if (a->progress_slot >= 0)
 	{
@@ -267,9 +266,9 @@ static char *
 report_failure(const char *attempt_id, int64 token, const RemoraTaskError *e)
 {
 	StringInfoData buf;
-	Oid			types[4] = {UUIDOID, INT8OID, JSONBOID, BOOLOID};
-	Datum		values[4];
-	char	   *state;
+	Oid            types[4] = {UUIDOID, INT8OID, JSONBOID, BOOLOID};
+	Datum          values[4];
+	char          *state;
 
 	initStringInfo(&buf);
 	error_json(&buf, e);
@@ -279,7 +278,7 @@ report_failure(const char *attempt_id, int64 token, const RemoraTaskError *e)
 	values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
 	values[3] = BoolGetDatum(e->retryable);
 	sql("SELECT remora.fail($1, $2, $3, $4)", 4, types, values, NULL);
-	state = keep(col_text(0, 1));
+	state = keep_str(col_text(0, 1));
 	tx_end();
 	return state;
 }
@@ -288,26 +287,28 @@ static bool
 report_success(Attempt *a, const RemoraTaskResult *r)
 {
 	StringInfoData buf;
-	Oid			types[3] = {UUIDOID, INT8OID, JSONBOID};
-	Datum		values[3];
-	bool		ok;
-	bool		isnull;
+	Oid            types[3] = {UUIDOID, INT8OID, JSONBOID};
+	Datum          values[3];
+	bool           ok;
+	bool           isnull;
 
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "{\"key\": ");
 	escape_json(&buf, r->manifest_key);
 	appendStringInfoString(&buf, ", \"etag\": ");
 	escape_json(&buf, r->manifest_etag);
-	appendStringInfo(&buf, ", \"sha256\": \"%s\", \"members\": 1, \"bytes\": " INT64_FORMAT,
-					 r->manifest_sha256, (int64) r->member_size);
+	appendStringInfo(
+		&buf, ", \"sha256\": \"%s\", \"members\": 1, \"bytes\": " INT64_FORMAT,
+		r->manifest_sha256, (int64) r->member_size);
 	appendStringInfoString(&buf, ", \"entries\": [{\"path\": ");
 	escape_json(&buf, a->file_name);
 	appendStringInfoString(&buf, ", \"bucket\": ");
 	escape_json(&buf, a->bucket);
 	appendStringInfoString(&buf, ", \"key\": ");
 	escape_json(&buf, r->member_key);
-	appendStringInfo(&buf, ", \"size\": " INT64_FORMAT ", \"sha256\": \"%s\", \"etag\": ",
-					 (int64) r->member_size, r->member_sha256);
+	appendStringInfo(
+		&buf, ", \"size\": " INT64_FORMAT ", \"sha256\": \"%s\", \"etag\": ",
+		(int64) r->member_size, r->member_sha256);
 	escape_json(&buf, r->member_etag);
 	appendStringInfoString(&buf, ", \"source\": {\"etag\": ");
 	escape_json(&buf, r->source_etag);
@@ -332,33 +333,36 @@ finish_attempts(void)
 {
 	for (int i = nattempts - 1; i >= 0; i--)
 	{
-		Attempt    *a = attempts[i];
+		Attempt        *a = attempts[i];
 		RemoraTaskState st = remora_task_state(a->task);
 
 		if (st == REMORA_TASK_SUCCEEDED)
 		{
 			if (report_success(a, remora_task_result(a->task)))
-				ereport(LOG,
-						(errmsg("remora job " INT64_FORMAT " attempt %s committed its result",
-								a->job_id, a->attempt_id)));
+				ereport(LOG, (errmsg("remora job " INT64_FORMAT
+									 " attempt %s committed its result",
+									 a->job_id, a->attempt_id)));
 			else
 				ereport(LOG,
-						(errmsg("remora job " INT64_FORMAT " attempt %s: commit refused",
+						(errmsg("remora job " INT64_FORMAT
+								" attempt %s: commit refused",
 								a->job_id, a->attempt_id),
-						 errdetail("The attempt no longer holds the job's authority; its staging objects will be removed.")));
+						 errdetail(
+							 "The attempt no longer holds the job's authority; "
+							 "its staging objects will be removed.")));
 			forget_attempt(i);
 		}
 		else if (st == REMORA_TASK_FAILED)
 		{
 			const RemoraTaskError *e = remora_task_error(a->task);
-			char	   *state = report_failure(a->attempt_id, a->token, e);
+			char *state = report_failure(a->attempt_id, a->token, e);
 
 			ereport(LOG,
 					(errmsg("remora job " INT64_FORMAT " attempt %s failed: %s",
 							a->job_id, a->attempt_id, e->message),
-					 errdetail("Error class %s, %s; the job is now %s.", e->class,
-							   e->retryable ? "retryable" : "not retryable",
-							   state)));
+					 errdetail(
+						 "Error class %s, %s; the job is now %s.", e->class,
+						 e->retryable ? "retryable" : "not retryable", state)));
 			forget_attempt(i);
 		}
 	}
@@ -367,8 +371,8 @@ finish_attempts(void)
 static int
 by_job_id(const void *a, const void *b)
 {
-	int64		x = (*(Attempt *const *) a)->job_id;
-	int64		y = (*(Attempt *const *) b)->job_id;
+	int64 x = (*(Attempt *const *) a)->job_id;
+	int64 y = (*(Attempt *const *) b)->job_id;
 
 	return x < y ? -1 : x > y;
 }
@@ -387,21 +391,22 @@ sort_attempts(void)
 static void
 renew_all(void)
 {
-	bool		keep[MAX_TASKS];
-	bool		cancelled[MAX_TASKS];
-	Oid			types[2] = {UUIDOID, INT8OID};
-	Datum		hb[1] = {UUIDPGetDatum(&my_incarnation)};
+	bool  keep[MAX_TASKS] = {0};
+	bool  cancelled[MAX_TASKS] = {0};
+	Oid   types[2] = {UUIDOID, INT8OID};
+	Datum hb[1] = {UUIDPGetDatum(&my_incarnation)};
 
 	sort_attempts();
 	tx_begin("remora: renewing leases");
-	sql("UPDATE remora.incarnations SET heartbeat_at = now() WHERE incarnation = $1",
+	sql("UPDATE remora.incarnations SET heartbeat_at = now() WHERE incarnation "
+		"= $1",
 		1, types, hb, NULL);
 	for (int i = 0; i < nattempts; i++)
 	{
-		Datum		values[2];
+		Datum values[2];
 
-		values[0] = DirectFunctionCall1(uuid_in,
-										CStringGetDatum(attempts[i]->attempt_id));
+		values[0] = DirectFunctionCall1(
+			uuid_in, CStringGetDatum(attempts[i]->attempt_id));
 		values[1] = Int64GetDatum(attempts[i]->token);
 		sql("SELECT ok, cancel_requested FROM remora.renew($1, $2)", 2, types,
 			values, NULL);
@@ -413,11 +418,11 @@ renew_all(void)
 	for (int i = nattempts - 1; i >= 0; i--)
 		if (!keep[i])
 		{
-			ereport(LOG,
-					(errmsg("remora job " INT64_FORMAT " attempt %s stopped: %s",
-							attempts[i]->job_id, attempts[i]->attempt_id,
-							cancelled[i] ? "the job was cancelled"
-							: "the attempt lost its lease")));
+			ereport(LOG, (errmsg("remora job " INT64_FORMAT
+								 " attempt %s stopped: %s",
+								 attempts[i]->job_id, attempts[i]->attempt_id,
+								 cancelled[i] ? "the job was cancelled"
+											  : "the attempt lost its lease")));
 			remora_task_abort(attempts[i]->task, false);
 			forget_attempt(i);
 		}
@@ -428,7 +433,8 @@ checkpoint_json(StringInfo buf, Attempt *a, const RemoraTaskCheckpoint *cp)
 {
 	const char *why;
 
-	appendStringInfo(buf, "{\"bytes_done\": " INT64_FORMAT, (int64) cp->bytes_done);
+	appendStringInfo(buf, "{\"bytes_done\": " INT64_FORMAT,
+					 (int64) cp->bytes_done);
 	if (cp->bytes_total >= 0)
 		appendStringInfo(buf, ", \"bytes_total\": " INT64_FORMAT,
 						 (int64) cp->bytes_total);
@@ -444,7 +450,8 @@ checkpoint_json(StringInfo buf, Attempt *a, const RemoraTaskCheckpoint *cp)
 		escape_json(buf, cp->etag);
 		appendStringInfoString(buf, ", \"last_modified\": ");
 		escape_json(buf, cp->last_modified);
-		appendStringInfo(buf, ", \"size\": " INT64_FORMAT ", \"sha256_state\": ",
+		appendStringInfo(buf,
+						 ", \"size\": " INT64_FORMAT ", \"sha256_state\": ",
 						 (int64) cp->bytes_total);
 		escape_json(buf, cp->sha256_state);
 		appendStringInfoString(buf, ", \"segments\": [");
@@ -466,19 +473,19 @@ checkpoint_json(StringInfo buf, Attempt *a, const RemoraTaskCheckpoint *cp)
 static void
 checkpoint_all(void)
 {
-	bool		keep[MAX_TASKS];
-	bool		any = false;
-	Oid			types[3] = {UUIDOID, INT8OID, JSONBOID};
-	int			batch = 0;
-	int			refused = 0;
+	bool        keep[MAX_TASKS] = {0};
+	bool        any = false;
+	Oid         types[3] = {UUIDOID, INT8OID, JSONBOID};
+	int         batch = 0;
+	int         refused = 0;
 	TimestampTz started = 0;
 
 	sort_attempts();
 	for (int i = 0; i < nattempts; i++)
 	{
 		RemoraTaskCheckpoint cp;
-		StringInfoData buf;
-		Datum		values[3];
+		StringInfoData       buf;
+		Datum                values[3];
 
 		keep[i] = true;
 		if (!remora_task_checkpoint(attempts[i]->task, &cp))
@@ -492,8 +499,8 @@ checkpoint_all(void)
 		batch++;
 		initStringInfo(&buf);
 		checkpoint_json(&buf, attempts[i], &cp);
-		values[0] = DirectFunctionCall1(uuid_in,
-										CStringGetDatum(attempts[i]->attempt_id));
+		values[0] = DirectFunctionCall1(
+			uuid_in, CStringGetDatum(attempts[i]->attempt_id));
 		values[1] = Int64GetDatum(attempts[i]->token);
 		values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
 		sql("SELECT remora.checkpoint($1, $2, $3)", 3, types, values, NULL);
@@ -504,17 +511,19 @@ checkpoint_all(void)
 		return;
 	tx_end();
 	{
-		long		secs;
-		int			usecs;
+		long secs;
+		int  usecs;
 
 		TimestampDifference(started, GetCurrentTimestamp(), &secs, &usecs);
-		remora_note_checkpoints(batch, refused, (uint64) secs * 1000000 + usecs);
+		remora_note_checkpoints(batch, refused,
+								(uint64) secs * 1000000 + usecs);
 	}
 	for (int i = nattempts - 1; i >= 0; i--)
 		if (!keep[i])
 		{
 			ereport(LOG,
-					(errmsg("remora job " INT64_FORMAT " attempt %s stopped: its checkpoint was refused",
+					(errmsg("remora job " INT64_FORMAT
+							" attempt %s stopped: its checkpoint was refused",
 							attempts[i]->job_id, attempts[i]->attempt_id)));
 			remora_task_abort(attempts[i]->task, false);
 			forget_attempt(i);
@@ -525,16 +534,16 @@ checkpoint_all(void)
 
 typedef struct Claimed
 {
-	int64		job_id;
-	Oid			owner;
-	char	   *attempt_id;
-	int64		token;
-	char	   *kind;
-	char	   *url;
-	char	   *file_name;
-	char	   *bucket;
-	char	   *staging;
-	char	   *expected_sha256;
+	int64         job_id;
+	Oid           owner;
+	char         *attempt_id;
+	int64         token;
+	char         *kind;
+	char         *url;
+	char         *file_name;
+	char         *bucket;
+	char         *staging;
+	char         *expected_sha256;
 	RemoraResume *resume;
 } Claimed;
 
@@ -549,8 +558,8 @@ static RemoraResume *
 read_resume(const char *state)
 {
 	RemoraResume *r;
-	Oid			types[1] = {JSONBOID};
-	Datum		values[1];
+	Oid           types[1] = {JSONBOID};
+	Datum         values[1];
 
 	if (state == NULL)
 		return NULL;
@@ -567,7 +576,8 @@ read_resume(const char *state)
 	r->sha256_state = malloc_copy(col_text(0, 4));
 
 	sql("SELECT e ->> 'key', (e ->> 'size')::bigint, e ->> 'etag' "
-		"FROM jsonb_array_elements($1 -> 'segments') WITH ORDINALITY AS t(e, n) "
+		"FROM jsonb_array_elements($1 -> 'segments') WITH ORDINALITY AS t(e, "
+		"n) "
 		"ORDER BY n",
 		1, types, values, NULL);
 	r->segments = calloc(SPI_processed + 1, sizeof(RemoraSegment));
@@ -578,7 +588,7 @@ read_resume(const char *state)
 	}
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		char	   *etag = col_text(i, 3);
+		char *etag = col_text(i, 3);
 
 		r->segments[i].key = malloc_copy(col_text(i, 1));
 		r->segments[i].size = strtoll(col_text(i, 2), NULL, 10);
@@ -592,15 +602,16 @@ read_resume(const char *state)
 static int
 claim_rows(int room, Claimed *out)
 {
-	Oid			types[2] = {UUIDOID, INT4OID};
-	Datum		values[2];
-	int			n;
+	Oid            types[2] = {UUIDOID, INT4OID};
+	Datum          values[2];
+	int            n;
 	SPITupleTable *claimed;
 
 	tx_begin("remora: claiming");
 	values[0] = UUIDPGetDatum(&my_incarnation);
 	values[1] = Int32GetDatum(room);
-	sql("SELECT c.job_id, c.attempt_id, c.fencing_token, c.spec #>> '{source,kind}', "
+	sql("SELECT c.job_id, c.attempt_id, c.fencing_token, c.spec #>> "
+		"'{source,kind}', "
 		"c.spec #>> '{source,uri}', c.spec #>> '{source,file_name}', "
 		"c.spec ->> 'bucket', c.spec ->> 'staging_prefix', "
 		"c.spec #>> '{options,expected_sha256}', (c.resume -> 'state')::text, "
@@ -613,14 +624,14 @@ claim_rows(int room, Claimed *out)
 	{
 		SPI_tuptable = claimed;
 		out[i].job_id = strtoll(col_text(i, 1), NULL, 10);
-		out[i].attempt_id = keep(col_text(i, 2));
+		out[i].attempt_id = keep_str(col_text(i, 2));
 		out[i].token = strtoll(col_text(i, 3), NULL, 10);
-		out[i].kind = keep(col_text(i, 4));
-		out[i].url = keep(col_text(i, 5));
-		out[i].file_name = keep(col_text(i, 6));
-		out[i].bucket = keep(col_text(i, 7));
-		out[i].staging = keep(col_text(i, 8));
-		out[i].expected_sha256 = keep(col_text(i, 9));
+		out[i].kind = keep_str(col_text(i, 4));
+		out[i].url = keep_str(col_text(i, 5));
+		out[i].file_name = keep_str(col_text(i, 6));
+		out[i].bucket = keep_str(col_text(i, 7));
+		out[i].staging = keep_str(col_text(i, 8));
+		out[i].expected_sha256 = keep_str(col_text(i, 9));
 		out[i].owner = (Oid) strtoul(col_text(i, 11), NULL, 10);
 		out[i].resume = read_resume(col_text(i, 10));
 	}
@@ -632,9 +643,9 @@ static void
 start_attempt(Claimed *c)
 {
 	RemoraTaskSpec spec;
-	char		err[256];
-	RemoraTask *task;
-	Attempt    *a;
+	char           err[256];
+	RemoraTask    *task;
+	Attempt       *a;
 
 	if (strcmp(c->kind, "http") != 0)
 	{
@@ -683,19 +694,19 @@ start_attempt(Claimed *c)
 	a->rate_at = GetCurrentTimestamp();
 	a->progress_slot = progress_slot_acquire(a);
 	attempts[nattempts++] = a;
-	ereport(LOG,
-			(errmsg("remora job " INT64_FORMAT " attempt %s started (token " INT64_FORMAT ")%s",
-					a->job_id, a->attempt_id, a->token,
-					spec.resume ? ", resuming from a checkpoint" : "")));
+	ereport(LOG, (errmsg("remora job " INT64_FORMAT
+						 " attempt %s started (token " INT64_FORMAT ")%s",
+						 a->job_id, a->attempt_id, a->token,
+						 spec.resume ? ", resuming from a checkpoint" : "")));
 }
 
 /* Claim as many attempts as there is room for; true if the batch was full. */
 static bool
 claim(void)
 {
-	int			room = Min(remora_worker_concurrency, MAX_TASKS) - nattempts;
-	Claimed    *rows;
-	int			n;
+	int      room = Min(remora_worker_concurrency, MAX_TASKS) - nattempts;
+	Claimed *rows;
+	int      n;
 
 	if (room <= 0)
 		return false;
@@ -716,60 +727,69 @@ claim(void)
 static void
 sweep(void)
 {
-	Oid			types[1] = {INT4OID};
-	Datum		values[1] = {Int32GetDatum(1)};
-	char	   *bucket = NULL;
-	char	   *prefix = NULL;
-	char		err[256];
+	Oid   types[1] = {INT4OID};
+	Datum values[1] = {Int32GetDatum(1)};
+	char *bucket = NULL;
+	char *prefix = NULL;
 
 	if (sweep_task)
 	{
 		RemoraTaskState st = remora_task_state(sweep_task);
-		bool		ok = st == REMORA_TASK_SUCCEEDED;
-		Oid			t2[2] = {sweep_attempt[0] ? UUIDOID : INT8OID, BOOLOID};
-		Datum		v2[2];
+		bool            ok = st == REMORA_TASK_SUCCEEDED;
+		Oid             t2[2] = {sweep_attempt[0] ? UUIDOID : INT8OID, BOOLOID};
+		Datum           v2[2];
 
 		if (st == REMORA_TASK_RUNNING)
 			return;
 		if (!ok)
-			ereport(LOG,
-					(errmsg("remora job " INT64_FORMAT ": could not delete %s: %s",
-							sweep_job, sweep_attempt[0] ? "staging objects" : "its objects",
-							remora_task_error(sweep_task)->message),
-					 errdetail("The deletion will be tried again later.")));
+			ereport(
+				LOG,
+				(errmsg("remora job " INT64_FORMAT ": could not delete %s: %s",
+						sweep_job,
+						sweep_attempt[0] ? "staging objects" : "its objects",
+						remora_task_error(sweep_task)->message),
+				 errdetail("The deletion will be tried again later.")));
 		else if (!sweep_attempt[0])
-			ereport(LOG,
-					(errmsg("remora job " INT64_FORMAT ": its objects are deleted", sweep_job)));
+			ereport(LOG, (errmsg("remora job " INT64_FORMAT
+								 ": its objects are deleted",
+								 sweep_job)));
 		tx_begin("remora: recording a cleanup");
-		v2[0] = sweep_attempt[0]
-			? DirectFunctionCall1(uuid_in, CStringGetDatum(sweep_attempt))
-			: Int64GetDatum(sweep_job);
+		v2[0] =
+			sweep_attempt[0]
+				? DirectFunctionCall1(uuid_in, CStringGetDatum(sweep_attempt))
+				: Int64GetDatum(sweep_job);
 		v2[1] = BoolGetDatum(ok);
 		sql(sweep_attempt[0] ? "SELECT remora.staging_cleaned($1, $2)"
-			: "SELECT remora.job_objects_deleted($1, $2)", 2, t2, v2, NULL);
+							 : "SELECT remora.job_objects_deleted($1, $2)",
+			2, t2, v2, NULL);
 		tx_end();
 		remora_task_free(sweep_task);
 		sweep_task = NULL;
 	}
 
 	tx_begin("remora: looking for objects to delete");
-	sql("SELECT attempt_id, job_id, bucket, prefix FROM remora.staging_to_clean($1)",
+	sql("SELECT attempt_id, job_id, bucket, prefix FROM "
+		"remora.staging_to_clean($1)",
 		1, types, values, NULL);
 	if (SPI_processed > 0)
 	{
-		char	   *att = col_text(0, 1);
+		char *att = col_text(0, 1);
 
 		snprintf(sweep_attempt, sizeof(sweep_attempt), "%s", att ? att : "");
 		sweep_job = strtoll(col_text(0, 2), NULL, 10);
-		bucket = keep(col_text(0, 3));
-		prefix = keep(col_text(0, 4));
+		bucket = keep_str(col_text(0, 3));
+		prefix = keep_str(col_text(0, 4));
 	}
 	tx_end();
 	if (bucket)
 	{
-		sweep_task = remora_cleanup_start(engine, bucket, prefix, err, sizeof(err));
+		char err[256];
+
+		sweep_task =
+			remora_cleanup_start(engine, bucket, prefix, err, sizeof(err));
 		if (sweep_task == NULL)
-			ereport(LOG, (errmsg("remora: could not start a cleanup: %s", err)));
+			ereport(LOG,
+					(errmsg("remora: could not start a cleanup: %s", err)));
 	}
 }
 
@@ -779,8 +799,8 @@ static RemoraEngine *
 make_engine(void)
 {
 	RemoraEngineConfig cfg;
-	char		err[256];
-	RemoraEngine *e;
+	char               err[256];
+	RemoraEngine      *e;
 
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.target.endpoint = remora_s3_endpoint;
@@ -797,11 +817,12 @@ make_engine(void)
 	cfg.user_agent = "remora/" REMORA_VERSION;
 	e = remora_engine_new(&cfg, err, sizeof(err));
 	if (e == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("remora worker cannot start its transfer engine"),
-				 errdetail("%s", err),
-				 errhint("Check remora.s3_endpoint and the network settings.")));
+		ereport(
+			ERROR,
+			(errcode(ERRCODE_CONFIG_FILE_ERROR),
+			 errmsg("remora worker cannot start its transfer engine"),
+			 errdetail("%s", err),
+			 errhint("Check remora.s3_endpoint and the network settings.")));
 	return e;
 }
 
@@ -836,16 +857,16 @@ worker_exit(int code, Datum arg)
 static void
 new_incarnation(void)
 {
-	Oid			types[2] = {UUIDOID, INT4OID};
-	Datum		values[2];
+	Oid   types[2] = {UUIDOID, INT4OID};
+	Datum values[2];
 
 	if (!pg_strong_random(my_incarnation.data, UUID_LEN))
 		elog(ERROR, "could not generate a random incarnation id");
 	my_incarnation.data[6] = (my_incarnation.data[6] & 0x0f) | 0x40;
 	my_incarnation.data[8] = (my_incarnation.data[8] & 0x3f) | 0x80;
 	snprintf(my_incarnation_text, sizeof(my_incarnation_text), "%s",
-			 DatumGetCString(DirectFunctionCall1(uuid_out,
-												 UUIDPGetDatum(&my_incarnation))));
+			 DatumGetCString(DirectFunctionCall1(
+				 uuid_out, UUIDPGetDatum(&my_incarnation))));
 
 	LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
 	remora_shared->workers[my_slot].in_use = true;
@@ -889,10 +910,11 @@ shut_down(void)
 
 	tx_begin("remora: recording the end of the incarnation");
 	{
-		Oid			types[1] = {UUIDOID};
-		Datum		values[1] = {UUIDPGetDatum(&my_incarnation)};
+		Oid   types[1] = {UUIDOID};
+		Datum values[1] = {UUIDPGetDatum(&my_incarnation)};
 
-		sql("UPDATE remora.incarnations SET stopped_at = now() WHERE incarnation = $1",
+		sql("UPDATE remora.incarnations SET stopped_at = now() WHERE "
+			"incarnation = $1",
 			1, types, values, NULL);
 	}
 	tx_end();
@@ -927,14 +949,14 @@ report_activity(void)
 }
 
 static long
-ms_until(TimestampTz now, TimestampTz then)
+ms_until(TimestampTz from, TimestampTz then)
 {
-	long		secs;
-	int			usecs;
+	long secs;
+	int  usecs;
 
-	if (then <= now)
+	if (then <= from)
 		return 0;
-	TimestampDifference(now, then, &secs, &usecs);
+	TimestampDifference(from, then, &secs, &usecs);
 	return secs * 1000 + usecs / 1000;
 }
 
@@ -944,13 +966,10 @@ remora_worker_main(Datum main_arg)
 	MemoryContext loop_cxt;
 
 	/* static: they live across the error boundary's longjmp */
-	static uint64 seen_submit = (uint64) -1;
-	static uint64 seen_cancel;
-	static TimestampTz next_renew,
-				next_checkpoint,
-				next_poll,
-				next_sweep,
-				next_progress;
+	static uint64      seen_submit = (uint64) -1;
+	static uint64      seen_cancel;
+	static TimestampTz next_renew, next_checkpoint, next_poll, next_sweep,
+		next_progress;
 	static bool config_changed = false;
 
 	my_slot = DatumGetInt32(main_arg);
@@ -973,10 +992,7 @@ remora_worker_main(Datum main_arg)
 
 	while (!got_sigterm)
 	{
-		TimestampTz now;
-		uint64		gen;
 		volatile long timeout = 1000;
-		long		engine_timeout;
 
 		MemoryContextSwitchTo(worker_cxt);
 		MemoryContextReset(loop_cxt);
@@ -991,72 +1007,78 @@ remora_worker_main(Datum main_arg)
 		 */
 		PG_TRY();
 		{
-		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			config_changed = true;
-		}
+			TimestampTz ts;
+			uint64      gen;
+			long        engine_timeout;
 
-		remora_engine_run(engine);
-		finish_attempts();
+			CHECK_FOR_INTERRUPTS();
+			if (ConfigReloadPending)
+			{
+				ConfigReloadPending = false;
+				ProcessConfigFile(PGC_SIGHUP);
+				config_changed = true;
+			}
 
-		now = GetCurrentTimestamp();
-		gen = pg_atomic_read_u64(&remora_shared->cancel_generation);
-		if (gen != seen_cancel || now >= next_renew)
-		{
-			seen_cancel = gen;
-			renew_all();
-			next_renew = TimestampTzPlusMilliseconds(now, remora_lease_duration_ms / 3);
-		}
-		if (now >= next_checkpoint)
-		{
-			checkpoint_all();
-			next_checkpoint = TimestampTzPlusMilliseconds(now, CHECKPOINT_MS);
-		}
-		if (now >= next_progress)
-		{
-			publish_progress();
-			next_progress = TimestampTzPlusMilliseconds(now, PROGRESS_MS);
-		}
+			remora_engine_run(engine);
+			finish_attempts();
 
-		/* new settings take effect in a new engine, once it is idle */
-		if (config_changed && nattempts == 0 && sweep_task == NULL)
-		{
-			remora_engine_free(engine);
-			engine = make_engine();
-			config_changed = false;
-		}
+			ts = GetCurrentTimestamp();
+			gen = pg_atomic_read_u64(&remora_shared->cancel_generation);
+			if (gen != seen_cancel || ts >= next_renew)
+			{
+				seen_cancel = gen;
+				renew_all();
+				next_renew = TimestampTzPlusMilliseconds(
+					ts, remora_lease_duration_ms / 3);
+			}
+			if (ts >= next_checkpoint)
+			{
+				checkpoint_all();
+				next_checkpoint =
+					TimestampTzPlusMilliseconds(ts, CHECKPOINT_MS);
+			}
+			if (ts >= next_progress)
+			{
+				publish_progress();
+				next_progress = TimestampTzPlusMilliseconds(ts, PROGRESS_MS);
+			}
 
-		gen = pg_atomic_read_u64(&remora_shared->submit_generation);
-		if (!config_changed && (gen != seen_submit || now >= next_poll))
-		{
-			seen_submit = gen;
-			next_poll = TimestampTzPlusMilliseconds(now, CLAIM_POLL_MS);
-			if (claim())
-				next_poll = now;	/* a full batch: there may be more */
-		}
-		if (!config_changed && now >= next_sweep)
-		{
-			sweep();
-			next_sweep = TimestampTzPlusMilliseconds(now,
-													 sweep_task ? 100 : SWEEP_MS);
-		}
+			/* new settings take effect in a new engine, once it is idle */
+			if (config_changed && nattempts == 0 && sweep_task == NULL)
+			{
+				remora_engine_free(engine);
+				engine = make_engine();
+				config_changed = false;
+			}
 
-		/* sleep until something happens, or the next thing is due */
-		timeout = Min(timeout, ms_until(now, next_renew));
-		timeout = Min(timeout, ms_until(now, next_poll));
-		timeout = Min(timeout, ms_until(now, next_sweep));
-		if (nattempts > 0)
-		{
-			timeout = Min(timeout, ms_until(now, next_checkpoint));
-			timeout = Min(timeout, ms_until(now, next_progress));
-		}
-		engine_timeout = remora_engine_timeout_ms(engine);
-		if (engine_timeout >= 0)
-			timeout = Min(timeout, engine_timeout);
-		report_activity();
+			gen = pg_atomic_read_u64(&remora_shared->submit_generation);
+			if (!config_changed && (gen != seen_submit || ts >= next_poll))
+			{
+				seen_submit = gen;
+				next_poll = TimestampTzPlusMilliseconds(ts, CLAIM_POLL_MS);
+				if (claim())
+					next_poll = ts; /* a full batch: there may be more */
+			}
+			if (!config_changed && ts >= next_sweep)
+			{
+				sweep();
+				next_sweep = TimestampTzPlusMilliseconds(
+					ts, sweep_task ? 100 : SWEEP_MS);
+			}
+
+			/* sleep until something happens, or the next thing is due */
+			timeout = Min(timeout, ms_until(ts, next_renew));
+			timeout = Min(timeout, ms_until(ts, next_poll));
+			timeout = Min(timeout, ms_until(ts, next_sweep));
+			if (nattempts > 0)
+			{
+				timeout = Min(timeout, ms_until(ts, next_checkpoint));
+				timeout = Min(timeout, ms_until(ts, next_progress));
+			}
+			engine_timeout = remora_engine_timeout_ms(engine);
+			if (engine_timeout >= 0)
+				timeout = Min(timeout, engine_timeout);
+			report_activity();
 		}
 		PG_CATCH();
 		{
@@ -1067,13 +1089,13 @@ remora_worker_main(Datum main_arg)
 			SPI_finish();
 			QueryCancelPending = false;
 			pgstat_report_activity(STATE_IDLE, NULL);
-			timeout = 1000;		/* do not spin on a repeating error */
+			timeout = 1000; /* do not spin on a repeating error */
 		}
 		PG_END_TRY();
 
 		(void) WaitLatchOrSocket(MyLatch,
-								 WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT |
-								 WL_EXIT_ON_PM_DEATH,
+								 WL_LATCH_SET | WL_SOCKET_READABLE |
+									 WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 								 remora_engine_fd(engine), timeout,
 								 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);

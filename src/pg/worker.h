@@ -10,4 +10,4 @@
 
 extern void remora_register_launcher(void);
 
-#endif							/* REMORA_WORKER_H */
+#endif /* REMORA_WORKER_H */

@@ -20,17 +20,18 @@ int
 main(int argc, char **argv)
 {
 	RemoraEngineConfig cfg;
-	RemoraTaskSpec spec;
-	RemoraEngine *engine;
-	RemoraTask *task;
-	char		err[256];
-	const char *key = getenv("REMORA_KEY");
-	const char *secret = getenv("REMORA_SECRET");
-	int			rc;
+	RemoraTaskSpec     spec;
+	RemoraEngine      *engine;
+	RemoraTask        *task;
+	char               err[256];
+	const char        *key = getenv("REMORA_KEY");
+	const char        *secret = getenv("REMORA_SECRET");
+	int                rc;
 
 	if (argc < 6)
 	{
-		fprintf(stderr, "usage: fetch ENDPOINT BUCKET STAGING URL FILE [PART_SIZE]\n");
+		fprintf(stderr,
+				"usage: fetch ENDPOINT BUCKET STAGING URL FILE [PART_SIZE]\n");
 		return 2;
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -69,7 +70,7 @@ main(int argc, char **argv)
 	while (remora_task_state(task) == REMORA_TASK_RUNNING)
 	{
 		struct pollfd p = {remora_engine_fd(engine), POLLIN, 0};
-		long		t = remora_engine_timeout_ms(engine);
+		long          t = remora_engine_timeout_ms(engine);
 
 		poll(&p, 1, t < 0 || t > 200 ? 200 : (int) t);
 		remora_engine_run(engine);
@@ -78,7 +79,8 @@ main(int argc, char **argv)
 	{
 		const RemoraTaskResult *r = remora_task_result(task);
 
-		printf("member %s size %lld sha256 %s etag %s\nmanifest %s etag %s sha256 %s\n",
+		printf("member %s size %lld sha256 %s etag %s\nmanifest %s etag %s "
+			   "sha256 %s\n",
 			   r->member_key, (long long) r->member_size, r->member_sha256,
 			   r->member_etag, r->manifest_key, r->manifest_etag,
 			   r->manifest_sha256);
@@ -89,8 +91,8 @@ main(int argc, char **argv)
 		const RemoraTaskError *e = remora_task_error(task);
 
 		printf("failed: class %s retryable %d http %ld curl %d s3 %s: %s\n",
-			   e->class, e->retryable, e->http_status, e->curl_code,
-			   e->s3_code, e->message);
+			   e->class, e->retryable, e->http_status, e->curl_code, e->s3_code,
+			   e->message);
 		rc = 1;
 	}
 	remora_task_free(task);

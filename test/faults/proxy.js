@@ -22,6 +22,9 @@
 //   slow        forward at 256 KiB/s
 //   drop:HEADER forward without that request header (e.g. drop:if-range:
 //               a server that ignores If-Range)
+//   bigheader   answer 200 with a 256 KiB response header
+//   s3body:NAME:NNN  answer NNN with a hostile XML body: bomb (nested
+//               entities), xxe (an external entity), deep (deep nesting)
 // Listens on 127.0.0.1 only.
 'use strict'
 const http = require('node:http')
@@ -141,6 +144,30 @@ const server = http.createServer((req, res) => {
       return forward(req, res, { slow: true })
     case 'drop':
       return forward(req, res, { drop: arg.toLowerCase() })
+    case 'bigheader':
+      req.resume()
+      res.writeHead(200, { 'X-Padding': 'x'.repeat(256 * 1024), 'Content-Length': '2' })
+      res.end('ok')
+      return
+    case 's3body': {
+      const [, name, status] = rule.action.split(':')
+      const bodies = {
+        bomb:
+          '<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">' +
+          '<!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">' +
+          '<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">' +
+          '<!ENTITY lol4 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">]>' +
+          '<InitiateMultipartUploadResult><UploadId>&lol4;</UploadId></InitiateMultipartUploadResult>',
+        xxe:
+          '<?xml version="1.0"?><!DOCTYPE r [<!ENTITY x SYSTEM "file:///etc/passwd">]>' +
+          '<Error><Code>&x;</Code><Message>&x;</Message></Error>',
+        deep: '<Error>' + '<a>'.repeat(100000) + '</Error>',
+      }
+      req.resume()
+      res.writeHead(Number(status || 200), { 'Content-Type': 'application/xml' })
+      res.end(bodies[name] || '')
+      return
+    }
     default:
       res.writeHead(500)
       res.end('unknown action\n')

@@ -5,7 +5,8 @@
 REMORA_DEB_PACKAGES="build-essential pkg-config postgresql-15 postgresql-client-15
 postgresql-server-dev-15 libcurl4-openssl-dev libssl-dev libxml2-dev
 libmicrohttpd-dev postgresql-15-cron nginx libipc-run-perl awscli curl
-ca-certificates bc"
+ca-certificates bc
+clang clang-format cppcheck libclang-rt-14-dev valgrind"
 
 install_deps() {
 	local missing="" p

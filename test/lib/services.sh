@@ -40,6 +40,13 @@ http {
 		location /slow/ { alias $dir/www/; limit_rate 1m; }
 		# a redirect to an address the policy denies (127.0.0.2)
 		location = /to-denied { return 302 http://127.0.0.2:$port/small.bin; }
+		# hostile redirects
+		location = /to-metadata { return 302 http://169.254.169.254/latest/meta-data/iam; }
+		location = /to-loopback6 { return 302 http://[::1]:$port/small.bin; }
+		location = /to-file { return 302 file:///etc/passwd; }
+		location = /to-gopher { return 302 gopher://127.0.0.1:$port/_x; }
+		location = /to-userinfo { return 302 http://user:pass@127.0.0.1:$port/small.bin; }
+		location = /loop { return 302 /loop; }
 	}
 }
 CONF

@@ -4,9 +4,16 @@
 //   node --openssl-legacy-provider test/s3/server.js DIR PORT [BUCKET...]
 //
 // Listens on 127.0.0.1 only, credentials S3RVER/S3RVER, buckets created at
-// start.  Prints "ready" when it accepts connections; exits on SIGTERM.
+// start.  A second key pair, REMORAKEY with the secret in
+// REMORA_TEST_SECRET (if set), lets tests look for a secret that is not
+// also the key id.  Prints "ready" when it accepts connections; exits on
+// SIGTERM.
 'use strict'
 const S3rver = require('@20minutes/s3rver')
+const { DUMMY_ACCOUNT } = require('@20minutes/s3rver/lib/models/account')
+
+if (process.env.REMORA_TEST_SECRET)
+  DUMMY_ACCOUNT.createKeyPair('REMORAKEY', process.env.REMORA_TEST_SECRET)
 
 const [directory, port, ...buckets] = process.argv.slice(2)
 const server = new S3rver({

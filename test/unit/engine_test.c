@@ -14,7 +14,7 @@ static RemoraEngine *
 engine_for(const char *endpoint, bool path_style)
 {
 	RemoraEngineConfig cfg;
-	char		err[256];
+	char               err[256];
 
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.target.endpoint = endpoint;
@@ -29,13 +29,13 @@ engine_for(const char *endpoint, bool path_style)
 }
 
 static void
-address(RemoraEngine *e, const char *bucket, const char *key,
-		const RemoraKV *q, int nq, const char *url, const char *host,
-		const char *path)
+address(RemoraEngine *e, const char *bucket, const char *key, const RemoraKV *q,
+		int nq, const char *url, const char *host, const char *path)
 {
-	S3Address	a;
+	S3Address a;
 
-	CHECK(remora_s3_address(e, bucket, key, q, nq, &a), "address of %s", key ? key : "(bucket)");
+	CHECK(remora_s3_address(e, bucket, key, q, nq, &a), "address of %s",
+		  key ? key : "(bucket)");
 	CHECK_STR(a.url, url, "url of %s", key ? key : "(bucket)");
 	CHECK_STR(a.host, host, "host of %s", key ? key : "(bucket)");
 	CHECK_STR(a.path, path, "signed path of %s", key ? key : "(bucket)");
@@ -45,12 +45,12 @@ address(RemoraEngine *e, const char *bucket, const char *key,
 static void
 test_addressing(void)
 {
-	RemoraEngine *p = engine_for("http://127.0.0.1:9000", true);
-	RemoraEngine *v = engine_for("https://s3.example.com", false);
-	RemoraEngine *aws = engine_for("", false);
-	RemoraKV	list[2] = {{"list-type", "2"}, {"prefix", "a b/c"}};
-	RemoraKV	uploads[1] = {{"uploads", ""}};
-	char		err[256];
+	RemoraEngine      *p = engine_for("http://127.0.0.1:9000", true);
+	RemoraEngine      *v = engine_for("https://s3.example.com", false);
+	RemoraEngine      *aws = engine_for("", false);
+	RemoraKV           list[2] = {{"list-type", "2"}, {"prefix", "a b/c"}};
+	RemoraKV           uploads[1] = {{"uploads", ""}};
+	char               err[256];
 	RemoraEngineConfig bad;
 
 	CHECK(p && v && aws, "engines build");
@@ -79,7 +79,8 @@ test_addressing(void)
 	bad.target.endpoint = "ftp://example.com";
 	bad.target.region = "r";
 	CHECK(remora_engine_new(&bad, err, sizeof(err)) == NULL &&
-		  strstr(err, "http") != NULL, "a non-http endpoint is refused: %s", err);
+			  strstr(err, "http") != NULL,
+		  "a non-http endpoint is refused: %s", err);
 	bad.target.endpoint = "http://h";
 	bad.allow_networks = "not-a-network";
 	CHECK(remora_engine_new(&bad, err, sizeof(err)) == NULL,
@@ -91,10 +92,8 @@ test_sha256_state(void)
 {
 	RemoraSha256 *a = remora_sha256_new();
 	RemoraSha256 *b = remora_sha256_new();
-	char	   *data = malloc(3 * 65536 + 17);
-	char		whole[65],
-				resumed[65],
-				saved[200];
+	char         *data = malloc(3 * 65536 + 17);
+	char          whole[65], resumed[65], saved[200];
 
 	for (int i = 0; i < 3 * 65536 + 17; i++)
 		data[i] = (char) (i * 7 + 3);
@@ -104,9 +103,11 @@ test_sha256_state(void)
 	/* hash two "segments", save, restore into another, hash the rest */
 	remora_sha256_reset(a);
 	remora_sha256_update(a, data, 2 * 65536);
-	CHECK(remora_sha256_save(a, saved, sizeof(saved)), "state saved at a block boundary");
+	CHECK(remora_sha256_save(a, saved, sizeof(saved)),
+		  "state saved at a block boundary");
 	CHECK(remora_sha256_restore(b, saved), "state restored");
-	CHECK(remora_sha256_bytes(b) == 2 * 65536, "restored length is the bytes hashed");
+	CHECK(remora_sha256_bytes(b) == 2 * 65536,
+		  "restored length is the bytes hashed");
 	remora_sha256_update(b, data + 2 * 65536, 65536 + 17);
 	remora_sha256_final_hex(b, resumed);
 	CHECK_STR(resumed, whole, "a resumed hash equals the whole hash");
@@ -119,11 +120,16 @@ test_sha256_state(void)
 
 	remora_sha256_reset(a);
 	remora_sha256_update(a, data, 100);
-	CHECK(!remora_sha256_save(a, saved, sizeof(saved)), "no save inside a block");
+	CHECK(!remora_sha256_save(a, saved, sizeof(saved)),
+		  "no save inside a block");
 	CHECK(!remora_sha256_restore(b, "s1:zz"), "a malformed state is refused");
-	CHECK(!remora_sha256_restore(b, "s2:0000000000000000000000000000000000000000000000000000000000000000:0000000000000200"),
+	CHECK(!remora_sha256_restore(b, "s2:"
+									"000000000000000000000000000000000000000000"
+									"0000000000000000000000:0000000000000200"),
 		  "an unknown version is refused");
-	CHECK(!remora_sha256_restore(b, "s1:0000000000000000000000000000000000000000000000000000000000000000:0000000000000201"),
+	CHECK(!remora_sha256_restore(b, "s1:"
+									"000000000000000000000000000000000000000000"
+									"0000000000000000000000:0000000000000201"),
 		  "a length that is not whole blocks is refused");
 	remora_sha256_free(a);
 	remora_sha256_free(b);

@@ -234,9 +234,12 @@ test_netpolicy(void)
 
 	/* ports: the default list, custom lists, and the sockaddr's port */
 	p = remora_netpolicy_new("127.0.0.1/32", "", "", err, sizeof(err));
-	CHECK(remora_netpolicy_port_allowed(p, 80) && remora_netpolicy_port_allowed(p, 443) &&
-		  remora_netpolicy_port_allowed(p, 8080) && !remora_netpolicy_port_allowed(p, 22) &&
-		  !remora_netpolicy_port_allowed(p, 25) && !remora_netpolicy_port_allowed(p, 1023),
+	CHECK(remora_netpolicy_port_allowed(p, 80) &&
+			  remora_netpolicy_port_allowed(p, 443) &&
+			  remora_netpolicy_port_allowed(p, 8080) &&
+			  !remora_netpolicy_port_allowed(p, 22) &&
+			  !remora_netpolicy_port_allowed(p, 25) &&
+			  !remora_netpolicy_port_allowed(p, 1023),
 		  "default ports: 80, 443 and unprivileged ones");
 	{
 		struct sockaddr_in sa4;
@@ -245,24 +248,34 @@ test_netpolicy(void)
 		sa4.sin_family = AF_INET;
 		inet_pton(AF_INET, "127.0.0.1", &sa4.sin_addr);
 		sa4.sin_port = htons(22);
-		CHECK(!remora_netpolicy_allows(p, (struct sockaddr *) &sa4, err, sizeof(err)) &&
-			  strstr(err, "port 22") != NULL, "an allowed address on port 22 is refused: %s", err);
+		CHECK(!remora_netpolicy_allows(p, (struct sockaddr *) &sa4, err,
+									   sizeof(err)) &&
+				  strstr(err, "port 22") != NULL,
+			  "an allowed address on port 22 is refused: %s", err);
 		sa4.sin_port = htons(8080);
-		CHECK(remora_netpolicy_allows(p, (struct sockaddr *) &sa4, err, sizeof(err)),
+		CHECK(remora_netpolicy_allows(p, (struct sockaddr *) &sa4, err,
+									  sizeof(err)),
 			  "the same address on 8080 is allowed");
 	}
 	remora_netpolicy_free(p);
 	{
 		RemoraPortRange *r;
 
-		CHECK(remora_port_list_parse("443, 8000-8999", &r, &n, err, sizeof(err)) && n == 2 &&
-			  r[1].lo == 8000 && r[1].hi == 8999, "a port list with a range");
+		CHECK(remora_port_list_parse("443, 8000-8999", &r, &n, err,
+									 sizeof(err)) &&
+				  n == 2 && r[1].lo == 8000 && r[1].hi == 8999,
+			  "a port list with a range");
 		free(r);
-		CHECK(!remora_port_list_parse("0", &r, &n, err, sizeof(err)), "port 0 refused");
-		CHECK(!remora_port_list_parse("70000", &r, &n, err, sizeof(err)), "port 70000 refused");
-		CHECK(!remora_port_list_parse("90-80", &r, &n, err, sizeof(err)), "a backwards range refused");
-		CHECK(!remora_port_list_parse("http", &r, &n, err, sizeof(err)), "a name refused");
-		CHECK(!remora_port_list_parse(" ", &r, &n, err, sizeof(err)), "an empty port list refused");
+		CHECK(!remora_port_list_parse("0", &r, &n, err, sizeof(err)),
+			  "port 0 refused");
+		CHECK(!remora_port_list_parse("70000", &r, &n, err, sizeof(err)),
+			  "port 70000 refused");
+		CHECK(!remora_port_list_parse("90-80", &r, &n, err, sizeof(err)),
+			  "a backwards range refused");
+		CHECK(!remora_port_list_parse("http", &r, &n, err, sizeof(err)),
+			  "a name refused");
+		CHECK(!remora_port_list_parse(" ", &r, &n, err, sizeof(err)),
+			  "an empty port list refused");
 	}
 }
 

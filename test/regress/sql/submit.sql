@@ -99,6 +99,7 @@ SELECT pg_temp.try($$SELECT remora_submit('hf://owner/name@')$$);
 SELECT pg_temp.try($$SELECT remora_submit('hf://owner/name@../../etc')$$);
 SELECT pg_temp.try($$SELECT remora_submit('hf://owner/name@a//b')$$);
 SELECT pg_temp.try($$SELECT remora_submit('hf://spaces/owner/name')$$);
+SELECT pg_temp.try($$SELECT remora_submit('hf://models/datasets/name')$$);
 SELECT pg_temp.try($$SELECT remora_submit('hf://owner/' || repeat('n', 97))$$);
 SELECT pg_temp.try($$SELECT remora_submit('hf://ówner/name')$$);
 
@@ -109,6 +110,7 @@ SELECT pg_temp.try($$SELECT remora_submit('http://2130706433/f')$$);
 SELECT pg_temp.try($$SELECT remora_submit('http://0x7f.1/f')$$);
 SELECT pg_temp.try($$SELECT remora_submit('http://0177.0.0.1/f')$$);
 SELECT pg_temp.try($$SELECT remora_submit('http://127.1/f')$$);
+SELECT pg_temp.try($$SELECT remora_submit('http://%32130706433/f')$$);
 SELECT pg_temp.try($$SELECT remora_submit('http://0/f')$$);
 SELECT pg_temp.try($$SELECT remora_submit('http://[::1]/f')$$);
 SELECT pg_temp.try($$SELECT remora_submit('http://[::ffff:127.0.0.1]/f')$$);

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+#
+# The transfer engine under valgrind, on real transfers (nginx source, the
+# signature-checking S3 server): a single PUT, a multi-segment object with
+# its UploadPartCopy assembly, a 404 and a policy refusal.  Each run must
+# report no memory error and no definitely lost block.  The engine is run
+# by test/engine/fetch, the same code the worker links; PostgreSQL's own
+# processes are not run under valgrind here.
+#
+set -Euo pipefail
+cd "$(dirname "$0")/../.."
+. test/lib/deps.sh
+. test/lib/e2e.sh
+. test/lib/services.sh
+
+T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
+chmod 755 "$T"
+SERVICES_DIR=$T
+trap 'stop_services; rm -rf "$T"' EXIT
+NGINX_PORT=$(free_port)
+S3_PORT=$(free_port)
+start_nginx "$T/nginx" "$NGINX_PORT"
+start_s3 "$T/s3" "$S3_PORT" target
+head -c 100000 /dev/urandom >"$T/nginx/www/small.bin"
+head -c 1100000 /dev/urandom >"$T/nginx/www/multi.bin"
+chmod 644 "$T/nginx/www"/*.bin
+make -s test/engine/fetch >/dev/null
+
+run() {	# run NAME URL FILE PART EXPECT(0 success / 1 failure)
+	local name=$1 url=$2 file=$3 part=$4 expect=$5 rc
+	valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite \
+		--error-exitcode=99 --log-file="$T/$name.vg" \
+		./test/engine/fetch "http://127.0.0.1:$S3_PORT" target "vg/$name/" "$url" "$file" "$part" \
+		>"$T/$name.out" 2>&1
+	rc=$?
+	if [ "$rc" = 99 ]; then
+		not_ok "valgrind: $name has memory errors or definite leaks"
+		head -40 "$T/$name.vg"
+	elif [ "$rc" != "$expect" ]; then
+		not_ok "valgrind: $name ended with $rc, not $expect: $(cat "$T/$name.out")"
+	else
+		ok "valgrind: $name, no memory error, no definite leak"
+	fi
+}
+run single "http://127.0.0.1:$NGINX_PORT/small.bin" small.bin 262144 0
+run segments "http://127.0.0.1:$NGINX_PORT/multi.bin" multi.bin 262144 0
+check "valgrind: the multi-segment result is intact" \
+	test "$(aws_s3 s3 cp s3://target/vg/segments/data/multi.bin - 2>/dev/null | sha256sum | cut -d' ' -f1)" \
+	= "$(sha256sum "$T/nginx/www/multi.bin" | cut -d' ' -f1)"
+run missing "http://127.0.0.1:$NGINX_PORT/missing.bin" missing.bin 262144 1
+run denied "http://127.0.0.2:$NGINX_PORT/small.bin" small.bin 262144 1
+check "valgrind: the denied run was refused by policy" grep -q "class policy" "$T/denied.out"
+
+e2e_finish
