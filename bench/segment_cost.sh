@@ -639,19 +639,22 @@ REPORT=$WORK/report.md
 	if [ "$CENSUS" = 1 ]; then reqs="$(census A _total) requests instead of $(census B _total)"; else reqs="$((3 * NSEG + 3)) requests instead of 2"; fi
 	cpu_words=$(awk -v x="$cAB" 'BEGIN {
 		if (x >= 0.9 && x <= 1.1) print "about the same"; else if (x < 1) print "lower"; else print "higher" }')
-	echo "On the happy path the segmented design took ${wAB}× the wall time of the engine's own"
-	echo "single PUT (median $(f2 "${WALL[A]}") s against $(f2 "${WALL[B]}") s for $(human "$SIZE_B")), while the client's CPU was"
-	echo "$cpu_words (${cAB}× B's; both paths read, hash and send each byte once)."
-	echo "The cost is on the server: after receiving every byte once as a segment, the store"
-	echo "copies every byte a second time for UploadPartCopy and then deletes the segments, so"
-	echo "s3rver spent ${sAB}× B's CPU and wrote $(r "${SW[A]}" "$SIZE_B")× the object size for A against"
-	echo "$(r "${SW[B]}" "$SIZE_B")× for B, over $reqs."
-	echo "Against the peers, which upload parts directly and never copy, $peers," | fold -s -w 88 | sed 's/ $//'
-	echo "while its client CPU was $peer_cpu$cpu_note; without the copy (B) the engine" | fold -s -w 88 | sed 's/ $//'
-	echo "needs $(r "${WALL[B]}" "${WALL[A]}")× A's wall time $fast_note."
-	echo "These ratios hold for s3rver, whose single thread does every copy and is the wall-clock"
-	echo "limit on this 2-core machine; on a store that copies internally the copy costs latency"
-	echo "and requests rather than client time, which was not measured here."
+	{
+		echo "On the happy path the segmented design took ${wAB}× the wall time of the engine's own"
+		echo "single PUT (median $(f2 "${WALL[A]}") s against $(f2 "${WALL[B]}") s for $(human "$SIZE_B")), while the client's CPU was"
+		echo "$cpu_words (${cAB}× B's; both paths read, hash and send each byte once)."
+		echo "The cost is on the server: after receiving every byte once as a segment, the store"
+		echo "copies every byte a second time for UploadPartCopy and then deletes the segments, so"
+		echo "s3rver spent ${sAB}× B's CPU and wrote $(r "${SW[A]}" "$SIZE_B")× the object size for A against"
+		echo "$(r "${SW[B]}" "$SIZE_B")× for B, over $reqs."
+		echo "Against the peers, which send each byte once and never copy, $peers,"
+		echo "while its client CPU was $peer_cpu$cpu_note; without the copy (B) the engine"
+		echo "needs $(r "${WALL[B]}" "${WALL[A]}")× A's wall time $fast_note."
+		echo "These ratios hold for s3rver, whose single thread does every copy and is the wall-clock"
+		echo "limit on this $(nproc)-core machine; on a store that copies internally the copy costs latency"
+		echo "and requests rather than client time, which was not measured here."
+	} | tr '\n' ' ' | fold -s -w 88 | sed 's/ *$//'
+	echo
 	echo
 	other_med=$(awk -F'\t' '{ print $9 }' "$RESULTS" | median)
 	other_max=$(awk -F'\t' '{ print $9 }' "$RESULTS" | sort -g | tail -n 1)

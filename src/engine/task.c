@@ -535,9 +535,12 @@ source_data(Request *req, char *ptr, size_t len)
 	if (task->src_discard)
 		return len; /* the body of a redirect or an error */
 
-	/* would this chunk fill the buffer with no other to go on in? wait */
-	if (task->fill->len + len - (size_t) task->skip >=
-			task->engine->part_size &&
+	/*
+	 * Would this chunk overflow the buffer with no other to go on in?  Wait.
+	 * (A buffer that is exactly full is sealed only when more bytes come,
+	 * so that an object of exactly one part size is one PUT.)
+	 */
+	if (task->fill->len + len - (size_t) task->skip > task->engine->part_size &&
 		free_buffer(task) == NULL)
 	{
 		task->paused = true;
@@ -550,11 +553,9 @@ source_data(Request *req, char *ptr, size_t len)
 	}
 	while (used < len)
 	{
-		size_t room = task->engine->part_size - task->fill->len;
-		size_t n = len - used < room ? len - used : room;
+		size_t room;
+		size_t n;
 
-		take(task, ptr + used, n);
-		used += n;
 		if (task->fill->len == task->engine->part_size)
 		{
 			Buffer *full = task->fill;
@@ -564,6 +565,10 @@ source_data(Request *req, char *ptr, size_t len)
 				return 0;
 			begin_buffer(task, next);
 		}
+		room = task->engine->part_size - task->fill->len;
+		n = len - used < room ? len - used : room;
+		take(task, ptr + used, n);
+		used += n;
 	}
 	if (task->total >= 0 && task->received > task->total)
 	{

@@ -18,6 +18,7 @@ stack_up dataplane
 
 make_file small.bin 1000000
 make_file large.bin 32000000		# seven 5 MB segments
+make_file exact.bin 5242880		# exactly remora.part_size
 make_file flaky.bin 300000
 for f in reset truncated toomany forbidden throttled slowdown sum; do make_file $f.bin 700000; done
 make_file sigterm.bin 12000000
@@ -44,6 +45,11 @@ j=$(q "SELECT remora_submit('$SRC/large.bin')")
 check "large object (7 parts) succeeds" wait_state "$j" succeeded 60
 verify "$j" large.bin
 check_eq "seven segment objects were uploaded" "$(hits "$S3_PROXY" /segments/)" "7"
+# an object of exactly one part size is one PUT, no segment
+j=$(q "SELECT remora_submit('$SRC/exact.bin')")
+check "an object of exactly remora.part_size succeeds" wait_state "$j" succeeded 30
+check_eq "and needed no segment" "$(hits "$S3_PROXY" /segments/)" "7"
+verify "$j" exact.bin
 check "segments are cleaned up after the commit" wait_for 20 all_cleaned "$j"
 check_eq "only the member and the manifest remain" "$(staging_objects "$j")" "2"
 
