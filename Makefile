@@ -25,7 +25,9 @@ ENGINE_OBJS = \
 	src/engine/hash.o \
 	src/engine/loop.o \
 	src/engine/s3.o \
-	src/engine/task.o
+	src/engine/task.o \
+	src/engine/json.o \
+	src/engine/set.o
 OBJS = $(PG_OBJS) $(ENGINE_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
@@ -58,7 +60,7 @@ UNIT_CFLAGS = -g -O1 -Wall -Wextra -Werror -fsanitize=address,undefined \
 	$(shell pkg-config --cflags $(PKG_LIBS))
 UNIT_LIBS = $(shell pkg-config --libs $(PKG_LIBS))
 UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_test \
-	test/unit/s3xml_test test/unit/engine_test
+	test/unit/s3xml_test test/unit/engine_test test/unit/json_test
 ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)
 
 test/unit/source_uri_test: test/unit/source_uri_test.c \
@@ -69,6 +71,10 @@ test/unit/sigv4_test: test/unit/sigv4_test.c src/engine/sigv4.c
 	$(CC) $(UNIT_CFLAGS) -o $@ $^ $(UNIT_LIBS)
 
 test/unit/s3xml_test: test/unit/s3xml_test.c src/engine/s3xml.c
+	$(CC) $(UNIT_CFLAGS) -o $@ $^ $(UNIT_LIBS)
+
+test/unit/json_test: test/unit/json_test.c src/engine/json.c \
+		src/engine/source_uri.c src/engine/netpolicy.c
 	$(CC) $(UNIT_CFLAGS) -o $@ $^ $(UNIT_LIBS)
 
 test/unit/engine_test: test/unit/engine_test.c $(ENGINE_SRCS)

@@ -533,3 +533,135 @@ GRANT EXECUTE ON FUNCTION remora._checkpoint_stats(), remora.prune(integer),
 GRANT SELECT ON remora_stats TO remora_user;
 GRANT SELECT ON remora_checkpoint_stats, remora_target_grants TO remora_admin;
 REVOKE ALL ON remora_stats, remora_checkpoint_stats, remora_target_grants FROM PUBLIC;
+
+-- 0.2.0: many-member sources (s3 prefixes, Hugging Face snapshots)
+CREATE OR REPLACE VIEW remora_jobs WITH (security_invoker = true) AS
+SELECT j.job_id,
+	   pg_catalog.pg_get_userbyid(j.owner) AS owner,
+	   j.source,
+	   j.source_kind,
+	   j.bucket,
+	   j.prefix,
+	   j.label,
+	   j.state,
+	   j.priority,
+	   j.attempts_used,
+	   j.max_attempts,
+	   j.current_attempt AS current_attempt_id,
+	   j.fencing_token,
+	   j.cancel_requested_at IS NOT NULL AS cancel_requested,
+	   j.idempotency_key,
+	   j.submitted_at,
+	   j.started_at,
+	   j.finished_at,
+	   CASE WHEN j.state = 'retrying' THEN j.not_before END AS next_attempt_at,
+	   -- validated durable progress plus the current attempt's live progress
+	   coalesce(greatest(p.bytes_done, cp.bytes_done), cp.bytes_done,
+				CASE WHEN j.state = 'succeeded' THEN r.bytes END) AS bytes_done,
+	   cp.bytes_done AS bytes_validated,
+	   coalesce(p.bytes_total, cp.bytes_total,
+				CASE WHEN j.state = 'succeeded' THEN r.bytes END) AS bytes_total,
+	   p.rate AS bytes_per_second,
+	   -- a later attempt that could not (or was not offered to) resume
+	   (ca.attempt_no > 1 AND (ca.resumed_from IS NULL OR ca.restart_reason IS NOT NULL))
+		   AS restarted_from_zero,
+	   ca.restart_reason,
+	   j.last_error,
+	   (SELECT jsonb_agg(a.error ORDER BY a.attempt_no)
+		  FROM remora.attempts a
+		 WHERE a.job_id = j.job_id AND a.error IS NOT NULL) AS error_history,
+	   r.manifest_key AS result_manifest_key,
+	   r.manifest_etag AS result_manifest_etag,
+	   r.manifest_sha256 AS result_manifest_sha256,
+	   r.members AS result_members,
+	   r.bytes AS result_bytes,
+	   r.committed_at,
+	   j.hard_delete_requested_at IS NOT NULL AS hard_delete_requested,
+	   -- many-member sources: members recorded by the current attempt
+	   CASE WHEN j.state = 'succeeded' THEN r.members
+			WHEN j.source_kind <> 'http' THEN
+				(SELECT count(*) FROM remora.members m
+				  WHERE m.attempt_id = j.current_attempt) END AS members_done,
+	   CASE WHEN j.state = 'succeeded' THEN r.members
+			WHEN j.source_kind <> 'http' THEN
+				(cp.state ->> 'members_total')::bigint END AS members_total
+  FROM remora.jobs j
+  LEFT JOIN remora.results r ON r.job_id = j.job_id
+  LEFT JOIN remora.checkpoints cp ON cp.job_id = j.job_id
+  LEFT JOIN remora.attempts ca ON ca.attempt_id = j.current_attempt
+  LEFT JOIN remora._progress() p
+		 ON p.attempt_id = j.current_attempt AND p.fencing_token = j.fencing_token
+			AND j.state = 'running'
+ WHERE j.deleted_at IS NULL;
+
+-- Register (or change) an S3-compatible store that s3:// sources may name
+-- with options.endpoint.  Its credentials are readable only by the
+-- extension's own functions and the workers: no view shows them.
+CREATE FUNCTION remora.register_source_endpoint(name text, url text,
+		region text DEFAULT 'us-east-1', path_style boolean DEFAULT true,
+		access_key_id text DEFAULT NULL, secret_access_key text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF $1 IS NULL OR $1 !~ '^[a-z][a-z0-9_-]{0,62}$' THEN
+		RAISE EXCEPTION 'invalid endpoint name' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'An endpoint name is 1 to 63 lower-case letters, digits, ''_'' and ''-'', starting with a letter.';
+	END IF;
+	IF $2 IS NULL OR $2 !~ '^https?://[^/?#@[:space:][:cntrl:]]+/?$' OR length($2) > 2048 THEN
+		RAISE EXCEPTION 'invalid endpoint url' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'The URL is http:// or https:// with a host and optional port, and nothing else (no user information, path or query).';
+	END IF;
+	IF $3 IS NULL OR $3 !~ '^[a-z0-9-]{1,64}$' THEN
+		RAISE EXCEPTION 'invalid endpoint region' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'A region is 1 to 64 lower-case letters, digits and ''-''.';
+	END IF;
+	IF $4 IS NULL OR ($5 IS NULL) <> ($6 IS NULL)
+		OR $5 ~ '[[:cntrl:][:space:]]' OR $6 ~ '[[:cntrl:][:space:]]'
+		OR length($5) > 256 OR length($6) > 256 THEN
+		RAISE EXCEPTION 'invalid endpoint credentials' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'Give both an access key id and a secret access key (printable, at most 256 characters each), or neither; path_style may not be null.';
+	END IF;
+	INSERT INTO remora.source_endpoints AS e
+		(name, url, region, path_style, access_key_id, secret_access_key)
+	VALUES ($1, rtrim($2, '/'), $3, $4, $5, $6)
+	ON CONFLICT ON CONSTRAINT source_endpoints_pkey DO UPDATE
+	   SET url = EXCLUDED.url, region = EXCLUDED.region,
+		   path_style = EXCLUDED.path_style,
+		   access_key_id = EXCLUDED.access_key_id,
+		   secret_access_key = EXCLUDED.secret_access_key;
+END
+$$;
+
+-- Forget a source endpoint; jobs that name it fail when next claimed.
+CREATE FUNCTION remora.drop_source_endpoint(name text)
+RETURNS boolean
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH gone AS (DELETE FROM remora.source_endpoints e WHERE e.name = $1 RETURNING 1)
+	SELECT count(*) > 0 FROM gone
+$$;
+
+-- The registered endpoints without their credentials.
+CREATE FUNCTION remora._source_endpoints()
+RETURNS TABLE(name text, url text, region text, path_style boolean,
+			  has_credentials boolean, created_at timestamptz)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT e.name, e.url, e.region, e.path_style,
+		   e.access_key_id IS NOT NULL, e.created_at
+	  FROM remora.source_endpoints e
+$$;
+
+CREATE VIEW remora_source_endpoints WITH (security_invoker = true) AS
+SELECT * FROM remora._source_endpoints();
+
+REVOKE ALL ON FUNCTION remora.register_source_endpoint(text, text, text, boolean, text, text),
+	remora.drop_source_endpoint(text), remora._source_endpoints() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION remora.register_source_endpoint(text, text, text, boolean, text, text),
+	remora.drop_source_endpoint(text), remora._source_endpoints() TO remora_admin;
+GRANT SELECT ON remora_source_endpoints TO remora_admin;
+REVOKE ALL ON remora_source_endpoints FROM PUBLIC;

@@ -104,7 +104,106 @@ typedef struct RemoraTaskSpec
 	int64_t             job_id;
 	const char         *attempt_id;
 	int64_t             fencing_token;
+
+	/*
+	 * A member of a larger job (remora_set_start sets these): where the
+	 * member and its segments go, and no manifest of its own.
+	 */
+	const char *member_key;     /* NULL: staging + "data/" + file_name */
+	const char *segment_prefix; /* NULL: staging + "segments/" */
+	bool        no_manifest;
+	int64_t     expected_size; /* -1 (or 0 with no other field set): unknown */
+	bool        size_known;
+
+	/* How the source is fetched, when not a plain user-supplied URL. */
+	bool trusted_source;     /* an administrator's endpoint: no outbound
+							  * policy (the target store, a registered
+							  * source endpoint) */
+	const char *auth_header; /* "Authorization: Bearer …", sent only */
+	const char *auth_host;   /* to this origin, "scheme://host:port" */
+	const char *if_match;    /* the source's ETag when it was listed: a
+							  * changed source answers 412 */
 } RemoraTaskSpec;
+
+/*
+ * A job of many members: every object under an S3 prefix (or one S3
+ * object), or a Hugging Face snapshot.  The set lists its source a page at
+ * a time, runs up to REMORA_SET_CONCURRENCY members at once (each a task
+ * of its own, or a server-side copy), and writes the manifest as members
+ * complete, in listing order: memory is bounded by the window of listed
+ * members, not by their number.
+ */
+#define REMORA_SET_CONCURRENCY 8
+#define REMORA_SET_WINDOW      2048 /* listed members held at most */
+#define REMORA_SET_TRIES       4    /* per member, within one attempt */
+
+typedef enum RemoraSetKind
+{
+	REMORA_SET_S3,
+	REMORA_SET_HF
+} RemoraSetKind;
+
+/* A member an earlier attempt of the job completed (see RemoraSetSpec). */
+typedef struct RemoraPrior
+{
+	bool    found;
+	char    key[1200];
+	char    etag[256];
+	char    sha256[65];
+	int64_t size;
+	char    source_etag[256]; /* s3: the source's ETag then */
+	char    source_oid[80];   /* hf: the git object id then */
+} RemoraPrior;
+
+/* Fill out[i] for paths[i]; out[] is zeroed (not found) on entry. */
+typedef void (*RemoraPriorLookup)(void *arg, const char *const *paths, int n,
+								  RemoraPrior *out);
+
+typedef struct RemoraSetSpec
+{
+	RemoraSetKind kind;
+	const char   *display; /* the source as the manifest records it */
+
+	/* s3 */
+	const RemoraTargetConfig *source_store; /* NULL: the target store */
+	const char               *source_bucket;
+	const char               *source_key; /* a prefix ("" or ending in '/'),
+										   * or a key when single */
+	bool        single;
+	const char *file_name; /* single: the member path */
+
+	/* hf */
+	const char *hub_url;   /* "https://huggingface.co" */
+	const char *repo_type; /* "model" or "dataset" */
+	const char *repo;      /* "owner/name" */
+	const char *revision;
+	const char *token; /* NULL: anonymous */
+
+	/* both */
+	const char *const *include; /* fnmatch(3) globs on the member path */
+	int                ninclude;
+	const char *const *exclude;
+	int                nexclude;
+	const char        *bucket;
+	const char        *staging_prefix;
+	int64_t            job_id;
+	const char        *attempt_id;
+	int64_t            fencing_token;
+	RemoraPriorLookup  prior; /* NULL: no earlier attempt has members */
+	void              *prior_arg;
+} RemoraSetSpec;
+
+/* A completed member, for remora.checkpoint and remora.commit. */
+typedef struct RemoraSetMember
+{
+	char   *path;
+	char   *key;
+	char   *etag;
+	char    sha256[65];
+	int64_t size;
+	char   *source_json; /* the validators, a JSON object */
+	bool    reused;      /* copied from an earlier attempt */
+} RemoraSetMember;
 
 typedef enum RemoraTaskState
 {
@@ -147,6 +246,11 @@ typedef struct RemoraTaskResult
 	char    manifest_key[1200];
 	char    manifest_etag[256];
 	char    manifest_sha256[65];
+	char    members_sha256[65]; /* the root digest (doc/manifest.md) */
+	int64_t members;
+	int64_t bytes;
+	int64_t members_reused;    /* copied from an earlier attempt */
+	char    source_commit[41]; /* hf: the pinned commit */
 } RemoraTaskResult;
 
 /* What a checkpoint records: validated segments and the hash after them. */
@@ -159,6 +263,12 @@ typedef struct RemoraTaskCheckpoint
 	const RemoraSegment *segments;
 	int                  nsegments;
 	const char          *sha256_state;
+
+	/* a set: members completed since the last checkpoint */
+	const RemoraSetMember *members;
+	int                    nmembers;
+	int64_t                members_done;  /* in all */
+	int64_t                members_total; /* -1 until the listing ended */
 } RemoraTaskCheckpoint;
 
 extern RemoraEngine *remora_engine_new(const RemoraEngineConfig *cfg,
@@ -187,6 +297,17 @@ extern RemoraTask *remora_cleanup_start(RemoraEngine *engine,
 										char *errbuf, size_t errlen);
 
 extern void remora_resume_free(RemoraResume *resume);
+
+/*
+ * Start a set (see RemoraSetSpec).  It is a task to its host: the same
+ * state, progress, checkpoint, result and abort calls apply; its
+ * checkpoints carry completed members, which the host must make durable
+ * before the commit (the result's members not yet handed out by a
+ * checkpoint come with the last call of remora_task_checkpoint).
+ */
+extern RemoraTask *remora_set_start(RemoraEngine        *engine,
+									const RemoraSetSpec *spec, char *errbuf,
+									size_t errlen);
 
 /* A presigned GET URL (malloc'd) for bucket/key, valid expires seconds. */
 extern char *remora_s3_presign_get(const RemoraTargetConfig *target,

@@ -41,6 +41,7 @@ struct Request
 	char    etag[256];
 	char    last_modified[64];
 	char    content_range[128];
+	char   *link_next;      /* a Link header's rel="next" target (malloc'd) */
 	int64_t content_length; /* -1 if none */
 	long    retry_after;    /* seconds, -1 if none */
 	char   *body;           /* captured body (when not streamed) */
@@ -64,6 +65,7 @@ struct RemoraEngine
 	int         epfd;
 	long        timer_ms;       /* curl's timeout at timer_set, -1 = none */
 	int64_t     timer_deadline; /* monotonic ms */
+	int64_t     wake_deadline;  /* a task's own timer (a retry), -1 = none */
 	Request    *requests;       /* every request on the multi handle */
 	RemoraTask *tasks;          /* every task not yet freed */
 
@@ -113,6 +115,18 @@ typedef struct S3Address
 	char *path; /* the unencoded path that is signed */
 } S3Address;
 
+/* An S3 store other than the target (a source endpoint). */
+typedef struct S3Endpoint
+{
+	const char *base_url;
+	const char *host;
+	bool        https;
+	bool        path_style;
+	const char *region;
+	const char *access_key_id;
+	const char *secret_access_key;
+} S3Endpoint;
+
 extern bool remora_s3_target_parse(const RemoraTargetConfig *cfg,
 								   char **base_url, char **host, bool *https,
 								   char *errbuf, size_t errlen);
@@ -123,6 +137,10 @@ extern void remora_s3_address_free(S3Address *a);
 extern Request *remora_s3_request(RemoraEngine *engine, void *owner,
 								  const S3Call *call, RequestDone done,
 								  char *errbuf, size_t errlen);
+extern Request *remora_s3_request_to(RemoraEngine *engine, const S3Endpoint *ep,
+									 void *owner, const S3Call *call,
+									 RequestDone done, char *errbuf,
+									 size_t errlen);
 extern bool     remora_s3_failed(const Request *req, CURLcode rc,
 								 RemoraTaskError *err, const char *what);
 extern void     remora_md5_base64(const unsigned char md5[16], char out[25]);
@@ -139,8 +157,27 @@ extern bool remora_sha256_save(const RemoraSha256 *s, char *out, size_t outlen);
 extern bool remora_sha256_restore(RemoraSha256 *s, const char *saved);
 extern int64_t remora_sha256_bytes(const RemoraSha256 *s);
 
+/* loop.c: a task wants to run again at this monotonic time */
+extern void remora_engine_wake_at(RemoraEngine *engine, int64_t when_ms);
+
 /* task.c */
-extern void remora_task_unlink_all(RemoraEngine *engine);
-extern void remora_task_pump_all(RemoraEngine *engine);
+extern char *remora_url_origin(const char *url);
+extern void  remora_task_unlink_all(RemoraEngine *engine);
+extern void  remora_task_pump_all(RemoraEngine *engine);
+
+/* set.c: a set behind a task handle (task.c dispatches to these) */
+typedef struct RemoraSet RemoraSet;
+
+extern RemoraTask     *remora_task_shell(RemoraEngine *engine, RemoraSet *set);
+extern RemoraSet      *remora_task_set(const RemoraTask *task);
+extern void            remora_set_pump(RemoraSet *set);
+extern RemoraTaskState remora_set_state(const RemoraSet *set);
+extern void            remora_set_progress(const RemoraSet *set, int64_t *done,
+										   int64_t *total);
+extern bool remora_set_checkpoint(RemoraSet *set, RemoraTaskCheckpoint *out);
+extern const RemoraTaskResult *remora_set_result(const RemoraSet *set);
+extern const RemoraTaskError  *remora_set_error(const RemoraSet *set);
+extern void                    remora_set_abort(RemoraSet *set);
+extern void                    remora_set_free(RemoraSet *set);
 
 #endif /* REMORA_ENGINE_INT_H */

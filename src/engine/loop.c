@@ -127,6 +127,7 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 	engine->user_agent = xstrdup(cfg->user_agent ? cfg->user_agent : "remora");
 	engine->timer_ms = -1;
 	engine->timer_deadline = -1;
+	engine->wake_deadline = -1;
 
 	engine->policy =
 		remora_netpolicy_new(cfg->allow_networks, cfg->deny_networks,
@@ -188,12 +189,23 @@ remora_engine_fd(const RemoraEngine *engine)
 long
 remora_engine_timeout_ms(const RemoraEngine *engine)
 {
+	int64_t deadline = engine->timer_deadline;
 	int64_t left;
 
-	if (engine->timer_deadline < 0)
+	if (engine->wake_deadline >= 0 &&
+		(deadline < 0 || engine->wake_deadline < deadline))
+		deadline = engine->wake_deadline;
+	if (deadline < 0)
 		return -1;
-	left = engine->timer_deadline - remora_now_ms();
+	left = deadline - remora_now_ms();
 	return left < 0 ? 0 : (long) left;
+}
+
+void
+remora_engine_wake_at(RemoraEngine *engine, int64_t when_ms)
+{
+	if (engine->wake_deadline < 0 || when_ms < engine->wake_deadline)
+		engine->wake_deadline = when_ms;
 }
 
 /* Take a request off the multi handle and the engine's list. */
@@ -221,6 +233,7 @@ free_request(Request *req)
 	curl_easy_cleanup(req->easy);
 	curl_slist_free_all(req->headers);
 	free(req->body);
+	free(req->link_next);
 	free(req);
 }
 
@@ -286,6 +299,8 @@ remora_engine_run(RemoraEngine *engine)
 								 &running);
 	}
 	complete_finished(engine);
+	/* the tasks say again when they want to be woken */
+	engine->wake_deadline = -1;
 	remora_task_pump_all(engine);
 }
 
@@ -304,6 +319,40 @@ header_number(const char *v, size_t vlen, long long *out)
 	tmp[vlen] = '\0';
 	*out = strtoll(tmp, &end, 10);
 	return *end == '\0' && *out >= 0;
+}
+
+/*
+ * The target of a Link header's rel="next" (RFC 8288), as the Hugging Face
+ * Hub paginates: <https://…?cursor=…>; rel="next".  Only the first link
+ * with that relation counts.
+ */
+static void
+link_next(Request *req, const char *v, size_t vlen)
+{
+	const char *end = v + vlen;
+
+	while (v < end && req->link_next == NULL)
+	{
+		const char *lt = memchr(v, '<', end - v);
+		const char *gt = lt ? memchr(lt, '>', end - lt) : NULL;
+		const char *next_lt;
+		size_t      plen;
+
+		if (gt == NULL)
+			return;
+		next_lt = memchr(gt, '<', end - gt);
+		plen = (next_lt ? next_lt : end) - gt;
+		/* the parameters between '>' and the next link */
+		for (const char *p = gt; p + 8 <= gt + plen; p++)
+			if ((p + 10 <= gt + plen &&
+				 strncasecmp(p, "rel=\"next\"", 10) == 0) ||
+				strncasecmp(p, "rel=next", 8) == 0)
+			{
+				req->link_next = strndup(lt + 1, gt - lt - 1);
+				break;
+			}
+		v = gt + plen;
+	}
 }
 
 static size_t
@@ -350,6 +399,8 @@ header_cb(char *buf, size_t size, size_t nitems, void *userdata)
 		if (header_number(v, vlen, &cl))
 			req->content_length = cl;
 	}
+	else if (nlen == 4 && strncasecmp(buf, "link", 4) == 0)
+		link_next(req, v, vlen);
 	else if (nlen == 11 && strncasecmp(buf, "retry-after", 11) == 0)
 	{
 		/* delta-seconds only; an HTTP-date is treated as absent */

@@ -261,6 +261,20 @@ Request *
 remora_s3_request(RemoraEngine *engine, void *owner, const S3Call *call,
 				  RequestDone done, char *errbuf, size_t errlen)
 {
+	S3Endpoint ep = {
+		engine->base_url,         engine->host,   engine->https,
+		engine->path_style,       engine->region, engine->access_key_id,
+		engine->secret_access_key};
+
+	return remora_s3_request_to(engine, &ep, owner, call, done, errbuf, errlen);
+}
+
+/* A signed request to a store given by ep (the target, or a source). */
+Request *
+remora_s3_request_to(RemoraEngine *engine, const S3Endpoint *ep, void *owner,
+					 const S3Call *call, RequestDone done, char *errbuf,
+					 size_t errlen)
+{
 	Request           *req = NULL;
 	S3Address          addr;
 	char              *url;
@@ -281,8 +295,8 @@ remora_s3_request(RemoraEngine *engine, void *owner, const S3Call *call,
 		snprintf(errbuf, errlen, "too many headers");
 		return NULL;
 	}
-	if (!remora_s3_address(engine, call->bucket, call->key, call->query,
-						   call->nquery, &addr))
+	if (!address_of(ep->base_url, ep->host, ep->https, ep->path_style,
+					call->bucket, call->key, call->query, call->nquery, &addr))
 	{
 		snprintf(errbuf, errlen, "out of memory");
 		return NULL;
@@ -305,8 +319,8 @@ remora_s3_request(RemoraEngine *engine, void *owner, const S3Call *call,
 	for (int i = 0; i < call->nheaders; i++)
 		signed_headers[nh++] = call->headers[i];
 
-	creds = (RemoraSigV4Creds){engine->access_key_id, engine->secret_access_key,
-							   engine->region, "s3"};
+	creds = (RemoraSigV4Creds){ep->access_key_id, ep->secret_access_key,
+							   ep->region, "s3"};
 	sreq = (RemoraSigV4Request){call->method,   path, call->query, call->nquery,
 								signed_headers, nh,   payload_hash};
 	if (!remora_sigv4_sign(&sreq, &creds, now, &sig, errbuf, errlen))

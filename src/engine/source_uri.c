@@ -725,3 +725,33 @@ remora_source_uri_parse(const char *text, RemoraSourceUri *out, char *errbuf,
 		remora_source_uri_free(out);
 	return ok;
 }
+
+/*
+ * A member path from a listing (an S3 key below a prefix, a Hub file): is
+ * it safe to place under a staging prefix?
+ */
+bool
+remora_member_path_valid(const char *path)
+{
+	size_t      len = strlen(path);
+	const char *seg = path;
+
+	if (len == 0 || len > 1024 || !remora_utf8_valid(path, len))
+		return false;
+	for (const char *p = path;; p++)
+	{
+		if (*p == '/' || *p == '\0')
+		{
+			size_t slen = p - seg;
+
+			if (slen == 0 || (slen == 1 && seg[0] == '.') ||
+				(slen == 2 && seg[0] == '.' && seg[1] == '.'))
+				return false;
+			if (*p == '\0')
+				return true;
+			seg = p + 1;
+		}
+		else if (*p == '\\' || (unsigned char) *p < 0x20 || *p == 0x7f)
+			return false;
+	}
+}

@@ -62,4 +62,10 @@ extern char *remora_prefix_normalize(const char *prefix, char *errbuf,
 									 size_t errlen);
 extern bool  remora_utf8_valid(const char *s, size_t len);
 
+/*
+ * Is path a safe member path: relative, UTF-8, no empty, "." or ".."
+ * segment, no backslash or control character, at most 1024 bytes?
+ */
+extern bool remora_member_path_valid(const char *path);
+
 #endif /* REMORA_SOURCE_URI_H */

@@ -28,10 +28,12 @@
  *
  *-------------------------------------------------------------------------
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openssl/evp.h>
 
@@ -76,6 +78,7 @@ struct RemoraTask
 	RemoraTask     *next_task;
 	RemoraTaskState state;
 	Phase           phase;
+	RemoraSet      *set; /* a set's handle: everything goes to the set */
 
 	/* the spec, copied */
 	char   *url;      /* current URL: changes with redirects */
@@ -88,6 +91,16 @@ struct RemoraTask
 	int64_t job_id;
 	int64_t fencing_token;
 	int     redirects;
+
+	/* as a member of a larger job (see RemoraTaskSpec) */
+	char   *member_key_spec;
+	char   *segment_prefix;
+	bool    no_manifest;
+	bool    trusted_source;
+	char   *auth_header;
+	char   *auth_host;
+	char   *if_match;
+	int64_t expected_size; /* -1: unknown */
 
 	/* the source */
 	Request *src;
@@ -163,6 +176,7 @@ static void start_source(RemoraTask *task);
 static void start_assembly(RemoraTask *task);
 static void start_manifest(RemoraTask *task);
 static void start_verify(RemoraTask *task);
+static void member_written(RemoraTask *task);
 static void abort_upload(RemoraTask *task);
 
 /* ---------------------------------------------------------------- errors */
@@ -336,7 +350,9 @@ seal_segment(RemoraTask *task, Buffer *buf)
 	int      segno = task->nsegs + 1;
 	Segment *seg;
 	char     sha_state[128];
-	size_t   klen = strlen(task->staging) + 32;
+	size_t   klen =
+		strlen(task->segment_prefix ? task->segment_prefix : task->staging) +
+		32;
 
 	if (segno > REMORA_MAX_SEGMENTS || (seg = segment_at(task, segno)) == NULL)
 	{
@@ -351,7 +367,10 @@ seal_segment(RemoraTask *task, Buffer *buf)
 		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
 		return false;
 	}
-	snprintf(seg->key, klen, "%ssegments/%06d", task->staging, segno);
+	if (task->segment_prefix)
+		snprintf(seg->key, klen, "%s%06d", task->segment_prefix, segno);
+	else
+		snprintf(seg->key, klen, "%ssegments/%06d", task->staging, segno);
 	seg->size = (int64_t) buf->len;
 	if (remora_sha256_save(task->sha, sha_state, sizeof(sha_state)))
 		seg->sha_after = strdup(sha_state);
@@ -687,6 +706,14 @@ source_done(Request *req, CURLcode rc)
 		settle(task);
 		return;
 	}
+	if (req->status == 412 && task->if_match)
+	{
+		/* a source object replaced since it was listed: list it again */
+		fail(task, REMORA_ERR_SOURCE, true, req->status,
+			 "the source object changed since it was listed%s", "");
+		settle(task);
+		return;
+	}
 	if (req->status < 200 || req->status >= 300)
 	{
 		source_failed_http(task, req);
@@ -704,6 +731,14 @@ source_done(Request *req, CURLcode rc)
 	}
 	task->total = task->received;
 	task->src_ended = true;
+	if (task->expected_size >= 0 && task->total != task->expected_size)
+	{
+		/* the listing said otherwise: list again in a new attempt */
+		fail(task, REMORA_ERR_SIZE, true, 0,
+			 "the source's size changed since it was listed%s", "");
+		settle(task);
+		return;
+	}
 
 	remora_sha256_final_hex(task->sha, task->sha_hex);
 	if (task->expected_sha256 &&
@@ -734,6 +769,50 @@ source_done(Request *req, CURLcode rc)
 	settle(task);
 }
 
+/*
+ * The origin of a URL, "scheme://host:port" (malloc'd), or NULL.  A
+ * credential meant for one origin is never sent to another, such as a CDN
+ * the first redirects to.
+ */
+char *
+remora_url_origin(const char *url)
+{
+	CURLU *u = curl_url();
+	char  *scheme = NULL, *host = NULL, *port = NULL;
+	char  *out = NULL;
+
+	if (u && url && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+		curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
+	{
+		size_t n = strlen(scheme) + strlen(host) + strlen(port) + 8;
+
+		out = malloc(n);
+		if (out)
+		{
+			snprintf(out, n, "%s://%s:%s", scheme, host, port);
+			for (char *c = out; *c; c++)
+				*c = (char) tolower((unsigned char) *c);
+		}
+	}
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+	return out;
+}
+
+static bool
+url_origin_is(const char *url, const char *origin)
+{
+	char *o = remora_url_origin(url);
+	bool  same = o && origin && strcmp(o, origin) == 0;
+
+	free(o);
+	return same;
+}
+
 static void
 start_source(RemoraTask *task)
 {
@@ -746,7 +825,10 @@ start_source(RemoraTask *task)
 		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
 		return;
 	}
-	remora_req_set_source_options(req);
+	if (task->trusted_source)
+		curl_easy_setopt(req->easy, CURLOPT_PROXY, "");
+	else
+		remora_req_set_source_options(req);
 	req->kind = K_SOURCE;
 	req->on_data = source_data;
 	curl_easy_setopt(req->easy, CURLOPT_URL, task->url);
@@ -767,6 +849,15 @@ start_source(RemoraTask *task)
 				 strong_etag(task->etag) ? task->etag : task->last_modified);
 		h = curl_slist_append(h, line);
 		task->skip = 1;
+	}
+	if (task->auth_header && url_origin_is(task->url, task->auth_host))
+		h = curl_slist_append(h, task->auth_header);
+	if (task->if_match && task->offset == 0)
+	{
+		char line[300];
+
+		snprintf(line, sizeof(line), "If-Match: %s", task->if_match);
+		h = curl_slist_append(h, line);
 	}
 	req->headers = h;
 	task->src = req;
@@ -854,9 +945,13 @@ start_verify(RemoraTask *task)
 static char *
 member_key(RemoraTask *task)
 {
-	size_t n = strlen(task->staging) + strlen(task->file_name) + 6;
-	char  *k = malloc(n);
+	size_t n;
+	char  *k;
 
+	if (task->member_key_spec)
+		return strdup(task->member_key_spec);
+	n = strlen(task->staging) + strlen(task->file_name) + 6;
+	k = malloc(n);
 	if (k)
 		snprintf(k, n, "%sdata/%s", task->staging, task->file_name);
 	return k;
@@ -906,7 +1001,7 @@ single_done(Request *req, CURLcode rc)
 	}
 	snprintf(task->result.member_etag, sizeof(task->result.member_etag), "%s",
 			 req->etag);
-	start_manifest(task);
+	member_written(task);
 }
 
 static void start_copies(RemoraTask *task);
@@ -964,7 +1059,7 @@ complete_done(Request *req, CURLcode rc)
 				if (d && !remora_req_start(d))
 					remora_req_cancel(d);
 			}
-		start_manifest(task);
+		member_written(task);
 	}
 	free(etag);
 	free(root);
@@ -1175,6 +1270,27 @@ start_assembly(RemoraTask *task)
 }
 
 /* ------------------------------------------------------------- manifest */
+
+/*
+ * The member object is in the store.  A task that is the whole job writes
+ * its manifest next; a member of a larger job is done.
+ */
+static void
+member_written(RemoraTask *task)
+{
+	snprintf(task->result.source_etag, sizeof(task->result.source_etag), "%s",
+			 task->etag);
+	snprintf(task->result.source_last_modified,
+			 sizeof(task->result.source_last_modified), "%s",
+			 task->last_modified);
+	if (!task->no_manifest)
+	{
+		start_manifest(task);
+		return;
+	}
+	task->phase = P_DONE;
+	task->state = REMORA_TASK_SUCCEEDED;
+}
 
 /* JSON string escaping (the engine has no JSON library; this is all). */
 static void
@@ -1522,6 +1638,14 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	task->staging = xstrdup(spec->staging_prefix);
 	task->expected_sha256 = xstrdup(spec->expected_sha256);
 	task->attempt_id = xstrdup(spec->attempt_id);
+	task->member_key_spec = xstrdup(spec->member_key);
+	task->segment_prefix = xstrdup(spec->segment_prefix);
+	task->no_manifest = spec->no_manifest;
+	task->trusted_source = spec->trusted_source;
+	task->auth_header = xstrdup(spec->auth_header);
+	task->auth_host = xstrdup(spec->auth_host);
+	task->if_match = xstrdup(spec->if_match);
+	task->expected_size = spec->size_known ? spec->expected_size : -1;
 	task->job_id = spec->job_id;
 	task->fencing_token = spec->fencing_token;
 	task->total = -1;
@@ -1554,15 +1678,44 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	return task;
 }
 
+/* The handle of a set: a task that owns no request of its own. */
+RemoraTask *
+remora_task_shell(RemoraEngine *engine, RemoraSet *set)
+{
+	RemoraTask *task = calloc(1, sizeof(RemoraTask));
+
+	if (task == NULL)
+		return NULL;
+	task->engine = engine;
+	task->set = set;
+	task->state = REMORA_TASK_RUNNING;
+	task->next_task = engine->tasks;
+	engine->tasks = task;
+	return task;
+}
+
+RemoraSet *
+remora_task_set(const RemoraTask *task)
+{
+	return task->set;
+}
+
 RemoraTaskState
 remora_task_state(const RemoraTask *task)
 {
+	if (task->set)
+		return remora_set_state(task->set);
 	return task->state;
 }
 
 void
 remora_task_progress(const RemoraTask *task, int64_t *done, int64_t *total)
 {
+	if (task->set)
+	{
+		remora_set_progress(task->set, done, total);
+		return;
+	}
 	*done = task->received;
 	*total = task->total;
 }
@@ -1583,6 +1736,8 @@ remora_task_checkpoint(RemoraTask *task, RemoraTaskCheckpoint *out)
 {
 	RemoraSegment *segs;
 
+	if (task->set)
+		return remora_set_checkpoint(task->set, out);
 	if (!task->cp_dirty)
 		return false;
 	task->cp_dirty = false;
@@ -1616,12 +1771,16 @@ remora_task_checkpoint(RemoraTask *task, RemoraTaskCheckpoint *out)
 const RemoraTaskResult *
 remora_task_result(const RemoraTask *task)
 {
+	if (task->set)
+		return remora_set_result(task->set);
 	return task->state == REMORA_TASK_SUCCEEDED ? &task->result : NULL;
 }
 
 const RemoraTaskError *
 remora_task_error(const RemoraTask *task)
 {
+	if (task->set)
+		return remora_set_error(task->set);
 	return task->state == REMORA_TASK_FAILED ? &task->error : NULL;
 }
 
@@ -1633,6 +1792,11 @@ void
 remora_task_abort(RemoraTask *task, bool delete_staging)
 {
 	(void) delete_staging;
+	if (task->set)
+	{
+		remora_set_abort(task->set);
+		return;
+	}
 	cancel_requests(task);
 	abort_upload(task);
 	if (task->state == REMORA_TASK_RUNNING)
@@ -1646,6 +1810,8 @@ remora_task_free(RemoraTask *task)
 
 	if (task == NULL)
 		return;
+	if (task->set)
+		remora_set_free(task->set); /* frees its members' tasks first */
 	cancel_requests(task);
 	if (!task->cleanup)
 		abort_upload(task);
@@ -1675,6 +1841,11 @@ remora_task_free(RemoraTask *task)
 	free(task->staging);
 	free(task->expected_sha256);
 	free(task->attempt_id);
+	free(task->member_key_spec);
+	free(task->segment_prefix);
+	free(task->auth_header);
+	free(task->auth_host);
+	free(task->if_match);
 	free(task->upload_id);
 	free(task->manifest);
 	free_del_keys(task);
@@ -1745,7 +1916,9 @@ void
 remora_task_pump_all(RemoraEngine *engine)
 {
 	for (RemoraTask *t = engine->tasks; t; t = t->next_task)
-		if (t->state == REMORA_TASK_RUNNING && !t->cleanup)
+		if (t->set)
+			remora_set_pump(t->set);
+		else if (t->state == REMORA_TASK_RUNNING && !t->cleanup)
 			pump(t);
 }
 

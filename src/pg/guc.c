@@ -40,6 +40,7 @@ char *remora_allow_networks = NULL;
 char *remora_allow_ports = NULL;
 char *remora_deny_networks = NULL;
 char *remora_hf_endpoint = NULL;
+char *remora_hf_token = NULL;
 int   remora_stall_timeout_ms = 60000;
 int   remora_presign_max_ttl_s = 86400;
 int   remora_retention_s = 30 * 86400;
@@ -233,6 +234,12 @@ remora_define_gucs(void)
 							   "Base URL of the Hugging Face Hub.", NULL,
 							   &remora_hf_endpoint, "https://huggingface.co",
 							   PGC_SIGHUP, 0, check_base_url, NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.hf_token",
+		"Hugging Face access token, for gated and private repositories.", NULL,
+		&remora_hf_token, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+		NULL, NULL, NULL);
 
 	DefineCustomIntVariable(
 		"remora.stall_timeout",

@@ -53,20 +53,24 @@ redact(char *s, const char *secret)
 }
 
 /*
- * The target's secret never reaches the server log, whoever writes the
- * message: PostgreSQL itself logs "parameter ... changed to ..." when the
- * configuration is reloaded.  Every process has this hook (the library is
- * preloaded).
+ * The target's secret and the Hub token never reach the server log, whoever
+ * writes the message: PostgreSQL itself logs "parameter ... changed to ..."
+ * when the configuration is reloaded.  Every process has this hook (the library
+ * is preloaded).
  */
 static void
 redact_secrets(ErrorData *edata)
 {
-	const char *secret = remora_s3_secret_access_key;
+	const char *secrets[2] = {remora_s3_secret_access_key, remora_hf_token};
 
-	if (secret && strlen(secret) >= 4)
+	for (int i = 0; i < 2; i++)
 	{
-		MemoryContext old = MemoryContextSwitchTo(ErrorContext);
+		const char   *secret = secrets[i];
+		MemoryContext old;
 
+		if (secret == NULL || strlen(secret) < 4)
+			continue;
+		old = MemoryContextSwitchTo(ErrorContext);
 		edata->message = redact(edata->message, secret);
 		edata->detail = redact(edata->detail, secret);
 		edata->detail_log = redact(edata->detail_log, secret);

@@ -33,6 +33,7 @@ extern char *remora_s3_region;
 extern bool  remora_s3_path_style;
 extern char *remora_s3_access_key_id;
 extern char *remora_s3_secret_access_key;
+extern char *remora_hf_token;
 extern char *remora_default_bucket;
 extern char *remora_default_prefix;
 extern int   remora_part_size_kb;

@@ -39,6 +39,7 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
@@ -66,6 +67,7 @@ typedef struct Attempt
 	int64       token;
 	char       *bucket;
 	char       *file_name;
+	bool        is_set; /* many members: checkpoints carry them */
 	int         progress_slot;
 	bool        restart_reported;
 	int64       rate_bytes; /* bytes at rate_at */
@@ -283,6 +285,37 @@ report_failure(const char *attempt_id, int64 token, const RemoraTaskError *e)
 	return state;
 }
 
+static void members_json(StringInfo buf, const char *bucket,
+						 const RemoraSetMember *m, int n);
+
+/*
+ * The descriptor of a set's manifest; its members not yet handed out by a
+ * checkpoint go with it as "entries".
+ */
+static void
+set_descriptor(StringInfo buf, Attempt *a, const RemoraTaskResult *r)
+{
+	RemoraTaskCheckpoint cp;
+
+	appendStringInfoString(buf, "{\"key\": ");
+	escape_json(buf, r->manifest_key);
+	appendStringInfoString(buf, ", \"etag\": ");
+	escape_json(buf, r->manifest_etag);
+	appendStringInfo(
+		buf,
+		", \"sha256\": \"%s\", \"members\": " INT64_FORMAT
+		", \"bytes\": " INT64_FORMAT
+		", \"members_sha256\": \"%s\", \"members_reused\": " INT64_FORMAT,
+		r->manifest_sha256, (int64) r->members, (int64) r->bytes,
+		r->members_sha256, (int64) r->members_reused);
+	if (r->source_commit[0])
+		appendStringInfo(buf, ", \"source_commit\": \"%s\"", r->source_commit);
+	appendStringInfoString(buf, ", \"entries\": [");
+	if (remora_task_checkpoint(a->task, &cp))
+		members_json(buf, a->bucket, cp.members, cp.nmembers);
+	appendStringInfoString(buf, "]}");
+}
+
 static bool
 report_success(Attempt *a, const RemoraTaskResult *r)
 {
@@ -293,6 +326,11 @@ report_success(Attempt *a, const RemoraTaskResult *r)
 	bool           isnull;
 
 	initStringInfo(&buf);
+	if (a->is_set)
+	{
+		set_descriptor(&buf, a, r);
+		goto commit;
+	}
 	appendStringInfoString(&buf, "{\"key\": ");
 	escape_json(&buf, r->manifest_key);
 	appendStringInfoString(&buf, ", \"etag\": ");
@@ -316,6 +354,7 @@ report_success(Attempt *a, const RemoraTaskResult *r)
 	escape_json(&buf, r->source_last_modified);
 	appendStringInfoString(&buf, "}}]}");
 
+commit:
 	tx_begin("remora: committing a result");
 	values[0] = DirectFunctionCall1(uuid_in, CStringGetDatum(a->attempt_id));
 	values[1] = Int64GetDatum(a->token);
@@ -428,10 +467,51 @@ renew_all(void)
 		}
 }
 
+/* Completed members as remora.checkpoint and remora.commit take them. */
+static void
+members_json(StringInfo buf, const char *bucket, const RemoraSetMember *m,
+			 int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		appendStringInfoString(buf, i ? ", {\"path\": " : "{\"path\": ");
+		escape_json(buf, m[i].path);
+		appendStringInfoString(buf, ", \"bucket\": ");
+		escape_json(buf, bucket);
+		appendStringInfoString(buf, ", \"key\": ");
+		escape_json(buf, m[i].key);
+		appendStringInfo(
+			buf, ", \"size\": " INT64_FORMAT ", \"sha256\": \"%s\", \"etag\": ",
+			(int64) m[i].size, m[i].sha256);
+		escape_json(buf, m[i].etag);
+		appendStringInfo(buf, ", \"source\": %s, \"reused\": %s}",
+						 m[i].source_json, m[i].reused ? "true" : "false");
+	}
+}
+
 static void
 checkpoint_json(StringInfo buf, Attempt *a, const RemoraTaskCheckpoint *cp)
 {
 	const char *why;
+
+	if (a->is_set)
+	{
+		appendStringInfo(buf,
+						 "{\"bytes_done\": " INT64_FORMAT
+						 ", \"state\": {\"members_done\": " INT64_FORMAT,
+						 (int64) cp->bytes_done, (int64) cp->members_done);
+		if (cp->members_total >= 0)
+			appendStringInfo(buf, ", \"members_total\": " INT64_FORMAT,
+							 (int64) cp->members_total);
+		appendStringInfoChar(buf, '}');
+		if (cp->bytes_total >= 0)
+			appendStringInfo(buf, ", \"bytes_total\": " INT64_FORMAT,
+							 (int64) cp->bytes_total);
+		appendStringInfoString(buf, ", \"members\": [");
+		members_json(buf, a->bucket, cp->members, cp->nmembers);
+		appendStringInfoString(buf, "]}");
+		return;
+	}
 
 	appendStringInfo(buf, "{\"bytes_done\": " INT64_FORMAT,
 					 (int64) cp->bytes_done);
@@ -545,6 +625,20 @@ typedef struct Claimed
 	char         *staging;
 	char         *expected_sha256;
 	RemoraResume *resume;
+
+	/* s3 and hf sources */
+	char              *source_bucket;
+	char              *source_key;
+	char              *repo_type;
+	char              *repo;
+	char              *revision;
+	char             **include;
+	int                ninclude;
+	char             **exclude;
+	int                nexclude;
+	bool               has_endpoint; /* options.endpoint names one */
+	bool               endpoint_found;
+	RemoraTargetConfig endpoint;
 } Claimed;
 
 static char *
@@ -599,6 +693,51 @@ read_resume(const char *state)
 	return r;
 }
 
+/* A glob list of the options (a JSON array of strings), kept. */
+static char **
+read_globs(const char *json, int *n)
+{
+	Oid    types[1] = {JSONBOID};
+	Datum  values[1];
+	char **out;
+
+	*n = 0;
+	if (json == NULL)
+		return NULL;
+	values[0] = DirectFunctionCall1(jsonb_in, CStringGetDatum(json));
+	sql("SELECT jsonb_array_elements_text($1)", 1, types, values, NULL);
+	out = MemoryContextAllocZero(tx_caller_cxt,
+								 sizeof(char *) * (SPI_processed + 1));
+	for (uint64 i = 0; i < SPI_processed; i++)
+		out[(*n)++] = keep_str(col_text(i, 1));
+	return out;
+}
+
+/* The registered endpoint an s3 source names (its secret stays in memory). */
+static void
+read_endpoint(Claimed *c, const char *name)
+{
+	Oid   types[1] = {TEXTOID};
+	Datum values[1];
+
+	c->has_endpoint = name != NULL;
+	if (name == NULL)
+		return;
+	values[0] = CStringGetTextDatum(name);
+	sql("SELECT url, region, path_style::text, coalesce(access_key_id, ''), "
+		"coalesce(secret_access_key, '') FROM remora.source_endpoints "
+		"WHERE name = $1",
+		1, types, values, NULL);
+	if (SPI_processed != 1)
+		return;
+	c->endpoint_found = true;
+	c->endpoint.endpoint = keep_str(col_text(0, 1));
+	c->endpoint.region = keep_str(col_text(0, 2));
+	c->endpoint.path_style = strcmp(col_text(0, 3), "true") == 0;
+	c->endpoint.access_key_id = keep_str(col_text(0, 4));
+	c->endpoint.secret_access_key = keep_str(col_text(0, 5));
+}
+
 static int
 claim_rows(int room, Claimed *out)
 {
@@ -615,7 +754,12 @@ claim_rows(int room, Claimed *out)
 		"c.spec #>> '{source,uri}', c.spec #>> '{source,file_name}', "
 		"c.spec ->> 'bucket', c.spec ->> 'staging_prefix', "
 		"c.spec #>> '{options,expected_sha256}', (c.resume -> 'state')::text, "
-		"c.spec ->> 'owner' "
+		"c.spec ->> 'owner', c.spec #>> '{source,bucket}', "
+		"c.spec #>> '{source,key}', c.spec #>> '{source,repo_type}', "
+		"c.spec #>> '{source,repo}', c.spec #>> '{source,revision}', "
+		"(c.spec #> '{options,include}')::text, "
+		"(c.spec #> '{options,exclude}')::text, "
+		"c.spec #>> '{options,endpoint}' "
 		"FROM remora.claim($1, $2) c",
 		2, types, values, NULL);
 	claimed = SPI_tuptable;
@@ -633,10 +777,123 @@ claim_rows(int room, Claimed *out)
 		out[i].staging = keep_str(col_text(i, 8));
 		out[i].expected_sha256 = keep_str(col_text(i, 9));
 		out[i].owner = (Oid) strtoul(col_text(i, 11), NULL, 10);
-		out[i].resume = read_resume(col_text(i, 10));
+		out[i].source_bucket = keep_str(col_text(i, 12));
+		out[i].source_key = keep_str(col_text(i, 13));
+		out[i].repo_type = keep_str(col_text(i, 14));
+		out[i].repo = keep_str(col_text(i, 15));
+		out[i].revision = keep_str(col_text(i, 16));
+		{
+			char *inc = keep_str(col_text(i, 17));
+			char *exc = keep_str(col_text(i, 18));
+			char *ep = keep_str(col_text(i, 19));
+			bool  is_http = strcmp(out[i].kind, "http") == 0;
+
+			out[i].resume = is_http ? read_resume(col_text(i, 10)) : NULL;
+			out[i].include = read_globs(inc, &out[i].ninclude);
+			out[i].exclude = read_globs(exc, &out[i].nexclude);
+			read_endpoint(&out[i], ep);
+		}
 	}
 	tx_end();
 	return n;
+}
+
+/*
+ * Members an earlier attempt of the job completed, for a replacement to
+ * reuse (the engine asks a listing page at a time).
+ */
+static void
+prior_lookup(void *arg, const char *const *paths, int n, RemoraPrior *out)
+{
+	Attempt      *a = arg;
+	Oid           types[3] = {INT8OID, UUIDOID, TEXTARRAYOID};
+	Datum         values[3];
+	Datum        *elems = palloc(sizeof(Datum) * n);
+	MemoryContext cxt = CurrentMemoryContext;
+
+	for (int i = 0; i < n; i++)
+		elems[i] = CStringGetTextDatum(paths[i]);
+	tx_begin("remora: looking up members of earlier attempts");
+	values[0] = Int64GetDatum(a->job_id);
+	values[1] = DirectFunctionCall1(uuid_in, CStringGetDatum(a->attempt_id));
+	values[2] = PointerGetDatum(
+		construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+	/* the newest attempt's copy of each path */
+	sql("SELECT DISTINCT ON (m.path) array_position($3, m.path), m.key, "
+		"m.etag, m.sha256, m.size, coalesce(m.source ->> 'etag', ''), "
+		"coalesce(m.source ->> 'oid', '') "
+		"FROM remora.members m JOIN remora.attempts t USING (attempt_id) "
+		"WHERE t.job_id = $1 AND t.attempt_id <> $2 AND m.path = ANY ($3) "
+		"AND m.bucket = (SELECT bucket FROM remora.jobs WHERE job_id = $1) "
+		"ORDER BY m.path, t.attempt_no DESC",
+		3, types, values, NULL);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		int          i = atoi(col_text(r, 1)) - 1;
+		RemoraPrior *p;
+
+		if (i < 0 || i >= n)
+			continue;
+		p = &out[i];
+		p->found = true;
+		snprintf(p->key, sizeof(p->key), "%s", col_text(r, 2));
+		snprintf(p->etag, sizeof(p->etag), "%s", col_text(r, 3));
+		snprintf(p->sha256, sizeof(p->sha256), "%s", col_text(r, 4));
+		p->size = strtoll(col_text(r, 5), NULL, 10);
+		snprintf(p->source_etag, sizeof(p->source_etag), "%s", col_text(r, 6));
+		snprintf(p->source_oid, sizeof(p->source_oid), "%s", col_text(r, 7));
+	}
+	tx_end();
+	MemoryContextSwitchTo(cxt);
+	pfree(elems);
+}
+
+static void
+refuse_attempt(Claimed *c, const char *class, bool retryable, const char *msg)
+{
+	RemoraTaskError e = {0};
+
+	e.class = class;
+	e.retryable = retryable;
+	e.retry_after = -1;
+	snprintf(e.message, sizeof(e.message), "%s", msg);
+	remora_resume_free(c->resume);
+	report_failure(c->attempt_id, c->token, &e);
+}
+
+/* An s3 or hf source: a set of members. */
+static RemoraTask *
+start_set(Claimed *c, Attempt *a, char *err, size_t errlen)
+{
+	RemoraSetSpec spec;
+	bool          hf = strcmp(c->kind, "hf") == 0;
+
+	memset(&spec, 0, sizeof(spec));
+	spec.kind = hf ? REMORA_SET_HF : REMORA_SET_S3;
+	spec.display = c->url;
+	if (c->endpoint_found)
+		spec.source_store = &c->endpoint;
+	spec.source_bucket = c->source_bucket;
+	spec.source_key = c->source_key ? c->source_key : "";
+	spec.single = strcmp(c->kind, "s3_object") == 0;
+	spec.file_name = c->file_name;
+	spec.hub_url = remora_hf_endpoint;
+	spec.repo_type = c->repo_type;
+	spec.repo = c->repo;
+	spec.revision = c->revision;
+	spec.token = remora_hf_token;
+	spec.include = (const char *const *) c->include;
+	spec.ninclude = c->ninclude;
+	spec.exclude = (const char *const *) c->exclude;
+	spec.nexclude = c->nexclude;
+	spec.bucket = c->bucket;
+	spec.staging_prefix = c->staging;
+	spec.job_id = c->job_id;
+	spec.attempt_id = c->attempt_id;
+	spec.fencing_token = c->token;
+	spec.prior = prior_lookup;
+	spec.prior_arg = a;
+	return remora_set_start(engine, &spec, err, errlen);
 }
 
 static void
@@ -646,19 +903,30 @@ start_attempt(Claimed *c)
 	char           err[256];
 	RemoraTask    *task;
 	Attempt       *a;
+	bool           is_set = strcmp(c->kind, "http") != 0;
+	bool           resumed = false;
 
-	if (strcmp(c->kind, "http") != 0)
+	if (is_set && strcmp(c->kind, "hf") != 0 && c->has_endpoint &&
+		!c->endpoint_found)
 	{
-		RemoraTaskError e = {0};
-
-		e.class = REMORA_ERR_SOURCE;
-		e.retry_after = -1;
-		snprintf(e.message, sizeof(e.message),
-				 "%s sources are not supported by this version of remora",
-				 c->kind);
-		remora_resume_free(c->resume);
-		report_failure(c->attempt_id, c->token, &e);
+		refuse_attempt(c, REMORA_ERR_SOURCE, false,
+					   "the job's source endpoint is no longer registered");
 		return;
+	}
+	a = MemoryContextAllocZero(worker_cxt, sizeof(Attempt));
+	a->job_id = c->job_id;
+	snprintf(a->attempt_id, sizeof(a->attempt_id), "%s", c->attempt_id);
+	a->is_set = is_set;
+	if (is_set)
+	{
+		task = start_set(c, a, err, sizeof(err));
+		if (task == NULL)
+		{
+			pfree(a);
+			refuse_attempt(c, REMORA_ERR_INTERNAL, true, err);
+			return;
+		}
+		goto started;
 	}
 	memset(&spec, 0, sizeof(spec));
 	spec.source_url = c->url;
@@ -671,33 +939,28 @@ start_attempt(Claimed *c)
 	spec.attempt_id = c->attempt_id;
 	spec.fencing_token = c->token;
 	task = remora_task_start(engine, &spec, err, sizeof(err));
-	remora_resume_free(c->resume);
+	resumed = c->resume != NULL;
 	if (task == NULL)
 	{
-		RemoraTaskError e = {0};
-
-		e.class = REMORA_ERR_INTERNAL;
-		e.retryable = true;
-		e.retry_after = -1;
-		snprintf(e.message, sizeof(e.message), "%s", err);
-		report_failure(c->attempt_id, c->token, &e);
+		pfree(a);
+		refuse_attempt(c, REMORA_ERR_INTERNAL, true, err);
 		return;
 	}
-	a = MemoryContextAllocZero(worker_cxt, sizeof(Attempt));
+	remora_resume_free(c->resume);
+started:
 	a->task = task;
-	a->job_id = c->job_id;
 	a->owner = c->owner;
-	snprintf(a->attempt_id, sizeof(a->attempt_id), "%s", c->attempt_id);
 	a->token = c->token;
 	a->bucket = MemoryContextStrdup(worker_cxt, c->bucket);
-	a->file_name = MemoryContextStrdup(worker_cxt, c->file_name);
+	a->file_name =
+		MemoryContextStrdup(worker_cxt, c->file_name ? c->file_name : "");
 	a->rate_at = GetCurrentTimestamp();
 	a->progress_slot = progress_slot_acquire(a);
 	attempts[nattempts++] = a;
 	ereport(LOG, (errmsg("remora job " INT64_FORMAT
 						 " attempt %s started (token " INT64_FORMAT ")%s",
 						 a->job_id, a->attempt_id, a->token,
-						 spec.resume ? ", resuming from a checkpoint" : "")));
+						 resumed ? ", resuming from a checkpoint" : "")));
 }
 
 /* Claim as many attempts as there is room for; true if the batch was full. */

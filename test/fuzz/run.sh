@@ -16,9 +16,10 @@ declare -A SRCS=(
 	[source_uri]="src/engine/source_uri.c src/engine/netpolicy.c"
 	[s3xml]="src/engine/s3xml.c"
 	[sigv4]="src/engine/sigv4.c"
+	[hub]="src/engine/json.c src/engine/source_uri.c src/engine/netpolicy.c"
 )
 failed=0
-for t in source_uri s3xml sigv4; do
+for t in source_uri s3xml sigv4 hub; do
 	# shellcheck disable=SC2086
 	if ! clang $FLAGS -o "$OUT/fuzz_$t" "test/fuzz/fuzz_$t.c" ${SRCS[$t]} $LIBS 2>"$OUT/$t.build"; then
 		echo "not ok - fuzz $t: does not build"

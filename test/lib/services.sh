@@ -79,6 +79,16 @@ start_faults() {
 	wait_port "$port"
 }
 
+# start_hub HUB_PORT CDN_PORT ROOT TOKEN: the local Hugging Face Hub
+start_hub() {
+	local root
+	root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+	node "$root/test/hub/server.js" "$@" >"$SERVICES_DIR/hub.log" 2>&1 &
+	echo $! >>"$SERVICES_DIR/pids"
+	wait_port "$1"
+	wait_port "$2"
+}
+
 wait_port() {
 	local port=$1 i
 	for i in $(seq 1 100); do
