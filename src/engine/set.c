@@ -183,6 +183,8 @@ static void pop_done(RemoraSet *set);
 static void manifest_flush(RemoraSet *set);
 static bool manifest_header(RemoraSet *set);
 static void sanitized(char *out, size_t outlen, const char *s);
+static void member_retry(RemoraSet *set, Entry *e, const RemoraTaskError *err);
+static void changed(RemoraSet *set, Entry *e);
 
 static char *
 xstrdup(const char *s)
@@ -683,24 +685,40 @@ hub_failed(RemoraSet *set, Request *req, CURLcode rc, const char *what)
 	return false;
 }
 
+/*
+ * The JSON document of a Hub API answer, or NULL: the call failed (and is
+ * repeated later, or the set failed), or *bad when the answer is not JSON.
+ */
+static RemoraJson *
+hub_answer(RemoraSet *set, Request *req, CURLcode rc, const char *what,
+		   bool *bad)
+{
+	char errbuf[200];
+
+	set->list_req = NULL;
+	*bad = false;
+	if (rc != CURLE_OK || req->status != 200)
+	{
+		hub_failed(set, req, rc, what);
+		return NULL;
+	}
+	set->list_tries = 0;
+	*bad = true;
+	return req->body ? remora_json_parse(req->body, req->body_len, errbuf,
+										 sizeof(errbuf))
+					 : NULL;
+}
+
 static void
 resolve_done(Request *req, CURLcode rc)
 {
 	RemoraSet  *set = req->owner;
-	RemoraJson *doc;
+	bool        bad;
+	RemoraJson *doc = hub_answer(set, req, rc, "resolving the revision", &bad);
 	const char *sha;
-	char        errbuf[200];
 
-	set->list_req = NULL;
-	if (rc != CURLE_OK || req->status != 200)
-	{
-		hub_failed(set, req, rc, "resolving the revision");
+	if (doc == NULL && !bad)
 		return;
-	}
-	set->list_tries = 0;
-	doc = req->body ? remora_json_parse(req->body, req->body_len, errbuf,
-										sizeof(errbuf))
-					: NULL;
 	sha = doc ? remora_json_string(doc, "sha") : NULL;
 	if (sha == NULL || strlen(sha) != 40 ||
 		strspn(sha, "0123456789abcdef") != 40)
@@ -791,20 +809,12 @@ static void
 tree_done(Request *req, CURLcode rc)
 {
 	RemoraSet  *set = req->owner;
-	RemoraJson *doc;
+	bool        bad;
+	RemoraJson *doc = hub_answer(set, req, rc, "listing the repository", &bad);
 	Entry      *first = NULL;
-	char        errbuf[200];
 
-	set->list_req = NULL;
-	if (rc != CURLE_OK || req->status != 200)
-	{
-		hub_failed(set, req, rc, "listing the repository");
+	if (doc == NULL && !bad)
 		return;
-	}
-	set->list_tries = 0;
-	doc = req->body ? remora_json_parse(req->body, req->body_len, errbuf,
-										sizeof(errbuf))
-					: NULL;
 	if (doc == NULL || doc->type != RJ_ARRAY)
 	{
 		remora_json_free(doc);
@@ -815,10 +825,10 @@ tree_done(Request *req, CURLcode rc)
 	for (const RemoraJson *f = doc->child;
 		 f && set->state == REMORA_TASK_RUNNING; f = f->next)
 	{
-		bool   bad;
-		Entry *e = f->type == RJ_OBJECT ? tree_entry(f, &bad) : NULL;
+		bool   malformed = true;
+		Entry *e = f->type == RJ_OBJECT ? tree_entry(f, &malformed) : NULL;
 
-		if (f->type != RJ_OBJECT || bad)
+		if (malformed)
 		{
 			set_fail(set, REMORA_ERR_SOURCE, true, 0, "%s",
 					 "listing the repository: an entry has no path, type, "
@@ -1113,19 +1123,10 @@ reap_child(RemoraSet *set, Entry *e)
 		remora_task_free(e->child);
 		e->child = NULL;
 		/* a changed source is listed again by the next attempt, not here */
-		if (err.retryable && err.http_status != 412 &&
-			++e->tries < REMORA_SET_TRIES)
-		{
-			int64_t wait = RETRY_BASE_MS << e->tries;
-
-			if (err.retry_after > 0 && err.retry_after * 1000 > wait)
-				wait = err.retry_after * 1000;
-			e->retry_at = remora_now_ms() + wait;
-			e->state = E_BACKOFF;
-			remora_engine_wake_at(set->engine, e->retry_at);
-			return;
-		}
-		set_fail_with(set, &err, e->path);
+		if (err.http_status == 412)
+			changed(set, e);
+		else
+			member_retry(set, e, &err);
 	}
 }
 
