@@ -915,6 +915,14 @@ list_next(RemoraSet *set)
 
 /* ------------------------------------------------------------ members */
 
+/* An ETag that is the MD5 of the content: "<32 hex digits>" */
+static bool
+plain_md5_etag(const char *t)
+{
+	return t && strlen(t) == 34 && t[0] == '"' && t[33] == '"' &&
+		   strspn(t + 1, "0123456789abcdef") == 32;
+}
+
 static char *
 target_key(RemoraSet *set, const char *path)
 {
@@ -1017,8 +1025,15 @@ reuse_done(Request *req, CURLcode rc)
 	}
 	etag = req->body ? remora_s3xml_text(req->body, req->body_len, "ETag", NULL)
 					 : NULL;
-	if (etag == NULL)
+
+	/*
+	 * The earlier copy is immutable, but say so by its ETag where that is
+	 * the content's MD5 (a copy of a multipart object gets a new one).
+	 */
+	if (etag == NULL ||
+		(plain_md5_etag(e->prior->etag) && strcmp(etag, e->prior->etag) != 0))
 	{
+		free(etag);
 		free(e->prior);
 		e->prior = NULL;
 		e->state = E_WAITING;
@@ -1142,11 +1157,8 @@ reap_child(RemoraSet *set, Entry *e)
 static bool
 server_copy_fits(const RemoraSet *set, const Entry *e)
 {
-	const char *t = e->src_etag;
-
 	return set->kind == REMORA_SET_S3 && set->same_store &&
-		   e->size <= COPY_OBJECT_MAX && t && strlen(t) == 34 && t[0] == '"' &&
-		   t[33] == '"' && strspn(t + 1, "0123456789abcdef") == 32;
+		   e->size <= COPY_OBJECT_MAX && plain_md5_etag(e->src_etag);
 }
 
 /* The member changed since it was listed: the next attempt lists again. */
