@@ -1367,6 +1367,20 @@ start_entries(RemoraSet *set)
 
 /* ----------------------------------------------------------- manifest */
 
+/*
+ * The manifest goes up in parts of S3's smallest size (or the engine's part
+ * size when that is smaller, as in tests): its unsent text is what a set
+ * holds in memory, whatever remora.part_size is.
+ */
+#define MANIFEST_PART_MAX ((size_t) 5 * 1024 * 1024)
+
+static size_t
+manifest_part(const RemoraSet *set)
+{
+	return set->engine->part_size < MANIFEST_PART_MAX ? set->engine->part_size
+													  : MANIFEST_PART_MAX;
+}
+
 static bool
 mappend(RemoraSet *set, const char *s, size_t n)
 {
@@ -1522,7 +1536,7 @@ pop_done(RemoraSet *set)
 {
 	while (set->head && set->state == REMORA_TASK_RUNNING &&
 		   set->ncpq < CHECKPOINT_QUEUE_MAX &&
-		   set->mlen < 2 * set->engine->part_size &&
+		   set->mlen < 2 * manifest_part(set) &&
 		   (set->head->state == E_DONE || set->head->state == E_SKIPPED))
 	{
 		Entry *e = set->head;
@@ -1650,7 +1664,7 @@ manifest_flush(RemoraSet *set)
 
 	if (set->mreq || set->state != REMORA_TASK_RUNNING)
 		return;
-	if (!last && set->mlen < set->engine->part_size)
+	if (!last && set->mlen < manifest_part(set))
 		return;
 	if (last && set->upload_id == NULL)
 	{
@@ -1676,10 +1690,10 @@ manifest_flush(RemoraSet *set)
 		set->mreq =
 			s3_start(set, NULL, &call, minit_done, errbuf, sizeof(errbuf));
 	}
-	else if (set->mlen > 0 && (set->mlen >= set->engine->part_size || last))
+	else if (set->mlen > 0 && (set->mlen >= manifest_part(set) || last))
 	{
-		n = set->mlen < set->engine->part_size || last ? set->mlen
-													   : set->engine->part_size;
+		n = set->mlen < manifest_part(set) || last ? set->mlen
+												   : manifest_part(set);
 		set->part_body = malloc(n);
 		if (set->part_body == NULL)
 		{

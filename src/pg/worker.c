@@ -988,7 +988,7 @@ claim(void)
  * recorded, and tried again after a backoff.
  */
 static void
-sweep(void)
+sweep(bool start)
 {
 	Oid   types[1] = {INT4OID};
 	Datum values[1] = {Int32GetDatum(1)};
@@ -1029,6 +1029,8 @@ sweep(void)
 		remora_task_free(sweep_task);
 		sweep_task = NULL;
 	}
+	if (!start)
+		return;
 
 	tx_begin("remora: looking for objects to delete");
 	sql("SELECT attempt_id, job_id, bucket, prefix FROM "
@@ -1322,9 +1324,14 @@ remora_worker_main(Datum main_arg)
 				if (claim())
 					next_poll = ts; /* a full batch: there may be more */
 			}
-			if (!config_changed && ts >= next_sweep)
+			/*
+			 * While new settings wait for an idle engine, a cleanup that
+			 * ends is still recorded (or the engine would never be idle),
+			 * but no new one starts.
+			 */
+			if (ts >= next_sweep && (!config_changed || sweep_task))
 			{
-				sweep();
+				sweep(!config_changed);
 				next_sweep = TimestampTzPlusMilliseconds(
 					ts, sweep_task ? 100 : SWEEP_MS);
 			}
