@@ -1314,6 +1314,9 @@ remora_worker_main(Datum main_arg)
 				remora_engine_free(engine);
 				engine = make_engine();
 				config_changed = false;
+				ereport(LOG, (errmsg("remora worker: new settings in effect, "
+									 "incarnation %s",
+									 my_incarnation_text)));
 			}
 
 			gen = pg_atomic_read_u64(&remora_shared->submit_generation);

@@ -149,9 +149,16 @@ echo '[{"type":"file","path":"dir\\\\x.bin","oid":"aa","size":1}]' >"$HUB/models
 for i in $(seq -w 1 24); do mk "models/acme/many/part$i.bin" 300000; done
 start_hub "$HUB_PORT" "$CDN_PORT" "$HUB" "$TOKEN"
 HUBCTL="http://127.0.0.1:$HUB_PORT"
+# reload, and wait until both workers say the new settings are in effect
+reload_workers() {
+	local n
+	n=$(grep -c "new settings in effect" "$LOG" || true)
+	q "SELECT pg_reload_conf()" >/dev/null
+	applied() { [ "$(grep -c "new settings in effect" "$LOG" || true)" -ge $((n + 2)) ]; }
+	wait_for 30 applied
+}
 q "ALTER SYSTEM SET remora.hf_endpoint = 'http://127.0.0.1:$HUB_PORT'" >/dev/null
-q "SELECT pg_reload_conf()" >/dev/null
-sleep 1	# (workers read the configuration at their next round)
+check "the workers take the local hub's address" reload_workers
 
 # a gated repository without a token: a clear, final error
 g=$(q "SELECT remora_submit('hf://acme/gated')")
@@ -159,8 +166,7 @@ check "hf gated: without a token the job fails" wait_state "$g" failed 60
 check_eq "hf gated: the error says what to set" \
 	"$(q "SELECT (last_error ->> 'http_status') || ' ' || (last_error ->> 'message' LIKE '%remora.hf_token%') || ' ' || attempts_used FROM remora.jobs WHERE job_id = $g")" "401 true 1"
 q "ALTER SYSTEM SET remora.hf_token = '$TOKEN'" >/dev/null
-q "SELECT pg_reload_conf()" >/dev/null
-sleep 1
+check "the workers take the token" reload_workers
 
 curl -s "$HUBCTL/__rule?match=/tree/&status=429&retry_after=1&count=1" >/dev/null
 h=$(q "SELECT remora_submit('hf://acme/tiny', options => '{\"exclude\": [\"*.tmp\"]}')")
