@@ -169,7 +169,6 @@ extern void  remora_task_pump_all(RemoraEngine *engine);
 typedef struct RemoraSet RemoraSet;
 
 extern RemoraTask     *remora_task_shell(RemoraEngine *engine, RemoraSet *set);
-extern RemoraSet      *remora_task_set(const RemoraTask *task);
 extern void            remora_set_pump(RemoraSet *set);
 extern RemoraTaskState remora_set_state(const RemoraSet *set);
 extern void            remora_set_progress(const RemoraSet *set, int64_t *done,

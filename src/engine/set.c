@@ -49,8 +49,7 @@ typedef enum EntryState
 	E_COPYING, /* reusing an earlier attempt's member */
 	E_HASHING, /* same store: reading to hash, then a server-side copy */
 	E_BACKOFF, /* waiting to try again */
-	E_DONE,
-	E_SKIPPED /* a duplicate of a member already listed */
+	E_DONE
 } EntryState;
 
 typedef struct Entry Entry;
@@ -213,8 +212,27 @@ set_fail(RemoraSet *set, const char *class, bool retryable, long http_status,
 	vsnprintf(set->error.message, sizeof(set->error.message), fmt, ap);
 	va_end(ap);
 	set->state = REMORA_TASK_FAILED;
-	remora_set_abort(set);
-	set->state = REMORA_TASK_FAILED;
+	remora_set_abort(set); /* stops the rest; the state stays failed */
+}
+
+/*
+ * A retryable failure with tries left: when to try again (at least the
+ * answer's Retry-After), and a wake-up then.  False when it is final.
+ */
+static bool
+schedule_retry(RemoraSet *set, const RemoraTaskError *err, int *tries,
+			   int64_t *at)
+{
+	int64_t wait;
+
+	if (!err->retryable || ++*tries >= REMORA_SET_TRIES)
+		return false;
+	wait = RETRY_BASE_MS << *tries;
+	if (err->retry_after > 0 && err->retry_after * 1000 > wait)
+		wait = err->retry_after * 1000;
+	*at = remora_now_ms() + wait;
+	remora_engine_wake_at(set->engine, *at);
+	return true;
 }
 
 static void
@@ -510,16 +528,8 @@ s3_list_done(Request *req, CURLcode rc)
 	set->list_req = NULL;
 	if (remora_s3_failed(req, rc, &err, "listing the source"))
 	{
-		if (err.retryable && ++set->list_tries < REMORA_SET_TRIES)
-		{
-			int64_t wait = RETRY_BASE_MS << set->list_tries;
-
-			if (err.retry_after > 0 && err.retry_after * 1000 > wait)
-				wait = err.retry_after * 1000;
-			set->list_retry_at = remora_now_ms() + wait;
-			remora_engine_wake_at(set->engine, set->list_retry_at);
+		if (schedule_retry(set, &err, &set->list_tries, &set->list_retry_at))
 			return;
-		}
 		if (req->status == 404 || req->status == 403)
 			err.retryable = false;
 		set_fail_with(set, &err, NULL);
@@ -671,16 +681,8 @@ hub_failed(RemoraSet *set, Request *req, CURLcode rc, const char *what)
 			snprintf(err.message, sizeof(err.message),
 					 "%s: the Hub answered HTTP %ld", what, req->status);
 	}
-	if (err.retryable && ++set->list_tries < REMORA_SET_TRIES)
-	{
-		int64_t wait = RETRY_BASE_MS << set->list_tries;
-
-		if (err.retry_after > 0 && err.retry_after * 1000 > wait)
-			wait = err.retry_after * 1000;
-		set->list_retry_at = remora_now_ms() + wait;
-		remora_engine_wake_at(set->engine, set->list_retry_at);
+	if (schedule_retry(set, &err, &set->list_tries, &set->list_retry_at))
 		return true;
-	}
 	set_fail_with(set, &err, NULL);
 	return false;
 }
@@ -1177,15 +1179,9 @@ changed(RemoraSet *set, Entry *e)
 static void
 member_retry(RemoraSet *set, Entry *e, const RemoraTaskError *err)
 {
-	if (err->retryable && ++e->tries < REMORA_SET_TRIES)
+	if (schedule_retry(set, err, &e->tries, &e->retry_at))
 	{
-		int64_t wait = RETRY_BASE_MS << e->tries;
-
-		if (err->retry_after > 0 && err->retry_after * 1000 > wait)
-			wait = err->retry_after * 1000;
-		e->retry_at = remora_now_ms() + wait;
 		e->state = E_BACKOFF;
-		remora_engine_wake_at(set->engine, e->retry_at);
 		return;
 	}
 	set_fail_with(set, err, e->path);
@@ -1536,12 +1532,11 @@ pop_done(RemoraSet *set)
 {
 	while (set->head && set->state == REMORA_TASK_RUNNING &&
 		   set->ncpq < CHECKPOINT_QUEUE_MAX &&
-		   set->mlen < 2 * manifest_part(set) &&
-		   (set->head->state == E_DONE || set->head->state == E_SKIPPED))
+		   set->mlen < 2 * manifest_part(set) && set->head->state == E_DONE)
 	{
 		Entry *e = set->head;
 
-		if (e->state == E_DONE && !emit_member(set, e))
+		if (!emit_member(set, e))
 		{
 			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
 			return;

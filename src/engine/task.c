@@ -1694,12 +1694,6 @@ remora_task_shell(RemoraEngine *engine, RemoraSet *set)
 	return task;
 }
 
-RemoraSet *
-remora_task_set(const RemoraTask *task)
-{
-	return task->set;
-}
-
 RemoraTaskState
 remora_task_state(const RemoraTask *task)
 {
