@@ -25,8 +25,10 @@ install_deps() {
 		# shellcheck disable=SC2086
 		apt-get install -y -q $missing >/dev/null
 	fi
-	# PGXS's pg_config must be the one of PostgreSQL 15
-	export PATH="/usr/lib/postgresql/15/bin:$PATH"
+	# PGXS's pg_config must be the one of PostgreSQL 15.  REMORA_PGBIN
+	# points at a private copy of that installation instead, so that
+	# several checkouts can install and test side by side.
+	export PATH="${REMORA_PGBIN:-/usr/lib/postgresql/15/bin}:$PATH"
 }
 
 # free_port: print a TCP port on 127.0.0.1 that nothing listens on.
