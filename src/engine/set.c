@@ -479,8 +479,7 @@ lookup_priors(RemoraSet *set, Entry *from)
 		if (!p->found || p->size != e->size)
 			continue;
 		if (set->kind == REMORA_SET_S3)
-			same = e->src_etag && p->source_etag[0] &&
-				   strcmp(p->source_etag, e->src_etag) == 0;
+			same = remora_etag_equal(p->source_etag, e->src_etag);
 		else
 			same = e->oid && p->source_oid[0] &&
 				   strcmp(p->source_oid, e->oid) == 0;
@@ -562,7 +561,9 @@ s3_list_done(Request *req, CURLcode rc)
 		}
 		e->path = strdup(set->single ? set->file_name : o->key + plen);
 		e->src_key = strdup(o->key);
-		e->src_etag = xstrdup(o->etag ? o->etag : "");
+		e->src_etag = malloc(REMORA_ETAG_MAX);
+		if (e->src_etag)
+			remora_etag_canon(o->etag, e->src_etag, REMORA_ETAG_MAX);
 		e->src_lm = xstrdup(o->last_modified ? o->last_modified : "");
 		e->size = o->size;
 		if (!e->path || !e->src_key || !e->src_etag || !e->src_lm)
@@ -917,14 +918,6 @@ list_next(RemoraSet *set)
 
 /* ------------------------------------------------------------ members */
 
-/* An ETag that is the MD5 of the content: "<32 hex digits>" */
-static bool
-plain_md5_etag(const char *t)
-{
-	return t && strlen(t) == 34 && t[0] == '"' && t[33] == '"' &&
-		   strspn(t + 1, "0123456789abcdef") == 32;
-}
-
 static char *
 target_key(RemoraSet *set, const char *path)
 {
@@ -1025,15 +1018,16 @@ reuse_done(Request *req, CURLcode rc)
 		e->state = E_WAITING;
 		return;
 	}
-	etag = req->body ? remora_s3xml_text(req->body, req->body_len, "ETag", NULL)
-					 : NULL;
+	etag = remora_s3_answer_etag(req, "CopyObjectResult", &err,
+								 "reusing an earlier attempt's copy");
 
 	/*
 	 * The earlier copy is immutable, but say so by its ETag where that is
 	 * the content's MD5 (a copy of a multipart object gets a new one).
 	 */
-	if (etag == NULL ||
-		(plain_md5_etag(e->prior->etag) && strcmp(etag, e->prior->etag) != 0))
+	if (etag == NULL || etag[0] == '\0' ||
+		(remora_etag_is_md5(e->prior->etag) &&
+		 !remora_etag_equal(etag, e->prior->etag)))
 	{
 		free(etag);
 		free(e->prior);
@@ -1108,7 +1102,7 @@ reap_child(RemoraSet *set, Entry *e)
 		 * If-Match): otherwise the next attempt lists again.
 		 */
 		if (e->src_etag && e->src_etag[0] &&
-			strcmp(r->source_etag, e->src_etag) != 0)
+			!remora_etag_equal(r->source_etag, e->src_etag))
 		{
 			char shown[300];
 
@@ -1160,7 +1154,7 @@ static bool
 server_copy_fits(const RemoraSet *set, const Entry *e)
 {
 	return set->kind == REMORA_SET_S3 && set->same_store &&
-		   e->size <= COPY_OBJECT_MAX && plain_md5_etag(e->src_etag);
+		   e->size <= COPY_OBJECT_MAX && remora_etag_is_md5(e->src_etag);
 }
 
 /* The member changed since it was listed: the next attempt lists again. */
@@ -1205,9 +1199,20 @@ server_copy_done(Request *req, CURLcode rc)
 			member_retry(set, e, &err);
 		return;
 	}
-	etag = req->body ? remora_s3xml_text(req->body, req->body_len, "ETag", NULL)
-					 : NULL;
-	if (etag == NULL || strcmp(etag, e->src_etag) != 0)
+	etag = remora_s3_answer_etag(req, "CopyObjectResult", &err,
+								 "copying inside the store");
+	if (etag == NULL)
+	{
+		member_retry(set, e, &err);
+		return;
+	}
+
+	/*
+	 * The copy's ETag is its content's MD5: it proves that what was copied
+	 * is what was hashed, also where the store ignores
+	 * x-amz-copy-source-if-match (RGW does).
+	 */
+	if (!remora_etag_equal(etag, e->src_etag))
 	{
 		free(etag);
 		changed(set, e);
@@ -1259,7 +1264,7 @@ hash_done(Request *req, CURLcode rc)
 			member_retry(set, e, &err);
 		return;
 	}
-	if (strcmp(req->etag, e->src_etag) != 0 || e->hbytes != e->size)
+	if (!remora_etag_equal(req->etag, e->src_etag) || e->hbytes != e->size)
 	{
 		set->running--;
 		changed(set, e);
@@ -1574,7 +1579,14 @@ mpart_done(Request *req, CURLcode rc)
 		return;
 	}
 	set->part_etags = pe;
-	set->part_etags[set->nparts++] = strdup(req->etag);
+	set->part_etags[set->nparts] = malloc(REMORA_ETAG_MAX);
+	if (set->part_etags[set->nparts] == NULL)
+	{
+		set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+		return;
+	}
+	remora_etag_canon(req->etag, set->part_etags[set->nparts++],
+					  REMORA_ETAG_MAX);
 }
 
 static void
@@ -1597,12 +1609,63 @@ minit_done(Request *req, CURLcode rc)
 				 "starting the manifest upload: no UploadId");
 }
 
+/* The manifest object is complete in the store, with this ETag. */
+static void
+manifest_written(RemoraSet *set, const char *etag)
+{
+	char want[REMORA_ETAG_MAX];
+
+	if (set->upload_id && strchr(etag, '-') &&
+		remora_etag_of_parts((const char *const *) set->part_etags, set->nparts,
+							 want, sizeof(want)) &&
+		!remora_etag_equal(etag, want))
+	{
+		set_fail(set, REMORA_ERR_S3, true, 0,
+				 "completing the manifest upload: its ETag %s is not that of "
+				 "the parts sent",
+				 etag);
+		return;
+	}
+	snprintf(set->result.manifest_etag, sizeof(set->result.manifest_etag), "%s",
+			 etag);
+	set->phase = S_DONE;
+	set->state = REMORA_TASK_SUCCEEDED;
+}
+
+/* The completion named no ETag (RGW): the object's HEAD does. */
+static void
+mhead_done(Request *req, CURLcode rc)
+{
+	RemoraSet      *set = req->owner;
+	RemoraTaskError err;
+	char            etag[REMORA_ETAG_MAX];
+
+	set->mreq = NULL;
+	if (remora_s3_failed(req, rc, &err, "reading the manifest object"))
+	{
+		set_fail_with(set, &err, NULL);
+		return;
+	}
+	remora_etag_canon(req->etag, etag, sizeof(etag));
+	if (etag[0] == '\0' ||
+		req->content_length != remora_sha256_bytes(set->msha))
+	{
+		set_fail(set, REMORA_ERR_S3, true, req->status,
+				 "completing the manifest upload: the object has %" PRId64
+				 " bytes and ETag '%s', not %" PRId64 " bytes",
+				 req->content_length, etag, remora_sha256_bytes(set->msha));
+		return;
+	}
+	manifest_written(set, etag);
+}
+
 static void
 mfinal_done(Request *req, CURLcode rc)
 {
 	RemoraSet      *set = req->owner;
 	RemoraTaskError err;
-	char           *root = NULL;
+	char           *etag;
+	char            errbuf[256];
 
 	set->mreq = NULL;
 	free(set->part_body);
@@ -1612,38 +1675,38 @@ mfinal_done(Request *req, CURLcode rc)
 		set_fail_with(set, &err, NULL);
 		return;
 	}
-	if (set->upload_id)
+	if (set->upload_id == NULL)
 	{
-		/* CompleteMultipartUpload may answer 200 with an <Error> */
-		char *etag = req->body ? remora_s3xml_text(req->body, req->body_len,
-												   "ETag", &root)
-							   : NULL;
+		char canon[REMORA_ETAG_MAX];
 
-		if (etag == NULL || root == NULL ||
-			strcmp(root, "CompleteMultipartUploadResult") != 0)
-		{
-			free(etag);
-			free(root);
+		remora_etag_canon(req->etag, canon, sizeof(canon));
+		if (canon[0] == '\0')
 			set_fail(set, REMORA_ERR_S3, true, req->status, "%s",
-					 "completing the manifest upload failed");
-			return;
-		}
-		snprintf(set->result.manifest_etag, sizeof(set->result.manifest_etag),
-				 "%s", etag);
-		free(etag);
-		free(root);
-	}
-	else if (req->etag[0] == '\0')
-	{
-		set_fail(set, REMORA_ERR_S3, true, req->status, "%s",
-				 "writing the manifest: the store answered no ETag");
+					 "writing the manifest: the store answered no ETag");
+		else
+			manifest_written(set, canon);
 		return;
 	}
+	etag = remora_s3_answer_etag(req, "CompleteMultipartUploadResult", &err,
+								 "completing the manifest upload");
+	if (etag == NULL)
+		set_fail_with(set, &err, NULL);
+	else if (etag[0] != '\0')
+		manifest_written(set, etag);
 	else
-		snprintf(set->result.manifest_etag, sizeof(set->result.manifest_etag),
-				 "%s", req->etag);
-	set->phase = S_DONE;
-	set->state = REMORA_TASK_SUCCEEDED;
+	{
+		S3Call call = {"HEAD", set->bucket, set->result.manifest_key,
+					   NULL,   0,           NULL,
+					   0,      NULL,        0,
+					   false,  true};
+
+		set->mreq =
+			s3_start(set, NULL, &call, mhead_done, errbuf, sizeof(errbuf));
+		if (set->mreq == NULL)
+			set_fail(set, REMORA_ERR_INTERNAL, true, 0,
+					 "reading the manifest object: %s", errbuf);
+	}
+	free(etag);
 }
 
 /* Send a full part of the manifest, or when finishing, the rest. */
