@@ -155,6 +155,7 @@ extern void     remora_md5_base64(const unsigned char md5[16], char out[25]);
 extern void  remora_etag_canon(const char *src, char *dst, size_t dstlen);
 extern bool  remora_etag_equal(const char *a, const char *b);
 extern bool  remora_etag_is_md5(const char *etag);
+extern bool  remora_etag_is_multipart(const char *etag, int nparts);
 extern bool  remora_etag_of_parts(const char *const *part_etags, int nparts,
 								  char *dst, size_t dstlen);
 extern char *remora_s3_answer_etag(const Request *req, const char *root,

@@ -513,6 +513,29 @@ remora_etag_is_md5(const char *etag)
 	return true;
 }
 
+/*
+ * Has etag the shape S3 gives an object completed from nparts parts
+ * ("<32 hex digits>-<nparts>")?  Only then is it compared with the one
+ * computed from the parts: no store documents the formula (AWS says only
+ * that it is not an MD5), so another shape proves nothing either way.
+ */
+bool
+remora_etag_is_multipart(const char *etag, int nparts)
+{
+	const char *s;
+	size_t      n;
+	char        tail[16];
+
+	etag_inner(etag, &s, &n);
+	snprintf(tail, sizeof(tail), "-%d", nparts);
+	if (n != 32 + strlen(tail) || strncmp(s + 32, tail, strlen(tail)) != 0)
+		return false;
+	for (int i = 0; i < 32; i++)
+		if (!isxdigit((unsigned char) s[i]))
+			return false;
+	return true;
+}
+
 static int
 hexval(char c)
 {

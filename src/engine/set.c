@@ -1615,7 +1615,7 @@ manifest_written(RemoraSet *set, const char *etag)
 {
 	char want[REMORA_ETAG_MAX];
 
-	if (set->upload_id && strchr(etag, '-') &&
+	if (set->upload_id && remora_etag_is_multipart(etag, set->nparts) &&
 		remora_etag_of_parts((const char *const *) set->part_etags, set->nparts,
 							 want, sizeof(want)) &&
 		!remora_etag_equal(etag, want))

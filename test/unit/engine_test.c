@@ -176,6 +176,14 @@ test_etags(void)
 	CHECK(remora_etag_of_parts(parts, 2, c, sizeof(c)) &&
 			  strcmp(c, "\"065947336a2f2a95ba8899f3675c3be6-2\"") == 0,
 		  "the ETag of an object completed from two parts (known answer)");
+	CHECK(
+		remora_etag_is_multipart("\"065947336a2f2a95ba8899f3675c3be6-2\"", 2) &&
+			!remora_etag_is_multipart("\"065947336a2f2a95ba8899f3675c3be6-2\"",
+									  3) &&
+			!remora_etag_is_multipart("\"065947336a2f2a95ba8899f3675c3be6\"",
+									  1) &&
+			!remora_etag_is_multipart("\"06594733-2\"", 2),
+		"the S3 shape of a completed upload is told by its part count");
 	CHECK(!remora_etag_of_parts(one, 1, c, sizeof(c)),
 		  "no completed-object ETag from parts whose ETags are not MD5s");
 }
