@@ -710,6 +710,11 @@ source_done(Request *req, CURLcode rc)
 			{
 				free(task->url);
 				task->url = next;
+				/*
+				 * Trust was for the administrator's endpoint; where it sends
+				 * the request is judged like any source.
+				 */
+				task->trusted_source = false;
 				task->src_checked = false;
 				task->src_discard = false;
 				start_source(task);
