@@ -32,6 +32,10 @@
 #include <strings.h>
 #include <time.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
 #include "engine/engine_int.h"
 #include "engine/json.h"
 #include "engine/s3xml.h"
@@ -145,11 +149,16 @@ struct RemoraSet
 	int     running;
 	int64_t seq; /* members started, for segment prefixes */
 
-	/* duplicates: 64-bit hashes of member paths and their contents */
-	uint64_t *seen_path;
-	uint64_t *seen_content;
-	size_t    seen_cap; /* power of two */
-	size_t    seen_n;
+	/*
+	 * Duplicates: 64-bit hashes of member paths and their contents, keyed
+	 * with a random key of this set's, so that a source cannot name two
+	 * members whose hashes collide (one would be taken for the other).
+	 */
+	unsigned char seen_key[16];
+	uint64_t     *seen_path;
+	uint64_t     *seen_content;
+	size_t        seen_cap; /* power of two */
+	size_t        seen_n;
 
 	/* completed members */
 	RemoraSetMember *cpq;
@@ -292,15 +301,19 @@ selected(const RemoraSet *set, const char *path)
 
 /* ------------------------------------------------------------ duplicates */
 
-static uint64_t
-fnv1a(const char *s, uint64_t h)
+/* The first 64 bits of HMAC-SHA256(the set's key, s); false on failure. */
+static bool
+keyed_hash(const RemoraSet *set, const char *s, uint64_t *out)
 {
-	for (; *s; s++)
-	{
-		h ^= (unsigned char) *s;
-		h *= 1099511628211ULL;
-	}
-	return h;
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int  len = 0;
+
+	if (HMAC(EVP_sha256(), set->seen_key, sizeof(set->seen_key),
+			 (const unsigned char *) s, strlen(s), mac, &len) == NULL ||
+		len < sizeof(uint64_t))
+		return false;
+	memcpy(out, mac, sizeof(uint64_t));
+	return true;
 }
 
 /*
@@ -311,9 +324,13 @@ fnv1a(const char *s, uint64_t h)
 static int
 seen_add(RemoraSet *set, const char *path, const char *content)
 {
-	uint64_t ph = fnv1a(path, 14695981039346656037ULL) | 1;
-	uint64_t ch = fnv1a(content, 14695981039346656037ULL);
+	uint64_t ph;
+	uint64_t ch;
 	size_t   i;
+
+	if (!keyed_hash(set, path, &ph) || !keyed_hash(set, content, &ch))
+		return -2;
+	ph |= 1; /* 0 marks a free slot */
 
 	if ((set->seen_n + 1) * 2 > set->seen_cap)
 	{
@@ -398,6 +415,19 @@ add_entry(RemoraSet *set, Entry *e)
 	{
 		entry_free(e);
 		return true;
+	}
+	if (strlen(set->staging) + strlen("data/") + strlen(e->path) >
+		REMORA_MAX_S3_KEY_LEN)
+	{
+		char shown[300];
+
+		sanitized(shown, sizeof(shown), e->path);
+		entry_free(e);
+		set_fail(set, REMORA_ERR_SOURCE, false, 0,
+				 "the member path \"%s\" is too long: its key in the target "
+				 "store would be longer than %d bytes",
+				 shown, REMORA_MAX_S3_KEY_LEN);
+		return false;
 	}
 	snprintf(content, sizeof(content), "%" PRId64 "/%s/%s", e->size,
 			 e->src_etag ? e->src_etag : "", e->oid ? e->oid : "");
@@ -2007,7 +2037,8 @@ remora_set_start(RemoraEngine *engine, const RemoraSetSpec *spec, char *errbuf,
 	set->nexclude = spec->nexclude;
 	set->msha = remora_sha256_new();
 	set->lsha = remora_sha256_new();
-	ok = set->display && set->bucket && set->staging && set->attempt_id &&
+	ok = RAND_bytes(set->seen_key, sizeof(set->seen_key)) == 1 &&
+		 set->display && set->bucket && set->staging && set->attempt_id &&
 		 list_ok(set->include, set->ninclude) &&
 		 list_ok(set->exclude, set->nexclude) && set->msha && set->lsha &&
 		 set_source(set, spec, engine, errbuf, errlen);

@@ -40,6 +40,7 @@
 
 #include "engine/engine_int.h"
 #include "engine/s3xml.h"
+#include "engine/source_uri.h"
 
 #define COPIES_IN_FLIGHT 4
 
@@ -1864,6 +1865,17 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 		return NULL;
 	}
 	begin_buffer(task, &task->bufs[0]);
+	if (spec->member_key == NULL &&
+		strlen(task->staging) + strlen("data/") + strlen(task->file_name) >
+			REMORA_MAX_S3_KEY_LEN)
+	{
+		/* never a truncated key: fail the task, as the source's fault */
+		fail(task, REMORA_ERR_SOURCE, false, 0,
+			 "the file name is too long: its key in the target store would "
+			 "be longer than %d bytes",
+			 REMORA_MAX_S3_KEY_LEN);
+		return task;
+	}
 
 	adopt_resume(task, spec->resume);
 	task->verify_next = 1;
