@@ -52,7 +52,7 @@ check_eq "and the target's proxy never saw the source request" \
 
 # --- a registered endpoint's redirect is judged like any source's
 aws_s3 s3 cp "$WWW/small.bin" s3://target/ep/obj.bin >/dev/null
-q "SELECT remora.register_source_endpoint('redirecting', 'http://127.0.0.1:$S3_PROXY', 'us-east-1', true, 'S3RVER', 'S3RVER')" >/dev/null
+q "SELECT remora.register_source_endpoint('redirecting', 'http://127.0.0.1:$S3_PROXY', 'us-east-1', true, '$S3_ACCESS_KEY', '$S3_SECRET_KEY')" >/dev/null
 for to in "http://169.254.169.254/latest/meta-data/" "http://127.0.0.2:$NGINX_PORT/small.bin"; do
 	curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
 	rule "$S3_PROXY" "match=GET%20/target/ep/obj.bin&action=redirect:$to"
