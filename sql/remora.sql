@@ -494,7 +494,7 @@ $$;
 -- parent of the directory of the default target, of an existing job's
 -- prefix or of an exact target grant, and anything that overlaps a target
 -- grant ending in '*' (jobs may be created anywhere under it).  Returns the
--- area reached (as '<dir><job id>/'), or NULL.
+-- area reached (as '<dir><job id>/' or '<dir>…/<job id>/'), or NULL.
 CREATE FUNCTION remora._job_area_reached(spec jsonb) RETURNS text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -521,13 +521,13 @@ AS $$
 			   right(g.prefix_pattern, 1) = '*'
 		  FROM remora.target_grants g WHERE g.bucket = spec #>> '{source,bucket}')
 	SELECT coalesce(
-		(SELECT d.dir || '<job id>/'
+		(SELECT d.dir || CASE WHEN d.wild THEN '…/<job id>/' ELSE '<job id>/' END
 		   FROM src, dirs d
 		  WHERE (src.listing AND left(d.dir, length(src.path)) = src.path)
 			 OR (src.listing AND d.wild AND left(src.path, length(d.dir)) = d.dir)
 			 OR (NOT d.wild AND left(src.path, length(d.dir)) = d.dir
 				 AND substr(src.path, length(d.dir) + 1) ~ '^[0-9]+/')
-		  ORDER BY d.dir LIMIT 1),
+		  ORDER BY d.wild, d.dir DESC LIMIT 1),
 		(SELECT '<prefix>/<job id>/<attempt id>/' FROM src
 		  WHERE src.path ~ '(^|/)[0-9]+/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/'))
 $$;
@@ -588,7 +588,7 @@ BEGIN
 			CASE WHEN spec #>> '{source,kind}' = 's3_prefix'
 				 THEN format('prefix "%s"', spec #>> '{source,key}')
 				 ELSE format('key "%s"', spec #>> '{source,key}') END
-			|| coalesce(format(' on endpoint "%s"', endpoint), '')
+			|| CASE WHEN endpoint IS NULL THEN '' ELSE format(' on endpoint "%s"', endpoint) END
 			USING ERRCODE = 'insufficient_privilege',
 				  DETAIL = 'Reading an s3:// source needs a source grant for its bucket, key or prefix and endpoint.',
 				  HINT = 'An administrator grants sources with remora.grant_source().';
