@@ -500,26 +500,27 @@ LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 	WITH src AS (
-		SELECT spec #>> '{source,key}' AS path,
-			   spec #>> '{source,kind}' = 's3_prefix' AS listing
-		 WHERE spec #>> '{source,kind}' IN ('s3_object', 's3_prefix')
-		   AND (spec #>> '{options,endpoint}' IS NULL
+		SELECT $1 #>> '{source,bucket}' AS bucket,
+			   $1 #>> '{source,key}' AS path,
+			   $1 #>> '{source,kind}' = 's3_prefix' AS listing
+		 WHERE $1 #>> '{source,kind}' IN ('s3_object', 's3_prefix')
+		   AND ($1 #>> '{options,endpoint}' IS NULL
 				OR EXISTS (SELECT 1 FROM remora.source_endpoints e
-							WHERE e.name = spec #>> '{options,endpoint}'
+							WHERE e.name = $1 #>> '{options,endpoint}'
 							  AND rtrim(e.url, '/') = rtrim(current_setting('remora.s3_endpoint'), '/')))),
 	dirs AS (
 		SELECT remora._prefix_dir(current_setting('remora.default_prefix')) AS dir,
 			   false AS wild
-		 WHERE current_setting('remora.default_bucket') = spec #>> '{source,bucket}'
+		  FROM src WHERE src.bucket = current_setting('remora.default_bucket')
 		UNION
 		SELECT remora._prefix_dir(j.prefix), false
-		  FROM remora.jobs j WHERE j.bucket = spec #>> '{source,bucket}'
+		  FROM src JOIN remora.jobs j ON j.bucket = src.bucket
 		UNION
 		SELECT CASE WHEN right(g.prefix_pattern, 1) = '*'
 					THEN rtrim(g.prefix_pattern, '*')
 					ELSE remora._prefix_dir(g.prefix_pattern) END,
 			   right(g.prefix_pattern, 1) = '*'
-		  FROM remora.target_grants g WHERE g.bucket = spec #>> '{source,bucket}')
+		  FROM src JOIN remora.target_grants g ON g.bucket = src.bucket)
 	SELECT coalesce(
 		(SELECT d.dir || CASE WHEN d.wild THEN '…/<job id>/' ELSE '<job id>/' END
 		   FROM src, dirs d
