@@ -46,7 +46,7 @@ REGRESS = submit protocol security coordination retention views \
 	source_grants hardening
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 ISOLATION = claim-race lease-limit cancel-commit stale-token \
-	repeat-commit idempotent-submit renew-reconcile
+	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=. --load-extension=remora
 
 PG_CONFIG ?= pg_config
