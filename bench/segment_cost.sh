@@ -311,7 +311,7 @@ s3_ticks() {
 # bytes the current store's processes wrote to files and devices
 s3_wbytes() {
 	local p
-	for p in ${SPIDS[$CUR]}; do cat "/proc/$p/io"; done | awk '/^write_bytes:/ { s += $2 } END { print s + 0 }'
+	for p in ${SPIDS[$CUR]}; do cat "/proc/$p/io"; done | awk '/^write_bytes:/ { s += $2 } END { printf "%.0f\n", s }'
 }
 TICK=$(getconf CLK_TCK)
 # busy time of the whole machine (all CPUs), in clock ticks
@@ -575,6 +575,7 @@ CONF
 done; fi
 
 # ---------------------------------------------------------------- report
+[ -s "$RESULTS" ] || die "no run was recorded"
 median() {	# numbers on stdin
 	sort -g | awk '{ v[NR] = $1 } END {
 		if (NR == 0) { print "nan"; exit }
