@@ -134,14 +134,20 @@ export RCLONE_CONFIG=$T/rclone.conf RCLONE_CONFIG_BENCH_TYPE=s3 RCLONE_CONFIG_BE
 	RCLONE_CONFIG_BENCH_REGION=us-east-1 RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE=true
 : >"$RCLONE_CONFIG"
 
-worker_pid() { q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'remora worker'" | head -1; }
-# fresh_worker: stop the worker and wait for the launcher's next one, which
-# reads the configuration anew
+worker_pids() { q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'remora worker'"; }
+worker_pid() { worker_pids | head -1; }
+# fresh_worker: stop the workers and wait for the launcher's next one (just
+# one: remora.max_workers = 1), which reads the configuration anew
 fresh_worker() {
-	local old
-	old=$(worker_pid)
-	fresh() { local p; p=$(worker_pid); [ -n "$p" ] && [ "$p" != "$old" ]; }
-	[ -n "$old" ] && kill "$old"	# SIGTERM: the launcher starts a fresh worker
+	local old p
+	old=" $(worker_pids | tr '\n' ' ') "
+	for p in $old; do kill "$p" 2>/dev/null || true; done	# SIGTERM: the launcher starts a fresh one
+	fresh() {
+		local ps
+		ps=$(worker_pids)
+		[ "$(echo "$ps" | grep -c .)" = 1 ] || return 1
+		case $old in *" $ps "*) return 1 ;; esac
+	}
 	wait_for 60 fresh || die "no fresh worker"
 }
 # use_store STORE: the worker (its target store), the AWS CLI (aws_s3) and
@@ -158,6 +164,13 @@ use_store() {
 	q "ALTER SYSTEM SET remora.s3_access_key_id = '$S3_ACCESS_KEY'" >/dev/null
 	q "ALTER SYSTEM SET remora.s3_secret_access_key = '$S3_SECRET_KEY'" >/dev/null
 	q "SELECT pg_reload_conf()" >/dev/null
+	# the postmaster has read it (a new session sees it) before the worker
+	# is replaced
+	reloaded() {
+		[ "$(q "SHOW remora.s3_endpoint")" = "http://127.0.0.1:$S3_PORT" ] &&
+			[ "$(q "SHOW remora.max_workers")" = 1 ]
+	}
+	wait_for 30 reloaded || die "the configuration was not reloaded"
 	fresh_worker
 }
 for st in $STORES; do
@@ -273,6 +286,7 @@ for n in $RSS_COUNTS; do
 	fresh_worker
 	sleep 2
 	pid=$(worker_pid)
+	[ -n "$pid" ] || die "no worker"
 	idle=$(awk '/RssAnon/ {print $2}' "/proc/$pid/status")
 	j=$(q "SELECT remora_submit('s3://source/rss$n/')")
 	peak=$idle
@@ -305,7 +319,7 @@ for st in $STORES; do
 	done
 done
 report() {
-	local st m k wall
+	local st m k
 	echo "$SECTION"
 	echo
 	echo "Measured by \`bench/many_members.sh --objects $OBJECTS --size $SIZE --runs $RUNS --store $STORE\`"
