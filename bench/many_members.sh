@@ -106,8 +106,11 @@ store_pids() {	# store_pids STORE DIR
 	case $1 in
 	s3rver)
 		while read -r p _; do
-			tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "server.js $2 " && echo "$p"
-		done <"$T/pids" | head -n 1
+			if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "server.js $2 "; then
+				echo "$p"
+				break
+			fi
+		done <"$T/pids"
 		;;
 	rgw) tr '\n' ' ' <"$2/daemons" ;;
 	esac
