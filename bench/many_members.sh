@@ -321,6 +321,54 @@ for st in $STORES; do
 		SCPU[$st/$m]=$(med "$st" "$m" 6) SW[$st/$m]=$(med "$st" "$m" 7)
 	done
 done
+DATA_MIB=$(echo "$OBJECTS * $(bytes "$SIZE") / 1048576" | bc -l | xargs printf '%.1f')
+mib() { echo "$1 / 1048576" | bc -l | xargs printf '%.1f'; }
+# store_words STORE: what one store's table says
+store_words() {
+	local st=$1 n=${SNAME[$1]} peers peer_cpu
+	peers="$(rt "${WALL[$st/A]}" "${WALL[$st/C]}")× the wall time of \`aws s3 sync\` (C)"
+	peer_cpu="$(rt "${CPU[$st/A]}" "${CPU[$st/C]}")× C's"
+	if [ "$HAVE_RCLONE" = 1 ]; then
+		peers="$peers and $(rt "${WALL[$st/A]}" "${WALL[$st/D]}")× rclone's (D)"
+		peer_cpu="$peer_cpu and $(rt "${CPU[$st/A]}" "${CPU[$st/D]}")× D's"
+	fi
+	cat <<TXT
+On $n, remora's same-store copy (A) took $peers, the peers that
+also copy inside the store, with $peer_cpu client CPU; the store's CPU for A
+was $(rt "${SCPU[$st/A]}" "${SCPU[$st/C]}")× C's, since A also reads every member once (GET) to hash it.
+Streaming every byte through the worker instead (B: GET and PUT, no copy)
+took $(rt "${WALL[$st/B]}" "${WALL[$st/A]}")× A's wall time and $(rt "${SCPU[$st/B]}" "${SCPU[$st/A]}")× A's store CPU here.  The store
+wrote $(mib "${SW[$st/A]}") MiB for A and $(mib "${SW[$st/B]}") MiB for B, for $DATA_MIB MiB of data.
+TXT
+}
+# both_words: what the side-by-side table says about the stores
+both_words() {
+	local copies="" m
+	for m in $methods; do
+		[ "$m" = B ] && continue
+		copies="$copies, $m $(rt "${WALL[rgw/$m]}" "${WALL[s3rver/$m]}")×"
+	done
+	cat <<TXT
+Which costs come from the store: the methods that copy inside the store took,
+on RGW, ${copies#, } their wall time on s3rver, and B, which reads and
+writes every byte itself, $(rt "${WALL[rgw/B]}" "${WALL[s3rver/B]}")×.
+TXT
+	if awk -v c="${WALL[rgw/C]}" -v b="${WALL[rgw/B]}" 'BEGIN { exit !(c > b) }'; then
+		cat <<TXT
+On RGW a CopyObject of an object this small took longer than a GET and a PUT
+of it, whichever client sent it (C, which only copies, took $(printf '%.2f' "${WALL[rgw/C]}") s; B
+$(printf '%.2f' "${WALL[rgw/B]}") s), and it was not by reference: RGW wrote about as much for the
+copies (A: $(mib "${SW[rgw/A]}") MiB, C: $(mib "${SW[rgw/C]}") MiB) as for B's PUTs ($(mib "${SW[rgw/B]}") MiB), as
+it keeps an object's first 4 MiB in the object's head (\`rgw_max_chunk_size\`),
+which a copy writes anew; only the part beyond is shared by reference.
+TXT
+	fi
+	cat <<TXT
+The client's own CPU changed little with the store (A: $(printf '%.2f' "${CPU[s3rver/A]}") s on s3rver,
+$(printf '%.2f' "${CPU[rgw/A]}") s on RGW; C: $(printf '%.2f' "${CPU[s3rver/C]}") s and $(printf '%.2f' "${CPU[rgw/C]}") s): the differences
+in wall time are the store's.
+TXT
+}
 report() {
 	local st m k
 	echo "$SECTION"
@@ -349,6 +397,8 @@ report() {
 				"${CPU[$k]}" "$(rt "${CPU[$k]}" "${CPU[$st/A]}")" "${SCPU[$k]}" \
 				"$(rt "${SCPU[$k]}" "${SCPU[$st/A]}")" "$(echo "${SW[$k]} / 1048576" | bc -l)"
 		done
+		echo
+		store_words "$st" | para
 	done
 	if [ "$(echo "$STORES" | wc -w)" = 2 ]; then
 		echo
@@ -362,6 +412,8 @@ report() {
 				"${CPU[s3rver/$m]}" "${CPU[rgw/$m]}" "${SCPU[s3rver/$m]}" "${SCPU[rgw/$m]}" \
 				"$(echo "${SW[s3rver/$m]} / 1048576" | bc -l)" "$(echo "${SW[rgw/$m]} / 1048576" | bc -l)"
 		done
+		echo
+		both_words | para
 	fi
 	echo
 	echo "Wall seconds per run, in order:"
