@@ -364,8 +364,8 @@ which a copy writes anew; only the part beyond is shared by reference.
 TXT
 	fi
 	cat <<TXT
-The client's own CPU changed little with the store (A: $(printf '%.2f' "${CPU[s3rver/A]}") s on s3rver,
-$(printf '%.2f' "${CPU[rgw/A]}") s on RGW; C: $(printf '%.2f' "${CPU[s3rver/C]}") s and $(printf '%.2f' "${CPU[rgw/C]}") s): the differences
+The clients' own CPU moved much less than their wall time (A: $(printf '%.2f' "${CPU[s3rver/A]}") s on
+s3rver, $(printf '%.2f' "${CPU[rgw/A]}") s on RGW; C: $(printf '%.2f' "${CPU[s3rver/C]}") s and $(printf '%.2f' "${CPU[rgw/C]}") s): the differences
 in wall time are the store's.
 TXT
 }
