@@ -312,7 +312,7 @@ declare -A NAME=(
 )
 # med STORE METHOD COLUMN: the median of that column over the rounds
 med() { awk -F'\t' -v s="$1" -v m="$2" -v c="$3" '$1 == s && $2 == m { print $c }' "$RESULTS" | median; }
-rt() { echo "$1 / $2" | bc -l | xargs printf '%.2f'; }
+rt() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "-"; else printf "%.2f", a / b }'; }
 para() { tr '\n' ' ' | fold -s -w 80 | sed 's/ *$//'; echo; }
 declare -A WALL CPU SCPU SW
 for st in $STORES; do
