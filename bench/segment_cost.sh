@@ -7,18 +7,21 @@
 # assembles the member with a multipart upload whose parts are server-side
 # UploadPartCopy from the segments, then deletes the segments.  An object
 # that fits in one buffer is PUT once instead.  This bench moves the same
-# object of random data from nginx to the test S3 server (@20minutes/s3rver,
-# which checks signatures), all on 127.0.0.1, with:
+# object of random data from nginx to an S3 store, all on 127.0.0.1, with:
 #
 #   A  the engine, segmented path  (fetch, part size PART)
 #   B  the engine, single PUT      (fetch, part size SIZE + 1 KiB)
 #   C  curl URL | aws s3 cp - s3://...   (the AWS CLI's streaming multipart)
 #   D  rclone copyurl URL remote:bucket/key  (when rclone is installed)
 #
-# interleaved (A B C D A B C D ...), RUNS rounds after WARMUP discarded
-# rounds.  Per run: wall seconds, client CPU seconds (user+sys of the
-# client's process tree), s3rver CPU seconds and bytes s3rver wrote (from
-# /proc/PID/stat and /proc/PID/io), and the CPU the rest of the machine
+# against each store chosen with --store: the test S3 server
+# (@20minutes/s3rver, which checks signatures) and Ceph's RADOS Gateway
+# (test/lib/rgw.sh: one mon, one BlueStore OSD on a sparse file, radosgw),
+# interleaved (s3rver A B C D, RGW A B C D, s3rver A B C D ...), RUNS
+# rounds after WARMUP discarded rounds.  Per run: wall seconds, client CPU
+# seconds (user+sys of the client's process tree), the store's CPU seconds
+# and bytes it wrote (from /proc/PID/stat and /proc/PID/io; for RGW the sum
+# of radosgw, ceph-osd and ceph-mon), and the CPU the rest of the machine
 # used meanwhile (/proc/stat), to tell a busy machine.  Every result is
 # downloaded again with the AWS CLI and its SHA-256 compared with the
 # source: a mismatch fails the bench.  Then one untimed "census" run of each method through a
@@ -26,9 +29,10 @@
 #
 # Usage (root, Debian 12, from anywhere):
 #   bench/segment_cost.sh [--size 256M] [--part 16M] [--runs 5] [--warmup 1]
-#                         [--no-rclone] [--no-census] [--rev COMMIT] [--write]
-# The same settings as environment variables: SIZE PART RUNS WARMUP
-# RCLONE=0 CENSUS=0 REV; --rev builds the engine from that commit instead
+#                         [--store s3rver|rgw|both] [--no-rclone] [--no-census]
+#                         [--rev COMMIT] [--write]
+# The same settings as environment variables: SIZE PART RUNS WARMUP STORE
+# RCLONE=0 CENSUS=0 REV; --store (default both) picks the stores; --rev builds the engine from that commit instead
 # of the work tree.  A round is done again (at most 2 × RUNS times) when
 # something else on the machine used more than OTHER_LIMIT of a core
 # (default 0.5) during one of its runs.  DEADLINE (seconds, default 3600)
@@ -52,6 +56,7 @@ CENSUS=${CENSUS:-1}
 DEADLINE=${DEADLINE:-3600}
 OTHER_LIMIT=${OTHER_LIMIT:-0.5}
 REV=${REV:-}
+STORE=${STORE:-both}
 WRITE=0
 
 usage() {
@@ -65,6 +70,7 @@ while [ $# -gt 0 ]; do
 	--part) PART=$2; shift 2 ;;
 	--runs) RUNS=$2; shift 2 ;;
 	--warmup) WARMUP=$2; shift 2 ;;
+	--store) STORE=$2; shift 2 ;;
 	--no-rclone) RCLONE=0; shift ;;
 	--no-census) CENSUS=0; shift ;;
 	--rev) REV=$2; shift 2 ;;
@@ -108,10 +114,19 @@ PART_B=$(to_bytes "$PART")
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "--runs must be a positive integer"
 [[ $WARMUP =~ ^[0-9]+$ ]] || die "--warmup must be a non-negative integer"
 [[ $DEADLINE =~ ^[1-9][0-9]*$ ]] || die "DEADLINE must be a positive number of seconds"
+case $STORE in
+s3rver | rgw) STORES=$STORE ;;
+both) STORES="s3rver rgw" ;;
+*) die "--store must be s3rver, rgw or both, not '$STORE'" ;;
+esac
 [[ $OTHER_LIMIT =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "OTHER_LIMIT must be a fraction of one core, e.g. 0.5"
 [ "$SIZE_B" -gt "$PART_B" ] ||
 	die "the object ($SIZE_B bytes) must be larger than the part size ($PART_B), or A is not segmented"
 [ "$PART_B" -ge 1048576 ] || die "the part size must be at least 1 MiB"
+case " $STORES " in *" rgw "*)
+	# RGW refuses parts below rgw_multipart_min_part_size (EntityTooSmall)
+	[ "$PART_B" -ge $((5 * 1048576)) ] || die "the part size must be at least 5 MiB on RGW (S3's minimum, which RGW enforces)" ;;
+esac
 NSEG=$(((SIZE_B + PART_B - 1) / PART_B))
 [ "$NSEG" -le 10000 ] || die "$NSEG segments: more than S3's 10000 parts"
 [ $((PART_B % 1024)) = 0 ] || die "the part size must be a multiple of 1 KiB (the engine refuses others)"
@@ -139,6 +154,19 @@ done
 [ -x /usr/bin/aws ] || need="$need /usr/bin/aws"
 [ -x /usr/bin/time ] || need="$need /usr/bin/time"
 [ -z "$need" ] || die "missing:$need (test/run installs the project's dependencies; apt-get install time for /usr/bin/time)"
+case " $STORES " in *" rgw "*)
+	need=""
+	for c in ceph-mon ceph-osd radosgw radosgw-admin ceph ceph-authtool monmaptool; do
+		command -v "$c" >/dev/null || need="$need $c"
+	done
+	if [ -n "$need" ]; then
+		log "installing Ceph (Debian packages) for RGW:$need missing"
+		DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -q --no-install-recommends \
+			ceph-mon ceph-osd radosgw ceph-common >/dev/null 2>&1 ||
+			die "Ceph could not be installed (apt-get install ceph-mon ceph-osd radosgw ceph-common), or use --store s3rver"
+	fi
+	;;
+esac
 if [ "$RCLONE" != 0 ] && ! command -v rclone >/dev/null; then
 	log "installing rclone (Debian package)"
 	if ! DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -q rclone >/dev/null 2>&1; then
@@ -209,15 +237,37 @@ FETCH=$WORK/fetch
 	$(pkg-config --libs libcurl openssl libxml-2.0)) || die "could not build fetch"
 
 # -------------------------------------------------------------- services
+# Per store: its port, its processes (whose CPU and writes are the
+# store's), its key, the idle CPU ticks it may use in 0.5 s and still count
+# as idle, and its name in the report.
+declare -A SPORT SPIDS SKEY SSECRET SIDLE SNAME
 NGINX_PORT=$(free_port)
-S3_PORT=$(free_port)
-export S3_PORT
-log "starting nginx on 127.0.0.1:$NGINX_PORT and s3rver on 127.0.0.1:$S3_PORT"
+log "starting nginx on 127.0.0.1:$NGINX_PORT"
 start_nginx "$WORK/nginx" "$NGINX_PORT"
-start_s3 "$WORK/s3" "$S3_PORT" bench
-S3_PID=$(tail -n 1 "$WORK/pids")
-[ "$(cat "/proc/$S3_PID/comm" 2>/dev/null)" = node ] || die "cannot find the S3 server's process"
 BUCKET=bench
+for st in $STORES; do
+	SPORT[$st]=$(free_port)
+	case $st in
+	s3rver)
+		log "starting s3rver on 127.0.0.1:${SPORT[$st]}"
+		start_s3 "$WORK/s3" "${SPORT[$st]}" "$BUCKET"
+		SPIDS[$st]=$(tail -n 1 "$WORK/pids")
+		[ "$(cat "/proc/${SPIDS[$st]}/comm" 2>/dev/null)" = node ] || die "cannot find the S3 server's process"
+		SKEY[$st]=S3RVER SSECRET[$st]=S3RVER SIDLE[$st]=0 SNAME[$st]=s3rver
+		;;
+	rgw)
+		# BlueStore on a sparse file: the object's copies stay on disk, not
+		# in the OSD's memory
+		log "starting RGW (mon, BlueStore OSD, radosgw) on 127.0.0.1:${SPORT[$st]}"
+		SKEY[$st]=REMORABENCH SSECRET[$st]="bench-$RANDOM$RANDOM$RANDOM" SNAME[$st]=RGW
+		REMORA_RGW_OSD=bluestore start_rgw "$WORK/rgw" "${SPORT[$st]}" "${SKEY[$st]}" "${SSECRET[$st]}" \
+			"$BUCKET" >&2 || die "RGW did not start"
+		SPIDS[$st]=$(tr '\n' ' ' <"$WORK/rgw/daemons")
+		# the monitor and the OSD tick in the background (a few ms a second)
+		SIDLE[$st]=1
+		;;
+	esac
+done
 
 log "writing $(human "$SIZE_B") of random data"
 head -c "$SIZE_B" /dev/urandom >"$WORK/nginx/www/obj"
@@ -227,7 +277,7 @@ URL="http://127.0.0.1:$NGINX_PORT/obj"
 curl -sfI "$URL" >/dev/null || die "nginx does not serve the source"
 
 # clients: defaults only (no user config), no silent retries
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1
+export AWS_DEFAULT_REGION=us-east-1
 export AWS_EC2_METADATA_DISABLED=true AWS_MAX_ATTEMPTS=1
 export AWS_CONFIG_FILE=$WORK/aws-config AWS_SHARED_CREDENTIALS_FILE=$WORK/aws-credentials
 : >"$AWS_CONFIG_FILE"
@@ -235,45 +285,59 @@ export AWS_CONFIG_FILE=$WORK/aws-config AWS_SHARED_CREDENTIALS_FILE=$WORK/aws-cr
 export RCLONE_CONFIG=$WORK/rclone.conf
 : >"$RCLONE_CONFIG"
 export RCLONE_CONFIG_BENCH_TYPE=s3 RCLONE_CONFIG_BENCH_PROVIDER=Other
-export RCLONE_CONFIG_BENCH_ACCESS_KEY_ID=S3RVER RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY=S3RVER
 export RCLONE_CONFIG_BENCH_REGION=us-east-1 RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE=true
+# use_store STORE: every client, and the helpers below, talk to that store
+use_store() {
+	CUR=$1
+	S3_PORT=${SPORT[$CUR]}
+	export S3_PORT
+	export AWS_ACCESS_KEY_ID=${SKEY[$CUR]} AWS_SECRET_ACCESS_KEY=${SSECRET[$CUR]}
+	export REMORA_KEY=${SKEY[$CUR]} REMORA_SECRET=${SSECRET[$CUR]}
+	export RCLONE_CONFIG_BENCH_ACCESS_KEY_ID=${SKEY[$CUR]} RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY=${SSECRET[$CUR]}
+}
 
 # ------------------------------------------------------------ server stats
-# utime+stime of the S3 server, in clock ticks
+# utime+stime of the current store's processes, in clock ticks
 s3_ticks() {
-	local s
-	s=$(cat "/proc/$S3_PID/stat") || die "the S3 server died"
-	s=${s##*) }
-	# after "pid (comm) ": field 3 is state, utime is field 14, stime 15
-	echo "$s" | awk '{ print $12 + $13 }'
+	local s p t=0
+	for p in ${SPIDS[$CUR]}; do
+		s=$(cat "/proc/$p/stat") || die "a process of ${SNAME[$CUR]} ($p) died"
+		s=${s##*) }
+		# after "pid (comm) ": field 3 is state, utime is field 14, stime 15
+		t=$((t + $(echo "$s" | awk '{ print $12 + $13 }')))
+	done
+	echo "$t"
 }
+# bytes the current store's processes wrote to files and devices
 s3_wbytes() {
-	awk '/^write_bytes:/ { print $2 }' "/proc/$S3_PID/io"
+	local p
+	for p in ${SPIDS[$CUR]}; do cat "/proc/$p/io"; done | awk '/^write_bytes:/ { s += $2 } END { printf "%.0f\n", s }'
 }
 TICK=$(getconf CLK_TCK)
 # busy time of the whole machine (all CPUs), in clock ticks
 sys_busy() {
 	awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
 }
-# wait until the S3 server is idle: its CPU time unchanged for 0.5 s
-# (requests the client did not wait for, e.g. segment deletes, finish)
+# wait until the store is idle: its CPU time unchanged for 0.5 s, or for
+# RGW grown by no more than its background ticks (requests the client did
+# not wait for, e.g. segment deletes, and the OSD's flushes, finish)
 s3_quiesce() {
 	local last now i
 	last=$(s3_ticks)
 	for i in $(seq 1 80); do
 		sleep 0.25
 		now=$(s3_ticks)
-		if [ "$now" = "$last" ]; then
+		if [ $((now - last)) -le "${SIDLE[$CUR]}" ]; then
 			sleep 0.25
-			[ "$(s3_ticks)" = "$now" ] && return 0
+			[ $(($(s3_ticks) - last)) -le "${SIDLE[$CUR]}" ] && return 0
 		fi
 		last=$now
 	done
-	log "warning: the S3 server did not go idle within 20 s"
+	log "warning: ${SNAME[$CUR]} did not go idle within 20 s"
 }
 
 # ------------------------------------------------------------------ runs
-RESULTS=$WORK/results.tsv		# method round wall user sys s3cpu s3wbytes leftover othercpu
+RESULTS=$WORK/results.tsv		# method round wall user sys s3cpu s3wbytes leftover othercpu store
 : >"$RESULTS"
 
 # client_cmd METHOD KEY_PREFIX ENDPOINT: the command line of a method
@@ -324,15 +388,27 @@ purge() {
 	local i
 	for i in 1 2 3; do
 		aws_local s3 rm --quiet --recursive "s3://$BUCKET/$1" >/dev/null 2>&1 || true
-		[ "$(count_objects "$1")" = 0 ] && return 0
+		if [ "$(count_objects "$1")" = 0 ]; then
+			# RGW only queues a deleted object's data for its garbage
+			# collector (after rgw_gc_obj_min_wait, 2 h): reclaim it now, so
+			# that the OSD's file does not fill up over the rounds.  This is
+			# outside the timed window (the next run waits for the store to
+			# be idle first).
+			if [ "$CUR" = rgw ]; then
+				rgw_admin "$WORK/rgw" gc process --include-all >/dev/null 2>&1 ||
+					log "warning: radosgw-admin gc process failed"
+			fi
+			return 0
+		fi
 	done
 	die "could not delete s3://$BUCKET/$1"
 }
 
-# run_one METHOD TAG ENDPOINT RECORD(0/1): one timed transfer, verified
+# run_one METHOD TAG ENDPOINT RECORD(0/1): one timed transfer to the
+# current store (use_store), verified
 run_one() {
 	local m=$1 tag=$2 ep=$3 record=$4
-	local prefix="runs/$m$tag/" out=$WORK/out err=$WORK/err tf=$WORK/time
+	local prefix="runs/$CUR/$m$tag/" out=$WORK/out err=$WORK/err tf=$WORK/time
 	local t0 t1 tm w0 w1 b0 b1 other got left wall user sys key expect size sha
 
 	sync						# earlier runs' dirty pages are not this run's
@@ -378,19 +454,24 @@ run_one() {
 	fi
 	purge "$prefix"
 	if [ "$record" = 1 ]; then
-		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$tag" "$wall" "$user" "$sys" \
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$tag" "$wall" "$user" "$sys" \
 			"$(awk -v d=$((t1 - t0)) -v t="$TICK" 'BEGIN { printf "%.2f", d / t }')" \
-			$((w1 - w0)) "$left" "$other" >>"$ROUND"
+			$((w1 - w0)) "$left" "$other" "$CUR" >>"$ROUND"
 	fi
-	log "$m $tag: wall ${wall}s, client CPU $(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')s, s3rver CPU $(awk -v d=$((t1 - t0)) -v t="$TICK" 'BEGIN { printf "%.2f", d / t }')s, s3rver wrote $(((w1 - w0) / 1048576)) MiB, other CPU ${other}s, verified"
+	log "${SNAME[$CUR]} $m $tag: wall ${wall}s, client CPU $(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')s, ${SNAME[$CUR]} CPU $(awk -v d=$((t1 - t0)) -v t="$TICK" 'BEGIN { printf "%.2f", d / t }')s, ${SNAME[$CUR]} wrote $(((w1 - w0) / 1048576)) MiB, other CPU ${other}s, verified"
 }
 
-EP="http://127.0.0.1:$S3_PORT"
+# run_round TAG RECORD: every method on every store, interleaved
+run_round() {
+	local st m
+	for st in $STORES; do
+		use_store "$st"
+		for m in $METHODS; do run_one "$m" "$1" "http://127.0.0.1:$S3_PORT" "$2"; done
+	done
+}
 LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
-log "$METHODS: $(human "$SIZE_B"), part size $(human "$PART_B") ($NSEG segments), $WARMUP warm-up + $RUNS rounds, run timeout ${RUN_TIMEOUT}s"
-for w in $(seq 1 "$WARMUP"); do
-	for m in $METHODS; do run_one "$m" "w$w" "$EP" 0; done
-done
+log "$STORES × $METHODS: $(human "$SIZE_B"), part size $(human "$PART_B") ($NSEG segments), $WARMUP warm-up + $RUNS rounds, run timeout ${RUN_TIMEOUT}s"
+for w in $(seq 1 "$WARMUP"); do run_round "w$w" 0; done
 # A round in which something else used more than OTHER_LIMIT of a core
 # (its CPU seconds over the client's wall seconds) during one of its runs
 # is discarded and done again, at most 2 × RUNS times in all; after that,
@@ -402,7 +483,7 @@ while [ "$i" -lt "$RUNS" ]; do
 	: >"$ROUND"
 	tag=$((i + 1))
 	[ "$DISCARDED" = 0 ] || tag="$tag.$DISCARDED"
-	for m in $METHODS; do run_one "$m" "$tag" "$EP" 1; done
+	run_round "$tag" 1
 	if [ "$DISCARDED" -lt $((2 * RUNS)) ] &&
 		awk -F'\t' -v l="$OTHER_LIMIT" '$9 > l * $3 { busy = 1 } END { exit !busy }' "$ROUND"; then
 		DISCARDED=$((DISCARDED + 1))
@@ -417,11 +498,12 @@ done
 # One untimed run of each method through a logging reverse proxy: the S3
 # requests each one makes.  The proxy passes Host and the URI unchanged,
 # so the signatures still hold.
-CENSUS_TSV=$WORK/census.tsv		# method op count
+CENSUS_TSV=$WORK/census.tsv		# store/method op count
 : >"$CENSUS_TSV"
-if [ "$CENSUS" = 1 ]; then
+if [ "$CENSUS" = 1 ]; then for st in $STORES; do
+	use_store "$st"
 	PROXY_PORT=$(free_port)
-	P=$WORK/proxy
+	P=$WORK/proxy-$st
 	mkdir -p "$P/tmp"
 	cat >"$P/nginx.conf" <<CONF
 worker_processes 1;
@@ -459,9 +541,11 @@ CONF
 		: >"$P/census.log"
 		run_one "$m" census "http://127.0.0.1:$PROXY_PORT" 0
 		# the verification download and cleanup went to the server directly
-		awk -v m="$m" '
+		awk -v m="$st/$m" '
 		{
 			meth = $1; uri = $2; status = $3; copy = $5
+			# a connection closed without a request (nginx logs a 400)
+			if (meth == "-") next
 			path = uri; sub(/\?.*/, "", path)
 			bucketop = (path ~ /^\/[^\/]*\/?$/)
 			if (bucketop && meth == "PUT") op = "CreateBucket"
@@ -478,7 +562,9 @@ CONF
 			else if (meth == "HEAD") op = "HEAD"
 			else if (meth == "GET") op = "GET/List"
 			else op = meth
-			if (status !~ /^2/) op = op " (answered " status ")"
+			# 499: the client closed the connection before the answer
+			if (status == 499) op = op " (not waited for)"
+			else if (status !~ /^2/) op = op " (answered " status ")"
 			n[op]++; total++; bytes += $4
 		}
 		END {
@@ -486,35 +572,42 @@ CONF
 			printf "%s\t_total\t%d\n%s\t_bytes\t%d\n", m, total, m, bytes
 		}' "$P/census.log" >>"$CENSUS_TSV"
 	done
-fi
+done; fi
 
 # ---------------------------------------------------------------- report
+[ -s "$RESULTS" ] || die "no run was recorded"
 median() {	# numbers on stdin
 	sort -g | awk '{ v[NR] = $1 } END {
 		if (NR == 0) { print "nan"; exit }
 		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-col() {	# col METHOD EXPR: one value per run of METHOD
-	awk -F'\t' -v m="$1" "\$1 == m { print $2 }" "$RESULTS"
+col() {	# col STORE METHOD EXPR: one value per run of METHOD on STORE
+	awk -F'\t' -v st="$1" -v m="$2" "\$10 == st && \$1 == m { print $3 }" "$RESULTS"
 }
-census() {	# census METHOD OP: requests of that operation, whatever the answer
+census() {	# census STORE/METHOD OP: requests of that operation, whatever the answer
 	awk -F'\t' -v m="$1" -v op="$2" '$1 == m && ($2 == op || index($2, op " (") == 1) { v += $3 }
 		END { print v + 0 }' "$CENSUS_TSV"
 }
-census_failed() {	# census_failed METHOD OP: those answered with an error
-	awk -F'\t' -v m="$1" -v op="$2" '$1 == m && index($2, op " (") == 1 { v += $3 } END { print v + 0 }' "$CENSUS_TSV"
+census_failed() {	# census_failed STORE/METHOD OP: those answered with an error
+	awk -F'\t' -v m="$1" -v op="$2" '$1 == m && index($2, op " (answered") == 1 { v += $3 } END { print v + 0 }' "$CENSUS_TSV"
 }
+# medians per store and method, keyed "store/method"
 declare -A WALL CPU SCPU SW LEFT WALLS
-for m in $METHODS; do
-	WALL[$m]=$(col "$m" '$3' | median)
-	CPU[$m]=$(col "$m" '$4 + $5' | median)
-	SCPU[$m]=$(col "$m" '$6' | median)
-	SW[$m]=$(col "$m" '$7' | median)
-	LEFT[$m]=$(col "$m" '$8' | awk '{ s += $1 } END { print s + 0 }')
-	WALLS[$m]=$(col "$m" '$3' | tr '\n' ' ' | sed 's/ $//')
+for st in $STORES; do
+	for m in $METHODS; do
+		k=$st/$m
+		WALL[$k]=$(col "$st" "$m" '$3' | median)
+		CPU[$k]=$(col "$st" "$m" '$4 + $5' | median)
+		SCPU[$k]=$(col "$st" "$m" '$6' | median)
+		SW[$k]=$(col "$st" "$m" '$7' | median)
+		LEFT[$k]=$(col "$st" "$m" '$8' | awk '{ s += $1 } END { print s + 0 }')
+		WALLS[$k]=$(col "$st" "$m" '$3' | tr '\n' ' ' | sed 's/ $//')
+	done
 done
 r() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 f2() { awk -v a="$1" 'BEGIN { printf "%.2f", a }'; }
+# para: the lines on stdin as one paragraph of at most 88 columns
+para() { tr '\n' ' ' | fold -s -w 88 | sed 's/ *$//'; echo; }
 declare -A WHAT=(
 	[A]="engine, segmented: $NSEG segment PUTs, UploadPartCopy assembly, segment deletes"
 	[B]="engine, single PUT (part size = object size + 1 KiB)"
@@ -526,6 +619,7 @@ cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 mem_gib=$(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo)
 fs_type=$(df -T "$WORK" | awk 'NR == 2 { print $2 }')
 s3rver_v=$(node -p "require('$ROOT/test/s3/node_modules/@20minutes/s3rver/package.json').version" 2>/dev/null || echo "?")
+ceph_v=$(ceph --version 2>/dev/null | awk '{ print $3 }' || true)
 aws_v=$(/usr/bin/aws --version 2>&1 | cut -d' ' -f1)
 rclone_v=$([ "$HAVE_RCLONE" = 1 ] && rclone version 2>/dev/null | head -n 1 | cut -d' ' -f2 || echo "-")
 nginx_v=$(nginx -v 2>&1 | sed 's/.*nginx\///')
@@ -538,130 +632,222 @@ else
 	git -C "$ROOT" diff --quiet HEAD -- src/engine test/engine 2>/dev/null ||
 		commit="$commit + uncommitted changes to the engine"
 fi
+store_names=$(for st in $STORES; do printf '%s and ' "${SNAME[$st]}"; done | sed 's/ and $//')
+order=$(for st in $STORES; do printf '%s %s, ' "${SNAME[$st]}" "$(echo "$METHODS" | tr -d ' ')"; done | sed 's/, $//')
+
+# store_section STORE: the tables and the reading of one store's numbers
+store_section() {
+	local st=$1 n=${SNAME[$1]} m k A B C D
+	A=$st/A B=$st/B C=$st/C D=$st/D
+	echo "### On $n"
+	echo
+	echo "| Method | What | Median wall s | Median client CPU s | Wall ÷ A | Client CPU ÷ A | Median $n CPU s | $n CPU ÷ A |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|"
+	for m in $METHODS; do
+		k=$st/$m
+		echo "| $m | ${WHAT[$m]} | $(f2 "${WALL[$k]}") | $(f2 "${CPU[$k]}") | $(r "${WALL[$k]}" "${WALL[$A]}") | $(r "${CPU[$k]}" "${CPU[$A]}") | $(f2 "${SCPU[$k]}") | $(r "${SCPU[$k]}" "${SCPU[$A]}") |"
+	done
+	echo
+	echo "Wall seconds per run, in order:"
+	echo
+	for m in $METHODS; do echo "- $m: ${WALLS[$st/$m]}"; done
+	echo
+	if [ "$CENSUS" = 1 ]; then
+		echo "| Method | $n bytes written ÷ object size (median) | S3 requests | Of which |"
+		echo "|---|---:|---:|---|"
+		for m in $METHODS; do
+			detail=$(awk -F'\t' -v m="$st/$m" '$1 == m && $2 !~ /^_/ { printf "%s%d %s", sep, $3, $2; sep = ", " }' \
+				<(sort -t$'\t' -k3,3nr "$CENSUS_TSV"))
+			echo "| $m | $(r "${SW[$st/$m]}" "$SIZE_B") | $(census "$st/$m" _total) | $detail |"
+		done
+	else
+		echo "| Method | $n bytes written ÷ object size (median) |"
+		echo "|---|---:|"
+		for m in $METHODS; do echo "| $m | $(r "${SW[$st/$m]}" "$SIZE_B") |"; done
+	fi
+	echo
+	case $st in
+	s3rver)
+		para <<TXT
+Bytes written are the s3rver process's \`write_bytes\` (/proc/PID/io): what it put
+into files.  s3rver stores every part as a file and concatenates the parts into
+the object at CompleteMultipartUpload, so a multipart upload writes the object
+twice on s3rver, and A writes it three times: the segments, the parts copied from
+them, the concatenation.
+TXT
+		;;
+	rgw)
+		para <<TXT
+Bytes written are the sum of \`write_bytes\` (/proc/PID/io) of radosgw, ceph-osd and
+ceph-mon: almost all of it is the OSD's BlueStore writing data, its RocksDB log and
+metadata to its file.  RGW keeps the parts of a multipart upload as RADOS objects,
+and CompleteMultipartUpload only writes a manifest that refers to them, so a
+multipart upload writes the object once, as a single PUT does.  UploadPartCopy,
+on the other hand, is a real copy in RGW: radosgw reads every byte of the source
+segment back from the OSD and writes it again, so A writes the object twice (a
+CopyObject of a whole object would be by reference).  A DELETE only queues the
+object's data for RGW's garbage collector (\`rgw_gc_obj_min_wait\`, 2 hours by
+default); the bench reclaims it with \`radosgw-admin gc process\` after each run,
+outside the measurement, so the segments' deletion shows here as requests only.
+TXT
+		;;
+	esac
+	if [ "$CENSUS" = 1 ]; then
+		para <<TXT
+Requests were counted in one extra, untimed run of each method through a logging
+nginx reverse proxy (requests answered with an error are marked; "not waited for"
+are requests whose client closed the connection before the answer, which nginx logs
+as 499: the engine driver exits without waiting for the answers to its segment
+DELETEs).
+TXT
+		echo
+	fi
+	local reqs del_failed peers peer_cpu least_cpu cpu_note fastest fast_note cpu_words
+	if [ "$CENSUS" = 1 ]; then
+		reqs="$(census "$A" _total) requests instead of $(census "$B" _total)"
+		del_failed=$(census_failed "$A" DeleteObject)
+		if [ "$del_failed" != 0 ]; then
+			reqs="$reqs ($del_failed segment DELETEs answered with an error, see the notes)"
+		fi
+	else
+		reqs="$((3 * NSEG + 3)) requests instead of 2 (not counted: --no-census)"
+	fi
+	peers="A took $(r "${WALL[$A]}" "${WALL[$C]}")× the wall time of the AWS CLI (C)"
+	peer_cpu="$(r "${CPU[$A]}" "${CPU[$C]}")× C's"
+	if [ "$HAVE_RCLONE" = 1 ]; then
+		peers="$peers and $(r "${WALL[$A]}" "${WALL[$D]}")× rclone's (D)"
+		peer_cpu="$peer_cpu and $(r "${CPU[$A]}" "${CPU[$D]}")× D's"
+	fi
+	least_cpu=$(for m in $METHODS; do echo "$m ${CPU[$st/$m]}"; done | sort -g -k2 | head -n 1 | cut -d' ' -f1)
+	if [ "$least_cpu" = A ]; then cpu_note=", the least of all methods"; else cpu_note=""; fi
+	fastest=$(for m in $METHODS; do echo "$m ${WALL[$st/$m]}"; done | sort -g -k2 | head -n 1 | cut -d' ' -f1)
+	if [ "$fastest" = B ]; then fast_note="and is the fastest method on $n"; else fast_note="(the fastest method on $n is $fastest)"; fi
+	cpu_words=$(awk -v x="$(r "${CPU[$A]}" "${CPU[$B]}")" 'BEGIN {
+		if (x >= 0.9 && x <= 1.1) print "about the same"; else if (x < 1) print "lower"; else print "higher" }')
+	para <<TXT
+On $n the segmented path (A) took $(r "${WALL[$A]}" "${WALL[$B]}")× the wall time of the engine's own
+single PUT (B; median $(f2 "${WALL[$A]}") s against $(f2 "${WALL[$B]}") s for $(human "$SIZE_B")), while the client's CPU was
+$cpu_words ($(r "${CPU[$A]}" "${CPU[$B]}")× B's; both paths read, hash and send each byte once).
+The difference is the store's work: $n spent $(r "${SCPU[$A]}" "${SCPU[$B]}")× B's CPU on A and wrote
+$(r "${SW[$A]}" "$SIZE_B")× the object size against $(r "${SW[$B]}" "$SIZE_B")× for B, over $reqs.
+Against the peers, which send each byte once and never copy, $peers,
+while its client CPU was $peer_cpu$cpu_note; without the copy (B) the engine
+needs $(r "${WALL[$B]}" "${WALL[$A]}")× A's wall time $fast_note.
+TXT
+	echo
+}
+
+# the plot: with --write, when both stores ran and gnuplot is installed
+PLOT_REF=""
+if [ "$WRITE" = 1 ] && [ "$STORE" = both ] && command -v gnuplot >/dev/null; then
+	PLOT_DAT=$WORK/plot.dat
+	for m in $METHODS; do
+		printf '%s %s %s %s %s %s %s\n' "$m" "${WALL[s3rver/$m]}" "${WALL[rgw/$m]}" \
+			"${SCPU[s3rver/$m]}" "${SCPU[rgw/$m]}" \
+			"$(awk -v b="${SW[s3rver/$m]}" -v s="$SIZE_B" 'BEGIN { print b / s }')" \
+			"$(awk -v b="${SW[rgw/$m]}" -v s="$SIZE_B" 'BEGIN { print b / s }')"
+	done >"$PLOT_DAT"
+	if gnuplot 2>"$WORK/gnuplot.err" <<GP; then
+set terminal pngcairo size 1200,420 font "sans,10" noenhanced
+set output "$ROOT/doc/segment_cost.png"
+set multiplot layout 1,3 title "segment_cost.sh: $(human "$SIZE_B"), part $(human "$PART_B"), medians of $RUNS runs (A, B: Remora's engine; C: aws s3 cp; D: rclone)"
+set style data histogram
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+set key top right
+set grid ytics
+set yrange [0:*]
+set title "wall seconds"
+plot "$PLOT_DAT" using 2:xtic(1) title "s3rver" lc rgb "#4e79a7", "" using 3 title "RGW" lc rgb "#e15759"
+set title "store CPU seconds"
+plot "$PLOT_DAT" using 4:xtic(1) title "s3rver" lc rgb "#4e79a7", "" using 5 title "RGW (radosgw+osd+mon)" lc rgb "#e15759"
+set title "store bytes written ÷ object size"
+plot "$PLOT_DAT" using 6:xtic(1) title "s3rver" lc rgb "#4e79a7", "" using 7 title "RGW" lc rgb "#e15759"
+unset multiplot
+GP
+		PLOT_REF="![Wall seconds, store CPU seconds and store bytes written per method on s3rver and RGW](segment_cost.png)"
+		log "wrote $ROOT/doc/segment_cost.png"
+	else
+		log "warning: gnuplot failed: $(tail -n 3 "$WORK/gnuplot.err")"
+	fi
+fi
 
 REPORT=$WORK/report.md
 {
 	echo "$SECTION"
 	echo
-	echo "Measured $(date -u +%Y-%m-%d) with \`bench/segment_cost.sh --size $SIZE --part $PART --runs $RUNS${REV:+ --rev ${REV:0:7}}\`:"
+	echo "Measured $(date -u +%Y-%m-%d) with \`bench/segment_cost.sh --size $SIZE --part $PART --runs $RUNS --store $STORE${REV:+ --rev ${REV:0:7}}\`:"
 	echo "one object of $(human "$SIZE_B") ($SIZE_B bytes) of random data, served by nginx and"
-	echo "stored in the test S3 server, both on 127.0.0.1; engine part size $(human "$PART_B")"
-	echo "($NSEG segments); N = $RUNS runs of each method, interleaved ($(echo "$METHODS" | tr -d ' ') × $RUNS) after"
-	echo "$WARMUP discarded warm-up round(s), every result downloaded again and its SHA-256 checked."
+	echo "stored in $store_names, all on 127.0.0.1; engine part size $(human "$PART_B")"
+	echo "($NSEG segments); N = $RUNS runs of each method on each store, interleaved"
+	echo "(($order) × $RUNS) after $WARMUP discarded warm-up round(s), every result downloaded"
+	echo "again and its SHA-256 checked.  Ratios are between methods on the same store."
 	echo
 	echo "Machine: $(nproc) cores ($cpu_model), $mem_gib GiB RAM, Debian $(cat /etc/debian_version),"
 	echo "kernel $(uname -r); load average $LOADAVG before the runs, $(cut -d' ' -f1-3 /proc/loadavg) after;"
-	echo "s3rver data on $fs_type.  Node $(node --version) running"
-	echo "@20minutes/s3rver $s3rver_v (checks SigV4; single-threaded, the wall-clock bottleneck here),"
-	echo "nginx $nginx_v, curl $curl_v, AWS CLI ${aws_v#aws-cli/} (Debian), rclone $rclone_v; the engine driver"
+	echo "the stores' data on $fs_type."
+	for st in $STORES; do
+		case $st in
+		s3rver)
+			echo "s3rver: Node $(node --version) running @20minutes/s3rver $s3rver_v (checks SigV4;"
+			echo "single-threaded, the wall-clock bottleneck here; its CPU is the node process's)."
+			;;
+		rgw)
+			echo "RGW: Ceph $ceph_v (Debian) started by \`test/lib/rgw.sh\`: one ceph-mon, one ceph-osd"
+			echo "(BlueStore on a sparse file, 128 MiB cache, no replication), radosgw with its beast"
+			echo "front end; its CPU and bytes written are those three processes'."
+			;;
+		esac
+	done
+	echo "Clients: nginx $nginx_v, curl $curl_v, AWS CLI ${aws_v#aws-cli/} (Debian), rclone $rclone_v; the engine driver"
 	echo "\`test/engine/fetch.c\` built with \`gcc -O2\`, no sanitizers, at commit $commit."
 	echo
-	echo "| Method | What | Median wall s | Median client CPU s | Wall ÷ A | Client CPU ÷ A | Median s3rver CPU s | s3rver CPU ÷ A |"
-	echo "|---|---|---:|---:|---:|---:|---:|---:|"
-	for m in $METHODS; do
-		echo "| $m | ${WHAT[$m]} | $(f2 "${WALL[$m]}") | $(f2 "${CPU[$m]}") | $(r "${WALL[$m]}" "${WALL[A]}") | $(r "${CPU[$m]}" "${CPU[A]}") | $(f2 "${SCPU[$m]}") | $(r "${SCPU[$m]}" "${SCPU[A]}") |"
-	done
+	para <<TXT
+Client CPU is user + system time of the client's whole process tree (for C: curl,
+the shell and the AWS CLI, whose Python start-up is part of it).  The store's CPU
+is its processes' user + system time from just before the run until the store is
+idle again, so it includes work the client did not wait for.
+TXT
 	echo
-	echo "Client CPU is user + system time of the client's whole process tree (for C: curl,"
-	echo "the shell and the AWS CLI, whose Python start-up is part of it).  s3rver CPU is the"
-	echo "server process's user + system time from just before the run until it is idle"
-	echo "again, so it includes work the client did not wait for.  Wall seconds per run, in order:"
-	echo
-	for m in $METHODS; do echo "- $m: ${WALLS[$m]}"; done
-	echo
-	echo "### Server-side work per transfer"
-	echo
-	if [ "$CENSUS" = 1 ]; then
-		echo "| Method | s3rver bytes written ÷ object size (median) | S3 requests | Of which |"
-		echo "|---|---:|---:|---|"
+	for st in $STORES; do store_section "$st"; done
+	if [ "$(echo "$STORES" | wc -w)" = 2 ]; then
+		echo "### Both stores side by side"
+		echo
+		echo "| Method | Wall s, s3rver | Wall s, RGW | RGW ÷ s3rver wall | Client CPU s, s3rver | Client CPU s, RGW | Store CPU s, s3rver | Store CPU s, RGW | Written ÷ object, s3rver | Written ÷ object, RGW |"
+		echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 		for m in $METHODS; do
-			detail=$(awk -F'\t' -v m="$m" '$1 == m && $2 !~ /^_/ { printf "%s%d %s", sep, $3, $2; sep = ", " }' \
-				<(sort -t$'\t' -k3,3nr "$CENSUS_TSV"))
-			echo "| $m | $(r "${SW[$m]}" "$SIZE_B") | $(census "$m" _total) | $detail |"
+			echo "| $m | $(f2 "${WALL[s3rver/$m]}") | $(f2 "${WALL[rgw/$m]}") | $(r "${WALL[rgw/$m]}" "${WALL[s3rver/$m]}") | $(f2 "${CPU[s3rver/$m]}") | $(f2 "${CPU[rgw/$m]}") | $(f2 "${SCPU[s3rver/$m]}") | $(f2 "${SCPU[rgw/$m]}") | $(r "${SW[s3rver/$m]}" "$SIZE_B") | $(r "${SW[rgw/$m]}" "$SIZE_B") |"
 		done
-	else
-		echo "| Method | s3rver bytes written ÷ object size (median) |"
-		echo "|---|---:|"
-		for m in $METHODS; do echo "| $m | $(r "${SW[$m]}" "$SIZE_B") |"; done
-	fi
-	echo
-	echo "Bytes written are the s3rver process's \`write_bytes\` (/proc/PID/io): what it put"
-	echo "into files.  s3rver stores every part as a file and concatenates the parts into"
-	echo "the object at CompleteMultipartUpload, so a multipart upload writes the object"
-	echo "twice on s3rver (a store that assembles parts by reference would not), and A writes"
-	echo "it three times: the segments, the parts copied from them, the concatenation."
-	if [ "$CENSUS" = 1 ]; then
-		echo "Requests were counted in one extra, untimed run of each method through a logging"
-		echo "nginx reverse proxy (requests answered with an error are marked)."
-	fi
-	echo
-	echo "Extra work of the segmented path (A) over the single PUT (B), per transfer:"
-	echo
-	echo "- bytes copied server-side by UploadPartCopy: $SIZE_B, the whole object ($NSEG copies,"
-	echo "  one per segment): the store reads every byte back and writes it again;"
-	if [ "$CENSUS" = 1 ]; then
-		echo "- S3 requests: $(census A _total) against $(census B _total), i.e. $(($(census A _total) - $(census B _total))) more"
-		echo "  (A: $(census A PutObject) PutObject — $NSEG segments and the manifest —, $(census A CreateMultipartUpload) CreateMultipartUpload,"
-		del_failed=$(census_failed A DeleteObject)
-		if [ "$del_failed" != 0 ]; then
-			del_failed=" ($del_failed answered InternalError by s3rver, see the notes)"
+		echo
+		[ -n "${PLOT_REF:-}" ] && { echo "$PLOT_REF"; echo; }
+		# within 15 % on every method: the client's work does not depend on the store
+		if for m in $METHODS; do echo "${CPU[rgw/$m]} ${CPU[s3rver/$m]}"; done |
+			awk '{ x = $1 / $2; if (x < 0.85 || x > 1.18) bad = 1 } END { exit bad }'; then
+			cpu_same_words="hardly depends on the store: what the engine and the peers spend themselves is the same wherever they write"
 		else
-			del_failed=""
+			cpu_same_words="differs between the stores for some methods"
 		fi
-		echo "  $(census A UploadPartCopy) UploadPartCopy, $(census A CompleteMultipartUpload) CompleteMultipartUpload, $(census A DeleteObject) DeleteObject of segments$del_failed;"
-		echo "  B: $(census B PutObject) PutObject, the object and the manifest);"
-	else
-		echo "- S3 requests: $((3 * NSEG + 3)) against 2 by construction ($NSEG segment PUTs, 1 CreateMultipartUpload,"
-		echo "  $NSEG UploadPartCopy, 1 CompleteMultipartUpload, $NSEG DELETEs, 1 manifest PUT) — not counted (--no-census);"
+		same_cpu=$(for m in $METHODS; do printf '%s %s on RGW against %s on s3rver, ' "$m" "$(f2 "${CPU[rgw/$m]}")" "$(f2 "${CPU[s3rver/$m]}")"; done | sed 's/, $//')
+		para <<TXT
+What the segments cost depends on the store.  The extra work of A over B, per
+transfer: store CPU $(r "${SCPU[s3rver/A]}" "${SCPU[s3rver/B]}")× on s3rver and
+$(r "${SCPU[rgw/A]}" "${SCPU[rgw/B]}")× on RGW; bytes written $(r "${SW[s3rver/A]}" "${SW[s3rver/B]}")× on s3rver
+and $(r "${SW[rgw/A]}" "${SW[rgw/B]}")× on RGW; wall time $(r "${WALL[s3rver/A]}" "${WALL[s3rver/B]}")× on s3rver and
+$(r "${WALL[rgw/A]}" "${WALL[rgw/B]}")× on RGW.  The second write of a multipart upload is
+s3rver's: C, the AWS CLI's multipart upload, wrote $(r "${SW[s3rver/C]}" "$SIZE_B")× the object on s3rver
+and $(r "${SW[rgw/C]}" "$SIZE_B")× on RGW, which assembles the parts by reference; so is the third write
+of A on s3rver, while the copy of UploadPartCopy remains on both.  The client's CPU,
+on the other hand, $cpu_same_words (median client CPU seconds: $same_cpu).
+TXT
+		echo
 	fi
-	echo "- s3rver: $(r "${SCPU[A]}" "${SCPU[B]}")× B's CPU time and $(r "${SW[A]}" "${SW[B]}")× its bytes written;"
-	left_all=""
-	for m in $METHODS; do left_all="$left_all, $m ${LEFT[$m]}"; done
-	echo "- objects left behind besides the results (segments whose DELETE did not happen), over"
-	echo "  all timed runs: ${left_all#, }."
-	echo
-	echo "### What the numbers say"
-	echo
-	# the interpretation, from the measured numbers
-	wAB=$(r "${WALL[A]}" "${WALL[B]}")
-	cAB=$(r "${CPU[A]}" "${CPU[B]}")
-	sAB=$(r "${SCPU[A]}" "${SCPU[B]}")
-	peers="A took $(r "${WALL[A]}" "${WALL[C]}")× the wall time of the AWS CLI (C)"
-	peer_cpu="$(r "${CPU[A]}" "${CPU[C]}")× C's"
-	if [ "$HAVE_RCLONE" = 1 ]; then
-		peers="$peers and $(r "${WALL[A]}" "${WALL[D]}")× rclone's (D)"
-		peer_cpu="$peer_cpu and $(r "${CPU[A]}" "${CPU[D]}")× D's"
-	fi
-	least_cpu=$(for m in $METHODS; do echo "$m ${CPU[$m]}"; done | sort -g -k2 | head -n 1 | cut -d' ' -f1)
-	if [ "$least_cpu" = A ]; then cpu_note=", the least of all methods"; else cpu_note=""; fi
-	fastest=$(for m in $METHODS; do echo "$m ${WALL[$m]}"; done | sort -g -k2 | head -n 1 | cut -d' ' -f1)
-	if [ "$fastest" = B ]; then fast_note="and is the fastest method here"; else fast_note="(the fastest method here is $fastest)"; fi
-	if [ "$CENSUS" = 1 ]; then reqs="$(census A _total) requests instead of $(census B _total)"; else reqs="$((3 * NSEG + 3)) requests instead of 2"; fi
-	cpu_words=$(awk -v x="$cAB" 'BEGIN {
-		if (x >= 0.9 && x <= 1.1) print "about the same"; else if (x < 1) print "lower"; else print "higher" }')
-	{
-		echo "On the happy path the segmented design took ${wAB}× the wall time of the engine's own"
-		echo "single PUT (median $(f2 "${WALL[A]}") s against $(f2 "${WALL[B]}") s for $(human "$SIZE_B")), while the client's CPU was"
-		echo "$cpu_words (${cAB}× B's; both paths read, hash and send each byte once)."
-		echo "The cost is on the server: after receiving every byte once as a segment, the store"
-		echo "copies every byte a second time for UploadPartCopy and then deletes the segments, so"
-		echo "s3rver spent ${sAB}× B's CPU and wrote $(r "${SW[A]}" "$SIZE_B")× the object size for A against"
-		echo "$(r "${SW[B]}" "$SIZE_B")× for B, over $reqs."
-		echo "Against the peers, which send each byte once and never copy, $peers,"
-		echo "while its client CPU was $peer_cpu$cpu_note; without the copy (B) the engine"
-		echo "needs $(r "${WALL[B]}" "${WALL[A]}")× A's wall time $fast_note."
-		echo "These ratios hold for s3rver, whose single thread does every copy and is the wall-clock"
-		echo "limit on this $(nproc)-core machine; on a store that copies internally the copy costs latency"
-		echo "and requests rather than client time, which was not measured here."
-	} | tr '\n' ' ' | fold -s -w 88 | sed 's/ *$//'
-	echo
-	echo
 	other_med=$(awk -F'\t' '{ print $9 }' "$RESULTS" | median)
 	other_max=$(awk -F'\t' '{ print $9 }' "$RESULTS" | sort -g | tail -n 1)
 	busy_runs=$(awk -F'\t' -v l="$OTHER_LIMIT" '$9 > l * $3 { n++ } END { print n + 0 }' "$RESULTS")
 	{
 		echo "Other CPU use on the machine while each client ran (all CPUs' busy time minus the"
-		echo "client's and s3rver's: nginx, kernel writeback, anything else running): median"
+		echo "client's and the store's: nginx, kernel writeback, anything else running): median"
 		echo "$(f2 "$other_med") s per run, at most $(f2 "$other_max") s."
 		if [ "$DISCARDED" != 0 ]; then
 			echo "$DISCARDED round(s) were discarded and done again because in one of their runs it"
@@ -673,17 +859,22 @@ REPORT=$WORK/report.md
 			echo "else competed for the cores, so trust these medians and ratios less, or run again"
 			echo "on an idle machine."
 		fi
-	} | tr '\n' ' ' | fold -s -w 88 | sed 's/ *$//'
+	} | para
 	echo
-	echo
-	echo "Notes: B is a lower bound, not a setting to use for large objects: it holds the"
-	echo "whole object in memory (the engine allocates $NBUF buffers of part_size and fills one) and"
-	echo "starts uploading only when the download has ended, where A overlaps the two.  Timings"
-	echo "exclude the verification download and the clean-up; \`sync\` runs before every run so"
-	echo "that one run's dirty pages are not flushed during the next.  s3rver answers"
-	echo "InternalError when two DELETEs race to remove the same emptied directory (the objects"
-	echo "are gone all the same); the engine does not look at the answers to its segment"
-	echo "DELETEs, and the bench checks the listing afterwards instead."
+	left_all=""
+	for st in $STORES; do for m in $METHODS; do left_all="$left_all, ${SNAME[$st]} $m ${LEFT[$st/$m]}"; done; done
+	para <<TXT
+Notes: B is a lower bound, not a setting to use for large objects: it holds the
+whole object in memory (the engine allocates $NBUF buffers of part_size and fills one) and
+starts uploading only when the download has ended, where A overlaps the two.  Timings
+exclude the verification download and the clean-up; \`sync\` runs before every run so
+that one run's dirty pages are not flushed during the next.  Objects left behind
+besides the results (segments whose DELETE did not happen), over all timed runs:
+${left_all#, }.  s3rver answers InternalError when two DELETEs race to remove the
+same emptied directory (the objects are gone all the same); the engine does not
+look at the answers to its segment DELETEs, and the bench checks the listing
+afterwards instead.
+TXT
 } >"$REPORT"
 
 cat "$REPORT"

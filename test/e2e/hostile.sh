@@ -23,7 +23,7 @@ HOSTS_MARK="# remora hostile test $$"
 restore_hosts() { sed -i "/$HOSTS_MARK/d" /etc/hosts; }
 
 stack_up hostile
-trap 'restore_hosts; cp "$T/pg/server.log" /tmp/hostile-server.log 2>/dev/null; cluster_stop "$T/pg" immediate; stop_services; rm -rf "$T"' EXIT
+trap 'restore_hosts; stack_down hostile' EXIT
 # this cluster signs with a key whose secret is distinctive, and gives up
 # on a silent source after 3 s
 cat >>"$T/pg/data/postgresql.conf" <<CONF

@@ -95,9 +95,9 @@ check_eq "object: as a source error, not retried" \
 	"$(q "SELECT (last_error ->> 'class') || ' ' || attempts_used FROM remora.jobs WHERE job_id = $m")" "source 1"
 
 # --- a registered source endpoint (the store itself, without the proxy)
-q "SELECT remora.register_source_endpoint('direct', 'http://127.0.0.1:$S3_PORT', 'us-east-1', true, 'S3RVER', 'S3RVER')" >/dev/null
+q "SELECT remora.register_source_endpoint('direct', 'http://127.0.0.1:$S3_PORT', 'us-east-1', true, '$S3_ACCESS_KEY', '$S3_SECRET_KEY')" >/dev/null
 check_eq "endpoint: the view shows it without its credentials" \
-	"$(q "SELECT name || ' ' || has_credentials || ' ' || (row_to_json(e)::text LIKE '%S3RVER%') FROM remora_source_endpoints e")" \
+	"$(q "SELECT name || ' ' || has_credentials || ' ' || (row_to_json(e)::text LIKE '%$S3_SECRET_KEY%') FROM remora_source_endpoints e")" \
 	"direct true false"
 q "CREATE ROLE plain LOGIN; GRANT remora_user TO plain" >/dev/null
 check_eq "endpoint: a remora_user cannot read the endpoints" \

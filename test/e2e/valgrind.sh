@@ -20,7 +20,9 @@ trap 'stop_services; rm -rf "$T"' EXIT
 NGINX_PORT=$(free_port)
 S3_PORT=$(free_port)
 start_nginx "$T/nginx" "$NGINX_PORT"
-start_s3 "$T/s3" "$S3_PORT" target
+start_store "$T/store" "$S3_PORT" target || { not_ok "the target store (${REMORA_STORE:-s3rver}) starts"; exit 1; }
+[ "${REMORA_STORE:-s3rver}" = rgw ] && E2E_LABEL="[rgw] "
+export REMORA_KEY=$S3_ACCESS_KEY REMORA_SECRET=$S3_SECRET_KEY
 head -c 100000 /dev/urandom >"$T/nginx/www/small.bin"
 head -c 1100000 /dev/urandom >"$T/nginx/www/multi.bin"
 chmod 644 "$T/nginx/www"/*.bin

@@ -4,9 +4,10 @@
 # suite runner counts, and exits non-zero if anything failed.
 
 E2E_FAILED=0
+E2E_LABEL=${E2E_LABEL:-}	# said before every test name, e.g. "[rgw] "
 
-ok() { echo "ok - $*"; }
-not_ok() { echo "not ok - $*"; E2E_FAILED=1; }
+ok() { echo "ok - $E2E_LABEL$*"; }
+not_ok() { echo "not ok - $E2E_LABEL$*"; E2E_FAILED=1; }
 
 # check NAME COMMAND...: ok if the command succeeds
 check() {

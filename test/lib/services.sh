@@ -1,9 +1,11 @@
 # Services for end-to-end tests (source after deps.sh): nginx serving
-# files, the signature-checking S3 server, the fault-injecting proxy.
+# files, the target store (the signature-checking S3 server, or Ceph's
+# RADOS Gateway: start_store), the fault-injecting proxy.
 # Each start_* function records what it started in $SERVICES_DIR so that
 # stop_services stops it, also on failure (call it from a trap).
 
 SERVICES_DIR=${SERVICES_DIR:-}
+. "$(dirname "${BASH_SOURCE[0]}")/rgw.sh"
 
 # ensure_node_modules: the pinned test packages (npm ci; idempotent)
 ensure_node_modules() {
@@ -69,6 +71,33 @@ start_s3() {
 	wait_port "$port"
 }
 
+# start_store DIR PORT BUCKET...: the target store chosen by REMORA_STORE,
+# s3rver (the default: the signature-checking test server) or rgw (Ceph's
+# RADOS Gateway, test/lib/rgw.sh).  Sets S3_ACCESS_KEY and S3_SECRET_KEY
+# to its key (aws_s3 uses them), and adds the key REMORAKEY with the secret
+# in REMORA_TEST_SECRET, if that is set.
+start_store() {
+	local dir=$1 port=$2
+	shift 2
+	case ${REMORA_STORE:-s3rver} in
+	s3rver)
+		S3_ACCESS_KEY=S3RVER S3_SECRET_KEY=S3RVER
+		start_s3 "$dir" "$port" "$@"
+		;;
+	rgw)
+		S3_ACCESS_KEY=REMORARGW S3_SECRET_KEY="rgw-secret-$RANDOM$RANDOM$RANDOM"
+		start_rgw "$dir" "$port" "$S3_ACCESS_KEY" "$S3_SECRET_KEY" "$@" || return 1
+		if [ -n "${REMORA_TEST_SECRET:-}" ]; then
+			rgw_add_key "$dir" REMORAKEY "$REMORA_TEST_SECRET"
+		fi
+		;;
+	*)
+		echo "REMORA_STORE must be s3rver or rgw, not '$REMORA_STORE'" >&2
+		return 1
+		;;
+	esac
+}
+
 # start_faults PORT UPSTREAM_PORT: the fault-injecting proxy
 start_faults() {
 	local port=$1 upstream=$2
@@ -99,17 +128,22 @@ wait_port() {
 	return 1
 }
 
+# stop_services: stop what the start_* functions recorded, one "PID
+# [SIGNAL]" a line (SIGTERM unless the line names another signal)
 stop_services() {
 	[ -n "$SERVICES_DIR" ] && [ -f "$SERVICES_DIR/pids" ] || return 0
-	while read -r pid; do
-		kill "$pid" 2>/dev/null || true
+	local pid sig
+	while read -r pid sig; do
+		kill -s "${sig:-TERM}" "$pid" 2>/dev/null || true
 	done <"$SERVICES_DIR/pids"
 	rm -f "$SERVICES_DIR/pids"
 }
 
-# aws ARGS...: the real AWS CLI from Debian against the test S3 server
+# aws ARGS...: the real AWS CLI from Debian against the target store on
+# $S3_PORT, with its key ($S3_ACCESS_KEY/$S3_SECRET_KEY, s3rver's by default)
 aws_s3() {
-	AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1 \
+	AWS_ACCESS_KEY_ID=${S3_ACCESS_KEY:-S3RVER} AWS_SECRET_ACCESS_KEY=${S3_SECRET_KEY:-S3RVER} \
+		AWS_DEFAULT_REGION=us-east-1 \
 		AWS_EC2_METADATA_DISABLED=true /usr/bin/aws --endpoint-url "http://127.0.0.1:$S3_PORT" \
 		--no-cli-pager "$@"
 }

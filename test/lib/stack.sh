@@ -1,10 +1,24 @@
 # The whole stack for end-to-end tests (source after deps.sh, cluster.sh,
-# e2e.sh and services.sh): nginx serving $WWW, the signature-checking S3
-# server with bucket "target", a fault proxy in front of each, and a
-# PostgreSQL cluster whose workers use them.  stack_up NAME starts it all
-# and arranges for it to be stopped (and the server log kept as
-# /tmp/NAME-server.log) when the test exits.  Helpers to wait on jobs and
-# to check results with the AWS CLI follow.
+# e2e.sh and services.sh): nginx serving $WWW, the target store with
+# bucket "target" (REMORA_STORE: s3rver, the signature-checking test
+# server, by default; rgw, Ceph's RADOS Gateway), a fault proxy in front
+# of each, and a PostgreSQL cluster whose workers use them.  stack_up NAME
+# starts it all and arranges for it to be stopped (and the server log kept
+# as /tmp/NAME-server.log, /tmp/NAME-rgw-server.log on RGW, with
+# radosgw's own log beside it) when the test exits.  With rgw, every TAP
+# line says "[rgw]".  Helpers to wait on jobs and to check results with
+# the AWS CLI follow.
+
+# stack_down NAME: keep the logs, stop everything, remove the directory
+stack_down() {
+	local name=$1
+	[ "${REMORA_STORE:-s3rver}" = rgw ] && name=$name-rgw
+	cp "$T/pg/server.log" "/tmp/$name-server.log" 2>/dev/null
+	[ -f "$T/store/log/client.rgw.a.log" ] && cp "$T/store/log/client.rgw.a.log" "/tmp/$name-radosgw.log"
+	cluster_stop "$T/pg" immediate
+	stop_services
+	rm -rf "$T"
+}
 
 stack_up() {
 	local name=$1
@@ -12,7 +26,8 @@ stack_up() {
 	chmod 755 "$T"
 	SERVICES_DIR=$T
 	# shellcheck disable=SC2064
-	trap "cp '$T/pg/server.log' /tmp/$name-server.log 2>/dev/null; cluster_stop '$T/pg' immediate; stop_services; rm -rf '$T'" EXIT
+	trap "stack_down '$name'" EXIT
+	[ "${REMORA_STORE:-s3rver}" = rgw ] && E2E_LABEL="[rgw] "
 
 	NGINX_PORT=$(free_port)
 	S3_PORT=$(free_port)
@@ -20,7 +35,8 @@ stack_up() {
 	S3_PROXY=$(free_port)
 	PG_PORT=$(free_port)
 	start_nginx "$T/nginx" "$NGINX_PORT"
-	start_s3 "$T/s3" "$S3_PORT" target
+	start_store "$T/store" "$S3_PORT" target ||
+		{ not_ok "the target store (${REMORA_STORE:-s3rver}) starts"; exit 1; }
 	start_faults "$SRC_PROXY" "$NGINX_PORT"
 	# a second proxy, in front of the store
 	node test/faults/proxy.js "$S3_PROXY" "$S3_PORT" >"$T/s3proxy.log" 2>&1 &
@@ -36,8 +52,8 @@ remora.max_workers = 2
 remora.worker_concurrency = 4
 remora.s3_endpoint = 'http://127.0.0.1:$S3_PROXY'
 remora.s3_path_style = on
-remora.s3_access_key_id = 'S3RVER'
-remora.s3_secret_access_key = 'S3RVER'
+remora.s3_access_key_id = '$S3_ACCESS_KEY'
+remora.s3_secret_access_key = '$S3_SECRET_KEY'
 remora.default_bucket = 'target'
 remora.allow_networks = '127.0.0.1/32'
 remora.part_size = '5MB'
