@@ -15,7 +15,9 @@
 #include <limits.h>
 #include <string.h>
 
+#include "executor/spi.h"
 #include "utils/guc.h"
+#include "utils/timeout.h"
 
 #include "engine/netpolicy.h"
 #include "engine/source_uri.h"
@@ -44,6 +46,7 @@ char *remora_hf_token = NULL;
 int   remora_stall_timeout_ms = 60000;
 int   remora_presign_max_ttl_s = 86400;
 int   remora_retention_s = 30 * 86400;
+char *remora_worker_role = NULL;
 
 static bool
 check_networks(char **newval, void **extra, GucSource source)
@@ -260,5 +263,82 @@ remora_define_gucs(void)
 		&remora_retention_s, 30 * 86400, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_S,
 		NULL, NULL, NULL);
 
+	DefineCustomStringVariable(
+		"remora.worker_role",
+		"Role the remora workers connect as; empty means the bootstrap "
+		"superuser.",
+		"The role needs LOGIN and membership in remora_worker.",
+		&remora_worker_role, "", PGC_POSTMASTER, GUC_SUPERUSER_ONLY, NULL, NULL,
+		NULL);
+
 	MarkGUCPrefixReserved("remora");
+}
+
+/*
+ * The lock_timeout of the launcher's and the workers' protocol calls: a
+ * tenth of the lease.  A worker renews every third of the lease, so even
+ * a few renewals that each wait this long on a row someone else holds
+ * still leave the other attempts' renewals well inside their leases.
+ */
+int
+remora_protocol_lock_timeout_ms(void)
+{
+	return Max(remora_lease_duration_ms / 10, 100);
+}
+
+/*
+ * The statement timeout of one protocol call: a third of the lease, the
+ * interval between renewals, so that one stuck call cannot hold up the
+ * next round's renewals past the lease.
+ */
+int
+remora_protocol_statement_timeout_ms(void)
+{
+	return Max(remora_lease_duration_ms / 3, 300);
+}
+
+/*
+ * Settings of the launcher's and the workers' own sessions, made right
+ * after they connect (and again after a reload, for the timeouts), over
+ * whatever ALTER ROLE or ALTER DATABASE set:
+ *	  - search_path is pg_catalog, pg_temp, so no operator, function or
+ *		type a user creates in another schema can be resolved by the SQL
+ *		these processes run (which also names every object by schema);
+ *	  - lock_timeout bounds each lock wait of a protocol call.
+ * The statement timeout is armed around each statement by the caller
+ * (SPI runs no statement timer of its own).
+ */
+void
+remora_pin_session(void)
+{
+	char buf[32];
+
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET,
+					PGC_S_OVERRIDE);
+	snprintf(buf, sizeof(buf), "%d", remora_protocol_lock_timeout_ms());
+	SetConfigOption("lock_timeout", buf, PGC_SUSET, PGC_S_OVERRIDE);
+	snprintf(buf, sizeof(buf), "%d", remora_protocol_statement_timeout_ms());
+	SetConfigOption("statement_timeout", buf, PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+/* Run one statement through SPI with the protocol's statement timeout. */
+int
+remora_spi_execute(const char *query, int nargs, Oid *types, Datum *values,
+				   const char *nulls, bool read_only, long count)
+{
+	volatile int rc;
+
+	enable_timeout_after(STATEMENT_TIMEOUT,
+						 remora_protocol_statement_timeout_ms());
+	PG_TRY();
+	{
+		rc = SPI_execute_with_args(query, nargs, types, values, nulls,
+								   read_only, count);
+	}
+	PG_FINALLY();
+	{
+		disable_timeout(STATEMENT_TIMEOUT, false);
+	}
+	PG_END_TRY();
+	return rc;
 }
