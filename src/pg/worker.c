@@ -727,8 +727,13 @@ renew_all(void)
 		cancelled[i] = called && c.cancelled;
 	}
 
+	/*
+	 * An attempt whose result is ready is left to remora.commit, which
+	 * refuses it as surely and says so.
+	 */
 	for (int i = nattempts - 1; i >= 0; i--)
-		if (!keep[i])
+		if (!keep[i] &&
+			remora_task_state(attempts[i]->task) != REMORA_TASK_SUCCEEDED)
 		{
 			ereport(LOG, (errmsg("remora job " INT64_FORMAT
 								 " attempt %s stopped: %s",
