@@ -8,9 +8,9 @@
  * a submit (its commit sets the latch), a cancel, SIGTERM, SIGHUP and
  * network activity all act at once, mid-stream.  Each round:
  *
- *	  renew		every third of the lease, or at once after a cancel; first,
- *				so that nothing else in the round can delay it
  *	  engine	move bytes (no transaction is open)
+ *	  renew		every third of the lease, or at once after a cancel; before
+ *				any other protocol call, so that none can delay it
  *	  finish	commit the attempts that succeeded, fail those that failed
  *	  checkpoint  validated progress, all dirty attempts in one transaction,
  *				at most once a second
@@ -1272,8 +1272,6 @@ static void
 prior_lookup(void *arg, const char *const *paths, int n, RemoraPrior *out)
 {
 	Attempt      *a = arg;
-	Oid           types[3] = {INT8OID, UUIDOID, TEXTARRAYOID};
-	Datum         values[3];
 	Datum        *elems = palloc(sizeof(Datum) * n);
 	MemoryContext cxt = CurrentMemoryContext;
 
@@ -1287,6 +1285,9 @@ prior_lookup(void *arg, const char *const *paths, int n, RemoraPrior *out)
 	 */
 	PG_TRY();
 	{
+		Oid   types[3] = {INT8OID, UUIDOID, TEXTARRAYOID};
+		Datum values[3];
+
 		tx_begin("remora: looking up members of earlier attempts");
 		values[0] = Int64GetDatum(a->job_id);
 		values[1] =
@@ -1608,7 +1609,7 @@ make_engine(void)
 	cfg.target.region = remora_s3_region;
 	cfg.target.path_style = remora_s3_path_style;
 	cfg.target.access_key_id = remora_s3_access_key_id;
-	cfg.target.secret_access_key = remora_s3_secret_access_key;
+	cfg.target.secret_access_key = remora_target_secret();
 	cfg.part_size = (size_t) remora_part_size_kb * 1024;
 	cfg.allow_networks = remora_allow_networks;
 	cfg.deny_networks = remora_deny_networks;
@@ -1833,7 +1834,12 @@ remora_worker_main(Datum main_arg)
 				config_changed = true;
 			}
 
-			/* renewals first: nothing else in the round can delay them */
+			/*
+			 * Bytes first (no transaction, nothing that waits), then the
+			 * renewals before any other protocol call of the round, so that
+			 * none can delay them.
+			 */
+			remora_engine_run(engine);
 			ts = GetCurrentTimestamp();
 			gen = pg_atomic_read_u64(&remora_shared->cancel_generation);
 			if (gen != seen_cancel || ts >= next_renew)
@@ -1843,8 +1849,6 @@ remora_worker_main(Datum main_arg)
 					ts, remora_lease_duration_ms / 3);
 				renew_all();
 			}
-
-			remora_engine_run(engine);
 			finish_attempts();
 
 			ts = GetCurrentTimestamp();

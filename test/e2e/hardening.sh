@@ -14,7 +14,11 @@
 #   - members handed to checkpoints and a commit whose transactions did not
 #     commit are offered again: the result has every member;
 #   - a malformed checkpoint row (a segment without size, a state that is
-#     not an object) makes the next attempt start from zero, no crash.
+#     not an object) makes the next attempt start from zero, no crash;
+#   - a URL's query string is not in the server log when a submit fails,
+#     nor in pg_stat_activity of an idle session; the target's secret can
+#     come from a file, and then pg_read_all_settings members cannot read
+#     it.
 #
 set -Euo pipefail
 cd "$(dirname "$0")/../.."
@@ -183,6 +187,45 @@ verify "$m2" m2.bin
 check_eq "both restarted from zero and said why" \
 	"$(q "SELECT count(*) FROM remora.attempts WHERE job_id IN ($m1, $m2) AND restart_reason LIKE '%malformed%'")" "2"
 check_eq "no process crashed" "$(grep -c 'terminated by signal' "$LOG" || true)" "0"
+
+# --- secrets: a presigned source's query string, the target's secret
+SIG="X-Amz-Signature=e2eSig$RANDOM$RANDOM"
+qa "SELECT remora_submit('ftp://127.0.0.1/x.bin?$SIG')" >/dev/null 2>&1 || true
+check_eq "a failed submit's query string is not in the server log" "$(grep -c "$SIG" "$LOG" || true)" "0"
+check "its STATEMENT line is there, redacted" grep -q "STATEMENT:.*ftp://127.0.0.1/x.bin?(redacted)" "$LOG"
+# a session that submitted stays idle, its last statement on view
+{ echo "SELECT remora_submit('$SRC/small.bin?$SIG&n=2');"; sleep 30; } |
+	psql -X -q -U alice -d postgres >/dev/null 2>&1 &
+feeder=$!
+idle_after_submit() { [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE usename = 'alice' AND state = 'idle' AND query LIKE '%remora_submit%'")" = 1 ]; }
+check "a session that submitted is idle" wait_for 20 idle_after_submit
+check_eq "pg_stat_activity shows its statement without the query string" \
+	"$(q "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%$SIG%' AND pid <> pg_backend_pid()") $(q "SELECT count(*) FROM pg_stat_activity WHERE usename = 'alice' AND query LIKE '%small.bin?(redacted)%'")" "0 1"
+kill "$feeder" 2>/dev/null; wait "$feeder" 2>/dev/null
+p=$(q "SELECT max(job_id) FROM remora.jobs")
+check "the worker still has the whole URL: the job succeeds" wait_state "$p" succeeded 30
+
+# the target's secret from a file: pg_read_all_settings cannot read it
+q "CREATE ROLE reader LOGIN; GRANT pg_read_all_settings TO reader" >/dev/null
+check_eq "with the secret in a GUC, pg_read_all_settings members can read it" \
+	"$(psql -X -A -t -q -U reader -d postgres -c "SELECT current_setting('remora.s3_secret_access_key')")" "S3RVER"
+echo S3RVER >"$T/pg/target.secret"
+chown postgres: "$T/pg/target.secret"
+chmod 600 "$T/pg/target.secret"
+cat >>"$T/pg/data/postgresql.conf" <<CONF
+remora.s3_secret_access_key = ''
+remora.s3_secret_access_key_file = '$T/pg/target.secret'
+CONF
+settings_seen=$(grep -c "new settings in effect" "$LOG" || true)
+q "SELECT pg_reload_conf()" >/dev/null
+new_engine() { [ "$(grep -c "new settings in effect" "$LOG" || true)" -gt "$settings_seen" ]; }
+check "the worker takes the new settings" wait_for 30 new_engine
+f=$(q "SELECT remora_submit('$SRC/small.bin', prefix => 'keyfile')")
+check "a job signed with the secret from the file succeeds" wait_state "$f" succeeded 30
+check_eq "remora_presign signs with it too" \
+	"$(curl -s -o /dev/null -w '%{http_code}' "$(q "SELECT remora_presign($f, 'small.bin')")")" "200"
+check_eq "a pg_read_all_settings member now reads no secret" \
+	"$(psql -X -A -t -q -U reader -d postgres -c "SELECT current_setting('remora.s3_secret_access_key') || '|' || (SELECT count(*) FROM pg_settings WHERE setting LIKE '%S3RVER%')")" "|0"
 
 check_eq "no trap was ever called by the launcher or a worker" "$(trapped)" "0"
 check_eq "nor with a worker's rights" "$(q "SELECT count(*) FROM public.trap_calls WHERE who IN ('postgres', 'rworker') AND backend <> 'client backend'")" "0"
