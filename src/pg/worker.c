@@ -1694,9 +1694,18 @@ static void
 shut_down(void)
 {
 	RemoraTaskError e = {0};
+	char            lock_timeout[32];
 
 	/* a cancel SIGTERM left pending must not cancel the calls below */
 	QueryCancelPending = false;
+
+	/*
+	 * Hand back at once what can be handed back: an attempt whose job row
+	 * someone holds is left to its lease rather than hold up the stop.
+	 */
+	snprintf(lock_timeout, sizeof(lock_timeout), "%d",
+			 Min(remora_protocol_lock_timeout_ms(), 500));
+	SetConfigOption("lock_timeout", lock_timeout, PGC_SUSET, PGC_S_OVERRIDE);
 	e.class = "worker";
 	e.retryable = true;
 	e.retry_after = 0;
@@ -1830,7 +1839,9 @@ remora_worker_main(Datum main_arg)
 			{
 				ConfigReloadPending = false;
 				ProcessConfigFile(PGC_SIGHUP);
-				remora_pin_session(); /* the lease may have changed */
+				/* the lease may have changed: new timeouts, renew now */
+				remora_pin_session();
+				next_renew = 0;
 				config_changed = true;
 			}
 

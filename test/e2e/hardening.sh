@@ -8,7 +8,7 @@
 #     the workers run as the bootstrap superuser or as remora.worker_role;
 #   - a user holding their job's row (an open BEGIN; remora_cancel) and
 #     the claim's advisory lock for three leases does not make the other
-#     jobs' attempts lost;
+#     jobs' attempts lost; SIGTERM ends a worker's lock wait at once;
 #   - a checkpoint call that raises (a trigger) fails alone: the other
 #     jobs on the same worker checkpoint and finish;
 #   - members handed to checkpoints and a commit whose transactions did not
@@ -129,6 +129,34 @@ check "alice's job ends cancelled" wait_state "$j1" cancelled 20
 check "the other jobs succeed" wait_state "$j2" succeeded 60
 check "the other jobs succeed (2)" wait_state "$j3" succeeded 60
 check_eq "their attempts were never lost: one attempt each" "$(attempts_of "$j2") $(attempts_of "$j3")" "1 1"
+
+# --- SIGTERM interrupts a worker's lock wait
+q "ALTER SYSTEM SET remora.lease_duration = '60s'" >/dev/null
+settings_seen=$(grep -c "new settings in effect" "$LOG" || true)
+q "SELECT pg_reload_conf()" >/dev/null
+new_engine() { [ "$(grep -c "new settings in effect" "$LOG" || true)" -gt "$settings_seen" ]; }
+check "the worker takes a 60 s lease (lock_timeout 6 s)" wait_for 30 new_engine
+make_file w.bin 16000000
+w=$(qa "SELECT remora_submit('$SRC/slow/w.bin')")
+check "a slow job runs" wait_state "$w" running 30
+psql -X -q -U alice -d postgres >/dev/null 2>&1 <<SQL &
+BEGIN;
+SELECT remora_cancel($w);
+SELECT pg_catalog.pg_sleep(8);
+COMMIT;
+SQL
+holder=$!
+lock_wait() { [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora worker' AND wait_event_type = 'Lock'")" = 1 ]; }
+check "the worker waits on the row alice holds" wait_for 20 lock_wait
+wpid=$(q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'remora worker'")
+t0=$(date +%s%N)
+q "SELECT pg_terminate_backend($wpid)" >/dev/null
+gone() { ! kill -0 "$wpid" 2>/dev/null; }
+wait_for 20 gone
+check "SIGTERM ends the lock wait at once (well before lock_timeout)" test $((($(date +%s%N) - t0) / 1000000)) -lt 3000
+wait "$holder" 2>/dev/null
+q "ALTER SYSTEM RESET remora.lease_duration" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
 
 # --- a checkpoint call that raises fails alone
 q "CREATE TABLE public.raise_for (job_id bigint);
