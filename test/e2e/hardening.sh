@@ -258,4 +258,13 @@ check_eq "a pg_read_all_settings member now reads no secret" \
 check_eq "no trap was ever called by the launcher or a worker" "$(trapped)" "0"
 check_eq "nor with a worker's rights" "$(q "SELECT count(*) FROM public.trap_calls WHERE who IN ('postgres', 'rworker') AND backend <> 'client backend'")" "0"
 
+# --- a worker role that cannot run the workers: none starts, and the
+# launcher says why (rather than falling back to the superuser)
+q "ALTER ROLE rworker NOLOGIN" >/dev/null
+restart
+refused_role() { grep -q 'remora.worker_role "rworker" cannot run the remora workers' "$LOG"; }
+check "a role without LOGIN: the launcher says why" wait_for 30 refused_role
+check_eq "and starts no worker" "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora worker'")" "0"
+check "the log names what is missing" grep -q "DETAIL:  The role has no LOGIN attribute." "$LOG"
+
 e2e_finish
