@@ -582,6 +582,8 @@ give_up_calls(Attempt *a, const char *what)
 	return true;
 }
 
+static bool still_authorized(Attempt *a);
+
 /* Commit what succeeded, report what failed. */
 static void
 finish_attempts(void)
@@ -599,7 +601,7 @@ finish_attempts(void)
 				ereport(LOG, (errmsg("remora job " INT64_FORMAT
 									 " attempt %s committed its result",
 									 a->job_id, a->attempt_id)));
-			else if (o == COMMIT_REFUSED)
+			else if (o == COMMIT_REFUSED && !still_authorized(a))
 				ereport(LOG,
 						(errmsg("remora job " INT64_FORMAT
 								" attempt %s: commit refused",
@@ -607,6 +609,30 @@ finish_attempts(void)
 						 errdetail(
 							 "The attempt no longer holds the job's authority; "
 							 "its staging objects will be removed.")));
+			else if (o == COMMIT_REFUSED)
+			{
+				/*
+				 * Refused although the attempt still holds the job: the
+				 * result did not match what the attempt recorded.  Not lost
+				 * authority: the attempt fails, retryable, at once.
+				 */
+				RemoraTaskError e = {0};
+
+				e.class = REMORA_ERR_INTERNAL;
+				e.retryable = true;
+				e.retry_after = -1;
+				snprintf(e.message, sizeof(e.message),
+						 "the commit of the result was refused although the "
+						 "attempt holds the job");
+				ereport(LOG, (errmsg("remora job " INT64_FORMAT
+									 " attempt %s: commit refused",
+									 a->job_id, a->attempt_id),
+							  errdetail("The attempt still holds the job; its "
+										"result did not match what it "
+										"recorded, and it fails, "
+										"retryable.")));
+				(void) report_failure(a->job_id, a->attempt_id, a->token, &e);
+			}
 			else if (!give_up_calls(a, "committing its result"))
 				continue;
 			forget_attempt(i);
@@ -692,6 +718,22 @@ renew_call(void *arg)
 			strcmp(col_text(0, 1), "t") == 0;
 	c->cancelled = SPI_processed == 1 && col_text(0, 2) &&
 				   strcmp(col_text(0, 2), "t") == 0;
+}
+
+/*
+ * Does the attempt still hold its job?  (A renewal, which also extends its
+ * lease.)  False also when that cannot be told.
+ */
+static bool
+still_authorized(Attempt *a)
+{
+	RenewCall c = {a, false, false};
+	bool      called;
+
+	tx_begin("remora: renewing a lease");
+	called = guarded("renewing the lease", a->job_id, renew_call, &c);
+	tx_end();
+	return called && c.ok;
 }
 
 /*
