@@ -203,8 +203,9 @@ redact_activity(ParseState *pstate, Query *query, JumbleState *jstate)
 {
 	if (prev_post_parse_analyze_hook)
 		prev_post_parse_analyze_hook(pstate, query, jstate);
-	if (pstate && mentions_remora(pstate->p_sourcetext) &&
-		MyBackendType == B_BACKEND)
+	/* the client's own statement only, not SQL run inside a function */
+	if (pstate && pstate->p_sourcetext == debug_query_string &&
+		mentions_remora(pstate->p_sourcetext) && MyBackendType == B_BACKEND)
 	{
 		char *r = redact_urls(pstate->p_sourcetext, true);
 
