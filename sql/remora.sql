@@ -1936,3 +1936,24 @@ REVOKE ALL ON remora_jobs, remora_attempts, remora_progress, remora_stats,
 	remora_source_endpoints FROM PUBLIC;
 GRANT SELECT ON remora_source_grants TO remora_admin;
 REVOKE ALL ON remora_source_grants FROM PUBLIC;
+
+/* ------------------------------------------------------------------------
+ * What a dedicated worker role (remora.worker_role, a
+ * LOGIN role that is a member of remora_worker) needs besides the protocol
+ * functions: the worker records its incarnation and heartbeat, reads the
+ * registered endpoint its job names, and looks up members of a job's
+ * earlier attempts.  remora_worker can claim any job already; this adds
+ * no job it could not see.
+ * ------------------------------------------------------------------------ */
+GRANT SELECT (incarnation), INSERT (incarnation, pid, kind),
+	UPDATE (heartbeat_at, stopped_at) ON remora.incarnations TO remora_worker;
+GRANT SELECT ON remora.source_endpoints, remora.jobs, remora.attempts,
+	remora.members TO remora_worker;
+CREATE POLICY source_endpoints_worker ON remora.source_endpoints FOR SELECT
+	TO remora_worker USING (true);
+CREATE POLICY jobs_worker ON remora.jobs FOR SELECT
+	TO remora_worker USING (true);
+CREATE POLICY attempts_worker ON remora.attempts FOR SELECT
+	TO remora_worker USING (true);
+CREATE POLICY members_worker ON remora.members FOR SELECT
+	TO remora_worker USING (true);

@@ -14,8 +14,13 @@
 
 #include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "executor/spi.h"
+#include "storage/fd.h"
+#include "utils/memutils.h"
 #include "utils/guc.h"
+#include "utils/timeout.h"
 
 #include "engine/netpolicy.h"
 #include "engine/source_uri.h"
@@ -44,6 +49,8 @@ char *remora_hf_token = NULL;
 int   remora_stall_timeout_ms = 60000;
 int   remora_presign_max_ttl_s = 86400;
 int   remora_retention_s = 30 * 86400;
+char *remora_worker_role = NULL;
+char *remora_s3_secret_access_key_file = NULL;
 
 static bool
 check_networks(char **newval, void **extra, GucSource source)
@@ -260,5 +267,158 @@ remora_define_gucs(void)
 		&remora_retention_s, 30 * 86400, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_S,
 		NULL, NULL, NULL);
 
+	DefineCustomStringVariable(
+		"remora.s3_secret_access_key_file",
+		"File holding the secret access key for the target store.",
+		"When set, it takes the place of remora.s3_secret_access_key, whose "
+		"value members of pg_read_all_settings can read.",
+		&remora_s3_secret_access_key_file, "", PGC_SIGHUP,
+		GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL, NULL, NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.worker_role",
+		"Role the remora workers connect as; empty means the bootstrap "
+		"superuser.",
+		"The role needs LOGIN and membership in remora_worker.",
+		&remora_worker_role, "", PGC_POSTMASTER, GUC_SUPERUSER_ONLY, NULL, NULL,
+		NULL);
+
 	MarkGUCPrefixReserved("remora");
+}
+
+/*
+ * The lock_timeout of the launcher's and the workers' protocol calls: a
+ * tenth of the lease.  A worker renews every third of the lease, so even
+ * a few renewals that each wait this long on a row someone else holds
+ * still leave the other attempts' renewals well inside their leases.
+ */
+int
+remora_protocol_lock_timeout_ms(void)
+{
+	return Max(remora_lease_duration_ms / 10, 100);
+}
+
+/*
+ * The statement timeout of one protocol call: a third of the lease, the
+ * interval between renewals, so that one stuck call cannot hold up the
+ * next round's renewals past the lease.
+ */
+int
+remora_protocol_statement_timeout_ms(void)
+{
+	return Max(remora_lease_duration_ms / 3, 300);
+}
+
+/*
+ * Settings of the launcher's and the workers' own sessions, made right
+ * after they connect (and again after a reload, for the timeouts), over
+ * whatever ALTER ROLE or ALTER DATABASE set:
+ *	  - search_path is pg_catalog, pg_temp, so no operator, function or
+ *		type a user creates in another schema can be resolved by the SQL
+ *		these processes run (which also names every object by schema);
+ *	  - lock_timeout bounds each lock wait of a protocol call.
+ * The statement timeout is armed around each statement by the caller
+ * (SPI runs no statement timer of its own).
+ */
+void
+remora_pin_session(void)
+{
+	char buf[32];
+
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET,
+					PGC_S_OVERRIDE);
+	snprintf(buf, sizeof(buf), "%d", remora_protocol_lock_timeout_ms());
+	SetConfigOption("lock_timeout", buf, PGC_SUSET, PGC_S_OVERRIDE);
+	snprintf(buf, sizeof(buf), "%d", remora_protocol_statement_timeout_ms());
+	SetConfigOption("statement_timeout", buf, PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+/* Run one statement through SPI with the protocol's statement timeout. */
+int
+remora_spi_execute(const char *query, int nargs, Oid *types, Datum *values,
+				   const char *nulls, bool read_only, long count)
+{
+	volatile int rc = -1;
+
+	enable_timeout_after(STATEMENT_TIMEOUT,
+						 remora_protocol_statement_timeout_ms());
+	PG_TRY();
+	{
+		rc = SPI_execute_with_args(query, nargs, types, values, nulls,
+								   read_only, count);
+	}
+	PG_FINALLY();
+	{
+		disable_timeout(STATEMENT_TIMEOUT, false);
+	}
+	PG_END_TRY();
+	return rc;
+}
+
+/*
+ * The target store's secret access key: the first line of
+ * remora.s3_secret_access_key_file when that is set, else
+ * remora.s3_secret_access_key.  The file is read again when its name, size
+ * or modification time changes; the value is kept in TopMemoryContext.
+ * May ERROR (the file cannot be read); the message names the file, never
+ * its content.
+ */
+/* the secret last read from the file, for the log hook (never reads) */
+const char *remora_target_secret_loaded = NULL;
+
+const char *
+remora_target_secret(void)
+{
+	static char  *cached = NULL;
+	static char  *cached_path = NULL;
+	static time_t cached_mtime;
+	static off_t  cached_size;
+	struct stat   st;
+	FILE         *f;
+	char          buf[1024];
+	size_t        n;
+
+	if (remora_s3_secret_access_key_file == NULL ||
+		remora_s3_secret_access_key_file[0] == '\0')
+		return remora_s3_secret_access_key ? remora_s3_secret_access_key : "";
+	if (stat(remora_s3_secret_access_key_file, &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read the target store's secret key file "
+						"\"%s\": %m",
+						remora_s3_secret_access_key_file),
+				 errhint("Check remora.s3_secret_access_key_file.")));
+	if (cached && cached_path &&
+		strcmp(cached_path, remora_s3_secret_access_key_file) == 0 &&
+		cached_mtime == st.st_mtime && cached_size == st.st_size)
+		return cached;
+
+	f = AllocateFile(remora_s3_secret_access_key_file, "r");
+	if (f == NULL)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read the target store's secret key file "
+						"\"%s\": %m",
+						remora_s3_secret_access_key_file),
+				 errhint("Check remora.s3_secret_access_key_file.")));
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	FreeFile(f);
+	buf[n] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	remora_target_secret_loaded = NULL;
+	if (cached)
+	{
+		explicit_bzero(cached, strlen(cached));
+		pfree(cached);
+	}
+	if (cached_path)
+		pfree(cached_path);
+	cached = MemoryContextStrdup(TopMemoryContext, buf);
+	remora_target_secret_loaded = cached;
+	cached_path =
+		MemoryContextStrdup(TopMemoryContext, remora_s3_secret_access_key_file);
+	explicit_bzero(buf, sizeof(buf));
+	cached_mtime = st.st_mtime;
+	cached_size = st.st_size;
+	return cached;
 }

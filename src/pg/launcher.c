@@ -17,6 +17,14 @@
  * Errors are reported and survived: the launcher aborts the transaction
  * and tries again on the next round.
  *
+ * Like the workers, the launcher runs with search_path pg_catalog, pg_temp
+ * and names every operator and function by schema, so that nothing a user
+ * creates is called with its rights, and with lock_timeout and a statement
+ * timeout (remora_pin_session), so that a user holding a lock cannot stall
+ * reconcile: it gives up and tries again next round.  It connects as the
+ * bootstrap superuser even when remora.worker_role is set: it must be able
+ * to tell a misconfigured role apart, and runs no SQL but its own.
+ *
  *-------------------------------------------------------------------------
  */
 #include "remora.h"
@@ -64,33 +72,53 @@ remora_register_launcher(void)
 	RegisterBackgroundWorker(&worker);
 }
 
-/* Run one statement in its own transaction; returns the first column. */
+/*
+ * Run one statement in its own transaction; returns the first column.  An
+ * ERROR (a lock or statement timeout behind a user's lock, say) is reported
+ * and the transaction aborted, and false returned: the rest of the round
+ * still runs, so that workers are kept running whatever one call does.
+ */
 static bool
 run_sql(const char *activity, const char *sql, int nargs, Oid *types,
 		Datum *values, int64 *result)
 {
-	bool ok = false;
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool ok = false;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, activity);
-	if (SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0) >= 0)
+	PG_TRY();
 	{
-		ok = true;
-		if (result && SPI_processed > 0)
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pgstat_report_activity(STATE_RUNNING, activity);
+		if (remora_spi_execute(sql, nargs, types, values, NULL, false, 0) >= 0)
 		{
-			bool  isnull;
-			Datum d = SPI_getbinval(SPI_tuptable->vals[0],
-									SPI_tuptable->tupdesc, 1, &isnull);
+			ok = true;
+			if (result && SPI_processed > 0)
+			{
+				bool  isnull;
+				Datum d = SPI_getbinval(SPI_tuptable->vals[0],
+										SPI_tuptable->tupdesc, 1, &isnull);
 
-			*result = isnull ? 0 : DatumGetInt64(d);
+				*result = isnull ? 0 : DatumGetInt64(d);
+			}
 		}
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
 	}
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		QueryCancelPending = false;
+		ok = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	return ok;
@@ -111,9 +139,9 @@ extension_ready(void)
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	if (SPI_execute("SELECT extversion FROM pg_catalog.pg_extension WHERE "
-					"extname = 'remora'",
-					true, 1) >= 0 &&
+	if (remora_spi_execute("SELECT extversion FROM pg_catalog.pg_extension "
+						   "WHERE extname OPERATOR(pg_catalog.=) 'remora'",
+						   0, NULL, NULL, NULL, true, 1) >= 0 &&
 		SPI_processed > 0)
 		version = MemoryContextStrdup(
 			TopTransactionContext,
@@ -142,8 +170,9 @@ record_stop(pg_uuid_t *incarnation)
 	Datum values[1] = {UUIDPGetDatum(incarnation)};
 
 	run_sql("remora: recording a stopped worker",
-			"UPDATE remora.incarnations SET stopped_at = now() "
-			"WHERE incarnation = $1 AND stopped_at IS NULL",
+			"UPDATE remora.incarnations SET stopped_at = pg_catalog.now() "
+			"WHERE incarnation OPERATOR(pg_catalog.=) $1 "
+			"AND stopped_at IS NULL",
 			1, types, values, NULL);
 }
 
@@ -239,6 +268,71 @@ start_worker(int slotno)
 	}
 }
 
+/*
+ * Can the workers connect as remora.worker_role and do their work?  It must
+ * exist, have LOGIN (PostgreSQL 15 checks it for background workers too),
+ * be a member of remora_worker and not be a superuser (the point of it).
+ * Otherwise no worker starts and the launcher says why, once: falling back
+ * to the bootstrap superuser would hide the mistake.
+ */
+static bool
+worker_role_usable(void)
+{
+	static bool warned = false;
+	Oid         types[1] = {TEXTOID};
+	Datum       values[1];
+	const char *why = NULL;
+
+	if (remora_worker_role == NULL || remora_worker_role[0] == '\0')
+		return true;
+	values[0] = CStringGetTextDatum(remora_worker_role);
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (remora_spi_execute(
+			"SELECT r.rolcanlogin, pg_catalog.pg_has_role(r.oid, "
+			"'remora_worker', 'MEMBER'), r.rolsuper FROM pg_catalog.pg_roles r "
+			"WHERE r.rolname OPERATOR(pg_catalog.=) $1",
+			1, types, values, NULL, true, 1) < 0 ||
+		SPI_processed != 1)
+		why = "The role does not exist.";
+	else
+	{
+		bool  isnull;
+		Datum login = SPI_getbinval(SPI_tuptable->vals[0],
+									SPI_tuptable->tupdesc, 1, &isnull);
+		Datum member = SPI_getbinval(SPI_tuptable->vals[0],
+									 SPI_tuptable->tupdesc, 2, &isnull);
+		Datum super = SPI_getbinval(SPI_tuptable->vals[0],
+									SPI_tuptable->tupdesc, 3, &isnull);
+
+		if (!DatumGetBool(login))
+			why = "The role has no LOGIN attribute.";
+		else if (!DatumGetBool(member))
+			why = "The role is not a member of remora_worker.";
+		else if (DatumGetBool(super))
+			why = "The role is a superuser.";
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+
+	if (why && !warned)
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
+				 errmsg("remora.worker_role \"%s\" cannot run the remora "
+						"workers; none is started",
+						remora_worker_role),
+				 errdetail("%s", why),
+				 errhint("Create it with CREATE ROLE ... LOGIN and GRANT "
+						 "remora_worker to it, or set remora.worker_role to "
+						 "an empty string and restart.")));
+	warned = why != NULL;
+	return why == NULL;
+}
+
 /* Keep remora.max_workers workers: start the missing, stop the extra. */
 static void
 balance_workers(void)
@@ -273,8 +367,9 @@ round_of_work(bool *first)
 	if (*first)
 	{
 		run_sql("remora: recording workers of the previous server lifetime",
-				"UPDATE remora.incarnations SET stopped_at = now() "
-				"WHERE kind = 'worker' AND stopped_at IS NULL",
+				"UPDATE remora.incarnations SET stopped_at = pg_catalog.now() "
+				"WHERE kind OPERATOR(pg_catalog.=) 'worker' "
+				"AND stopped_at IS NULL",
 				0, NULL, NULL, NULL);
 		*first = false;
 	}
@@ -288,7 +383,8 @@ round_of_work(bool *first)
 		/* lost attempts may have made jobs claimable */
 		remora_wake_workers();
 	}
-	balance_workers();
+	if (worker_role_usable())
+		balance_workers();
 
 	/* every minute, or as often as the retention if that is shorter */
 	if (remora_retention_s > 0 &&
@@ -313,6 +409,7 @@ remora_launcher_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(remora_database, NULL, 0);
+	remora_pin_session();
 	pgstat_report_appname("remora launcher");
 
 	LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
@@ -345,6 +442,7 @@ remora_launcher_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			remora_pin_session(); /* the lease may have changed */
 		}
 
 		PG_TRY();

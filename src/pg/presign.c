@@ -113,7 +113,7 @@ remora_presign(PG_FUNCTION_ARGS)
 	target.region = remora_s3_region;
 	target.path_style = remora_s3_path_style;
 	target.access_key_id = remora_s3_access_key_id;
-	target.secret_access_key = remora_s3_secret_access_key;
+	target.secret_access_key = remora_target_secret();
 	url = remora_s3_presign_get(&target, bucket, key, time(NULL), (int) ttl,
 								err, sizeof(err));
 	if (url == NULL)

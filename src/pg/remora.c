@@ -15,6 +15,10 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "parser/analyze.h"
+#include "pgstat.h"
+#include "tcop/tcopprot.h"
+#include "utils/backend_status.h"
 #include "utils/elog.h"
 #include "utils/memutils.h"
 
@@ -27,7 +31,79 @@ PG_MODULE_MAGIC;
 
 void _PG_init(void);
 
-static emit_log_hook_type prev_emit_log_hook = NULL;
+static emit_log_hook_type           prev_emit_log_hook = NULL;
+static post_parse_analyze_hook_type prev_post_parse_analyze_hook = NULL;
+
+/* a redacted copy of the statement being logged (see redact_secrets) */
+static char *redacted_statement = NULL;
+
+/* Does s name something of Remora's (remora_submit, remora.*, ...)? */
+static bool
+mentions_remora(const char *s)
+{
+	return s != NULL && strcasestr(s, "remora") != NULL;
+}
+
+/*
+ * s with the query string of every URL in it replaced by "?(redacted)"
+ * (presigned sources carry their signature there), in the current context;
+ * NULL when there is none.  A statement that calls
+ * remora.register_source_endpoint carries a secret key among its
+ * arguments: it is replaced as a whole.  The field of a message keeps its
+ * text, but for its URLs' query strings: it goes to the client too.
+ */
+static char *
+redact_urls(const char *s, bool statement)
+{
+	StringInfoData buf;
+	const char    *p = s;
+	bool           changed = false;
+
+	if (s == NULL)
+		return NULL;
+	if (statement && strcasestr(s, "register_source_endpoint") != NULL)
+		return pstrdup("(a call of remora.register_source_endpoint, "
+					   "hidden: it may carry credentials)");
+	initStringInfo(&buf);
+	while (*p)
+	{
+		const char *scheme = strstr(p, "://");
+		const char *q;
+		size_t      url_end;
+
+		if (scheme == NULL)
+			break;
+		/* the URL runs to a quote, a space or a closing parenthesis */
+		url_end = strcspn(scheme, "'\" \t\r\n)");
+		q = memchr(scheme, '?', url_end);
+		if (q == NULL)
+		{
+			appendBinaryStringInfo(&buf, p, scheme + url_end - p);
+			p = scheme + url_end;
+			continue;
+		}
+		appendBinaryStringInfo(&buf, p, q - p);
+		appendStringInfoString(&buf, "?(redacted)");
+		p = scheme + url_end;
+		changed = true;
+	}
+	appendStringInfoString(&buf, p);
+	if (!changed)
+	{
+		pfree(buf.data);
+		return NULL;
+	}
+	return buf.data;
+}
+
+/* s with its URLs' query strings redacted, or s itself if it has none */
+static char *
+redact_or_keep(char *s)
+{
+	char *r = redact_urls(s, false);
+
+	return r ? r : s;
+}
 
 /* s with every occurrence of secret replaced, in the current context */
 static char *
@@ -61,9 +137,43 @@ redact(char *s, const char *secret)
 static void
 redact_secrets(ErrorData *edata)
 {
-	const char *secrets[2] = {remora_s3_secret_access_key, remora_hf_token};
+	const char *secrets[3] = {remora_s3_secret_access_key, remora_hf_token,
+							  remora_target_secret_loaded};
 
-	for (int i = 0; i < 2; i++)
+	/*
+	 * A statement that names Remora is logged (the STATEMENT line, and
+	 * log_statement's "statement: ...") with its URLs' query strings
+	 * redacted: the statement logged is a redacted copy, kept until the
+	 * next one (PostgreSQL resets debug_query_string after each statement).
+	 */
+	if (mentions_remora(debug_query_string) &&
+		debug_query_string != redacted_statement)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		char         *r = redact_urls(debug_query_string, true);
+
+		MemoryContextSwitchTo(old);
+		if (r != NULL)
+		{
+			if (redacted_statement)
+				pfree(redacted_statement);
+			redacted_statement = r;
+			debug_query_string = redacted_statement;
+		}
+	}
+	if (debug_query_string != NULL && debug_query_string == redacted_statement)
+	{
+		MemoryContext old = MemoryContextSwitchTo(ErrorContext);
+
+		edata->message = redact_or_keep(edata->message);
+		edata->detail = redact_or_keep(edata->detail);
+		edata->detail_log = redact_or_keep(edata->detail_log);
+		edata->hint = redact_or_keep(edata->hint);
+		edata->context = redact_or_keep(edata->context);
+		MemoryContextSwitchTo(old);
+	}
+
+	for (int i = 0; i < 3; i++)
 	{
 		const char   *secret = secrets[i];
 		MemoryContext old;
@@ -80,6 +190,31 @@ redact_secrets(ErrorData *edata)
 	}
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
+}
+
+/*
+ * pg_stat_activity keeps a session's last statement while it is idle: one
+ * that names Remora and has a URL with a query string is shown redacted
+ * from the moment it is parsed.  (Anything that copied the text before,
+ * such as pg_stat_statements, is outside Remora's reach.)
+ */
+static void
+redact_activity(ParseState *pstate, Query *query, JumbleState *jstate)
+{
+	if (prev_post_parse_analyze_hook)
+		prev_post_parse_analyze_hook(pstate, query, jstate);
+	/* the client's own statement only, not SQL run inside a function */
+	if (pstate && pstate->p_sourcetext == debug_query_string &&
+		mentions_remora(pstate->p_sourcetext) && MyBackendType == B_BACKEND)
+	{
+		char *r = redact_urls(pstate->p_sourcetext, true);
+
+		if (r != NULL)
+		{
+			pgstat_report_activity(STATE_RUNNING, r);
+			pfree(r);
+		}
+	}
 }
 
 void
@@ -103,6 +238,8 @@ _PG_init(void)
 	remora_define_gucs();
 	prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = redact_secrets;
+	prev_post_parse_analyze_hook = post_parse_analyze_hook;
+	post_parse_analyze_hook = redact_activity;
 	remora_shmem_init();
 	remora_xact_init();
 	remora_register_launcher();

@@ -44,7 +44,17 @@ extern char *remora_hf_endpoint;
 extern int   remora_stall_timeout_ms;
 extern int   remora_presign_max_ttl_s;
 extern int   remora_retention_s;
+extern char *remora_worker_role;
+extern char *remora_s3_secret_access_key_file;
 
-extern void remora_define_gucs(void);
+extern void        remora_define_gucs(void);
+extern int         remora_protocol_lock_timeout_ms(void);
+extern int         remora_protocol_statement_timeout_ms(void);
+extern void        remora_pin_session(void);
+extern const char *remora_target_secret(void);
+extern const char *remora_target_secret_loaded;
+extern int         remora_spi_execute(const char *query, int nargs, Oid *types,
+									  Datum *values, const char *nulls, bool read_only,
+									  long count);
 
 #endif /* REMORA_H */

@@ -9,8 +9,9 @@
  * network activity all act at once, mid-stream.  Each round:
  *
  *	  engine	move bytes (no transaction is open)
+ *	  renew		every third of the lease, or at once after a cancel; before
+ *				any other protocol call, so that none can delay it
  *	  finish	commit the attempts that succeeded, fail those that failed
- *	  renew		every third of the lease, or at once after a cancel
  *	  checkpoint  validated progress, all dirty attempts in one transaction,
  *				at most once a second
  *	  claim		when there is room and a submit committed (or now and then)
@@ -19,6 +20,20 @@
  * Every protocol call is a short transaction of its own.  An attempt that
  * loses authority (renew or checkpoint refused) is stopped; safety never
  * depends on that stop, because remora.commit would refuse it anyway.
+ *
+ * Nothing a user does can subvert or stall the worker:
+ *	  - the session's search_path is pg_catalog, pg_temp and every operator
+ *		and function below is named with its schema, so no object a user
+ *		creates is ever called (remora_pin_session);
+ *	  - every protocol call runs with lock_timeout and a statement timeout
+ *		derived from remora.lease_duration, and in a subtransaction of its
+ *		own (guarded): a call that waits on a row a user holds, or raises,
+ *		fails alone, for its attempt only, and is tried again later;
+ *	  - SIGTERM cancels the statement in progress, a lock wait included;
+ *	  - whatever claim hands back is checked before use: a malformed
+ *		checkpoint makes the attempt start from zero, never a crash;
+ *	  - members handed to a checkpoint or commit whose transaction did not
+ *		commit are offered again with the next call, never lost.
  *
  * Memory: a context for the worker's life, one reset every round, and the
  * engine's own malloc'd memory, bounded per task.
@@ -43,7 +58,9 @@
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
@@ -57,6 +74,15 @@ PGDLLEXPORT void remora_worker_main(Datum main_arg);
 #define CHECKPOINT_MS 1000
 #define PROGRESS_MS   250
 #define SWEEP_MS      5000
+#define CALL_TRIES    5 /* a commit or fail that raised, tried again */
+
+/* operators, always from pg_catalog (see the file header) */
+#define OP_EQ        " OPERATOR(pg_catalog.=) "
+#define OP_NE        " OPERATOR(pg_catalog.<>) "
+#define OP_GET       " OPERATOR(pg_catalog.->) "
+#define OP_GET_TEXT  " OPERATOR(pg_catalog.->>) "
+#define OP_PATH      " OPERATOR(pg_catalog.#>) "
+#define OP_PATH_TEXT " OPERATOR(pg_catalog.#>>) "
 
 typedef struct Attempt
 {
@@ -73,6 +99,17 @@ typedef struct Attempt
 	int64       rate_bytes; /* bytes at rate_at */
 	TimestampTz rate_at;
 	double      rate;
+	const char *forced_restart; /* why the offered checkpoint was not used */
+	bool        renew_blocked;  /* the last renewal failed: renew it last */
+	int         call_failures;  /* commit or fail calls that raised */
+	char       *commit_json;    /* the descriptor, kept to try again */
+
+	/*
+	 * Members (JSON objects, comma-separated) handed to a checkpoint whose
+	 * transaction did not commit: they go with the next checkpoint or the
+	 * commit.
+	 */
+	StringInfoData unsent;
 } Attempt;
 
 static volatile sig_atomic_t got_sigterm = false;
@@ -89,11 +126,24 @@ static RemoraTask *sweep_task;
 static char        sweep_attempt[UUID_LEN * 2 + 5]; /* "" for a hard delete */
 static int64       sweep_job;
 
+static volatile sig_atomic_t in_sql = false;
+
+/*
+ * SIGTERM: stop after this round.  A statement in progress (a lock wait
+ * included) is cancelled at once, so that a call stuck behind a user's lock
+ * does not hold up the stop; the calls that hand the attempts back are not
+ * (only the first SIGTERM cancels).
+ */
 static void
 worker_sigterm(SIGNAL_ARGS)
 {
 	int save_errno = errno;
 
+	if (in_sql && !got_sigterm)
+	{
+		QueryCancelPending = true;
+		InterruptPending = true;
+	}
 	got_sigterm = true;
 	SetLatch(MyLatch);
 	errno = save_errno;
@@ -117,6 +167,7 @@ tx_begin(const char *activity)
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, activity);
+	in_sql = true;
 }
 
 static void
@@ -125,9 +176,71 @@ tx_end(void)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	in_sql = false;
 	MemoryContextSwitchTo(tx_caller_cxt);
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/* After an error left a transaction open: abort it, and SPI with it. */
+static void
+tx_abort(void)
+{
+	disable_timeout(STATEMENT_TIMEOUT, false);
+	AbortCurrentTransaction();
+	SPI_finish();
+	in_sql = false;
+	QueryCancelPending = false;
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
+ * Run fn(arg) in a subtransaction of the open transaction, as PL/pgSQL runs
+ * a block with an exception handler: an ERROR in it (a timeout, a refused
+ * argument, a trigger that raises) is logged and rolled back alone, and
+ * false returned; the transaction and SPI stay usable for the next call.
+ * Memory fn allocates in the caller's context is kept either way.
+ */
+static bool
+guarded(const char *what, int64 job_id, void (*fn)(void *), void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData *edata;
+
+		disable_timeout(STATEMENT_TIMEOUT, false);
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		QueryCancelPending = false;
+		ereport(LOG,
+				(errcode(edata->sqlerrcode),
+				 job_id ? errmsg("remora job " INT64_FORMAT ": %s failed: %s",
+								 job_id, what, edata->message)
+						: errmsg("remora worker: %s failed: %s", what,
+								 edata->message),
+				 edata->detail ? errdetail("%s", edata->detail) : 0,
+				 errhint("The call is tried again later; the other attempts "
+						 "of this worker carry on.")));
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return ok;
 }
 
 /* A copy in the caller's context of a value read inside tx_begin/tx_end. */
@@ -140,7 +253,7 @@ keep_str(const char *s)
 static void
 sql(const char *query, int nargs, Oid *types, Datum *values, const char *nulls)
 {
-	if (SPI_execute_with_args(query, nargs, types, values, nulls, false, 0) < 0)
+	if (remora_spi_execute(query, nargs, types, values, nulls, false, 0) < 0)
 		elog(ERROR, "remora worker: query failed: %s", query);
 }
 
@@ -238,6 +351,9 @@ forget_attempt(int i)
 	remora_task_free(a->task);
 	pfree(a->bucket);
 	pfree(a->file_name);
+	if (a->commit_json)
+		pfree(a->commit_json);
+	pfree(a->unsent.data);
 	pfree(a);
 	attempts[i] = attempts[--nattempts];
 }
@@ -263,39 +379,81 @@ error_json(StringInfo buf, const RemoraTaskError *e)
 	appendStringInfoChar(buf, '}');
 }
 
-/* Report a failed attempt; returns the job's resulting state. */
+/*
+ * Report a failed attempt.  Returns the job's resulting state (in the
+ * caller's context), or NULL if the call failed: the caller tries again.
+ */
+typedef struct FailCall
+{
+	const char *attempt_id;
+	int64       token;
+	const char *error;
+	bool        retryable;
+	char       *state;
+} FailCall;
+
+static void
+fail_call(void *arg)
+{
+	FailCall *c = arg;
+	Oid       types[4] = {UUIDOID, INT8OID, JSONBOID, BOOLOID};
+	Datum     values[4];
+
+	values[0] = DirectFunctionCall1(uuid_in, CStringGetDatum(c->attempt_id));
+	values[1] = Int64GetDatum(c->token);
+	values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(c->error));
+	values[3] = BoolGetDatum(c->retryable);
+	sql("SELECT remora.fail($1, $2, $3, $4)", 4, types, values, NULL);
+	c->state = keep_str(col_text(0, 1));
+	if (c->state == NULL)
+		c->state = keep_str("unknown");
+}
+
 static char *
-report_failure(const char *attempt_id, int64 token, const RemoraTaskError *e)
+report_failure(int64 job_id, const char *attempt_id, int64 token,
+			   const RemoraTaskError *e)
 {
 	StringInfoData buf;
-	Oid            types[4] = {UUIDOID, INT8OID, JSONBOID, BOOLOID};
-	Datum          values[4];
-	char          *state;
+	FailCall       c = {0};
 
 	initStringInfo(&buf);
 	error_json(&buf, e);
+	c.attempt_id = attempt_id;
+	c.token = token;
+	c.error = buf.data;
+	c.retryable = e->retryable;
 	tx_begin("remora: reporting a failed attempt");
-	values[0] = DirectFunctionCall1(uuid_in, CStringGetDatum(attempt_id));
-	values[1] = Int64GetDatum(token);
-	values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
-	values[3] = BoolGetDatum(e->retryable);
-	sql("SELECT remora.fail($1, $2, $3, $4)", 4, types, values, NULL);
-	state = keep_str(col_text(0, 1));
+	if (!guarded("reporting a failed attempt", job_id, fail_call, &c))
+		c.state = NULL;
 	tx_end();
-	return state;
+	return c.state;
 }
 
 static void members_json(StringInfo buf, const char *bucket,
 						 const RemoraSetMember *m, int n);
 
 /*
- * The descriptor of a set's manifest; its members not yet handed out by a
+ * The members of a set to hand over now: those a checkpoint that did not
+ * commit was given, then the ones the engine hands out now.
+ */
+static void
+members_to_send(StringInfo buf, Attempt *a, const RemoraSetMember *m, int n)
+{
+	appendBinaryStringInfo(buf, a->unsent.data, a->unsent.len);
+	if (a->unsent.len > 0 && n > 0)
+		appendStringInfoString(buf, ", ");
+	members_json(buf, a->bucket, m, n);
+}
+
+/*
+ * The descriptor of a set's manifest; its members not yet recorded by a
  * checkpoint go with it as "entries".
  */
 static void
 set_descriptor(StringInfo buf, Attempt *a, const RemoraTaskResult *r)
 {
 	RemoraTaskCheckpoint cp;
+	bool                 more = remora_task_checkpoint(a->task, &cp);
 
 	appendStringInfoString(buf, "{\"key\": ");
 	escape_json(buf, r->manifest_key);
@@ -311,60 +469,120 @@ set_descriptor(StringInfo buf, Attempt *a, const RemoraTaskResult *r)
 	if (r->source_commit[0])
 		appendStringInfo(buf, ", \"source_commit\": \"%s\"", r->source_commit);
 	appendStringInfoString(buf, ", \"entries\": [");
-	if (remora_task_checkpoint(a->task, &cp))
-		members_json(buf, a->bucket, cp.members, cp.nmembers);
+	members_to_send(buf, a, more ? cp.members : NULL, more ? cp.nmembers : 0);
 	appendStringInfoString(buf, "]}");
+	resetStringInfo(&a->unsent);
 }
 
-static bool
+/* The descriptor remora.commit takes for a single object. */
+static void
+object_descriptor(StringInfo buf, Attempt *a, const RemoraTaskResult *r)
+{
+	appendStringInfoString(buf, "{\"key\": ");
+	escape_json(buf, r->manifest_key);
+	appendStringInfoString(buf, ", \"etag\": ");
+	escape_json(buf, r->manifest_etag);
+	appendStringInfo(
+		buf, ", \"sha256\": \"%s\", \"members\": 1, \"bytes\": " INT64_FORMAT,
+		r->manifest_sha256, (int64) r->member_size);
+	appendStringInfoString(buf, ", \"entries\": [{\"path\": ");
+	escape_json(buf, a->file_name);
+	appendStringInfoString(buf, ", \"bucket\": ");
+	escape_json(buf, a->bucket);
+	appendStringInfoString(buf, ", \"key\": ");
+	escape_json(buf, r->member_key);
+	appendStringInfo(
+		buf, ", \"size\": " INT64_FORMAT ", \"sha256\": \"%s\", \"etag\": ",
+		(int64) r->member_size, r->member_sha256);
+	escape_json(buf, r->member_etag);
+	appendStringInfoString(buf, ", \"source\": {\"etag\": ");
+	escape_json(buf, r->source_etag);
+	appendStringInfoString(buf, ", \"last_modified\": ");
+	escape_json(buf, r->source_last_modified);
+	appendStringInfoString(buf, "}}]}");
+}
+
+typedef struct CommitCall
+{
+	Attempt *a;
+	bool     ok;
+} CommitCall;
+
+static void
+commit_call(void *arg)
+{
+	CommitCall *c = arg;
+	Oid         types[3] = {UUIDOID, INT8OID, JSONBOID};
+	Datum       values[3];
+	bool        isnull;
+
+	values[0] = DirectFunctionCall1(uuid_in, CStringGetDatum(c->a->attempt_id));
+	values[1] = Int64GetDatum(c->a->token);
+	values[2] =
+		DirectFunctionCall1(jsonb_in, CStringGetDatum(c->a->commit_json));
+	sql("SELECT remora.commit($1, $2, $3)", 3, types, values, NULL);
+	c->ok = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+									   SPI_tuptable->tupdesc, 1, &isnull)) &&
+			!isnull;
+}
+
+typedef enum CommitOutcome
+{
+	COMMIT_DONE,
+	COMMIT_REFUSED,
+	COMMIT_AGAIN /* the call failed: try again with the same descriptor */
+} CommitOutcome;
+
+/*
+ * Commit a result.  The descriptor is built once (the engine hands out a
+ * set's last members only once) and kept, so that a commit whose call or
+ * transaction failed is tried again with exactly the same members.
+ */
+static CommitOutcome
 report_success(Attempt *a, const RemoraTaskResult *r)
 {
-	StringInfoData buf;
-	Oid            types[3] = {UUIDOID, INT8OID, JSONBOID};
-	Datum          values[3];
-	bool           ok;
-	bool           isnull;
+	CommitCall c = {a, false};
+	bool       called;
 
-	initStringInfo(&buf);
-	if (a->is_set)
+	if (a->commit_json == NULL)
 	{
-		set_descriptor(&buf, a, r);
-		goto commit;
-	}
-	appendStringInfoString(&buf, "{\"key\": ");
-	escape_json(&buf, r->manifest_key);
-	appendStringInfoString(&buf, ", \"etag\": ");
-	escape_json(&buf, r->manifest_etag);
-	appendStringInfo(
-		&buf, ", \"sha256\": \"%s\", \"members\": 1, \"bytes\": " INT64_FORMAT,
-		r->manifest_sha256, (int64) r->member_size);
-	appendStringInfoString(&buf, ", \"entries\": [{\"path\": ");
-	escape_json(&buf, a->file_name);
-	appendStringInfoString(&buf, ", \"bucket\": ");
-	escape_json(&buf, a->bucket);
-	appendStringInfoString(&buf, ", \"key\": ");
-	escape_json(&buf, r->member_key);
-	appendStringInfo(
-		&buf, ", \"size\": " INT64_FORMAT ", \"sha256\": \"%s\", \"etag\": ",
-		(int64) r->member_size, r->member_sha256);
-	escape_json(&buf, r->member_etag);
-	appendStringInfoString(&buf, ", \"source\": {\"etag\": ");
-	escape_json(&buf, r->source_etag);
-	appendStringInfoString(&buf, ", \"last_modified\": ");
-	escape_json(&buf, r->source_last_modified);
-	appendStringInfoString(&buf, "}}]}");
+		StringInfoData buf;
+		MemoryContext  old = MemoryContextSwitchTo(worker_cxt);
 
-commit:
+		initStringInfo(&buf);
+		if (a->is_set)
+			set_descriptor(&buf, a, r);
+		else
+			object_descriptor(&buf, a, r);
+		a->commit_json = buf.data;
+		MemoryContextSwitchTo(old);
+	}
 	tx_begin("remora: committing a result");
-	values[0] = DirectFunctionCall1(uuid_in, CStringGetDatum(a->attempt_id));
-	values[1] = Int64GetDatum(a->token);
-	values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
-	sql("SELECT remora.commit($1, $2, $3)", 3, types, values, NULL);
-	ok = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-									SPI_tuptable->tupdesc, 1, &isnull));
+	called = guarded("committing a result", a->job_id, commit_call, &c);
 	tx_end();
-	return ok && !isnull;
+	if (!called)
+		return COMMIT_AGAIN;
+	return c.ok ? COMMIT_DONE : COMMIT_REFUSED;
 }
+
+/*
+ * A commit or fail call that raised is tried again in the next rounds (the
+ * lease is renewed meanwhile); after CALL_TRIES the attempt is given up and
+ * its lease left to lapse, so that the job is retried by another attempt.
+ */
+static bool
+give_up_calls(Attempt *a, const char *what)
+{
+	if (++a->call_failures < CALL_TRIES)
+		return false;
+	ereport(LOG, (errmsg("remora job " INT64_FORMAT " attempt %s: %s failed %d "
+						 "times, giving the attempt up",
+						 a->job_id, a->attempt_id, what, a->call_failures),
+				  errdetail("Its lease lapses and the job is retried.")));
+	return true;
+}
+
+static bool still_authorized(Attempt *a);
 
 /* Commit what succeeded, report what failed. */
 static void
@@ -377,11 +595,13 @@ finish_attempts(void)
 
 		if (st == REMORA_TASK_SUCCEEDED)
 		{
-			if (report_success(a, remora_task_result(a->task)))
+			CommitOutcome o = report_success(a, remora_task_result(a->task));
+
+			if (o == COMMIT_DONE)
 				ereport(LOG, (errmsg("remora job " INT64_FORMAT
 									 " attempt %s committed its result",
 									 a->job_id, a->attempt_id)));
-			else
+			else if (o == COMMIT_REFUSED && !still_authorized(a))
 				ereport(LOG,
 						(errmsg("remora job " INT64_FORMAT
 								" attempt %s: commit refused",
@@ -389,13 +609,45 @@ finish_attempts(void)
 						 errdetail(
 							 "The attempt no longer holds the job's authority; "
 							 "its staging objects will be removed.")));
+			else if (o == COMMIT_REFUSED)
+			{
+				/*
+				 * Refused although the attempt still holds the job: the
+				 * result did not match what the attempt recorded.  Not lost
+				 * authority: the attempt fails, retryable, at once.
+				 */
+				RemoraTaskError e = {0};
+
+				e.class = REMORA_ERR_INTERNAL;
+				e.retryable = true;
+				e.retry_after = -1;
+				snprintf(e.message, sizeof(e.message),
+						 "the commit of the result was refused although the "
+						 "attempt holds the job");
+				ereport(LOG, (errmsg("remora job " INT64_FORMAT
+									 " attempt %s: commit refused",
+									 a->job_id, a->attempt_id),
+							  errdetail("The attempt still holds the job; its "
+										"result did not match what it "
+										"recorded, and it fails, "
+										"retryable.")));
+				(void) report_failure(a->job_id, a->attempt_id, a->token, &e);
+			}
+			else if (!give_up_calls(a, "committing its result"))
+				continue;
 			forget_attempt(i);
 		}
 		else if (st == REMORA_TASK_FAILED)
 		{
 			const RemoraTaskError *e = remora_task_error(a->task);
-			char *state = report_failure(a->attempt_id, a->token, e);
+			char *state = report_failure(a->job_id, a->attempt_id, a->token, e);
 
+			if (state == NULL)
+			{
+				if (give_up_calls(a, "reporting its failure"))
+					forget_attempt(i);
+				continue;
+			}
 			ereport(LOG,
 					(errmsg("remora job " INT64_FORMAT " attempt %s failed: %s",
 							a->job_id, a->attempt_id, e->message),
@@ -423,39 +675,107 @@ sort_attempts(void)
 	qsort(attempts, nattempts, sizeof(Attempt *), by_job_id);
 }
 
+/* Renewals whose last try failed go last, so that they delay no other. */
+static int
+by_blocked_then_job_id(const void *a, const void *b)
+{
+	bool x = (*(Attempt *const *) a)->renew_blocked;
+	bool y = (*(Attempt *const *) b)->renew_blocked;
+
+	return x != y ? (x ? 1 : -1) : by_job_id(a, b);
+}
+
+static void
+heartbeat_call(void *arg)
+{
+	Oid   types[1] = {UUIDOID};
+	Datum hb[1] = {UUIDPGetDatum(&my_incarnation)};
+
+	sql("UPDATE remora.incarnations SET heartbeat_at = pg_catalog.now() "
+		"WHERE incarnation" OP_EQ "$1",
+		1, types, hb, NULL);
+}
+
+typedef struct RenewCall
+{
+	Attempt *a;
+	bool     ok;
+	bool     cancelled;
+} RenewCall;
+
+static void
+renew_call(void *arg)
+{
+	RenewCall *c = arg;
+	Oid        types[2] = {UUIDOID, INT8OID};
+	Datum      values[2];
+
+	values[0] = DirectFunctionCall1(uuid_in, CStringGetDatum(c->a->attempt_id));
+	values[1] = Int64GetDatum(c->a->token);
+	sql("SELECT ok, cancel_requested FROM remora.renew($1, $2)", 2, types,
+		values, NULL);
+	c->ok = SPI_processed == 1 && col_text(0, 1) &&
+			strcmp(col_text(0, 1), "t") == 0;
+	c->cancelled = SPI_processed == 1 && col_text(0, 2) &&
+				   strcmp(col_text(0, 2), "t") == 0;
+}
+
 /*
- * Renew every lease, and the incarnation's heartbeat; stop attempts that
- * lost authority or were cancelled.
+ * Does the attempt still hold its job?  (A renewal, which also extends its
+ * lease.)  False also when that cannot be told.
+ */
+static bool
+still_authorized(Attempt *a)
+{
+	RenewCall c = {a, false, false};
+	bool      called;
+
+	tx_begin("remora: renewing a lease");
+	called = guarded("renewing the lease", a->job_id, renew_call, &c);
+	tx_end();
+	return called && c.ok;
+}
+
+/*
+ * Renew every lease, each in a transaction of its own (a renewal that
+ * waits on a row a user holds delays no other by more than lock_timeout,
+ * and holds no lock the others need), and the incarnation's heartbeat;
+ * stop attempts that lost authority or were cancelled.  A renewal that
+ * failed keeps its attempt: the lease still runs, and the next round tries
+ * again.
  */
 static void
 renew_all(void)
 {
-	bool  keep[MAX_TASKS] = {0};
-	bool  cancelled[MAX_TASKS] = {0};
-	Oid   types[2] = {UUIDOID, INT8OID};
-	Datum hb[1] = {UUIDPGetDatum(&my_incarnation)};
+	bool keep[MAX_TASKS] = {0};
+	bool cancelled[MAX_TASKS] = {0};
 
-	sort_attempts();
-	tx_begin("remora: renewing leases");
-	sql("UPDATE remora.incarnations SET heartbeat_at = now() WHERE incarnation "
-		"= $1",
-		1, types, hb, NULL);
-	for (int i = 0; i < nattempts; i++)
-	{
-		Datum values[2];
-
-		values[0] = DirectFunctionCall1(
-			uuid_in, CStringGetDatum(attempts[i]->attempt_id));
-		values[1] = Int64GetDatum(attempts[i]->token);
-		sql("SELECT ok, cancel_requested FROM remora.renew($1, $2)", 2, types,
-			values, NULL);
-		keep[i] = strcmp(col_text(0, 1), "t") == 0;
-		cancelled[i] = strcmp(col_text(0, 2), "t") == 0;
-	}
+	tx_begin("remora: heartbeat");
+	(void) guarded("recording the heartbeat", 0, heartbeat_call, NULL);
 	tx_end();
 
+	qsort(attempts, nattempts, sizeof(Attempt *), by_blocked_then_job_id);
+	for (int i = 0; i < nattempts; i++)
+	{
+		RenewCall c = {attempts[i], false, false};
+		bool      called;
+
+		tx_begin("remora: renewing a lease");
+		called =
+			guarded("renewing the lease", attempts[i]->job_id, renew_call, &c);
+		tx_end();
+		attempts[i]->renew_blocked = !called;
+		keep[i] = !called || c.ok;
+		cancelled[i] = called && c.cancelled;
+	}
+
+	/*
+	 * An attempt whose result is ready is left to remora.commit, which
+	 * refuses it as surely and says so.
+	 */
 	for (int i = nattempts - 1; i >= 0; i--)
-		if (!keep[i])
+		if (!keep[i] &&
+			remora_task_state(attempts[i]->task) != REMORA_TASK_SUCCEEDED)
 		{
 			ereport(LOG, (errmsg("remora job " INT64_FORMAT
 								 " attempt %s stopped: %s",
@@ -508,7 +828,7 @@ checkpoint_json(StringInfo buf, Attempt *a, const RemoraTaskCheckpoint *cp)
 			appendStringInfo(buf, ", \"bytes_total\": " INT64_FORMAT,
 							 (int64) cp->bytes_total);
 		appendStringInfoString(buf, ", \"members\": [");
-		members_json(buf, a->bucket, cp->members, cp->nmembers);
+		members_to_send(buf, a, cp->members, cp->nmembers);
 		appendStringInfoString(buf, "]}");
 		return;
 	}
@@ -518,7 +838,13 @@ checkpoint_json(StringInfo buf, Attempt *a, const RemoraTaskCheckpoint *cp)
 	if (cp->bytes_total >= 0)
 		appendStringInfo(buf, ", \"bytes_total\": " INT64_FORMAT,
 						 (int64) cp->bytes_total);
-	if (!a->restart_reported && remora_task_restarted(a->task, &why))
+	if (!a->restart_reported && a->forced_restart)
+	{
+		appendStringInfoString(buf, ", \"restart_reason\": ");
+		escape_json(buf, a->forced_restart);
+		a->restart_reported = true;
+	}
+	else if (!a->restart_reported && remora_task_restarted(a->task, &why))
 	{
 		appendStringInfoString(buf, ", \"restart_reason\": ");
 		escape_json(buf, why);
@@ -549,13 +875,41 @@ checkpoint_json(StringInfo buf, Attempt *a, const RemoraTaskCheckpoint *cp)
 	appendStringInfoChar(buf, '}');
 }
 
-/* Record validated progress of every attempt that has new, in one go. */
+typedef struct CheckpointCall
+{
+	Attempt    *a;
+	const char *json;
+	bool        ok;
+} CheckpointCall;
+
+static void
+checkpoint_call(void *arg)
+{
+	CheckpointCall *c = arg;
+	Oid             types[3] = {UUIDOID, INT8OID, JSONBOID};
+	Datum           values[3];
+
+	values[0] = DirectFunctionCall1(uuid_in, CStringGetDatum(c->a->attempt_id));
+	values[1] = Int64GetDatum(c->a->token);
+	values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(c->json));
+	sql("SELECT remora.checkpoint($1, $2, $3)", 3, types, values, NULL);
+	c->ok = SPI_processed == 1 && col_text(0, 1) &&
+			strcmp(col_text(0, 1), "t") == 0;
+}
+
+/*
+ * Record validated progress of every attempt that has new, in one
+ * transaction, each call in a subtransaction of its own: one that fails is
+ * rolled back alone, and the members it carried are offered again with the
+ * attempt's next checkpoint.  Members count as recorded only once the
+ * transaction has committed.
+ */
 static void
 checkpoint_all(void)
 {
 	bool        keep[MAX_TASKS] = {0};
+	bool        sent[MAX_TASKS] = {0};
 	bool        any = false;
-	Oid         types[3] = {UUIDOID, INT8OID, JSONBOID};
 	int         batch = 0;
 	int         refused = 0;
 	TimestampTz started = 0;
@@ -563,12 +917,15 @@ checkpoint_all(void)
 	sort_attempts();
 	for (int i = 0; i < nattempts; i++)
 	{
+		Attempt             *a = attempts[i];
 		RemoraTaskCheckpoint cp;
 		StringInfoData       buf;
-		Datum                values[3];
+		CheckpointCall       c = {a, NULL, false};
+		bool                 fresh;
 
 		keep[i] = true;
-		if (!remora_task_checkpoint(attempts[i]->task, &cp))
+		fresh = remora_task_checkpoint(a->task, &cp);
+		if (!fresh && a->unsent.len == 0)
 			continue;
 		if (!any)
 		{
@@ -578,18 +935,38 @@ checkpoint_all(void)
 		any = true;
 		batch++;
 		initStringInfo(&buf);
-		checkpoint_json(&buf, attempts[i], &cp);
-		values[0] = DirectFunctionCall1(
-			uuid_in, CStringGetDatum(attempts[i]->attempt_id));
-		values[1] = Int64GetDatum(attempts[i]->token);
-		values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
-		sql("SELECT remora.checkpoint($1, $2, $3)", 3, types, values, NULL);
-		keep[i] = strcmp(col_text(0, 1), "t") == 0;
-		refused += !keep[i];
+		if (fresh)
+			checkpoint_json(&buf, a, &cp);
+		else
+		{
+			appendStringInfoString(&buf, "{\"members\": [");
+			members_to_send(&buf, a, NULL, 0);
+			appendStringInfoString(&buf, "]}");
+		}
+		/* until the transaction commits, what was sent counts as unsent */
+		if (a->is_set && fresh && cp.nmembers > 0)
+		{
+			MemoryContext old = MemoryContextSwitchTo(worker_cxt);
+
+			if (a->unsent.len > 0)
+				appendStringInfoString(&a->unsent, ", ");
+			members_json(&a->unsent, a->bucket, cp.members, cp.nmembers);
+			MemoryContextSwitchTo(old);
+		}
+		c.json = buf.data;
+		if (guarded("checkpointing", a->job_id, checkpoint_call, &c))
+		{
+			sent[i] = true;
+			keep[i] = c.ok;
+			refused += !keep[i];
+		}
 	}
 	if (!any)
 		return;
 	tx_end();
+	for (int i = 0; i < nattempts; i++)
+		if (sent[i])
+			resetStringInfo(&attempts[i]->unsent);
 	{
 		long secs;
 		int  usecs;
@@ -639,6 +1016,9 @@ typedef struct Claimed
 	bool               has_endpoint; /* options.endpoint names one */
 	bool               endpoint_found;
 	RemoraTargetConfig endpoint;
+
+	bool        broken;      /* its spec or options cannot be read */
+	const char *why_restart; /* its checkpoint could not be used */
 } Claimed;
 
 static char *
@@ -647,49 +1027,117 @@ malloc_copy(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-/* The resume offered at claim, as the engine wants it (malloc'd). */
+/* A whole decimal number, and nothing else; false for NULL. */
+static bool
+parse_int64(const char *s, int64 *out)
+{
+	char     *end;
+	long long v;
+
+	if (s == NULL || *s == '\0')
+		return false;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return false;
+	*out = v;
+	return true;
+}
+
+/*
+ * The resume offered at claim, as the engine wants it (malloc'd), or NULL
+ * with *why set when the checkpoint's state is not one a worker writes (a
+ * member missing, a wrong type): the attempt then starts from zero and
+ * says why.  The state is read by key with types checked, so a malformed
+ * row cannot make it dereference a NULL; an ERROR (the caller guards the
+ * call) is a restart from zero too.  Nothing is malloc'd before the last
+ * statement, so an ERROR leaks nothing.
+ */
 static RemoraResume *
-read_resume(const char *state)
+read_resume(const char *state, const char **why)
 {
 	RemoraResume *r;
 	Oid           types[1] = {JSONBOID};
 	Datum         values[1];
+	char         *etag, *last_modified, *sha256_state;
+	int64         size;
+	int           nseg;
+	char        **seg_key, **seg_etag;
+	int64        *seg_size;
 
+	*why = NULL;
 	if (state == NULL)
 		return NULL;
+	*why = "the checkpoint it was offered is malformed";
 	values[0] = DirectFunctionCall1(jsonb_in, CStringGetDatum(state));
-	sql("SELECT s ->> 'etag', s ->> 'last_modified', (s ->> 'size')::bigint, "
-		"s ->> 'sha256_state' FROM (SELECT $1 AS s) x",
+	sql("SELECT pg_catalog.jsonb_typeof(s), s" OP_GET_TEXT "'etag', "
+		"s" OP_GET_TEXT "'last_modified', "
+		"CASE WHEN pg_catalog.jsonb_typeof(s" OP_GET "'size')" OP_EQ
+		"'number' THEN s" OP_GET_TEXT "'size' END, "
+		"CASE WHEN pg_catalog.jsonb_typeof(s" OP_GET "'sha256_state')" OP_EQ
+		"'string' THEN s" OP_GET_TEXT "'sha256_state' END, "
+		"pg_catalog.jsonb_typeof(s" OP_GET "'segments') "
+		"FROM (SELECT $1 AS s) x",
 		1, types, values, NULL);
+	if (SPI_processed != 1 || col_text(0, 1) == NULL ||
+		strcmp(col_text(0, 1), "object") != 0 ||
+		!parse_int64(col_text(0, 4), &size) || size < 0 ||
+		col_text(0, 5) == NULL || col_text(0, 6) == NULL ||
+		strcmp(col_text(0, 6), "array") != 0)
+		return NULL;
+	etag = col_text(0, 2);
+	last_modified = col_text(0, 3);
+	sha256_state = col_text(0, 5);
+
+	sql("SELECT e" OP_GET_TEXT "'key', "
+		"CASE WHEN pg_catalog.jsonb_typeof(e" OP_GET "'size')" OP_EQ
+		"'number' THEN e" OP_GET_TEXT "'size' END, "
+		"e" OP_GET_TEXT "'etag' "
+		"FROM pg_catalog.jsonb_array_elements($1" OP_GET "'segments') "
+		"WITH ORDINALITY AS t(e, n) ORDER BY n",
+		1, types, values, NULL);
+	nseg = (int) Min(SPI_processed, (uint64) INT_MAX / 2);
+	seg_key = palloc0(sizeof(char *) * (nseg + 1));
+	seg_etag = palloc0(sizeof(char *) * (nseg + 1));
+	seg_size = palloc0(sizeof(int64) * (nseg + 1));
+	for (int i = 0; i < nseg; i++)
+	{
+		seg_key[i] = col_text(i, 1);
+		seg_etag[i] = col_text(i, 3);
+		if (seg_key[i] == NULL || seg_etag[i] == NULL ||
+			strlen(seg_etag[i]) >= sizeof(((RemoraSegment *) 0)->etag) ||
+			!parse_int64(col_text(i, 2), &seg_size[i]) || seg_size[i] <= 0)
+			return NULL;
+	}
+
+	*why = "the checkpoint it was offered could not be loaded";
 	r = calloc(1, sizeof(RemoraResume));
 	if (r == NULL)
 		return NULL;
-	r->etag = malloc_copy(col_text(0, 1));
-	r->last_modified = malloc_copy(col_text(0, 2));
-	r->size = col_text(0, 3) ? strtoll(col_text(0, 3), NULL, 10) : -1;
-	r->sha256_state = malloc_copy(col_text(0, 4));
-
-	sql("SELECT e ->> 'key', (e ->> 'size')::bigint, e ->> 'etag' "
-		"FROM jsonb_array_elements($1 -> 'segments') WITH ORDINALITY AS t(e, "
-		"n) "
-		"ORDER BY n",
-		1, types, values, NULL);
-	r->segments = calloc(SPI_processed + 1, sizeof(RemoraSegment));
-	if (r->segments == NULL)
+	r->etag = malloc_copy(etag);
+	r->last_modified = malloc_copy(last_modified);
+	r->size = size;
+	r->sha256_state = malloc_copy(sha256_state);
+	r->segments = calloc(nseg + 1, sizeof(RemoraSegment));
+	if (r->segments == NULL || r->sha256_state == NULL)
 	{
 		remora_resume_free(r);
 		return NULL;
 	}
-	for (uint64 i = 0; i < SPI_processed; i++)
+	for (int i = 0; i < nseg; i++)
 	{
-		char *etag = col_text(i, 3);
-
-		r->segments[i].key = malloc_copy(col_text(i, 1));
-		r->segments[i].size = strtoll(col_text(i, 2), NULL, 10);
+		r->segments[i].key = malloc_copy(seg_key[i]);
+		if (r->segments[i].key == NULL)
+		{
+			remora_resume_free(r);
+			return NULL;
+		}
+		r->segments[i].size = seg_size[i];
 		snprintf(r->segments[i].etag, sizeof(r->segments[i].etag), "%s",
-				 etag ? etag : "");
+				 seg_etag[i]);
 		r->nsegments++;
 	}
+	*why = NULL;
 	return r;
 }
 
@@ -705,11 +1153,13 @@ read_globs(const char *json, int *n)
 	if (json == NULL)
 		return NULL;
 	values[0] = DirectFunctionCall1(jsonb_in, CStringGetDatum(json));
-	sql("SELECT jsonb_array_elements_text($1)", 1, types, values, NULL);
+	sql("SELECT pg_catalog.jsonb_array_elements_text($1)", 1, types, values,
+		NULL);
 	out = MemoryContextAllocZero(tx_caller_cxt,
 								 sizeof(char *) * (SPI_processed + 1));
 	for (uint64 i = 0; i < SPI_processed; i++)
-		out[(*n)++] = keep_str(col_text(i, 1));
+		if (col_text(i, 1) != NULL)
+			out[(*n)++] = keep_str(col_text(i, 1));
 	return out;
 }
 
@@ -724,18 +1174,49 @@ read_endpoint(Claimed *c, const char *name)
 	if (name == NULL)
 		return;
 	values[0] = CStringGetTextDatum(name);
-	sql("SELECT url, region, path_style::text, coalesce(access_key_id, ''), "
-		"coalesce(secret_access_key, '') FROM remora.source_endpoints "
-		"WHERE name = $1",
+	sql("SELECT url, region, path_style::pg_catalog.text, "
+		"coalesce(access_key_id, ''), coalesce(secret_access_key, '') "
+		"FROM remora.source_endpoints WHERE name" OP_EQ "$1",
 		1, types, values, NULL);
-	if (SPI_processed != 1)
+	if (SPI_processed != 1 || col_text(0, 1) == NULL)
 		return;
 	c->endpoint_found = true;
 	c->endpoint.endpoint = keep_str(col_text(0, 1));
-	c->endpoint.region = keep_str(col_text(0, 2));
-	c->endpoint.path_style = strcmp(col_text(0, 3), "true") == 0;
+	c->endpoint.region = keep_str(col_text(0, 2) ? col_text(0, 2) : "");
+	c->endpoint.path_style =
+		col_text(0, 3) && strcmp(col_text(0, 3), "true") == 0;
 	c->endpoint.access_key_id = keep_str(col_text(0, 4));
 	c->endpoint.secret_access_key = keep_str(col_text(0, 5));
+}
+
+/* What a claimed row carries besides its columns, read in a guarded call. */
+typedef struct ClaimExtras
+{
+	Claimed    *c;
+	const char *state; /* the resume's state, or NULL */
+	const char *include;
+	const char *exclude;
+	const char *endpoint;
+	const char *why_restart;
+} ClaimExtras;
+
+static void
+claim_extras(void *arg)
+{
+	ClaimExtras *x = arg;
+	Claimed     *c = x->c;
+
+	c->include = read_globs(x->include, &c->ninclude);
+	c->exclude = read_globs(x->exclude, &c->nexclude);
+	read_endpoint(c, x->endpoint);
+}
+
+static void
+claim_resume(void *arg)
+{
+	ClaimExtras *x = arg;
+
+	x->c->resume = read_resume(x->state, &x->why_restart);
 }
 
 static int
@@ -749,49 +1230,76 @@ claim_rows(int room, Claimed *out)
 	tx_begin("remora: claiming");
 	values[0] = UUIDPGetDatum(&my_incarnation);
 	values[1] = Int32GetDatum(room);
-	sql("SELECT c.job_id, c.attempt_id, c.fencing_token, c.spec #>> "
-		"'{source,kind}', "
-		"c.spec #>> '{source,uri}', c.spec #>> '{source,file_name}', "
-		"c.spec ->> 'bucket', c.spec ->> 'staging_prefix', "
-		"c.spec #>> '{options,expected_sha256}', (c.resume -> 'state')::text, "
-		"c.spec ->> 'owner', c.spec #>> '{source,bucket}', "
-		"c.spec #>> '{source,key}', c.spec #>> '{source,repo_type}', "
-		"c.spec #>> '{source,repo}', c.spec #>> '{source,revision}', "
-		"(c.spec #> '{options,include}')::text, "
-		"(c.spec #> '{options,exclude}')::text, "
-		"c.spec #>> '{options,endpoint}' "
+	sql("SELECT c.job_id, c.attempt_id, c.fencing_token, "
+		"c.spec" OP_PATH_TEXT "'{source,kind}', "
+		"c.spec" OP_PATH_TEXT "'{source,uri}', "
+		"c.spec" OP_PATH_TEXT "'{source,file_name}', "
+		"c.spec" OP_GET_TEXT "'bucket', "
+		"c.spec" OP_GET_TEXT "'staging_prefix', "
+		"c.spec" OP_PATH_TEXT "'{options,expected_sha256}', "
+		"(c.resume" OP_GET "'state')::pg_catalog.text, "
+		"c.spec" OP_GET_TEXT "'owner', "
+		"c.spec" OP_PATH_TEXT "'{source,bucket}', "
+		"c.spec" OP_PATH_TEXT "'{source,key}', "
+		"c.spec" OP_PATH_TEXT "'{source,repo_type}', "
+		"c.spec" OP_PATH_TEXT "'{source,repo}', "
+		"c.spec" OP_PATH_TEXT "'{source,revision}', "
+		"(c.spec" OP_PATH "'{options,include}')::pg_catalog.text, "
+		"(c.spec" OP_PATH "'{options,exclude}')::pg_catalog.text, "
+		"c.spec" OP_PATH_TEXT "'{options,endpoint}' "
 		"FROM remora.claim($1, $2) c",
 		2, types, values, NULL);
 	claimed = SPI_tuptable;
 	n = (int) SPI_processed;
 	for (int i = 0; i < n; i++)
 	{
+		ClaimExtras x = {&out[i]};
+		int64       owner = 0;
+
 		SPI_tuptable = claimed;
 		out[i].job_id = strtoll(col_text(i, 1), NULL, 10);
 		out[i].attempt_id = keep_str(col_text(i, 2));
 		out[i].token = strtoll(col_text(i, 3), NULL, 10);
-		out[i].kind = keep_str(col_text(i, 4));
+		out[i].kind = keep_str(col_text(i, 4) ? col_text(i, 4) : "");
 		out[i].url = keep_str(col_text(i, 5));
 		out[i].file_name = keep_str(col_text(i, 6));
 		out[i].bucket = keep_str(col_text(i, 7));
 		out[i].staging = keep_str(col_text(i, 8));
 		out[i].expected_sha256 = keep_str(col_text(i, 9));
-		out[i].owner = (Oid) strtoul(col_text(i, 11), NULL, 10);
+		(void) parse_int64(col_text(i, 11), &owner);
+		out[i].owner = (Oid) owner;
 		out[i].source_bucket = keep_str(col_text(i, 12));
 		out[i].source_key = keep_str(col_text(i, 13));
 		out[i].repo_type = keep_str(col_text(i, 14));
 		out[i].repo = keep_str(col_text(i, 15));
 		out[i].revision = keep_str(col_text(i, 16));
-		{
-			char *inc = keep_str(col_text(i, 17));
-			char *exc = keep_str(col_text(i, 18));
-			char *ep = keep_str(col_text(i, 19));
-			bool  is_http = strcmp(out[i].kind, "http") == 0;
+		x.state = keep_str(col_text(i, 10));
+		x.include = keep_str(col_text(i, 17));
+		x.exclude = keep_str(col_text(i, 18));
+		x.endpoint = keep_str(col_text(i, 19));
 
-			out[i].resume = is_http ? read_resume(col_text(i, 10)) : NULL;
-			out[i].include = read_globs(inc, &out[i].ninclude);
-			out[i].exclude = read_globs(exc, &out[i].nexclude);
-			read_endpoint(&out[i], ep);
+		/* a spec a submit cannot have made is refused, not run */
+		if (out[i].bucket == NULL || out[i].staging == NULL ||
+			(strcmp(out[i].kind, "http") == 0 && out[i].url == NULL) ||
+			!guarded("reading a claimed job's options", out[i].job_id,
+					 claim_extras, &x))
+		{
+			out[i].broken = true;
+			continue;
+		}
+		if (strcmp(out[i].kind, "http") == 0 && x.state != NULL)
+		{
+			if (!guarded("reading a claimed job's checkpoint", out[i].job_id,
+						 claim_resume, &x))
+				x.why_restart = "the checkpoint it was offered is malformed";
+			if (x.why_restart)
+			{
+				out[i].why_restart = x.why_restart;
+				ereport(LOG, (errmsg("remora job " INT64_FORMAT
+									 " attempt %s starts from zero: %s",
+									 out[i].job_id, out[i].attempt_id,
+									 x.why_restart)));
+			}
 		}
 	}
 	tx_end();
@@ -806,44 +1314,77 @@ static void
 prior_lookup(void *arg, const char *const *paths, int n, RemoraPrior *out)
 {
 	Attempt      *a = arg;
-	Oid           types[3] = {INT8OID, UUIDOID, TEXTARRAYOID};
-	Datum         values[3];
 	Datum        *elems = palloc(sizeof(Datum) * n);
 	MemoryContext cxt = CurrentMemoryContext;
 
 	for (int i = 0; i < n; i++)
 		elems[i] = CStringGetTextDatum(paths[i]);
-	tx_begin("remora: looking up members of earlier attempts");
-	values[0] = Int64GetDatum(a->job_id);
-	values[1] = DirectFunctionCall1(uuid_in, CStringGetDatum(a->attempt_id));
-	values[2] = PointerGetDatum(
-		construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
-	/* the newest attempt's copy of each path */
-	sql("SELECT DISTINCT ON (m.path) array_position($3, m.path), m.key, "
-		"m.etag, m.sha256, m.size, coalesce(m.source ->> 'etag', ''), "
-		"coalesce(m.source ->> 'oid', '') "
-		"FROM remora.members m JOIN remora.attempts t USING (attempt_id) "
-		"WHERE t.job_id = $1 AND t.attempt_id <> $2 AND m.path = ANY ($3) "
-		"AND m.bucket = (SELECT bucket FROM remora.jobs WHERE job_id = $1) "
-		"ORDER BY m.path, t.attempt_no DESC",
-		3, types, values, NULL);
-	for (uint64 r = 0; r < SPI_processed; r++)
-	{
-		int          i = atoi(col_text(r, 1)) - 1;
-		RemoraPrior *p;
 
-		if (i < 0 || i >= n)
-			continue;
-		p = &out[i];
-		p->found = true;
-		snprintf(p->key, sizeof(p->key), "%s", col_text(r, 2));
-		snprintf(p->etag, sizeof(p->etag), "%s", col_text(r, 3));
-		snprintf(p->sha256, sizeof(p->sha256), "%s", col_text(r, 4));
-		p->size = strtoll(col_text(r, 5), NULL, 10);
-		snprintf(p->source_etag, sizeof(p->source_etag), "%s", col_text(r, 6));
-		snprintf(p->source_oid, sizeof(p->source_oid), "%s", col_text(r, 7));
+	/*
+	 * The engine called us: an ERROR must not unwind through it.  One that
+	 * happens is logged and the members are found in no earlier attempt
+	 * (they are transferred again).
+	 */
+	PG_TRY();
+	{
+		Oid   types[3] = {INT8OID, UUIDOID, TEXTARRAYOID};
+		Datum values[3];
+
+		tx_begin("remora: looking up members of earlier attempts");
+		values[0] = Int64GetDatum(a->job_id);
+		values[1] =
+			DirectFunctionCall1(uuid_in, CStringGetDatum(a->attempt_id));
+		values[2] = PointerGetDatum(
+			construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT));
+		/* the newest attempt's copy of each path */
+		sql("SELECT DISTINCT ON (m.path) pg_catalog.array_position($3, "
+			"m.path), m.key, m.etag, m.sha256, m.size, "
+			"coalesce(m.source" OP_GET_TEXT "'etag', ''), "
+			"coalesce(m.source" OP_GET_TEXT "'oid', '') "
+			"FROM remora.members m JOIN remora.attempts t "
+			"ON t.attempt_id" OP_EQ "m.attempt_id "
+			"WHERE t.job_id" OP_EQ "$1 AND t.attempt_id" OP_NE "$2 "
+			"AND m.path" OP_EQ "ANY ($3) "
+			"AND m.bucket" OP_EQ "(SELECT j.bucket FROM remora.jobs j "
+			"WHERE j.job_id" OP_EQ "$1) "
+			"ORDER BY m.path, t.attempt_no DESC",
+			3, types, values, NULL);
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			int          i;
+			RemoraPrior *p;
+			int64        size;
+
+			if (col_text(r, 1) == NULL || col_text(r, 2) == NULL ||
+				col_text(r, 3) == NULL || col_text(r, 4) == NULL ||
+				!parse_int64(col_text(r, 5), &size))
+				continue;
+			i = atoi(col_text(r, 1)) - 1;
+			if (i < 0 || i >= n)
+				continue;
+			p = &out[i];
+			p->found = true;
+			snprintf(p->key, sizeof(p->key), "%s", col_text(r, 2));
+			snprintf(p->etag, sizeof(p->etag), "%s", col_text(r, 3));
+			snprintf(p->sha256, sizeof(p->sha256), "%s", col_text(r, 4));
+			p->size = size;
+			snprintf(p->source_etag, sizeof(p->source_etag), "%s",
+					 col_text(r, 6));
+			snprintf(p->source_oid, sizeof(p->source_oid), "%s",
+					 col_text(r, 7));
+		}
+		tx_end();
 	}
-	tx_end();
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		EmitErrorReport();
+		FlushErrorState();
+		tx_abort();
+		for (int i = 0; i < n; i++)
+			out[i].found = false;
+	}
+	PG_END_TRY();
 	MemoryContextSwitchTo(cxt);
 	pfree(elems);
 }
@@ -858,7 +1399,8 @@ refuse_attempt(Claimed *c, const char *class, bool retryable, const char *msg)
 	e.retry_after = -1;
 	snprintf(e.message, sizeof(e.message), "%s", msg);
 	remora_resume_free(c->resume);
-	report_failure(c->attempt_id, c->token, &e);
+	c->resume = NULL;
+	(void) report_failure(c->job_id, c->attempt_id, c->token, &e);
 }
 
 /* An s3 or hf source: a set of members. */
@@ -905,7 +1447,14 @@ start_attempt(Claimed *c)
 	Attempt       *a;
 	bool           is_set = strcmp(c->kind, "http") != 0;
 	bool           resumed = false;
+	MemoryContext  old;
 
+	if (c->broken)
+	{
+		refuse_attempt(c, REMORA_ERR_INTERNAL, true,
+					   "the job's specification could not be read");
+		return;
+	}
 	if (is_set && strcmp(c->kind, "hf") != 0 && c->has_endpoint &&
 		!c->endpoint_found)
 	{
@@ -955,6 +1504,10 @@ started:
 	a->file_name =
 		MemoryContextStrdup(worker_cxt, c->file_name ? c->file_name : "");
 	a->rate_at = GetCurrentTimestamp();
+	a->forced_restart = c->why_restart;
+	old = MemoryContextSwitchTo(worker_cxt);
+	initStringInfo(&a->unsent);
+	MemoryContextSwitchTo(old);
 	a->progress_slot = progress_slot_acquire(a);
 	attempts[nattempts++] = a;
 	ereport(LOG, (errmsg("remora job " INT64_FORMAT
@@ -982,6 +1535,23 @@ claim(void)
 
 /* ---------------------------------------------------------------- sweep */
 
+/* One statement whose result is read after the guarded call. */
+typedef struct PlainCall
+{
+	const char *query;
+	int         nargs;
+	Oid        *types;
+	Datum      *values;
+} PlainCall;
+
+static void
+plain_call(void *arg)
+{
+	PlainCall *c = arg;
+
+	sql(c->query, c->nargs, c->types, c->values, NULL);
+}
+
 /*
  * Delete the objects of one hard-deleted job, or the staging of one attempt
  * that can no longer commit, if there is any.  A cleanup that fails is
@@ -990,10 +1560,11 @@ claim(void)
 static void
 sweep(bool start)
 {
-	Oid   types[1] = {INT4OID};
-	Datum values[1] = {Int32GetDatum(1)};
-	char *bucket = NULL;
-	char *prefix = NULL;
+	Oid       types[1] = {INT4OID};
+	Datum     values[1] = {Int32GetDatum(1)};
+	char     *bucket = NULL;
+	char     *prefix = NULL;
+	PlainCall c = {0};
 
 	if (sweep_task)
 	{
@@ -1022,9 +1593,14 @@ sweep(bool start)
 				? DirectFunctionCall1(uuid_in, CStringGetDatum(sweep_attempt))
 				: Int64GetDatum(sweep_job);
 		v2[1] = BoolGetDatum(ok);
-		sql(sweep_attempt[0] ? "SELECT remora.staging_cleaned($1, $2)"
-							 : "SELECT remora.job_objects_deleted($1, $2)",
-			2, t2, v2, NULL);
+		c.query = sweep_attempt[0]
+					  ? "SELECT remora.staging_cleaned($1, $2)"
+					  : "SELECT remora.job_objects_deleted($1, $2)";
+		c.nargs = 2;
+		c.types = t2;
+		c.values = v2;
+		/* if this fails, the cleanup is simply found and done again */
+		(void) guarded("recording a cleanup", sweep_job, plain_call, &c);
 		tx_end();
 		remora_task_free(sweep_task);
 		sweep_task = NULL;
@@ -1033,10 +1609,13 @@ sweep(bool start)
 		return;
 
 	tx_begin("remora: looking for objects to delete");
-	sql("SELECT attempt_id, job_id, bucket, prefix FROM "
-		"remora.staging_to_clean($1)",
-		1, types, values, NULL);
-	if (SPI_processed > 0)
+	c.query = "SELECT attempt_id, job_id, bucket, prefix FROM "
+			  "remora.staging_to_clean($1)";
+	c.nargs = 1;
+	c.types = types;
+	c.values = values;
+	if (guarded("looking for objects to delete", 0, plain_call, &c) &&
+		SPI_processed > 0 && col_text(0, 2) && col_text(0, 3) && col_text(0, 4))
 	{
 		char *att = col_text(0, 1);
 
@@ -1072,7 +1651,7 @@ make_engine(void)
 	cfg.target.region = remora_s3_region;
 	cfg.target.path_style = remora_s3_path_style;
 	cfg.target.access_key_id = remora_s3_access_key_id;
-	cfg.target.secret_access_key = remora_s3_secret_access_key;
+	cfg.target.secret_access_key = remora_target_secret();
 	cfg.part_size = (size_t) remora_part_size_kb * 1024;
 	cfg.allow_networks = remora_allow_networks;
 	cfg.deny_networks = remora_deny_networks;
@@ -1157,7 +1736,18 @@ static void
 shut_down(void)
 {
 	RemoraTaskError e = {0};
+	char            lock_timeout[32];
 
+	/* a cancel SIGTERM left pending must not cancel the calls below */
+	QueryCancelPending = false;
+
+	/*
+	 * Hand back at once what can be handed back: an attempt whose job row
+	 * someone holds is left to its lease rather than hold up the stop.
+	 */
+	snprintf(lock_timeout, sizeof(lock_timeout), "%d",
+			 Min(remora_protocol_lock_timeout_ms(), 500));
+	SetConfigOption("lock_timeout", lock_timeout, PGC_SUSET, PGC_S_OVERRIDE);
 	e.class = "worker";
 	e.retryable = true;
 	e.retry_after = 0;
@@ -1165,7 +1755,9 @@ shut_down(void)
 	for (int i = nattempts - 1; i >= 0; i--)
 	{
 		remora_task_abort(attempts[i]->task, false);
-		report_failure(attempts[i]->attempt_id, attempts[i]->token, &e);
+		/* one that cannot be handed back is left to its lease */
+		(void) report_failure(attempts[i]->job_id, attempts[i]->attempt_id,
+							  attempts[i]->token, &e);
 		forget_attempt(i);
 	}
 	if (sweep_task)
@@ -1175,12 +1767,15 @@ shut_down(void)
 
 	tx_begin("remora: recording the end of the incarnation");
 	{
-		Oid   types[1] = {UUIDOID};
-		Datum values[1] = {UUIDPGetDatum(&my_incarnation)};
+		Oid       types[1] = {UUIDOID};
+		Datum     values[1] = {UUIDPGetDatum(&my_incarnation)};
+		PlainCall c = {"UPDATE remora.incarnations SET stopped_at = "
+					   "pg_catalog.now() WHERE incarnation" OP_EQ "$1",
+					   1, types, values};
 
-		sql("UPDATE remora.incarnations SET stopped_at = now() WHERE "
-			"incarnation = $1",
-			1, types, values, NULL);
+		/* if this fails, the launcher records it */
+		(void) guarded("recording the end of the incarnation", 0, plain_call,
+					   &c);
 	}
 	tx_end();
 }
@@ -1241,7 +1836,12 @@ remora_worker_main(Datum main_arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, worker_sigterm);
 	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnection(remora_database, NULL, 0);
+	/* as remora.worker_role if one is set (the launcher checked it) */
+	BackgroundWorkerInitializeConnection(
+		remora_database,
+		remora_worker_role && remora_worker_role[0] ? remora_worker_role : NULL,
+		0);
+	remora_pin_session();
 	pgstat_report_appname("remora worker");
 
 	worker_cxt = AllocSetContextCreate(TopMemoryContext, "remora worker",
@@ -1281,21 +1881,30 @@ remora_worker_main(Datum main_arg)
 			{
 				ConfigReloadPending = false;
 				ProcessConfigFile(PGC_SIGHUP);
+				/* the lease may have changed: new timeouts, renew now */
+				remora_pin_session();
+				next_renew = 0;
 				config_changed = true;
 			}
 
+			/*
+			 * Bytes first (no transaction, nothing that waits), then the
+			 * renewals before any other protocol call of the round, so that
+			 * none can delay them.
+			 */
 			remora_engine_run(engine);
-			finish_attempts();
-
 			ts = GetCurrentTimestamp();
 			gen = pg_atomic_read_u64(&remora_shared->cancel_generation);
 			if (gen != seen_cancel || ts >= next_renew)
 			{
 				seen_cancel = gen;
-				renew_all();
 				next_renew = TimestampTzPlusMilliseconds(
 					ts, remora_lease_duration_ms / 3);
+				renew_all();
 			}
+			finish_attempts();
+
+			ts = GetCurrentTimestamp();
 			if (ts >= next_checkpoint)
 			{
 				checkpoint_all();
@@ -1358,10 +1967,7 @@ remora_worker_main(Datum main_arg)
 			MemoryContextSwitchTo(worker_cxt);
 			EmitErrorReport();
 			FlushErrorState();
-			AbortCurrentTransaction();
-			SPI_finish();
-			QueryCancelPending = false;
-			pgstat_report_activity(STATE_IDLE, NULL);
+			tx_abort();
 			timeout = 1000; /* do not spin on a repeating error */
 		}
 		PG_END_TRY();
