@@ -94,6 +94,18 @@ check "object: a missing object fails" wait_state "$m" failed 60
 check_eq "object: as a source error, not retried" \
 	"$(q "SELECT (last_error ->> 'class') || ' ' || attempts_used FROM remora.jobs WHERE job_id = $m")" "source 1"
 
+# --- a member whose key in the target would pass S3's 1,024 bytes is
+# refused with the reason, never cut short (the source key itself fits)
+long=$(printf 'k%.0s' $(seq 1 200))
+longkey="long/$long/$long/$long/$long/$long.bin" # 1,013 bytes
+head -c 100 /dev/urandom >"$T/long.bin"
+aws_s3 s3 cp --quiet "$T/long.bin" "s3://source/$longkey"
+l=$(q "SELECT remora_submit('s3://source/long/')")
+check "a member key longer than 1,024 bytes fails the job" wait_state "$l" failed 60
+check_eq "as a source error that names the limit, not retried" \
+	"$(q "SELECT (last_error ->> 'class') || ' ' || (last_error ->> 'retryable') || ' ' || (last_error ->> 'message' LIKE '%longer than 1024 bytes%') FROM remora.jobs WHERE job_id = $l")" \
+	"source false t"
+
 # --- a registered source endpoint (the store itself, without the proxy)
 q "SELECT remora.register_source_endpoint('direct', 'http://127.0.0.1:$S3_PORT', 'us-east-1', true, '$S3_ACCESS_KEY', '$S3_SECRET_KEY')" >/dev/null
 check_eq "endpoint: the view shows it without its credentials" \

@@ -1,5 +1,5 @@
 --
--- Protocol hardening (issue 9): commits are exact, a malformed checkpoint
+-- Protocol hardening: commits are exact, a malformed checkpoint
 -- is refused, a late failure report never raises, a hard delete deletes
 -- only its own job's attempt prefixes, canonical requests ignore explicit
 -- defaults, a default prefix may end in '/', and provenance trusts only
