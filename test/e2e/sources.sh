@@ -104,7 +104,7 @@ l=$(q "SELECT remora_submit('s3://source/long/')")
 check "a member key longer than 1,024 bytes fails the job" wait_state "$l" failed 60
 check_eq "as a source error that names the limit, not retried" \
 	"$(q "SELECT (last_error ->> 'class') || ' ' || (last_error ->> 'retryable') || ' ' || (last_error ->> 'message' LIKE '%longer than 1024 bytes%') FROM remora.jobs WHERE job_id = $l")" \
-	"source false t"
+	"source false true"
 
 # --- a registered source endpoint (the store itself, without the proxy)
 q "SELECT remora.register_source_endpoint('direct', 'http://127.0.0.1:$S3_PORT', 'us-east-1', true, '$S3_ACCESS_KEY', '$S3_SECRET_KEY')" >/dev/null
