@@ -145,6 +145,22 @@ extern bool     remora_s3_failed(const Request *req, CURLcode rc,
 								 RemoraTaskError *err, const char *what);
 extern void     remora_md5_base64(const unsigned char md5[16], char out[25]);
 
+/*
+ * ETags differ in form between stores and answers: quoted in headers and
+ * listings, unquoted in some copy answers, entity-quoted where nothing
+ * decoded the XML.  Canonical form: one pair of plain quotes around the
+ * value.  Equality ignores the case of hex digits.
+ */
+#define REMORA_ETAG_MAX 256
+extern void  remora_etag_canon(const char *src, char *dst, size_t dstlen);
+extern bool  remora_etag_equal(const char *a, const char *b);
+extern bool  remora_etag_is_md5(const char *etag);
+extern bool  remora_etag_is_multipart(const char *etag, int nparts);
+extern bool  remora_etag_of_parts(const char *const *part_etags, int nparts,
+								  char *dst, size_t dstlen);
+extern char *remora_s3_answer_etag(const Request *req, const char *root,
+								   RemoraTaskError *err, const char *what);
+
 /* hash.c: SHA-256 whose state can be saved at a block boundary */
 typedef struct RemoraSha256 RemoraSha256;
 

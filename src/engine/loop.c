@@ -18,8 +18,10 @@
  *
  *-------------------------------------------------------------------------
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -507,12 +509,51 @@ opensocket_cb(void *clientp, curlsocktype purpose,
 	return socket(address->family, address->socktype, address->protocol);
 }
 
+/*
+ * The same decision again for every request, on the connection it is about
+ * to be sent on: curl may hand a request a pooled connection that another
+ * request opened (one to the target store, which the policy does not
+ * judge), and then no socket is opened for it.
+ */
+static int
+prereq_cb(void *clientp, char *primary_ip, char *local_ip, int primary_port,
+		  int local_port)
+{
+	Request                *req = clientp;
+	struct sockaddr_storage ss;
+	struct sockaddr_in     *in4 = (struct sockaddr_in *) &ss;
+	struct sockaddr_in6    *in6 = (struct sockaddr_in6 *) &ss;
+
+	(void) local_ip;
+	(void) local_port;
+	memset(&ss, 0, sizeof(ss));
+	if (inet_pton(AF_INET, primary_ip, &in4->sin_addr) == 1)
+	{
+		in4->sin_family = AF_INET;
+		in4->sin_port = htons((uint16_t) primary_port);
+	}
+	else if (inet_pton(AF_INET6, primary_ip, &in6->sin6_addr) == 1)
+	{
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t) primary_port);
+	}
+	if (!remora_netpolicy_allows(req->engine->policy, (struct sockaddr *) &ss,
+								 req->policy_why, sizeof(req->policy_why)))
+	{
+		req->policy_denied = true;
+		return CURL_PREREQFUNC_ABORT;
+	}
+	return CURL_PREREQFUNC_OK;
+}
+
 /* Options for requests to user-supplied locations. */
 void
 remora_req_set_source_options(Request *req)
 {
 	curl_easy_setopt(req->easy, CURLOPT_OPENSOCKETFUNCTION, opensocket_cb);
 	curl_easy_setopt(req->easy, CURLOPT_OPENSOCKETDATA, req);
+	curl_easy_setopt(req->easy, CURLOPT_PREREQFUNCTION, prereq_cb);
+	curl_easy_setopt(req->easy, CURLOPT_PREREQDATA, req);
 	/* a proxy would make the policy judge the proxy, not the source */
 	curl_easy_setopt(req->easy, CURLOPT_NOPROXY, "*");
 	curl_easy_setopt(req->easy, CURLOPT_PROXY, "");

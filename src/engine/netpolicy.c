@@ -38,7 +38,11 @@ static const char *const default_deny[] = {
 	"240.0.0.0/4",     /* reserved, broadcast */
 	"::/128",          /* unspecified */
 	"::1/128",         /* loopback */
+	"64:ff9b::/96",    /* NAT64: reaches the IPv4 address it embeds */
+	"64:ff9b:1::/48",  /* local-use NAT64 */
 	"100::/64",        /* discard */
+	"2001::/32",       /* Teredo: embeds an IPv4 address */
+	"2002::/16",       /* 6to4: embeds an IPv4 address */
 	"2001:db8::/32",   /* documentation */
 	"fc00::/7",        /* unique local */
 	"fe80::/10",       /* link-local */

@@ -584,6 +584,80 @@ remora_s3xml_listing_free(RemoraS3Listing *l)
 }
 
 /* ---------------------------------------------------------------------
+ * ListMultipartUploads
+ * ---------------------------------------------------------------------
+ */
+
+/* One <Upload>: Key and UploadId, both required, non-empty, unique. */
+static bool
+read_upload(xmlNodePtr upload, RemoraS3Upload *u)
+{
+	return unique_child_text(upload, "Key", false, &u->key) && u->key &&
+		   u->key[0] &&
+		   unique_child_text(upload, "UploadId", true, &u->upload_id) &&
+		   u->upload_id && u->upload_id[0];
+}
+
+static bool
+read_uploads(xmlNodePtr root, RemoraS3Uploads *out)
+{
+	xmlNodePtr child;
+	size_t     n = 0;
+
+	for (child = root->children; child != NULL; child = child->next)
+		if (name_is(child, "Upload"))
+			n++;
+	if (n > 0 && (out->uploads = calloc(n, sizeof(RemoraS3Upload))) == NULL)
+		return false;
+	for (child = root->children; child != NULL; child = child->next)
+		if (name_is(child, "Upload") &&
+			!read_upload(child, &out->uploads[out->nuploads++]))
+			return false;
+	return read_truncated(root, &out->truncated) &&
+		   unique_child_text(root, "NextKeyMarker", false,
+							 &out->next_key_marker) &&
+		   unique_child_text(root, "NextUploadIdMarker", true,
+							 &out->next_upload_id_marker);
+}
+
+bool
+remora_s3xml_uploads(const char *body, size_t len, RemoraS3Uploads *out)
+{
+	xmlDocPtr  doc;
+	xmlNodePtr root;
+	bool       ok;
+
+	if (out == NULL)
+		return false;
+	memset(out, 0, sizeof(*out));
+	doc = parse_body(body, len);
+	if (doc == NULL)
+		return false;
+	root = xmlDocGetRootElement(doc);
+	ok = name_is(root, "ListMultipartUploadsResult") && read_uploads(root, out);
+	xmlFreeDoc(doc);
+	if (!ok)
+		remora_s3xml_uploads_free(out);
+	return ok;
+}
+
+void
+remora_s3xml_uploads_free(RemoraS3Uploads *u)
+{
+	if (u == NULL)
+		return;
+	for (int i = 0; i < u->nuploads; i++)
+	{
+		free(u->uploads[i].key);
+		free(u->uploads[i].upload_id);
+	}
+	free(u->uploads);
+	free(u->next_key_marker);
+	free(u->next_upload_id_marker);
+	memset(u, 0, sizeof(*u));
+}
+
+/* ---------------------------------------------------------------------
  * Request bodies
  * ---------------------------------------------------------------------
  */

@@ -81,6 +81,31 @@ extern bool remora_s3xml_listing(const char *body, size_t len,
 								 RemoraS3Listing *out);
 extern void remora_s3xml_listing_free(RemoraS3Listing *l);
 
+/* One <Upload> of ListMultipartUploads */
+typedef struct RemoraS3Upload
+{
+	char *key;
+	char *upload_id;
+} RemoraS3Upload;
+
+typedef struct RemoraS3Uploads
+{
+	RemoraS3Upload *uploads;
+	int             nuploads;
+	bool            truncated;
+	char           *next_key_marker; /* NULL if absent */
+	char           *next_upload_id_marker;
+} RemoraS3Uploads;
+
+/*
+ * Parse a ListMultipartUploads result (<ListMultipartUploadsResult>).
+ * Returns false on anything else, or when an Upload lacks its Key or
+ * UploadId, with the result cleared.
+ */
+extern bool remora_s3xml_uploads(const char *body, size_t len,
+								 RemoraS3Uploads *out);
+extern void remora_s3xml_uploads_free(RemoraS3Uploads *u);
+
 /*
  * Build the body of DeleteObjects (<Delete><Quiet>true</Quiet><Object>
  * <Key>...</Key></Object>...</Delete>) with keys XML-escaped.  Returns a

@@ -32,6 +32,10 @@
 #include <strings.h>
 #include <time.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
 #include "engine/engine_int.h"
 #include "engine/json.h"
 #include "engine/s3xml.h"
@@ -145,11 +149,16 @@ struct RemoraSet
 	int     running;
 	int64_t seq; /* members started, for segment prefixes */
 
-	/* duplicates: 64-bit hashes of member paths and their contents */
-	uint64_t *seen_path;
-	uint64_t *seen_content;
-	size_t    seen_cap; /* power of two */
-	size_t    seen_n;
+	/*
+	 * Duplicates: 64-bit hashes of member paths and their contents, keyed
+	 * with a random key of this set's, so that a source cannot name two
+	 * members whose hashes collide (one would be taken for the other).
+	 */
+	unsigned char seen_key[16];
+	uint64_t     *seen_path;
+	uint64_t     *seen_content;
+	size_t        seen_cap; /* power of two */
+	size_t        seen_n;
 
 	/* completed members */
 	RemoraSetMember *cpq;
@@ -292,15 +301,19 @@ selected(const RemoraSet *set, const char *path)
 
 /* ------------------------------------------------------------ duplicates */
 
-static uint64_t
-fnv1a(const char *s, uint64_t h)
+/* The first 64 bits of HMAC-SHA256(the set's key, s); false on failure. */
+static bool
+keyed_hash(const RemoraSet *set, const char *s, uint64_t *out)
 {
-	for (; *s; s++)
-	{
-		h ^= (unsigned char) *s;
-		h *= 1099511628211ULL;
-	}
-	return h;
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int  len = 0;
+
+	if (HMAC(EVP_sha256(), set->seen_key, sizeof(set->seen_key),
+			 (const unsigned char *) s, strlen(s), mac, &len) == NULL ||
+		len < sizeof(uint64_t))
+		return false;
+	memcpy(out, mac, sizeof(uint64_t));
+	return true;
 }
 
 /*
@@ -311,9 +324,13 @@ fnv1a(const char *s, uint64_t h)
 static int
 seen_add(RemoraSet *set, const char *path, const char *content)
 {
-	uint64_t ph = fnv1a(path, 14695981039346656037ULL) | 1;
-	uint64_t ch = fnv1a(content, 14695981039346656037ULL);
+	uint64_t ph;
+	uint64_t ch;
 	size_t   i;
+
+	if (!keyed_hash(set, path, &ph) || !keyed_hash(set, content, &ch))
+		return -2;
+	ph |= 1; /* 0 marks a free slot */
 
 	if ((set->seen_n + 1) * 2 > set->seen_cap)
 	{
@@ -399,6 +416,19 @@ add_entry(RemoraSet *set, Entry *e)
 		entry_free(e);
 		return true;
 	}
+	if (strlen(set->staging) + strlen("data/") + strlen(e->path) >
+		REMORA_MAX_S3_KEY_LEN)
+	{
+		char shown[300];
+
+		sanitized(shown, sizeof(shown), e->path);
+		entry_free(e);
+		set_fail(set, REMORA_ERR_SOURCE, false, 0,
+				 "the member path \"%s\" is too long: its key in the target "
+				 "store would be longer than %d bytes",
+				 shown, REMORA_MAX_S3_KEY_LEN);
+		return false;
+	}
 	snprintf(content, sizeof(content), "%" PRId64 "/%s/%s", e->size,
 			 e->src_etag ? e->src_etag : "", e->oid ? e->oid : "");
 	dup = seen_add(set, e->path, content);
@@ -479,8 +509,7 @@ lookup_priors(RemoraSet *set, Entry *from)
 		if (!p->found || p->size != e->size)
 			continue;
 		if (set->kind == REMORA_SET_S3)
-			same = e->src_etag && p->source_etag[0] &&
-				   strcmp(p->source_etag, e->src_etag) == 0;
+			same = remora_etag_equal(p->source_etag, e->src_etag);
 		else
 			same = e->oid && p->source_oid[0] &&
 				   strcmp(p->source_oid, e->oid) == 0;
@@ -562,7 +591,9 @@ s3_list_done(Request *req, CURLcode rc)
 		}
 		e->path = strdup(set->single ? set->file_name : o->key + plen);
 		e->src_key = strdup(o->key);
-		e->src_etag = xstrdup(o->etag ? o->etag : "");
+		e->src_etag = malloc(REMORA_ETAG_MAX);
+		if (e->src_etag)
+			remora_etag_canon(o->etag, e->src_etag, REMORA_ETAG_MAX);
 		e->src_lm = xstrdup(o->last_modified ? o->last_modified : "");
 		e->size = o->size;
 		if (!e->path || !e->src_key || !e->src_etag || !e->src_lm)
@@ -917,14 +948,6 @@ list_next(RemoraSet *set)
 
 /* ------------------------------------------------------------ members */
 
-/* An ETag that is the MD5 of the content: "<32 hex digits>" */
-static bool
-plain_md5_etag(const char *t)
-{
-	return t && strlen(t) == 34 && t[0] == '"' && t[33] == '"' &&
-		   strspn(t + 1, "0123456789abcdef") == 32;
-}
-
 static char *
 target_key(RemoraSet *set, const char *path)
 {
@@ -1025,15 +1048,16 @@ reuse_done(Request *req, CURLcode rc)
 		e->state = E_WAITING;
 		return;
 	}
-	etag = req->body ? remora_s3xml_text(req->body, req->body_len, "ETag", NULL)
-					 : NULL;
+	etag = remora_s3_answer_etag(req, "CopyObjectResult", &err,
+								 "reusing an earlier attempt's copy");
 
 	/*
 	 * The earlier copy is immutable, but say so by its ETag where that is
 	 * the content's MD5 (a copy of a multipart object gets a new one).
 	 */
-	if (etag == NULL ||
-		(plain_md5_etag(e->prior->etag) && strcmp(etag, e->prior->etag) != 0))
+	if (etag == NULL || etag[0] == '\0' ||
+		(remora_etag_is_md5(e->prior->etag) &&
+		 !remora_etag_equal(etag, e->prior->etag)))
 	{
 		free(etag);
 		free(e->prior);
@@ -1108,7 +1132,7 @@ reap_child(RemoraSet *set, Entry *e)
 		 * If-Match): otherwise the next attempt lists again.
 		 */
 		if (e->src_etag && e->src_etag[0] &&
-			strcmp(r->source_etag, e->src_etag) != 0)
+			!remora_etag_equal(r->source_etag, e->src_etag))
 		{
 			char shown[300];
 
@@ -1160,7 +1184,7 @@ static bool
 server_copy_fits(const RemoraSet *set, const Entry *e)
 {
 	return set->kind == REMORA_SET_S3 && set->same_store &&
-		   e->size <= COPY_OBJECT_MAX && plain_md5_etag(e->src_etag);
+		   e->size <= COPY_OBJECT_MAX && remora_etag_is_md5(e->src_etag);
 }
 
 /* The member changed since it was listed: the next attempt lists again. */
@@ -1205,9 +1229,20 @@ server_copy_done(Request *req, CURLcode rc)
 			member_retry(set, e, &err);
 		return;
 	}
-	etag = req->body ? remora_s3xml_text(req->body, req->body_len, "ETag", NULL)
-					 : NULL;
-	if (etag == NULL || strcmp(etag, e->src_etag) != 0)
+	etag = remora_s3_answer_etag(req, "CopyObjectResult", &err,
+								 "copying inside the store");
+	if (etag == NULL)
+	{
+		member_retry(set, e, &err);
+		return;
+	}
+
+	/*
+	 * The copy's ETag is its content's MD5: it proves that what was copied
+	 * is what was hashed, also where the store ignores
+	 * x-amz-copy-source-if-match (RGW does).
+	 */
+	if (!remora_etag_equal(etag, e->src_etag))
 	{
 		free(etag);
 		changed(set, e);
@@ -1259,7 +1294,7 @@ hash_done(Request *req, CURLcode rc)
 			member_retry(set, e, &err);
 		return;
 	}
-	if (strcmp(req->etag, e->src_etag) != 0 || e->hbytes != e->size)
+	if (!remora_etag_equal(req->etag, e->src_etag) || e->hbytes != e->size)
 	{
 		set->running--;
 		changed(set, e);
@@ -1574,7 +1609,14 @@ mpart_done(Request *req, CURLcode rc)
 		return;
 	}
 	set->part_etags = pe;
-	set->part_etags[set->nparts++] = strdup(req->etag);
+	set->part_etags[set->nparts] = malloc(REMORA_ETAG_MAX);
+	if (set->part_etags[set->nparts] == NULL)
+	{
+		set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+		return;
+	}
+	remora_etag_canon(req->etag, set->part_etags[set->nparts++],
+					  REMORA_ETAG_MAX);
 }
 
 static void
@@ -1597,12 +1639,63 @@ minit_done(Request *req, CURLcode rc)
 				 "starting the manifest upload: no UploadId");
 }
 
+/* The manifest object is complete in the store, with this ETag. */
+static void
+manifest_written(RemoraSet *set, const char *etag)
+{
+	char want[REMORA_ETAG_MAX];
+
+	if (set->upload_id && remora_etag_is_multipart(etag, set->nparts) &&
+		remora_etag_of_parts((const char *const *) set->part_etags, set->nparts,
+							 want, sizeof(want)) &&
+		!remora_etag_equal(etag, want))
+	{
+		set_fail(set, REMORA_ERR_S3, true, 0,
+				 "completing the manifest upload: its ETag %s is not that of "
+				 "the parts sent",
+				 etag);
+		return;
+	}
+	snprintf(set->result.manifest_etag, sizeof(set->result.manifest_etag), "%s",
+			 etag);
+	set->phase = S_DONE;
+	set->state = REMORA_TASK_SUCCEEDED;
+}
+
+/* The completion named no ETag (RGW): the object's HEAD does. */
+static void
+mhead_done(Request *req, CURLcode rc)
+{
+	RemoraSet      *set = req->owner;
+	RemoraTaskError err;
+	char            etag[REMORA_ETAG_MAX];
+
+	set->mreq = NULL;
+	if (remora_s3_failed(req, rc, &err, "reading the manifest object"))
+	{
+		set_fail_with(set, &err, NULL);
+		return;
+	}
+	remora_etag_canon(req->etag, etag, sizeof(etag));
+	if (etag[0] == '\0' ||
+		req->content_length != remora_sha256_bytes(set->msha))
+	{
+		set_fail(set, REMORA_ERR_S3, true, req->status,
+				 "completing the manifest upload: the object has %" PRId64
+				 " bytes and ETag '%s', not %" PRId64 " bytes",
+				 req->content_length, etag, remora_sha256_bytes(set->msha));
+		return;
+	}
+	manifest_written(set, etag);
+}
+
 static void
 mfinal_done(Request *req, CURLcode rc)
 {
 	RemoraSet      *set = req->owner;
 	RemoraTaskError err;
-	char           *root = NULL;
+	char           *etag;
+	char            errbuf[256];
 
 	set->mreq = NULL;
 	free(set->part_body);
@@ -1612,38 +1705,38 @@ mfinal_done(Request *req, CURLcode rc)
 		set_fail_with(set, &err, NULL);
 		return;
 	}
-	if (set->upload_id)
+	if (set->upload_id == NULL)
 	{
-		/* CompleteMultipartUpload may answer 200 with an <Error> */
-		char *etag = req->body ? remora_s3xml_text(req->body, req->body_len,
-												   "ETag", &root)
-							   : NULL;
+		char canon[REMORA_ETAG_MAX];
 
-		if (etag == NULL || root == NULL ||
-			strcmp(root, "CompleteMultipartUploadResult") != 0)
-		{
-			free(etag);
-			free(root);
+		remora_etag_canon(req->etag, canon, sizeof(canon));
+		if (canon[0] == '\0')
 			set_fail(set, REMORA_ERR_S3, true, req->status, "%s",
-					 "completing the manifest upload failed");
-			return;
-		}
-		snprintf(set->result.manifest_etag, sizeof(set->result.manifest_etag),
-				 "%s", etag);
-		free(etag);
-		free(root);
-	}
-	else if (req->etag[0] == '\0')
-	{
-		set_fail(set, REMORA_ERR_S3, true, req->status, "%s",
-				 "writing the manifest: the store answered no ETag");
+					 "writing the manifest: the store answered no ETag");
+		else
+			manifest_written(set, canon);
 		return;
 	}
+	etag = remora_s3_answer_etag(req, "CompleteMultipartUploadResult", &err,
+								 "completing the manifest upload");
+	if (etag == NULL)
+		set_fail_with(set, &err, NULL);
+	else if (etag[0] != '\0')
+		manifest_written(set, etag);
 	else
-		snprintf(set->result.manifest_etag, sizeof(set->result.manifest_etag),
-				 "%s", req->etag);
-	set->phase = S_DONE;
-	set->state = REMORA_TASK_SUCCEEDED;
+	{
+		S3Call call = {"HEAD", set->bucket, set->result.manifest_key,
+					   NULL,   0,           NULL,
+					   0,      NULL,        0,
+					   false,  true};
+
+		set->mreq =
+			s3_start(set, NULL, &call, mhead_done, errbuf, sizeof(errbuf));
+		if (set->mreq == NULL)
+			set_fail(set, REMORA_ERR_INTERNAL, true, 0,
+					 "reading the manifest object: %s", errbuf);
+	}
+	free(etag);
 }
 
 /* Send a full part of the manifest, or when finishing, the rest. */
@@ -1944,7 +2037,8 @@ remora_set_start(RemoraEngine *engine, const RemoraSetSpec *spec, char *errbuf,
 	set->nexclude = spec->nexclude;
 	set->msha = remora_sha256_new();
 	set->lsha = remora_sha256_new();
-	ok = set->display && set->bucket && set->staging && set->attempt_id &&
+	ok = RAND_bytes(set->seen_key, sizeof(set->seen_key)) == 1 &&
+		 set->display && set->bucket && set->staging && set->attempt_id &&
 		 list_ok(set->include, set->ninclude) &&
 		 list_ok(set->exclude, set->nexclude) && set->msha && set->lsha &&
 		 set_source(set, spec, engine, errbuf, errlen);

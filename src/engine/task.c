@@ -30,6 +30,7 @@
  */
 #include <ctype.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@
 
 #include "engine/engine_int.h"
 #include "engine/s3xml.h"
+#include "engine/source_uri.h"
 
 #define COPIES_IN_FLIGHT 4
 
@@ -145,14 +147,18 @@ struct RemoraTask
 	char  *manifest;
 	size_t manifest_len;
 
-	/* cleanup: delete everything under staging */
+	/* cleanup: delete everything under staging, then abort its uploads */
 	bool   cleanup;
 	char **del_keys;
+	char **del_uploads; /* upload ids, in the uploads phase */
 	int    ndel;
 	int    del_next;
 	int    deleting;
 	char  *list_token;
 	bool   list_more;
+	bool   uploads_phase;
+	char  *key_marker;
+	char  *upload_marker;
 
 	RemoraSegment   *cp_segments; /* the last checkpoint's view */
 	RemoraTaskResult result;
@@ -181,10 +187,16 @@ static void abort_upload(RemoraTask *task);
 
 /* ---------------------------------------------------------------- errors */
 
+static void fail(RemoraTask *task, const char *class, bool retryable,
+				 long http_status, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
 static void
 fail(RemoraTask *task, const char *class, bool retryable, long http_status,
-	 const char *fmt, const char *what)
+	 const char *fmt, ...)
 {
+	va_list ap;
+
 	if (task->state != REMORA_TASK_RUNNING)
 		return;
 	memset(&task->error, 0, sizeof(task->error));
@@ -192,8 +204,9 @@ fail(RemoraTask *task, const char *class, bool retryable, long http_status,
 	task->error.retryable = retryable;
 	task->error.http_status = http_status;
 	task->error.retry_after = -1;
-	snprintf(task->error.message, sizeof(task->error.message), fmt,
-			 what ? what : "");
+	va_start(ap, fmt);
+	vsnprintf(task->error.message, sizeof(task->error.message), fmt, ap);
+	va_end(ap);
 	task->state = REMORA_TASK_FAILED;
 }
 
@@ -313,14 +326,14 @@ segment_done(Request *req, CURLcode rc)
 		settle(task);
 		return;
 	}
-	if (req->etag[0] == '\0')
+	remora_etag_canon(req->etag, seg->etag, sizeof(seg->etag));
+	if (seg->etag[0] == '\0')
 	{
 		fail(task, REMORA_ERR_S3, true, req->status, "%s",
 			 "uploading a segment: the store answered no ETag");
 		settle(task);
 		return;
 	}
-	snprintf(seg->etag, sizeof(seg->etag), "%s", req->etag);
 	seg->done = true;
 	while (task->validated < task->nsegs && task->segs[task->validated].done)
 	{
@@ -698,6 +711,11 @@ source_done(Request *req, CURLcode rc)
 			{
 				free(task->url);
 				task->url = next;
+				/*
+				 * Trust was for the administrator's endpoint; where it sends
+				 * the request is judged like any source.
+				 */
+				task->trusted_source = false;
 				task->src_checked = false;
 				task->src_discard = false;
 				start_source(task);
@@ -887,7 +905,7 @@ verify_done(Request *req, CURLcode rc)
 		fail_with(task, &err);
 		return;
 	}
-	if (req->status != 200 || strcmp(req->etag, seg->etag) != 0 ||
+	if (req->status != 200 || !remora_etag_equal(req->etag, seg->etag) ||
 		req->content_length != seg->size)
 	{
 		char why[160];
@@ -993,25 +1011,112 @@ single_done(Request *req, CURLcode rc)
 		fail_with(task, &err);
 		return;
 	}
-	if (req->etag[0] == '\0')
+	remora_etag_canon(req->etag, task->result.member_etag,
+					  sizeof(task->result.member_etag));
+	if (task->result.member_etag[0] == '\0')
 	{
 		fail(task, REMORA_ERR_S3, true, req->status, "%s",
 			 "uploading the object: the store answered no ETag");
 		return;
 	}
-	snprintf(task->result.member_etag, sizeof(task->result.member_etag), "%s",
-			 req->etag);
 	member_written(task);
 }
 
 static void start_copies(RemoraTask *task);
+
+/* This attempt's own segments are no longer needed once the object is. */
+static void
+delete_own_segments(RemoraTask *task)
+{
+	for (int i = 0; i < task->nsegs; i++)
+		if (!task->segs[i].reused)
+		{
+			S3Call   del = {"DELETE",
+							task->bucket,
+							task->segs[i].key,
+							NULL,
+							0,
+							NULL,
+							0,
+							NULL,
+							0,
+							false,
+							false};
+			char     e[256];
+			Request *d =
+				remora_s3_request(task->engine, NULL, &del, NULL, e, sizeof(e));
+
+			if (d && !remora_req_start(d))
+				remora_req_cancel(d);
+		}
+}
+
+/*
+ * Is etag the assembled object's?  Where the store gives a completed
+ * upload the S3 form ("<MD5 of the parts' MD5s>-<parts>"), it must be the
+ * one computed from the parts copied; a store that answers otherwise (the
+ * test server gives the whole object's MD5) is not judged by it.
+ */
+static bool
+assembled_etag_ok(RemoraTask *task, const char *etag)
+{
+	char want[REMORA_ETAG_MAX];
+
+	if (!remora_etag_is_multipart(etag, task->nsegs) ||
+		!remora_etag_of_parts((const char *const *) task->part_etags,
+							  task->nsegs, want, sizeof(want)))
+		return true;
+	return remora_etag_equal(etag, want);
+}
+
+static void
+assembled(RemoraTask *task, const char *etag)
+{
+	if (!assembled_etag_ok(task, etag))
+	{
+		fail(task, REMORA_ERR_S3, true, 0,
+			 "completing the multipart upload: the object's ETag %s is not "
+			 "that of the parts copied",
+			 etag);
+		return;
+	}
+	snprintf(task->result.member_etag, sizeof(task->result.member_etag), "%s",
+			 etag);
+	task->upload_done = true;
+	delete_own_segments(task);
+	member_written(task);
+}
+
+/* The object as the store has it, when the completion named no ETag. */
+static void
+assembled_head_done(Request *req, CURLcode rc)
+{
+	RemoraTask     *task = req->owner;
+	RemoraTaskError err;
+	char            etag[REMORA_ETAG_MAX];
+
+	if (remora_s3_failed(req, rc, &err, "reading the completed object"))
+	{
+		fail_with(task, &err);
+		return;
+	}
+	remora_etag_canon(req->etag, etag, sizeof(etag));
+	if (etag[0] == '\0' || req->content_length != task->total)
+	{
+		fail(task, REMORA_ERR_S3, true, req->status,
+			 "completing the multipart upload: the object has %" PRId64
+			 " bytes and ETag '%s', not %" PRId64 " bytes",
+			 req->content_length, etag, task->total);
+		return;
+	}
+	assembled(task, etag);
+}
 
 static void
 complete_done(Request *req, CURLcode rc)
 {
 	RemoraTask     *task = req->owner;
 	RemoraTaskError err;
-	char           *root = NULL;
 	char           *etag;
 
 	if (remora_s3_failed(req, rc, &err, "completing the multipart upload"))
@@ -1019,50 +1124,30 @@ complete_done(Request *req, CURLcode rc)
 		fail_with(task, &err);
 		return;
 	}
-	etag = remora_s3xml_text(req->body, req->body_len, "ETag", &root);
-	if (etag == NULL || etag[0] == '\0' || root == NULL ||
-		strcmp(root, "CompleteMultipartUploadResult") != 0)
+	etag = remora_s3_answer_etag(req, "CompleteMultipartUploadResult", &err,
+								 "completing the multipart upload");
+	if (etag == NULL)
+		fail_with(task, &err);
+	else if (etag[0] == '\0')
 	{
-		/* S3 may answer 200 and put the error in the body */
-		RemoraTaskError e2;
-		Request         copy = *req;
+		/* RGW answers an empty <ETag>: HEAD tells */
+		S3Call call = {"HEAD",
+					   task->bucket,
+					   task->result.member_key,
+					   NULL,
+					   0,
+					   NULL,
+					   0,
+					   NULL,
+					   0,
+					   false,
+					   true};
 
-		copy.status = 500;
-		remora_s3_failed(&copy, CURLE_OK, &e2,
-						 "completing the multipart upload");
-		fail_with(task, &e2);
+		start_s3(task, &call, assembled_head_done, K_HEAD, 0);
 	}
 	else
-	{
-		snprintf(task->result.member_etag, sizeof(task->result.member_etag),
-				 "%s", etag);
-		task->upload_done = true;
-		/* this attempt's own segments are no longer needed */
-		for (int i = 0; i < task->nsegs; i++)
-			if (!task->segs[i].reused)
-			{
-				S3Call   del = {"DELETE",
-								task->bucket,
-								task->segs[i].key,
-								NULL,
-								0,
-								NULL,
-								0,
-								NULL,
-								0,
-								false,
-								false};
-				char     e[256];
-				Request *d = remora_s3_request(task->engine, NULL, &del, NULL,
-											   e, sizeof(e));
-
-				if (d && !remora_req_start(d))
-					remora_req_cancel(d);
-			}
-		member_written(task);
-	}
+		assembled(task, etag);
 	free(etag);
-	free(root);
 }
 
 static void
@@ -1093,8 +1178,8 @@ static void
 copy_done(Request *req, CURLcode rc)
 {
 	RemoraTask     *task = req->owner;
+	Segment        *seg = &task->segs[req->index - 1];
 	RemoraTaskError err;
-	char           *root = NULL;
 	char           *etag;
 
 	task->copies--;
@@ -1104,20 +1189,31 @@ copy_done(Request *req, CURLcode rc)
 		settle(task);
 		return;
 	}
-	etag = remora_s3xml_text(req->body, req->body_len, "ETag", &root);
-	if (etag == NULL || etag[0] == '\0' || root == NULL ||
-		strcmp(root, "CopyPartResult") != 0)
+	etag = remora_s3_answer_etag(req, "CopyPartResult", &err,
+								 "copying a segment into the object");
+	if (etag == NULL)
 	{
-		free(etag);
-		free(root);
-		fail(task, REMORA_ERR_S3, true, req->status,
-			 "copying a segment into the object: the store answered no part "
-			 "ETag%s",
-			 "");
+		fail_with(task, &err);
 		settle(task);
 		return;
 	}
-	free(root);
+
+	/*
+	 * A part copied from a whole segment has the segment's MD5 for its
+	 * ETag.  Checked, not assumed: a store may ignore the copy's
+	 * x-amz-copy-source-if-match.
+	 */
+	if (etag[0] == '\0' ||
+		(remora_etag_is_md5(seg->etag) && !remora_etag_equal(etag, seg->etag)))
+	{
+		fail(task, REMORA_ERR_S3, true, req->status,
+			 "copying segment %d into the object: the part's ETag '%s' is "
+			 "not the segment's %s",
+			 req->index, etag, seg->etag);
+		free(etag);
+		settle(task);
+		return;
+	}
 	task->part_etags[req->index - 1] = etag;
 	task->copied++;
 	if (task->copied == task->nsegs)
@@ -1335,14 +1431,14 @@ manifest_done(Request *req, CURLcode rc)
 		fail_with(task, &err);
 		return;
 	}
-	if (req->etag[0] == '\0')
+	remora_etag_canon(req->etag, task->result.manifest_etag,
+					  sizeof(task->result.manifest_etag));
+	if (task->result.manifest_etag[0] == '\0')
 	{
 		fail(task, REMORA_ERR_S3, true, req->status, "%s",
 			 "writing the manifest: the store answered no ETag");
 		return;
 	}
-	snprintf(task->result.manifest_etag, sizeof(task->result.manifest_etag),
-			 "%s", req->etag);
 	task->phase = P_DONE;
 	task->state = REMORA_TASK_SUCCEEDED;
 }
@@ -1419,13 +1515,20 @@ start_manifest(RemoraTask *task)
 
 static void cleanup_list(RemoraTask *task);
 
+static void cleanup_uploads_list(RemoraTask *task);
+
 static void
 free_del_keys(RemoraTask *task)
 {
 	for (int i = 0; i < task->ndel; i++)
+	{
 		free(task->del_keys[i]);
+		if (task->del_uploads)
+			free(task->del_uploads[i]);
+	}
 	free(task->del_keys);
-	task->del_keys = NULL;
+	free(task->del_uploads);
+	task->del_keys = task->del_uploads = NULL;
 	task->ndel = task->del_next = 0;
 }
 
@@ -1438,9 +1541,11 @@ cleanup_delete_done(Request *req, CURLcode rc)
 	RemoraTaskError err;
 
 	task->deleting--;
-	/* already gone is as good as deleted */
+	/* already gone (NoSuchKey, NoSuchUpload) is as good as deleted */
 	if (req->status != 404 &&
-		remora_s3_failed(req, rc, &err, "deleting a staging object"))
+		remora_s3_failed(req, rc, &err,
+						 task->uploads_phase ? "aborting a staging upload"
+											 : "deleting a staging object"))
 	{
 		fail_with(task, &err);
 		settle(task);
@@ -1455,11 +1560,14 @@ cleanup_next(RemoraTask *task)
 	while (task->state == REMORA_TASK_RUNNING &&
 		   task->deleting < DELETES_IN_FLIGHT && task->del_next < task->ndel)
 	{
+		int      i = task->del_next++;
+		RemoraKV q[1] = {
+			{"uploadId", task->del_uploads ? task->del_uploads[i] : ""}};
 		S3Call call = {"DELETE",
 					   task->bucket,
-					   task->del_keys[task->del_next++],
-					   NULL,
-					   0,
+					   task->del_keys[i],
+					   q,
+					   task->del_uploads ? 1 : 0,
 					   NULL,
 					   0,
 					   NULL,
@@ -1475,8 +1583,15 @@ cleanup_next(RemoraTask *task)
 		task->del_next == task->ndel)
 	{
 		free_del_keys(task);
-		if (task->list_more)
+		if (task->list_more && task->uploads_phase)
+			cleanup_uploads_list(task);
+		else if (task->list_more)
 			cleanup_list(task);
+		else if (!task->uploads_phase)
+		{
+			task->uploads_phase = true;
+			cleanup_uploads_list(task);
+		}
 		else
 		{
 			task->phase = P_DONE;
@@ -1549,6 +1664,88 @@ cleanup_list(RemoraTask *task)
 	call = (S3Call){"GET", task->bucket, NULL, q,     nq,   NULL,
 					0,     NULL,         0,    false, false};
 	start_s3(task, &call, cleanup_list_done, K_DELETE, 0);
+}
+
+/*
+ * Multipart uploads under the staging prefix that were never completed
+ * keep their parts, which no object listing shows: list them and abort
+ * each.  A store without ListMultipartUploads (the test server answers
+ * NotImplemented) has nothing to list.
+ */
+static void
+cleanup_uploads_done(Request *req, CURLcode rc)
+{
+	RemoraTask     *task = req->owner;
+	RemoraTaskError err;
+	RemoraS3Uploads u;
+	size_t          plen = strlen(task->staging);
+
+	if (rc == CURLE_OK && (req->status == 501 || req->status == 405))
+	{
+		task->list_more = false;
+		cleanup_next(task);
+		return;
+	}
+	if (remora_s3_failed(req, rc, &err, "listing staging uploads"))
+	{
+		fail_with(task, &err);
+		return;
+	}
+	if (!remora_s3xml_uploads(req->body, req->body_len, &u) ||
+		(u.truncated && u.next_key_marker == NULL))
+	{
+		remora_s3xml_uploads_free(&u);
+		fail(task, REMORA_ERR_S3, true, req->status, "%s",
+			 "listing staging uploads: the store's answer was not understood");
+		return;
+	}
+	task->del_keys = calloc(u.nuploads + 1, sizeof(char *));
+	task->del_uploads = calloc(u.nuploads + 1, sizeof(char *));
+	if (task->del_keys == NULL || task->del_uploads == NULL)
+	{
+		remora_s3xml_uploads_free(&u);
+		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+		return;
+	}
+	for (int i = 0; i < u.nuploads; i++)
+	{
+		/* the listing is by prefix; trust nothing outside it */
+		if (strncmp(u.uploads[i].key, task->staging, plen) != 0)
+			continue;
+		task->del_keys[task->ndel] = u.uploads[i].key;
+		task->del_uploads[task->ndel++] = u.uploads[i].upload_id;
+		u.uploads[i].key = u.uploads[i].upload_id = NULL;
+	}
+	free(task->key_marker);
+	free(task->upload_marker);
+	task->key_marker = task->upload_marker = NULL;
+	task->list_more = u.truncated;
+	if (u.truncated)
+	{
+		task->key_marker = u.next_key_marker;
+		task->upload_marker = u.next_upload_id_marker;
+		u.next_key_marker = u.next_upload_id_marker = NULL;
+	}
+	remora_s3xml_uploads_free(&u);
+	cleanup_next(task);
+}
+
+static void
+cleanup_uploads_list(RemoraTask *task)
+{
+	RemoraKV q[4];
+	int      nq = 0;
+	S3Call   call;
+
+	q[nq++] = (RemoraKV){"uploads", ""};
+	q[nq++] = (RemoraKV){"prefix", task->staging};
+	if (task->key_marker)
+		q[nq++] = (RemoraKV){"key-marker", task->key_marker};
+	if (task->upload_marker)
+		q[nq++] = (RemoraKV){"upload-id-marker", task->upload_marker};
+	call = (S3Call){"GET", task->bucket, NULL, q,     nq,   NULL,
+					0,     NULL,         0,    false, false};
+	start_s3(task, &call, cleanup_uploads_done, K_DELETE, 0);
 }
 
 /* ------------------------------------------------------------ lifecycle */
@@ -1668,6 +1865,17 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 		return NULL;
 	}
 	begin_buffer(task, &task->bufs[0]);
+	if (spec->member_key == NULL &&
+		strlen(task->staging) + strlen("data/") + strlen(task->file_name) >
+			REMORA_MAX_S3_KEY_LEN)
+	{
+		/* never a truncated key: fail the task, as the source's fault */
+		fail(task, REMORA_ERR_SOURCE, false, 0,
+			 "the file name is too long: its key in the target store would "
+			 "be longer than %d bytes",
+			 REMORA_MAX_S3_KEY_LEN);
+		return task;
+	}
 
 	adopt_resume(task, spec->resume);
 	task->verify_next = 1;
@@ -1844,12 +2052,15 @@ remora_task_free(RemoraTask *task)
 	free(task->manifest);
 	free_del_keys(task);
 	free(task->list_token);
+	free(task->key_marker);
+	free(task->upload_marker);
 	free(task);
 }
 
 /*
  * Delete every object under prefix (which must be a staging prefix or a
- * part of one, ending in '/').  Succeeds when nothing is left.
+ * part of one, ending in '/'), then abort every multipart upload under it.
+ * Succeeds when nothing is left.
  */
 RemoraTask *
 remora_cleanup_start(RemoraEngine *engine, const char *bucket,

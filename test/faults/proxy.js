@@ -25,7 +25,9 @@
 //   bigheader   answer 200 with a 256 KiB response header
 //   s3body:NAME:NNN  answer NNN with a hostile XML body: bomb (nested
 //               entities), xxe (an external entity), deep (deep nesting)
-// Listens on 127.0.0.1 only.
+//   redirect:URL  answer 302 with Location: URL (the rest of the action)
+// Listens on 127.0.0.1 only.  Idle client connections are closed after 1 s,
+// or KEEPALIVE_MS from the environment.
 'use strict'
 const http = require('node:http')
 
@@ -144,6 +146,11 @@ const server = http.createServer((req, res) => {
       return forward(req, res, { slow: true })
     case 'drop':
       return forward(req, res, { drop: arg.toLowerCase() })
+    case 'redirect':
+      req.resume()
+      res.writeHead(302, { Location: rule.action.slice('redirect:'.length), 'Content-Length': '0' })
+      res.end()
+      return
     case 'bigheader':
       req.resume()
       res.writeHead(200, { 'X-Padding': 'x'.repeat(256 * 1024), 'Content-Length': '2' })
@@ -173,6 +180,6 @@ const server = http.createServer((req, res) => {
       res.end('unknown action\n')
   }
 })
-server.keepAliveTimeout = 1000
+server.keepAliveTimeout = Number(process.env.KEEPALIVE_MS || 1000)
 server.listen(port, '127.0.0.1', () => console.log('ready'))
 process.on('SIGTERM', () => process.exit(0))

@@ -15,6 +15,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char     *body = (const char *) data;
 	RemoraS3Error   e;
 	RemoraS3Listing l;
+	RemoraS3Uploads u;
 	char           *root = NULL;
 	char           *text;
 
@@ -29,6 +30,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (l.objects[i].key == NULL || l.objects[i].size < 0)
 				abort();
 		remora_s3xml_listing_free(&l);
+	}
+	if (remora_s3xml_uploads(body, size, &u))
+	{
+		for (int i = 0; i < u.nuploads; i++)
+			if (u.uploads[i].key == NULL || u.uploads[i].upload_id == NULL)
+				abort();
+		remora_s3xml_uploads_free(&u);
 	}
 	return 0;
 }

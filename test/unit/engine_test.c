@@ -1,6 +1,7 @@
 /*
  * Unit tests of the engine's pure parts: S3 addressing (path and virtual-
- * host style, key encoding) and the resumable SHA-256 state.  No network.
+ * host style, key encoding), the resumable SHA-256 state, and the ETags
+ * and XML answers of different stores' dialects.  No network.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -136,12 +137,118 @@ test_sha256_state(void)
 	free(data);
 }
 
+/* ETags as AWS, the test server and RGW write them */
+static void
+test_etags(void)
+{
+	char        c[REMORA_ETAG_MAX];
+	const char *parts[2] = {"\"5d41402abc4b2a76b9719d911017c592\"",
+							"7D793037A0760186574B0282F2F435E7"};
+	const char *one[1] = {"\"5d41402abc4b2a76b9719d911017c592-3\""};
+
+	remora_etag_canon("764efa883dda1e11db47671c4a3bbd9e", c, sizeof(c));
+	CHECK_STR(c, "\"764efa883dda1e11db47671c4a3bbd9e\"",
+			  "an unquoted ETag (RGW's CopyObjectResult) gets its quotes");
+	remora_etag_canon("&quot;764e&quot;", c, sizeof(c));
+	CHECK_STR(c, "\"764e\"", "an entity-quoted ETag is quoted plainly");
+	remora_etag_canon(" \"764e\" ", c, sizeof(c));
+	CHECK_STR(c, "\"764e\"", "whitespace around an ETag is dropped");
+	remora_etag_canon("", c, sizeof(c));
+	CHECK_STR(c, "", "an empty ETag stays empty");
+	remora_etag_canon("\"\"", c, sizeof(c));
+	CHECK_STR(c, "", "a pair of quotes alone is no ETag");
+	remora_etag_canon("\"0123456789\"", c, 8);
+	CHECK_STR(c, "",
+			  "an ETag too long for the buffer is no ETag, not a "
+			  "truncated one");
+	CHECK(remora_etag_equal("\"764EFA\"", "764efa"),
+		  "equality ignores quotes and the case of hex digits");
+	CHECK(!remora_etag_equal("\"764efa\"", "\"764efb\""),
+		  "different ETags differ");
+	CHECK(!remora_etag_equal("", "") && !remora_etag_equal(NULL, "\"\""),
+		  "two missing ETags prove nothing, so they are not equal");
+	CHECK(remora_etag_is_md5("\"5d41402abc4b2a76b9719d911017c592\"") &&
+			  remora_etag_is_md5("5D41402ABC4B2A76B9719D911017C592"),
+		  "an MD5 ETag is recognised, quoted or not");
+	CHECK(!remora_etag_is_md5("\"5d41402abc4b2a76b9719d911017c592-2\"") &&
+			  !remora_etag_is_md5("\"5d41402abc4b2a76b9719d911017c59\""),
+		  "a multipart ETag or a short one is not an MD5");
+	CHECK(remora_etag_of_parts(parts, 2, c, sizeof(c)) &&
+			  strcmp(c, "\"065947336a2f2a95ba8899f3675c3be6-2\"") == 0,
+		  "the ETag of an object completed from two parts (known answer)");
+	CHECK(
+		remora_etag_is_multipart("\"065947336a2f2a95ba8899f3675c3be6-2\"", 2) &&
+			!remora_etag_is_multipart("\"065947336a2f2a95ba8899f3675c3be6-2\"",
+									  3) &&
+			!remora_etag_is_multipart("\"065947336a2f2a95ba8899f3675c3be6\"",
+									  1) &&
+			!remora_etag_is_multipart("\"06594733-2\"", 2),
+		"the S3 shape of a completed upload is told by its part count");
+	CHECK(!remora_etag_of_parts(one, 1, c, sizeof(c)),
+		  "no completed-object ETag from parts whose ETags are not MD5s");
+}
+
+static void
+answer(const char *body, const char *root, const char *want, bool retryable,
+	   const char *name)
+{
+	Request         req;
+	RemoraTaskError err;
+	char           *got;
+
+	memset(&req, 0, sizeof(req));
+	req.status = 200;
+	req.body = (char *) body;
+	req.body_len = strlen(body);
+	got = remora_s3_answer_etag(&req, root, &err, "testing");
+	if (want)
+		CHECK_STR(got, want, "%s", name);
+	else
+		CHECK(got == NULL && err.retryable == retryable &&
+				  strncmp(err.message, "testing: ", 9) == 0,
+			  "%s (%s)", name, err.message);
+	free(got);
+}
+
+static void
+test_answers(void)
+{
+	answer("<CompleteMultipartUploadResult><Bucket>b</Bucket><ETag></ETag>"
+		   "</CompleteMultipartUploadResult>",
+		   "CompleteMultipartUploadResult", "", false,
+		   "RGW's completion without an ETag: empty, to be HEADed");
+	answer("<CompleteMultipartUploadResult xmlns=\"http://s3.amazonaws.com/"
+		   "doc/2006-03-01/\"><ETag>&quot;3858f62230ac3c915f300c664312c11f-9"
+		   "&quot;</ETag></CompleteMultipartUploadResult>",
+		   "CompleteMultipartUploadResult",
+		   "\"3858f62230ac3c915f300c664312c11f-9\"", false,
+		   "AWS's completion: the entity-quoted ETag, canonical");
+	answer("<CopyObjectResult><LastModified>2026-01-01T00:00:00.000Z"
+		   "</LastModified><ETag>764efa883dda1e11db47671c4a3bbd9e</ETag>"
+		   "</CopyObjectResult>",
+		   "CopyObjectResult", "\"764efa883dda1e11db47671c4a3bbd9e\"", false,
+		   "RGW's unquoted CopyObjectResult ETag, canonical");
+	answer("<Error><Code>InternalError</Code><Message>We encountered an "
+		   "internal error.</Message></Error>",
+		   "CopyPartResult", NULL, true,
+		   "200 with an <Error> body is a retryable failure");
+	answer("<Error><Code>AccessDenied</Code><Message></Message></Error>",
+		   "CopyObjectResult", NULL, true,
+		   "200 with any <Error> body is a failure, judged as a 500");
+	answer("<ListBucketResult/>", "CopyObjectResult", NULL, true,
+		   "an answer of another kind is a failure");
+	answer("not xml", "CopyObjectResult", NULL, true,
+		   "an answer that is not XML is a failure");
+}
+
 int
 main(void)
 {
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	test_addressing();
 	test_sha256_state();
+	test_etags();
+	test_answers();
 	curl_global_cleanup();
 	return unit_done();
 }

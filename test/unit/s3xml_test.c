@@ -926,10 +926,55 @@ test_complete_body(void)
 		  "NULL array refused");
 }
 
+/* ListMultipartUploads, as AWS and RGW answer it */
+static void
+test_uploads(void)
+{
+	RemoraS3Uploads u;
+	const char     *aws =
+		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+		"<ListMultipartUploadsResult xmlns=\"http://s3.amazonaws.com/doc/"
+		"2006-03-01/\"><Bucket>b</Bucket><KeyMarker></KeyMarker>"
+		"<NextKeyMarker>remora/7/a/data/y</NextKeyMarker>"
+		"<NextUploadIdMarker>2~zz</NextUploadIdMarker><IsTruncated>true"
+		"</IsTruncated><Upload><Key>remora/7/a/data/x</Key><UploadId>2~abc"
+		"</UploadId></Upload><Upload><Key>remora/7/a/data/y</Key><UploadId>"
+		"2~zz</UploadId></Upload></ListMultipartUploadsResult>";
+	const char *empty = "<ListMultipartUploadsResult><Bucket>b</Bucket>"
+						"<IsTruncated>false</IsTruncated>"
+						"</ListMultipartUploadsResult>";
+
+	CHECK(remora_s3xml_uploads(aws, strlen(aws), &u) && u.nuploads == 2 &&
+			  strcmp(u.uploads[0].key, "remora/7/a/data/x") == 0 &&
+			  strcmp(u.uploads[1].upload_id, "2~zz") == 0 && u.truncated &&
+			  strcmp(u.next_key_marker, "remora/7/a/data/y") == 0 &&
+			  strcmp(u.next_upload_id_marker, "2~zz") == 0,
+		  "uploads: two uploads and the markers of the next page");
+	remora_s3xml_uploads_free(&u);
+	CHECK(remora_s3xml_uploads(empty, strlen(empty), &u) && u.nuploads == 0 &&
+			  !u.truncated && u.next_key_marker == NULL,
+		  "uploads: none");
+	remora_s3xml_uploads_free(&u);
+	CHECK(!remora_s3xml_uploads(
+			  "<ListMultipartUploadsResult><Upload><Key>k</Key></Upload>"
+			  "</ListMultipartUploadsResult>",
+			  86, &u) &&
+			  u.uploads == NULL,
+		  "uploads: an upload without an id is refused, and cleared");
+	CHECK(!remora_s3xml_uploads("<ListBucketResult/>", 19, &u),
+		  "uploads: another kind of answer is refused");
+	CHECK(!remora_s3xml_uploads(
+			  "<ListMultipartUploadsResult><IsTruncated>maybe</IsTruncated>"
+			  "</ListMultipartUploadsResult>",
+			  89, &u),
+		  "uploads: a truncation flag that is not a boolean is refused");
+}
+
 int
 main(void)
 {
 	test_errors();
+	test_uploads();
 	test_text();
 	test_listing();
 	test_entity_bomb();

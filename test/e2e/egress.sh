@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+#
+# The outbound policy on every hop and every connection: a registered
+# source endpoint (trusted, the administrator's) that redirects elsewhere
+# is judged like any source from there on, and a source request that would
+# ride a pooled connection to the target store (which the policy does not
+# judge) is judged on the address it is sent to.
+#
+set -Euo pipefail
+cd "$(dirname "$0")/../.."
+. test/lib/deps.sh
+. test/lib/cluster.sh
+. test/lib/e2e.sh
+. test/lib/services.sh
+. test/lib/stack.sh
+
+stack_up egress
+
+# One worker, so that the pooled connection of one job is there for the
+# next; sources only on nginx's and its proxy's ports; the target reached
+# through a proxy that keeps idle connections for a minute.
+POOL_PROXY=$(free_port)
+KEEPALIVE_MS=60000 node test/faults/proxy.js "$POOL_PROXY" "$S3_PORT" >"$T/pool.log" 2>&1 &
+echo $! >>"$T/pids"
+wait_port "$POOL_PROXY"
+cluster_stop "$T/pg" fast
+cat >>"$T/pg/data/postgresql.conf" <<CONF
+remora.max_workers = 1
+remora.allow_ports = '$NGINX_PORT,$SRC_PROXY,$S3_PROXY'
+remora.s3_endpoint = 'http://127.0.0.1:$POOL_PROXY'
+CONF
+cluster_start "$T/pg"
+
+make_file small.bin 100000
+fails_as_policy() {	# fails_as_policy JOB NAME
+	wait_state "$1" failed 30 || { not_ok "$2: the job fails"; return; }
+	check_eq "$2: refused by the outbound policy" \
+		"$(q "SELECT (last_error ->> 'class') || ' ' || (last_error ->> 'retryable') FROM remora_jobs WHERE job_id = $1")" \
+		"policy false"
+}
+
+# --- a pooled connection to the target is not a way around the policy
+j=$(q "SELECT remora_submit('$SRC/small.bin')")
+check "a job leaves a pooled connection to the target" wait_state "$j" succeeded 30
+key=$(q "SELECT key FROM remora_result($j)")
+rule "$POOL_PROXY" "match=GET%20/target/$key&action=status:500&count=0"	# counts only
+rule "$SRC_PROXY" "match=GET%20/to-target.bin&action=redirect:http://127.0.0.1:$POOL_PROXY/target/$key"
+j=$(q "SELECT remora_submit('$FLAKY/to-target.bin')")
+fails_as_policy "$j" "a redirect to the target store's host and port"
+check_eq "and the target's proxy never saw the source request" \
+	"$(hits "$POOL_PROXY" "GET%20/target/$key")" "0"
+
+# --- a registered endpoint's redirect is judged like any source's
+aws_s3 s3 cp "$WWW/small.bin" s3://target/ep/obj.bin >/dev/null
+q "SELECT remora.register_source_endpoint('redirecting', 'http://127.0.0.1:$S3_PROXY', 'us-east-1', true, '$S3_ACCESS_KEY', '$S3_SECRET_KEY')" >/dev/null
+for to in "http://169.254.169.254/latest/meta-data/" "http://127.0.0.2:$NGINX_PORT/small.bin"; do
+	curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
+	rule "$S3_PROXY" "match=GET%20/target/ep/obj.bin&action=redirect:$to"
+	j=$(q "SELECT remora_submit('s3://target/ep/obj.bin', options => '{\"endpoint\": \"redirecting\"}')")
+	fails_as_policy "$j" "an endpoint redirecting to $to"
+done
+curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
+j=$(q "SELECT remora_submit('s3://target/ep/obj.bin', options => '{\"endpoint\": \"redirecting\"}')")
+check "without the redirect the same endpoint job succeeds" wait_state "$j" succeeded 30
+
+e2e_finish
