@@ -42,10 +42,11 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS))
 
 # pg_regress finds test/regress/sql/<name>.sql and ./expected/<name>.out
-REGRESS = submit protocol security coordination retention views
+REGRESS = submit protocol security coordination retention views \
+	source_grants hardening
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 ISOLATION = claim-race lease-limit cancel-commit stale-token \
-	repeat-commit idempotent-submit renew-reconcile
+	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=. --load-extension=remora
 
 PG_CONFIG ?= pg_config

@@ -194,6 +194,20 @@ CREATE TABLE remora.target_grants (
 	PRIMARY KEY (grantee, bucket, prefix_pattern)
 );
 
+-- Which roles may read which s3:// sources.  endpoint NULL is the target
+-- store itself, a name is that registered source endpoint (the grant goes
+-- when the endpoint is dropped).  A pattern is a key, or a key prefix
+-- ending in '*'; '*' alone allows the whole bucket.
+CREATE TABLE remora.source_grants (
+	grantee			oid NOT NULL,
+	bucket			text NOT NULL,
+	prefix_pattern	text NOT NULL DEFAULT '*',
+	endpoint		text REFERENCES remora.source_endpoints ON DELETE CASCADE,
+	granted_by		oid NOT NULL,
+	granted_at		timestamptz NOT NULL DEFAULT now(),
+	UNIQUE NULLS NOT DISTINCT (grantee, bucket, prefix_pattern, endpoint)
+);
+
 /* ------------------------------------------------------------------------
  * Coordination state: reconstructible, emptied by a crash
  * ------------------------------------------------------------------------ */
@@ -219,6 +233,15 @@ CREATE UNLOGGED TABLE remora.leases (
 );
 CREATE INDEX leases_expiry_idx ON remora.leases (expires_at);
 
+-- The lock that claimers, and renew and reconcile when they re-create a
+-- lost lease, hold while they count leases against
+-- remora.max_active_leases: this one row, locked FOR UPDATE.  No role but
+-- the extension's owner may lock it (an advisory lock, anyone could hold).
+CREATE TABLE remora.lease_lock (
+	id				boolean PRIMARY KEY DEFAULT true CHECK (id)
+);
+INSERT INTO remora.lease_lock VALUES (true);
+
 SELECT pg_catalog.pg_extension_config_dump('remora.jobs', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.incarnations', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.attempts', '');
@@ -228,6 +251,7 @@ SELECT pg_catalog.pg_extension_config_dump('remora.results', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.source_endpoints', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.source_urls', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.target_grants', '');
+SELECT pg_catalog.pg_extension_config_dump('remora.source_grants', '');
 
 /* ------------------------------------------------------------------------
  * Row-level security: a user sees only their own jobs, an admin sees all.
@@ -265,10 +289,14 @@ ALTER TABLE remora.source_urls ENABLE ROW LEVEL SECURITY;
 ALTER TABLE remora.target_grants ENABLE ROW LEVEL SECURITY;
 CREATE POLICY target_grants_admin ON remora.target_grants FOR SELECT
 	USING (pg_catalog.pg_has_role(current_user, 'remora_admin', 'USAGE'));
+ALTER TABLE remora.source_grants ENABLE ROW LEVEL SECURITY;
+CREATE POLICY source_grants_admin ON remora.source_grants FOR SELECT
+	USING (pg_catalog.pg_has_role(current_user, 'remora_admin', 'USAGE'));
 
 GRANT SELECT ON remora.jobs, remora.attempts, remora.checkpoints,
 	remora.results, remora.members, remora.leases TO remora_user;
 GRANT SELECT ON remora.incarnations, remora.target_grants TO remora_admin;
+GRANT SELECT ON remora.source_grants TO remora_admin;
 
 /* ------------------------------------------------------------------------
  * Internal helpers (run inside the SECURITY DEFINER functions)
@@ -424,12 +452,85 @@ LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 	SELECT (spec ->> 'bucket' = current_setting('remora.default_bucket')
-			AND spec ->> 'prefix' = current_setting('remora.default_prefix'))
+			AND spec ->> 'prefix' = rtrim(current_setting('remora.default_prefix'), '/'))
 		OR pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
 		OR EXISTS (SELECT 1 FROM remora.target_grants g
 					WHERE g.bucket = spec ->> 'bucket'
 					  AND spec ->> 'prefix' LIKE remora._glob_like(g.prefix_pattern)
 					  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'))
+$$;
+
+-- A target prefix as the directory its jobs' areas are in: '' or 'p/'.
+CREATE FUNCTION remora._prefix_dir(prefix text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT CASE WHEN rtrim(prefix, '/') = '' THEN '' ELSE rtrim(prefix, '/') || '/' END $$;
+
+-- May caller read the s3:// source of spec?  remora_admin reads
+-- everything; anyone else needs a source grant for the bucket, the key or
+-- prefix, and the endpoint (none: the target store).  An object's key must
+-- match the pattern; a prefix source lists every key under it, so its
+-- pattern must end in '*' and its stem must begin the prefix.
+CREATE FUNCTION remora._may_read(caller oid, spec jsonb) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT spec #>> '{source,kind}' NOT IN ('s3_object', 's3_prefix')
+		OR pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
+		OR EXISTS (SELECT 1 FROM remora.source_grants g
+					WHERE g.bucket = spec #>> '{source,bucket}'
+					  AND g.endpoint IS NOT DISTINCT FROM spec #>> '{options,endpoint}'
+					  AND spec #>> '{source,key}' LIKE remora._glob_like(g.prefix_pattern)
+					  AND (spec #>> '{source,kind}' = 's3_object'
+						   OR right(g.prefix_pattern, 1) = '*')
+					  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'))
+$$;
+
+-- Does an s3:// source on the target store reach into the staging and
+-- result area of Remora's own jobs?  Every object a job writes is under
+-- <prefix>/<job id>/<attempt id>/.  Refused: a key or prefix inside such
+-- an area (by its shape, or under a job's <prefix>/<digits>/), and a
+-- prefix whose listing could return keys of an area, now or later: a
+-- parent of the directory of the default target, of an existing job's
+-- prefix or of an exact target grant, and anything that overlaps a target
+-- grant ending in '*' (jobs may be created anywhere under it).  Returns the
+-- area reached (as '<dir><job id>/' or '<dir>…/<job id>/'), or NULL.
+CREATE FUNCTION remora._job_area_reached(spec jsonb) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH src AS (
+		SELECT $1 #>> '{source,bucket}' AS bucket,
+			   $1 #>> '{source,key}' AS path,
+			   $1 #>> '{source,kind}' = 's3_prefix' AS listing
+		 WHERE $1 #>> '{source,kind}' IN ('s3_object', 's3_prefix')
+		   AND ($1 #>> '{options,endpoint}' IS NULL
+				OR EXISTS (SELECT 1 FROM remora.source_endpoints e
+							WHERE e.name = $1 #>> '{options,endpoint}'
+							  AND rtrim(e.url, '/') = rtrim(current_setting('remora.s3_endpoint'), '/')))),
+	dirs AS (
+		SELECT remora._prefix_dir(current_setting('remora.default_prefix')) AS dir,
+			   false AS wild
+		  FROM src WHERE src.bucket = current_setting('remora.default_bucket')
+		UNION
+		SELECT remora._prefix_dir(j.prefix), false
+		  FROM src JOIN remora.jobs j ON j.bucket = src.bucket
+		UNION
+		SELECT CASE WHEN right(g.prefix_pattern, 1) = '*'
+					THEN rtrim(g.prefix_pattern, '*')
+					ELSE remora._prefix_dir(g.prefix_pattern) END,
+			   right(g.prefix_pattern, 1) = '*'
+		  FROM src JOIN remora.target_grants g ON g.bucket = src.bucket)
+	SELECT coalesce(
+		(SELECT d.dir || CASE WHEN d.wild THEN '…/<job id>/' ELSE '<job id>/' END
+		   FROM src, dirs d
+		  WHERE (src.listing AND left(d.dir, length(src.path)) = src.path)
+			 OR (src.listing AND d.wild AND left(src.path, length(d.dir)) = d.dir)
+			 OR (NOT d.wild AND left(src.path, length(d.dir)) = d.dir
+				 AND substr(src.path, length(d.dir) + 1) ~ '^[0-9]+/')
+		  ORDER BY d.wild, d.dir DESC LIMIT 1),
+		(SELECT '<prefix>/<job id>/<attempt id>/' FROM src
+		  WHERE src.path ~ '(^|/)[0-9]+/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/'))
 $$;
 
 -- Record a validated job.  spec is the canonical definition with defaults
@@ -450,6 +551,8 @@ DECLARE
 	cron_job	bigint;
 	cron_run	bigint;
 	prov		jsonb;
+	area		text;
+	cron_runs	oid;
 BEGIN
 	IF idem_key IS NOT NULL THEN
 		SELECT job_id, request_hash INTO existing
@@ -481,11 +584,47 @@ BEGIN
 				  HINT = 'An administrator registers source endpoints.';
 	END IF;
 
+	IF NOT remora._may_read(caller, spec) THEN
+		RAISE EXCEPTION 'permission denied for source bucket "%" %', spec #>> '{source,bucket}',
+			CASE WHEN spec #>> '{source,kind}' = 's3_prefix'
+				 THEN format('prefix "%s"', spec #>> '{source,key}')
+				 ELSE format('key "%s"', spec #>> '{source,key}') END
+			|| CASE WHEN endpoint IS NULL THEN '' ELSE format(' on endpoint "%s"', endpoint) END
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Reading an s3:// source needs a source grant for its bucket, key or prefix and endpoint.',
+				  HINT = 'An administrator grants sources with remora.grant_source().';
+	END IF;
+	IF NOT pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE') THEN
+		area := remora._job_area_reached(spec);
+		IF area IS NOT NULL THEN
+			RAISE EXCEPTION 'permission denied for source bucket "%" %', spec #>> '{source,bucket}',
+				CASE WHEN spec #>> '{source,kind}' = 's3_prefix'
+					 THEN format('prefix "%s"', spec #>> '{source,key}')
+					 ELSE format('key "%s"', spec #>> '{source,key}') END
+				USING ERRCODE = 'insufficient_privilege',
+					  DETAIL = format('The source reaches "%s", where Remora keeps the staging objects and results of jobs.', area),
+					  HINT = 'Read a job''s result with remora_result() and remora_presign(); a prefix source must not contain the areas of Remora''s jobs.';
+		END IF;
+	END IF;
+
 	-- Provenance: who, from where, and the pg_cron job when pg_cron runs us.
-	IF to_regclass('cron.job_run_details') IS NOT NULL THEN
-		EXECUTE 'SELECT jobid, runid FROM cron.job_run_details
-				  WHERE job_pid = pg_backend_pid() AND status IN (''starting'', ''running'')
-				  ORDER BY runid DESC LIMIT 1'
+	-- Only the installed pg_cron extension's own run table is believed: a
+	-- look-alike cron.job_run_details that a user created would forge it.
+	SELECT c.oid INTO cron_runs
+	  FROM pg_catalog.pg_extension x
+	  JOIN pg_catalog.pg_depend d
+		ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+	   AND d.refobjid = x.oid AND d.deptype = 'e'
+	   AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+	  JOIN pg_catalog.pg_class c ON c.oid = d.objid
+	  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+	 WHERE x.extname = 'pg_cron' AND c.relname = 'job_run_details'
+	   AND n.nspname = 'cron';
+	IF cron_runs IS NOT NULL THEN
+		EXECUTE format('SELECT jobid, runid FROM %s
+						 WHERE job_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+						   AND status OPERATOR(pg_catalog.=) ANY (ARRAY[''starting'', ''running''])
+						 ORDER BY runid DESC LIMIT 1', cron_runs::pg_catalog.regclass)
 		   INTO cron_job, cron_run;
 	END IF;
 	prov := jsonb_strip_nulls(jsonb_build_object(
@@ -602,6 +741,11 @@ BEGIN
 			   THEN coalesce(hard_delete_requested_at, now())
 			   ELSE hard_delete_requested_at END
 	 WHERE job_id = job;
+	-- a job that never ran wrote nothing: its hard delete is done
+	IF hard AND NOT EXISTS (SELECT 1 FROM remora.attempts a WHERE a.job_id = job) THEN
+		UPDATE remora.jobs SET hard_deleted_at = coalesce(hard_deleted_at, now())
+		 WHERE job_id = job;
+	END IF;
 END
 $$;
 
@@ -752,6 +896,59 @@ AS $$
 	SELECT count(*) > 0 FROM gone
 $$;
 
+-- Administration of source grants (remora_admin): who may read which
+-- s3:// sources.  endpoint NULL is the target store, a name is a
+-- registered source endpoint.
+CREATE FUNCTION remora.grant_source(role name, bucket text,
+									prefix text DEFAULT '*',
+									endpoint text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	grantee oid := (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = $1);
+	caller	oid := (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = session_user);
+BEGIN
+	IF grantee IS NULL THEN
+		RAISE EXCEPTION 'role "%" does not exist', $1 USING ERRCODE = 'undefined_object';
+	END IF;
+	IF $2 IS NULL OR $2 !~ '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$' OR $2 ~ '\.\.' THEN
+		RAISE EXCEPTION 'invalid bucket' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'A bucket name is 3 to 63 lower-case letters, digits, ''.'' and ''-''.';
+	END IF;
+	IF $3 IS NULL OR $3 ~ '(^/|//|(^|/)\.\.?(/|$)|[[:cntrl:]\\])' OR length($3) > 1024
+		OR position('*' IN rtrim($3, '*')) > 0 THEN
+		RAISE EXCEPTION 'invalid prefix pattern' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'A pattern is a key, or a key prefix ending in ''*''; no leading ''/'', ''.'' or ''..'' segments, or control characters.';
+	END IF;
+	IF $4 IS NOT NULL AND NOT EXISTS (SELECT 1 FROM remora.source_endpoints e WHERE e.name = $4) THEN
+		RAISE EXCEPTION 'source endpoint "%" does not exist', $4
+			USING ERRCODE = 'undefined_object',
+				  HINT = 'Register it first with remora.register_source_endpoint().';
+	END IF;
+	INSERT INTO remora.source_grants (grantee, bucket, prefix_pattern, endpoint, granted_by)
+	VALUES (grantee, $2, $3, $4, coalesce(caller, 0))
+	ON CONFLICT DO NOTHING;
+END
+$$;
+
+CREATE FUNCTION remora.revoke_source(role name, bucket text,
+									 prefix text DEFAULT '*',
+									 endpoint text DEFAULT NULL)
+RETURNS boolean
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH gone AS (
+		DELETE FROM remora.source_grants g
+		 WHERE g.grantee = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = $1)
+		   AND g.bucket = $2 AND g.prefix_pattern = $3
+		   AND g.endpoint IS NOT DISTINCT FROM $4
+		RETURNING 1)
+	SELECT count(*) > 0 FROM gone
+$$;
+
 -- A time-limited GET URL for one member of the committed manifest.
 CREATE FUNCTION remora_presign(job bigint, path text,
 							   ttl interval DEFAULT '15 minutes')
@@ -763,11 +960,41 @@ LANGUAGE C VOLATILE;
  * Worker protocol
  * ------------------------------------------------------------------------ */
 
+-- Take the lease lock (see remora.lease_lock) until the transaction ends.
+CREATE FUNCTION remora._lock_leases() RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM 1 FROM remora.lease_lock FOR UPDATE;
+	IF NOT FOUND THEN
+		INSERT INTO remora.lease_lock VALUES (true) ON CONFLICT DO NOTHING;
+		PERFORM 1 FROM remora.lease_lock FOR UPDATE;
+	END IF;
+END
+$$;
+
+-- Leases in use, as claim counts them: every running job (its lease may
+-- have been lost with coordination state and not be re-created yet) and
+-- every lease row.
+CREATE FUNCTION remora._leases_in_use() RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT count(*)
+	  FROM (SELECT j.job_id FROM remora.jobs j WHERE j.state = 'running'
+			UNION
+			SELECT l.job_id FROM remora.leases l) s
+$$;
+
 -- Hand out up to max_jobs runnable jobs, by priority then age.  Each claim
 -- creates a new attempt with a fencing token greater than any before it
--- for the job, records the recovery ledger, and takes a lease.  Live leases
--- never exceed remora.max_active_leases: claimers serialise on an advisory
--- lock for the count, and skip job rows others hold.
+-- for the job, records the recovery ledger, and takes a lease.  Leases in
+-- use never exceed remora.max_active_leases: claimers serialise on the
+-- lease lock for the count (running jobs count, so a lost lease table does
+-- not make room), and skip job rows others hold.  A lease runs from when
+-- it is written (clock_timestamp()), not from a transaction start that may
+-- have waited on the lock.
 CREATE FUNCTION remora.claim(incarnation uuid, max_jobs integer DEFAULT 1)
 RETURNS TABLE (job_id bigint, attempt_id uuid, fencing_token bigint,
 			   spec jsonb, resume jsonb, lease_expires_at timestamptz)
@@ -781,7 +1008,7 @@ DECLARE
 	j			remora.jobs;
 	cp			remora.checkpoints;
 	new_attempt uuid;
-	expires		timestamptz := now() + remora._setting_interval('remora.lease_duration');
+	expires		timestamptz;
 BEGIN
 	IF incarnation IS NULL THEN
 		RAISE EXCEPTION 'incarnation must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -805,8 +1032,9 @@ BEGIN
 		RETURN;
 	END IF;
 
-	PERFORM pg_advisory_xact_lock(hashtext('remora.claim'));
-	room := least(max_jobs, lim - (SELECT count(*) FROM remora.leases));
+	PERFORM remora._lock_leases();
+	room := least(max_jobs, lim - remora._leases_in_use());
+	expires := clock_timestamp() + remora._setting_interval('remora.lease_duration');
 
 	FOR j IN
 		SELECT jb.* FROM remora.queue q
@@ -876,7 +1104,10 @@ AS $$
 $$;
 
 -- Extend the lease of the current attempt and token.  ok is false once the
--- attempt has lost authority; cancel_requested tells it to stop.
+-- attempt has lost authority; cancel_requested tells it to stop.  The new
+-- expiry counts from when it is written, so a renewal that waited on the
+-- job lock never writes a lease that has already lapsed; a lease lost with
+-- coordination state is re-created under the lease lock.
 CREATE FUNCTION remora.renew(attempt_id uuid, fencing_token bigint)
 RETURNS TABLE (ok boolean, cancel_requested boolean,
 			   lease_expires_at timestamptz)
@@ -887,7 +1118,7 @@ DECLARE
 	p_attempt	uuid := $1;
 	p_token		bigint := $2;
 	v			record;
-	expires		timestamptz := now() + remora._setting_interval('remora.lease_duration');
+	expires		timestamptz;
 BEGIN
 	v := remora._authorize(p_attempt, p_token);
 	IF v.verdict <> 'ok' THEN
@@ -898,10 +1129,14 @@ BEGIN
 		RETURN;
 	END IF;
 
+	IF NOT EXISTS (SELECT 1 FROM remora.leases l WHERE l.attempt_id = p_attempt) THEN
+		PERFORM remora._lock_leases();
+	END IF;
+	expires := clock_timestamp() + remora._setting_interval('remora.lease_duration');
 	INSERT INTO remora.leases AS l (attempt_id, job_id, fencing_token, incarnation, expires_at)
 	VALUES (p_attempt, (v.j).job_id, p_token, (v.a).incarnation, expires)
 	ON CONFLICT ON CONSTRAINT leases_pkey
-	DO UPDATE SET expires_at = EXCLUDED.expires_at, renewed_at = now();
+	DO UPDATE SET expires_at = EXCLUDED.expires_at, renewed_at = clock_timestamp();
 
 	ok := true;
 	cancel_requested := false;
@@ -926,11 +1161,7 @@ DECLARE
 	p_cp		jsonb := $3;
 	v		record;
 BEGIN
-	IF p_cp IS NULL OR jsonb_typeof(p_cp) <> 'object' THEN
-		RAISE EXCEPTION 'invalid checkpoint'
-			USING ERRCODE = 'invalid_parameter_value',
-				  DETAIL = 'A checkpoint must be a JSON object.';
-	END IF;
+	PERFORM remora._check_checkpoint(p_cp);
 	PERFORM remora._check_members(p_cp -> 'members');
 
 	v := remora._authorize(p_attempt, p_token);
@@ -968,6 +1199,65 @@ BEGIN
 	END IF;
 	RETURN true;
 END
+$$;
+
+-- Validate a checkpoint before anything is written: what a later claim
+-- offers as resume state must be what the workers can read back.
+CREATE FUNCTION remora._check_checkpoint(cp jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	st		jsonb := cp -> 'state';
+	seg		jsonb;
+	bad		text;
+BEGIN
+	IF cp IS NULL OR jsonb_typeof(cp) <> 'object' THEN
+		bad := 'A checkpoint must be a JSON object.';
+	ELSIF NOT remora._is_count(cp -> 'bytes_done') OR NOT remora._is_count(cp -> 'bytes_total') THEN
+		bad := '"bytes_done" and "bytes_total" must be non-negative integers.';
+	ELSIF jsonb_typeof(cp -> 'restart_reason') NOT IN ('string', 'null') THEN
+		bad := '"restart_reason" must be a string.';
+	ELSIF cp ? 'state' AND jsonb_typeof(st) <> 'object' THEN
+		bad := '"state" must be a JSON object.';
+	ELSIF jsonb_typeof(st -> 'etag') NOT IN ('string', 'null')
+		OR jsonb_typeof(st -> 'last_modified') NOT IN ('string', 'null')
+		OR jsonb_typeof(st -> 'sha256_state') NOT IN ('string', 'null') THEN
+		bad := '"state.etag", "state.last_modified" and "state.sha256_state" must be strings.';
+	ELSIF NOT remora._is_count(st -> 'size') OR NOT remora._is_count(st -> 'members_done')
+		OR NOT remora._is_count(st -> 'members_total') THEN
+		bad := '"state.size", "state.members_done" and "state.members_total" must be non-negative integers.';
+	ELSIF st ? 'segments' AND jsonb_typeof(st -> 'segments') <> 'array' THEN
+		bad := '"state.segments" must be an array.';
+	END IF;
+	IF bad IS NULL AND jsonb_typeof(st -> 'segments') = 'array' THEN
+		FOR seg IN SELECT value FROM jsonb_array_elements(st -> 'segments') LOOP
+			IF jsonb_typeof(seg) <> 'object'
+				OR jsonb_typeof(seg -> 'key') IS DISTINCT FROM 'string'
+				OR jsonb_typeof(seg -> 'etag') IS DISTINCT FROM 'string'
+				OR seg -> 'size' IS NULL OR NOT remora._is_count(seg -> 'size') THEN
+				bad := 'Each of "state.segments" needs a string key and etag and a non-negative integer size.';
+				EXIT;
+			END IF;
+		END LOOP;
+	END IF;
+	IF bad IS NOT NULL THEN
+		RAISE EXCEPTION 'invalid checkpoint'
+			USING ERRCODE = 'invalid_parameter_value', DETAIL = bad;
+	END IF;
+END
+$$;
+
+-- Is v absent (SQL NULL) or a non-negative integer that fits in a bigint?
+CREATE FUNCTION remora._is_count(v jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT CASE WHEN v IS NULL THEN true
+				WHEN jsonb_typeof(v) <> 'number' THEN false
+				ELSE (v #>> '{}')::numeric >= 0
+					 AND (v #>> '{}')::numeric = trunc((v #>> '{}')::numeric)
+					 AND (v #>> '{}')::numeric <= 9223372036854775807 END
 $$;
 
 -- Validate a member array before anything is written.
@@ -1039,8 +1329,8 @@ $$;
 -- attempt and token of a running job whose cancellation was not requested
 -- (or for the exact repeat of the call that succeeded); false otherwise,
 -- changing nothing.  The descriptor must name a manifest under the
--- attempt's own staging prefix; its member count and bytes must match the
--- members recorded for the attempt (it may carry them as "entries").
+-- attempt's own staging prefix; its member count and bytes must equal those
+-- of the members recorded for the attempt plus its "entries", exactly.
 CREATE FUNCTION remora.commit(attempt_id uuid, fencing_token bigint,
 							  manifest jsonb)
 RETURNS boolean
@@ -1090,14 +1380,16 @@ BEGIN
 	END IF;
 
 	-- the member set this commit would publish: recorded members plus the
-	-- descriptor's entries; when there are any, they must add up
+	-- descriptor's entries.  They must add up exactly to the descriptor's
+	-- counts, also when there are none: a descriptor that claims members
+	-- nobody recorded would publish an empty result.
 	SELECT count(*), coalesce(sum(s.size), 0) INTO n, total
 	  FROM (SELECT m.path, m.size FROM remora.members m
 			 WHERE m.attempt_id = p_attempt
 			UNION
 			SELECT e.value ->> 'path', (e.value ->> 'size')::bigint
 			  FROM jsonb_array_elements(coalesce(d -> 'entries', '[]')) e) s;
-	IF n > 0 AND (n <> (d ->> 'members')::bigint OR total <> (d ->> 'bytes')::bigint) THEN
+	IF n <> (d ->> 'members')::bigint OR total <> (d ->> 'bytes')::bigint THEN
 		RAISE WARNING 'commit refused: the manifest lists % members and % bytes, the attempt recorded % and %',
 			d ->> 'members', d ->> 'bytes', n, total;
 		RETURN false;
@@ -1156,7 +1448,9 @@ END
 $$;
 
 -- Report an attempt's failure.  Returns the job's resulting state; a report
--- from an attempt that no longer holds authority changes nothing.
+-- from an attempt that no longer holds authority changes nothing, and one
+-- from an attempt that no longer exists (pruned) returns NULL, so that a
+-- late report never wedges the worker that sends it.
 CREATE FUNCTION remora.fail(attempt_id uuid, fencing_token bigint,
 							error jsonb, retryable boolean)
 RETURNS text
@@ -1178,10 +1472,8 @@ BEGIN
 	END IF;
 
 	v := remora._authorize(p_attempt, p_token);
-	IF v.verdict = 'unknown' THEN
-		RAISE EXCEPTION 'attempt % does not exist', p_attempt
-			USING ERRCODE = 'no_data_found';
-	ELSIF v.verdict <> 'ok' THEN
+	IF v.verdict <> 'ok' THEN
+		-- unknown (pruned by retention, or never issued): NULL, nothing to do
 		RETURN (v.j).state;
 	END IF;
 	RETURN remora._settle(v.j, v.a, 'failed',
@@ -1209,9 +1501,14 @@ BEGIN
 	 WHERE i.incarnation = le.incarnation AND i.stopped_at IS NOT NULL
 	   AND le.expires_at >= now();
 
-	-- leases that lapsed: the attempt is lost (settled under the job lock)
-	FOR l IN SELECT attempt_id, fencing_token FROM remora.leases
-			  WHERE expires_at < now() ORDER BY job_id LOOP
+	-- leases that lapsed: the attempt is lost (settled under the job lock).
+	-- A job row someone else holds (its worker renewing, its owner
+	-- cancelling in an open transaction) is left for the next round, so
+	-- that nobody can stall the reconciliation of other jobs.
+	FOR l IN SELECT le.attempt_id, le.fencing_token, le.job_id FROM remora.leases le
+			  WHERE le.expires_at < now() ORDER BY le.job_id LOOP
+		PERFORM 1 FROM remora.jobs j WHERE j.job_id = l.job_id FOR UPDATE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
 		v := remora._authorize(l.attempt_id, l.fencing_token);
 		IF v.verdict IN ('lost', 'cancelled') THEN
 			repairs := repairs + 1;
@@ -1229,9 +1526,12 @@ BEGIN
 
 	-- running attempts whose lease was lost with coordination state: a
 	-- fresh lease, so that a live worker keeps it and a dead one loses it
+	-- (under the lease lock: these count against remora.max_active_leases
+	-- as running jobs already)
+	PERFORM remora._lock_leases();
 	INSERT INTO remora.leases (attempt_id, job_id, fencing_token, incarnation, expires_at)
 	SELECT a.attempt_id, a.job_id, a.fencing_token, a.incarnation,
-		   now() + remora._setting_interval('remora.lease_duration')
+		   clock_timestamp() + remora._setting_interval('remora.lease_duration')
 	  FROM remora.jobs j
 	  JOIN remora.attempts a ON a.attempt_id = j.current_attempt
 	 WHERE j.state = 'running' AND a.state = 'running'
@@ -1261,8 +1561,13 @@ END
 $$;
 
 -- Objects a worker should delete, most urgent first:
---  * a hard-deleted job: everything under <prefix>/<job id>/ (attempt_id
---    NULL in the result);
+--  * a hard-deleted job: the staging prefix of each attempt that was not
+--    cleaned yet (attempt_id set; the worker records it with
+--    remora.staging_cleaned), then, last, the whole staging prefix of the
+--    attempt whose result was committed (or of the last attempt) with
+--    attempt_id NULL (recorded with remora.job_objects_deleted).  Only the
+--    job's own attempt prefixes, <prefix>/<job id>/<attempt id>/: another
+--    job whose prefix happens to be <prefix>/<job id> is not touched;
 --  * staging: every attempt of a finished job that did not commit (all of
 --    its staging prefix), and the segments of the one that did.
 -- Attempts of unfinished jobs keep theirs: a replacement may reuse them.
@@ -1275,16 +1580,39 @@ RETURNS TABLE (attempt_id uuid, job_id bigint, bucket text, prefix text)
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-	(SELECT NULL::uuid, j.job_id, j.bucket,
-			CASE WHEN j.prefix = '' THEN '' ELSE j.prefix || '/' END
-			|| j.job_id::text || '/'
-	   FROM remora.jobs j
-	  WHERE j.hard_delete_requested_at IS NOT NULL AND j.hard_deleted_at IS NULL
-		AND j.state IN ('succeeded', 'failed', 'cancelled')
-		AND (j.delete_after IS NULL OR j.delete_after <= now())
-		AND coalesce(j.finished_at, j.hard_delete_requested_at)
-			<= now() - remora._setting_interval('remora.lease_duration')
-	  ORDER BY j.hard_delete_requested_at
+	WITH doomed AS (
+		SELECT j.job_id, j.bucket, j.prefix, j.hard_delete_requested_at,
+			   r.attempt_id AS committed
+		  FROM remora.jobs j
+		  LEFT JOIN remora.results r ON r.job_id = j.job_id
+		 WHERE j.hard_delete_requested_at IS NOT NULL AND j.hard_deleted_at IS NULL
+		   AND j.state IN ('succeeded', 'failed', 'cancelled')
+		   AND (j.delete_after IS NULL OR j.delete_after <= now())
+		   AND coalesce(j.finished_at, j.hard_delete_requested_at)
+			   <= now() - remora._setting_interval('remora.lease_duration'))
+	(SELECT u.attempt_id, u.job_id, u.bucket, u.prefix
+	   FROM (SELECT a.attempt_id, d.job_id, d.bucket,
+					remora._staging_prefix(d.prefix, d.job_id, a.attempt_id) AS prefix,
+					d.hard_delete_requested_at AS since
+			   FROM doomed d
+			   JOIN remora.attempts a ON a.job_id = d.job_id
+			  WHERE a.cleaned_at IS NULL
+				AND a.attempt_id IS DISTINCT FROM d.committed
+				AND (a.clean_after IS NULL OR a.clean_after <= now())
+			 UNION ALL
+			 SELECT NULL::uuid, d.job_id, d.bucket,
+					remora._staging_prefix(d.prefix, d.job_id, last.attempt_id),
+					d.hard_delete_requested_at
+			   FROM doomed d
+			   CROSS JOIN LATERAL (
+					SELECT a.attempt_id FROM remora.attempts a
+					 WHERE a.job_id = d.job_id
+					 ORDER BY a.attempt_id = d.committed DESC, a.attempt_no DESC
+					 LIMIT 1) last
+			  WHERE NOT EXISTS (SELECT 1 FROM remora.attempts a
+								 WHERE a.job_id = d.job_id AND a.cleaned_at IS NULL
+								   AND a.attempt_id IS DISTINCT FROM d.committed)) u
+	  ORDER BY u.since, u.job_id, u.attempt_id NULLS LAST
 	  LIMIT greatest(max_rows, 0))
 	UNION ALL
 	(SELECT a.attempt_id, a.job_id, j.bucket,
@@ -1548,6 +1876,15 @@ SELECT pg_catalog.pg_get_userbyid(g.grantee) AS role,
 	   g.granted_at
   FROM remora.target_grants g;
 
+CREATE VIEW remora_source_grants WITH (security_invoker = true) AS
+SELECT pg_catalog.pg_get_userbyid(g.grantee) AS role,
+	   g.bucket,
+	   g.prefix_pattern,
+	   g.endpoint,
+	   pg_catalog.pg_get_userbyid(g.granted_by) AS granted_by,
+	   g.granted_at
+  FROM remora.source_grants g;
+
 CREATE VIEW remora_source_endpoints WITH (security_invoker = true) AS
 SELECT * FROM remora._source_endpoints();
 
@@ -1586,6 +1923,8 @@ GRANT EXECUTE ON FUNCTION remora._checkpoint_stats(), remora.prune(integer),
 	remora.register_source_endpoint(text, text, text, boolean, text, text),
 	remora.drop_source_endpoint(text), remora._source_endpoints()
 	TO remora_admin;
+GRANT EXECUTE ON FUNCTION remora.grant_source(name, text, text, text),
+	remora.revoke_source(name, text, text, text) TO remora_admin;
 GRANT EXECUTE ON FUNCTION remora.reconcile() TO remora_admin;
 
 GRANT SELECT ON remora_jobs, remora_attempts, remora_progress, remora_stats
@@ -1595,3 +1934,5 @@ GRANT SELECT ON remora_workers, remora_checkpoint_stats, remora_target_grants,
 REVOKE ALL ON remora_jobs, remora_attempts, remora_progress, remora_stats,
 	remora_workers, remora_checkpoint_stats, remora_target_grants,
 	remora_source_endpoints FROM PUBLIC;
+GRANT SELECT ON remora_source_grants TO remora_admin;
+REVOKE ALL ON remora_source_grants FROM PUBLIC;

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "engine/engine_int.h"
+#include "engine/source_uri.h"
 
 static char *
 xstrdup(const char *s)
@@ -413,8 +414,10 @@ header_cb(char *buf, size_t size, size_t nitems, void *userdata)
 	}
 	if (dst && vlen < dstlen)
 	{
+		/* these travel into checkpoints (jsonb) and messages */
 		memcpy(dst, v, vlen);
 		dst[vlen] = '\0';
+		remora_utf8_scrub(dst);
 	}
 	return len;
 }

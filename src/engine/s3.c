@@ -22,6 +22,7 @@
 
 #include "engine/engine_int.h"
 #include "engine/s3xml.h"
+#include "engine/source_uri.h"
 
 #define MAX_SIGNED_HEADERS 16
 
@@ -429,6 +430,8 @@ remora_s3_failed(const Request *req, CURLcode rc, RemoraTaskError *err,
 		snprintf(err->message, sizeof(err->message),
 				 "%s: the store answered HTTP %ld", what, req->status);
 	remora_s3xml_error_free(&s3err);
+	remora_utf8_scrub(err->message);
+	remora_utf8_scrub(err->s3_code);
 	return true;
 }
 

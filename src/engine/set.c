@@ -220,6 +220,7 @@ set_fail(RemoraSet *set, const char *class, bool retryable, long http_status,
 	va_start(ap, fmt);
 	vsnprintf(set->error.message, sizeof(set->error.message), fmt, ap);
 	va_end(ap);
+	remora_utf8_scrub(set->error.message);
 	set->state = REMORA_TASK_FAILED;
 	remora_set_abort(set); /* stops the rest; the state stays failed */
 }
@@ -266,6 +267,7 @@ set_fail_with(RemoraSet *set, const RemoraTaskError *err, const char *path)
 	set->error.retry_after = err->retry_after;
 	snprintf(set->error.s3_code, sizeof(set->error.s3_code), "%s",
 			 err->s3_code);
+	remora_utf8_scrub(set->error.s3_code);
 }
 
 /* A member path as an error message may show it: printable ASCII only. */

@@ -69,9 +69,40 @@ has_ctrl_or_space(const char *s, bool space_allowed)
 }
 
 /*
- * Strict UTF-8 check: no overlong forms, no surrogates, nothing past
- * U+10FFFF.
+ * Length of the UTF-8 sequence at p (before end) if it is valid, else 0.
+ * Strict: no overlong forms, no surrogates, nothing past U+10FFFF.
  */
+static int
+utf8_sequence(const unsigned char *p, const unsigned char *end)
+{
+	unsigned char c = *p;
+	int           n;
+	unsigned int  cp;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 1, cp = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 2, cp = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 3, cp = c & 0x07;
+	else
+		return 0;
+	if (end - p <= n)
+		return 0;
+	for (int i = 1; i <= n; i++)
+	{
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
+		(cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n + 1;
+}
+
 bool
 remora_utf8_valid(const char *s, size_t len)
 {
@@ -80,37 +111,37 @@ remora_utf8_valid(const char *s, size_t len)
 
 	while (p < end)
 	{
-		unsigned char c = *p;
-		int           n;
-		unsigned int  cp;
+		int n = utf8_sequence(p, end);
 
-		if (c < 0x80)
-		{
-			p++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf)
-			n = 1, cp = c & 0x1f;
-		else if (c >= 0xe0 && c <= 0xef)
-			n = 2, cp = c & 0x0f;
-		else if (c >= 0xf0 && c <= 0xf4)
-			n = 3, cp = c & 0x07;
-		else
+		if (n == 0)
 			return false;
-		if (end - p <= n)
-			return false;
-		for (int i = 1; i <= n; i++)
-		{
-			if ((p[i] & 0xc0) != 0x80)
-				return false;
-			cp = (cp << 6) | (p[i] & 0x3f);
-		}
-		if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-			cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return false;
-		p += n + 1;
+		p += n;
 	}
 	return true;
+}
+
+/*
+ * Make s, in place, valid UTF-8 without control characters: each byte of
+ * an invalid sequence and each control character becomes '?'.  For text a
+ * server chose (headers, error messages) on its way into jsonb and logs.
+ */
+void
+remora_utf8_scrub(char *s)
+{
+	unsigned char *p = (unsigned char *) s;
+	unsigned char *end = p + strlen(s);
+
+	while (p < end)
+	{
+		int n = utf8_sequence(p, end);
+
+		if (n == 0 || *p < 0x20 || *p == 0x7f)
+		{
+			*p++ = '?';
+			continue;
+		}
+		p += n;
+	}
 }
 
 const char *

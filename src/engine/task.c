@@ -207,6 +207,7 @@ fail(RemoraTask *task, const char *class, bool retryable, long http_status,
 	va_start(ap, fmt);
 	vsnprintf(task->error.message, sizeof(task->error.message), fmt, ap);
 	va_end(ap);
+	remora_utf8_scrub(task->error.message);
 	task->state = REMORA_TASK_FAILED;
 }
 
@@ -216,6 +217,8 @@ fail_with(RemoraTask *task, const RemoraTaskError *err)
 	if (task->state != REMORA_TASK_RUNNING)
 		return;
 	task->error = *err;
+	remora_utf8_scrub(task->error.message);
+	remora_utf8_scrub(task->error.s3_code);
 	task->state = REMORA_TASK_FAILED;
 }
 

@@ -465,6 +465,7 @@ remora_submit(PG_FUNCTION_ARGS)
 	char            *source_url = NULL;
 	char            *denied = NULL;
 	SubmitOptions    opts;
+	SubmitOptions    req_opts;
 	StringInfoData   source;
 	StringInfoData   spec;
 	StringInfoData   request;
@@ -543,7 +544,30 @@ remora_submit(PG_FUNCTION_ARGS)
 							   MAX_IDEM_KEY_LEN),
 					  NULL);
 
-	/* the canonical request: what the caller asked for, normalised */
+	/*
+	 * The canonical request: what the caller asked for, normalised.  A value
+	 * equal to its default is the same request as an omitted one, so that
+	 * resubmitting it with the same idempotency key finds the job.
+	 */
+	req_opts = opts;
+	if (req_opts.has_max_attempts &&
+		req_opts.max_attempts == remora_max_attempts)
+		req_opts.has_max_attempts = false;
+	if (req_opts.has_priority && req_opts.priority == 0)
+		req_opts.has_priority = false;
+	if (bucket_arg && remora_default_bucket &&
+		strcmp(bucket_arg, remora_default_bucket) == 0)
+		bucket_arg = NULL;
+	if (prefix_arg)
+	{
+		char *def = remora_prefix_normalize(
+			remora_default_prefix ? remora_default_prefix : "", err,
+			sizeof(err));
+
+		if (def != NULL && strcmp(def, prefix) == 0)
+			prefix_arg = NULL;
+		free(def);
+	}
 	initStringInfo(&request);
 	appendStringInfo(&request, "{\"source\": %s", source.data);
 	first = false;
@@ -551,7 +575,7 @@ remora_submit(PG_FUNCTION_ARGS)
 	json_str(&request, &first, "bucket", bucket_arg);
 	json_str(&request, &first, "prefix", prefix_arg ? prefix : NULL);
 	json_key(&request, &first, "options");
-	append_options(&request, &opts, false);
+	append_options(&request, &req_opts, false);
 	appendStringInfoChar(&request, '}');
 
 	/* the job definition: the request with every default resolved */

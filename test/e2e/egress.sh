@@ -4,7 +4,8 @@
 # source endpoint (trusted, the administrator's) that redirects elsewhere
 # is judged like any source from there on, and a source request that would
 # ride a pooled connection to the target store (which the policy does not
-# judge) is judged on the address it is sent to.
+# judge) is judged on the address it is sent to.  And what a source says
+# in its headers is made valid UTF-8 before it is recorded.
 #
 set -Euo pipefail
 cd "$(dirname "$0")/../.."
@@ -62,5 +63,15 @@ done
 curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
 j=$(q "SELECT remora_submit('s3://target/ep/obj.bin', options => '{\"endpoint\": \"redirecting\"}')")
 check "without the redirect the same endpoint job succeeds" wait_state "$j" succeeded 30
+
+# --- an ETag that is not UTF-8 (with an escape sequence) is scrubbed
+make_file badetag.bin 12000000
+rule "$SRC_PROXY" "match=GET%20/badetag.bin&action=badetag"
+j=$(q "SELECT remora_submit('$FLAKY/badetag.bin')")
+check "a source whose ETag is not UTF-8 is downloaded" wait_state "$j" succeeded 60
+verify "$j" badetag.bin
+check_eq "its ETag is recorded as valid text, invalid bytes and controls as '?'" \
+	"$(q "SELECT m.source ->> 'etag' FROM remora.members m JOIN remora.results r USING (attempt_id) WHERE r.job_id = $j")" \
+	'"???[31m"'
 
 e2e_finish

@@ -26,6 +26,8 @@
 //   s3body:NAME:NNN  answer NNN with a hostile XML body: bomb (nested
 //               entities), xxe (an external entity), deep (deep nesting)
 //   redirect:URL  answer 302 with Location: URL (the rest of the action)
+//   badetag     forward, with an ETag whose bytes are not UTF-8 and hold a
+//               control character (a tab)
 // Listens on 127.0.0.1 only.  Idle client connections are closed after 1 s,
 // or KEEPALIVE_MS from the environment.
 'use strict'
@@ -73,6 +75,8 @@ function forward(req, res, opts = {}) {
       headers,
     },
     (ur) => {
+      // a header string goes out as latin1: \u00ff is the byte 0xff
+      if (opts.etag) ur.headers.etag = opts.etag
       res.writeHead(ur.statusCode, ur.headers)
       if (opts.cutAfter === undefined && !opts.slow) {
         ur.pipe(res)
@@ -146,6 +150,8 @@ const server = http.createServer((req, res) => {
       return forward(req, res, { slow: true })
     case 'drop':
       return forward(req, res, { drop: arg.toLowerCase() })
+    case 'badetag':
+      return forward(req, res, { etag: '"\u00ff\u00fe\t[31m"' })
     case 'redirect':
       req.resume()
       res.writeHead(302, { Location: rule.action.slice('redirect:'.length), 'Content-Length': '0' })

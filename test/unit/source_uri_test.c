@@ -284,9 +284,35 @@ test_netpolicy(void)
 	}
 }
 
+/* Text a server chose, made fit for jsonb and logs */
+static void
+scrubs(const char *in, const char *want, const char *name)
+{
+	char buf[64];
+
+	snprintf(buf, sizeof(buf), "%s", in);
+	remora_utf8_scrub(buf);
+	CHECK_STR(buf, want, "scrub: %s", name);
+	CHECK(remora_utf8_valid(buf, strlen(buf)), "scrub: %s is valid UTF-8",
+		  name);
+}
+
+static void
+test_scrub(void)
+{
+	scrubs("\"0123abc\"", "\"0123abc\"", "an ASCII ETag is unchanged");
+	scrubs("caf\xc3\xa9", "caf\xc3\xa9", "valid UTF-8 is unchanged");
+	scrubs("\"\xff\xfe bad\"", "\"?? bad\"", "invalid bytes become '?'");
+	scrubs("a\xc3", "a?", "a sequence cut short becomes '?'");
+	scrubs("\xc0\xaf", "??", "an overlong form becomes '?'");
+	scrubs("\xed\xa0\x80", "???", "a surrogate becomes '?'");
+	scrubs("a\tb\x1b[0m\x7f", "a?b?[0m?", "control characters become '?'");
+}
+
 int
 main(void)
 {
+	test_scrub();
 	test_sources();
 	test_bucket_prefix();
 	test_netpolicy();
