@@ -52,15 +52,12 @@ check_eq "a listing shows both, with their sizes" \
 	"20000000 a/large.bin,300000 a/small.bin"
 check "every bucket asked for exists" aws_s3 s3api head-bucket --bucket other
 
-status() { curl -s -o /dev/null -w '%{http_code}' "$1"; }
-check_eq "a presigned URL reads the object" \
-	"$(status "$(aws_s3 s3 presign s3://target/a/small.bin)")" "200"
+check_eq "a presigned URL reads the object" "$(s3_status s3://target/a/small.bin)" "200"
 check_eq "a request signed with a wrong secret is refused with 403" \
-	"$(status "$(S3_SECRET_KEY=wrong-secret aws_s3 s3 presign s3://target/a/small.bin)")" "403"
+	"$(S3_SECRET_KEY=wrong-secret s3_status s3://target/a/small.bin)" "403"
 check_eq "an unknown access key is refused with 403" \
-	"$(status "$(S3_ACCESS_KEY=NOSUCHKEY aws_s3 s3 presign s3://target/a/small.bin)")" "403"
-check_eq "a missing object is 404" \
-	"$(status "$(aws_s3 s3 presign s3://target/a/missing.bin)")" "404"
+	"$(S3_ACCESS_KEY=NOSUCHKEY s3_status s3://target/a/small.bin)" "403"
+check_eq "a missing object is 404" "$(s3_status s3://target/a/missing.bin)" "404"
 check "the second key (REMORAKEY) writes and reads" \
 	cmp "$T/small.bin" <(S3_ACCESS_KEY=REMORAKEY S3_SECRET_KEY=$REMORA_TEST_SECRET aws_s3 s3 cp s3://target/a/small.bin - 2>/dev/null)
 
