@@ -252,3 +252,5 @@ check "crash: the manifest's SHA-256 and root digest hold" manifest_ok "$k"
 check_eq "the Hub token never appears in the server log" "$(grep -c "$TOKEN" "$LOG" || true)" "0"
 check_eq "nor in any view or the ledger" \
 	"$(q "SELECT count(*) FROM remora.attempts a WHERE a::text LIKE '%$TOKEN%'") $(q "SELECT count(*) FROM remora_jobs j WHERE j::text LIKE '%$TOKEN%'")" "0 0"
+
+e2e_finish

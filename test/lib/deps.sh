@@ -7,6 +7,10 @@ postgresql-server-dev-15 libcurl4-openssl-dev libssl-dev libxml2-dev
 libmicrohttpd-dev postgresql-15-cron nginx libipc-run-perl awscli curl
 ca-certificates bc
 clang clang-format cppcheck libclang-rt-14-dev valgrind"
+# Ceph's RADOS Gateway, the second target store of the end-to-end tests
+# (test/lib/rgw.sh), without what its packages only recommend (ceph-mgr's
+# dependencies, systemd units' helpers...)
+REMORA_DEB_PACKAGES_NORECS="ceph-mon ceph-osd radosgw ceph-common"
 
 install_deps() {
 	local missing="" p
@@ -14,16 +18,28 @@ install_deps() {
 	# installed (an installed Node brings its own npm, which Debian's npm
 	# package would conflict with)
 	command -v node >/dev/null || missing="nodejs npm"
+	local norecs="" updated=""
 	for p in $REMORA_DEB_PACKAGES; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
 			missing="$missing $p"
 	done
+	for p in $REMORA_DEB_PACKAGES_NORECS; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+			norecs="$norecs $p"
+	done
+	export DEBIAN_FRONTEND=noninteractive
 	if [ -n "$missing" ]; then
 		echo "installing:$missing"
-		export DEBIAN_FRONTEND=noninteractive
 		apt-get update -q >/dev/null
+		updated=1
 		# shellcheck disable=SC2086
 		apt-get install -y -q $missing >/dev/null
+	fi
+	if [ -n "$norecs" ]; then
+		echo "installing:$norecs"
+		[ -n "$updated" ] || apt-get update -q >/dev/null
+		# shellcheck disable=SC2086
+		apt-get install -y -q --no-install-recommends $norecs >/dev/null
 	fi
 	# PGXS's pg_config must be the one of PostgreSQL 15.  REMORA_PGBIN
 	# points at a private copy of that installation instead, so that

@@ -120,6 +120,7 @@ bluestore block size = 8589934592
 bluestore block create = true
 bluestore cache autotune = false
 bluestore cache size = 134217728
+bluestore fsck on mkfs = false
 osd max object size = 134217728
 [client.rgw.a]
 rgw frontends = beast endpoint=127.0.0.1:$port

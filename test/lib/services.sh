@@ -147,3 +147,12 @@ aws_s3() {
 		AWS_EC2_METADATA_DISABLED=true /usr/bin/aws --endpoint-url "http://127.0.0.1:$S3_PORT" \
 		--no-cli-pager "$@"
 }
+
+# s3_status s3://BUCKET/KEY: the HTTP status of a GET of the object, read
+# by curl from a URL the AWS CLI presigns with $S3_ACCESS_KEY and
+# $S3_SECRET_KEY (set them for one call to try other keys).  For checks
+# that expect an error: the AWS CLI 2.9 crashes on RGW's error answers
+# (their <Message> is empty), so its exit status says nothing there.
+s3_status() {
+	curl -s -o /dev/null -w '%{http_code}' "$(aws_s3 s3 presign "$1")"
+}
