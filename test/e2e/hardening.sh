@@ -99,7 +99,7 @@ h=$(q "SELECT remora_submit('$SRC/small.bin')")
 check "as rworker: an http job succeeds" wait_state "$h" succeeded 30
 s2=$(q "SELECT remora_submit('s3://target/setsrc/', prefix => 'again')")
 check "as rworker: a set succeeds" wait_state "$s2" succeeded 60
-q "SELECT remora.register_source_endpoint('direct', 'http://127.0.0.1:$S3_PORT', 'us-east-1', true, 'S3RVER', 'S3RVER')" >/dev/null
+q "SELECT remora.register_source_endpoint('direct', 'http://127.0.0.1:$S3_PORT', 'us-east-1', true, '$S3_ACCESS_KEY', '$S3_SECRET_KEY')" >/dev/null
 e=$(q "SELECT remora_submit('s3://target/setsrc/m01.bin', prefix => 'ep', options => '{\"endpoint\": \"direct\"}')")
 check "as rworker: a job on a registered endpoint succeeds" wait_state "$e" succeeded 60
 
@@ -236,8 +236,8 @@ check "the worker still has the whole URL: the job succeeds" wait_state "$p" suc
 # the target's secret from a file: pg_read_all_settings cannot read it
 q "CREATE ROLE reader LOGIN; GRANT pg_read_all_settings TO reader" >/dev/null
 check_eq "with the secret in a GUC, pg_read_all_settings members can read it" \
-	"$(psql -X -A -t -q -U reader -d postgres -c "SELECT current_setting('remora.s3_secret_access_key')")" "S3RVER"
-echo S3RVER >"$T/pg/target.secret"
+	"$(psql -X -A -t -q -U reader -d postgres -c "SELECT current_setting('remora.s3_secret_access_key')")" "$S3_SECRET_KEY"
+echo "$S3_SECRET_KEY" >"$T/pg/target.secret"
 chown postgres: "$T/pg/target.secret"
 chmod 600 "$T/pg/target.secret"
 cat >>"$T/pg/data/postgresql.conf" <<CONF
@@ -253,7 +253,7 @@ check "a job signed with the secret from the file succeeds" wait_state "$f" succ
 check_eq "remora_presign signs with it too" \
 	"$(curl -s -o /dev/null -w '%{http_code}' "$(q "SELECT remora_presign($f, 'small.bin')")")" "200"
 check_eq "a pg_read_all_settings member now reads no secret" \
-	"$(psql -X -A -t -q -U reader -d postgres -c "SELECT current_setting('remora.s3_secret_access_key') || '|' || (SELECT count(*) FROM pg_settings WHERE setting LIKE '%S3RVER%')")" "|0"
+	"$(psql -X -A -t -q -U reader -d postgres -c "SELECT current_setting('remora.s3_secret_access_key') || '|' || (SELECT count(*) FROM pg_settings WHERE setting LIKE '%$S3_SECRET_KEY%')")" "|0"
 
 check_eq "no trap was ever called by the launcher or a worker" "$(trapped)" "0"
 check_eq "nor with a worker's rights" "$(q "SELECT count(*) FROM public.trap_calls WHERE who IN ('postgres', 'rworker') AND backend <> 'client backend'")" "0"
