@@ -185,6 +185,8 @@ BEGIN
 	IF NOT remora._may_read(caller, spec) THEN
 		RAISE EXCEPTION 'permission denied for source bucket "%" %', spec #>> '{source,bucket}',
 			CASE WHEN spec #>> '{source,kind}' = 's3_prefix'
+				 AND coalesce(spec #>> '{source,key}', '') = '' THEN '(the whole bucket)'
+				 WHEN spec #>> '{source,kind}' = 's3_prefix'
 				 THEN format('prefix "%s"', spec #>> '{source,key}')
 				 ELSE format('key "%s"', spec #>> '{source,key}') END
 			|| CASE WHEN endpoint IS NULL THEN '' ELSE format(' on endpoint "%s"', endpoint) END
@@ -197,6 +199,8 @@ BEGIN
 		IF area IS NOT NULL THEN
 			RAISE EXCEPTION 'permission denied for source bucket "%" %', spec #>> '{source,bucket}',
 				CASE WHEN spec #>> '{source,kind}' = 's3_prefix'
+					 AND coalesce(spec #>> '{source,key}', '') = '' THEN '(the whole bucket)'
+					 WHEN spec #>> '{source,kind}' = 's3_prefix'
 					 THEN format('prefix "%s"', spec #>> '{source,key}')
 					 ELSE format('key "%s"', spec #>> '{source,key}') END
 				USING ERRCODE = 'insufficient_privilege',
