@@ -48,10 +48,15 @@ install_deps() {
 }
 
 # free_port: print a TCP port on 127.0.0.1 that nothing listens on.
+# Below the kernel's ephemeral range, where an outgoing connection (Ceph's
+# daemons open many while they start) could take the port between this
+# choice and the server's bind.
 free_port() {
-	local p
+	local p lo=32768
+	read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+	[ "$lo" -gt 20000 ] 2>/dev/null || lo=32768
 	while :; do
-		p=$((20000 + RANDOM % 20000))
+		p=$((10000 + RANDOM % (lo - 10000)))
 		(echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
 	done
 }
