@@ -62,7 +62,7 @@ remora.retry_base_delay = '200ms'
 remora.retry_max_delay = '2s'
 remora.stall_timeout = '60s'
 CONF
-	cluster_start "$T/pg"
+	cluster_start "$T/pg" || { not_ok "PostgreSQL starts"; exit 1; }
 	export PGHOST=$T/pg PGPORT=$PG_PORT PGUSER=postgres
 	q "CREATE EXTENSION remora" >/dev/null
 	LOG=$T/pg/server.log
