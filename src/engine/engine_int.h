@@ -156,6 +156,11 @@ extern void  remora_etag_canon(const char *src, char *dst, size_t dstlen);
 extern bool  remora_etag_equal(const char *a, const char *b);
 extern bool  remora_etag_is_md5(const char *etag);
 extern bool  remora_etag_is_multipart(const char *etag, int nparts);
+extern bool  remora_etag_fits_parts(const char        *etag,
+									const char *const *part_etags, int nparts);
+extern bool  remora_s3_head_etag(const Request *req, CURLcode rc, int64_t size,
+								 char *etag, size_t etaglen,
+								 RemoraTaskError *err, const char *what);
 extern bool  remora_etag_of_parts(const char *const *part_etags, int nparts,
 								  char *dst, size_t dstlen);
 extern char *remora_s3_answer_etag(const Request *req, const char *root,

@@ -12,6 +12,7 @@
  *-------------------------------------------------------------------------
  */
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -586,6 +587,50 @@ remora_etag_of_parts(const char *const *part_etags, int nparts, char *dst,
 		sprintf(dst + 1 + 2 * j, "%02x", md[j]);
 	snprintf(dst + 33, dstlen - 33, "-%d\"", nparts);
 	return true;
+}
+
+/*
+ * May etag be that of an object completed from these parts?  Only an ETag
+ * of S3's shape with our part count is compared with the one computed from
+ * the parts; any other (the test server gives the whole object's MD5) is
+ * not judged by it.
+ */
+bool
+remora_etag_fits_parts(const char *etag, const char *const *part_etags,
+					   int nparts)
+{
+	char want[REMORA_ETAG_MAX];
+
+	if (!remora_etag_is_multipart(etag, nparts) ||
+		!remora_etag_of_parts(part_etags, nparts, want, sizeof(want)))
+		return true;
+	return remora_etag_equal(etag, want);
+}
+
+/*
+ * The ETag of a completed object from the HEAD asked for when the
+ * completion's answer named none (RGW): true with the canonical ETag in
+ * etag when the object has size bytes and an ETag; false with err set.
+ */
+bool
+remora_s3_head_etag(const Request *req, CURLcode rc, int64_t size, char *etag,
+					size_t etaglen, RemoraTaskError *err, const char *what)
+{
+	if (remora_s3_failed(req, rc, err, what))
+		return false;
+	remora_etag_canon(req->etag, etag, etaglen);
+	if (etag[0] != '\0' && req->content_length == size)
+		return true;
+	memset(err, 0, sizeof(*err));
+	err->class = REMORA_ERR_S3;
+	err->retryable = true;
+	err->http_status = req->status;
+	err->retry_after = -1;
+	snprintf(err->message, sizeof(err->message),
+			 "%s: the object has %" PRId64 " bytes and ETag '%s', not %" PRId64
+			 " bytes",
+			 what, req->content_length, etag, size);
+	return false;
 }
 
 /*

@@ -1645,12 +1645,9 @@ minit_done(Request *req, CURLcode rc)
 static void
 manifest_written(RemoraSet *set, const char *etag)
 {
-	char want[REMORA_ETAG_MAX];
-
-	if (set->upload_id && remora_etag_is_multipart(etag, set->nparts) &&
-		remora_etag_of_parts((const char *const *) set->part_etags, set->nparts,
-							 want, sizeof(want)) &&
-		!remora_etag_equal(etag, want))
+	if (set->upload_id &&
+		!remora_etag_fits_parts(etag, (const char *const *) set->part_etags,
+								set->nparts))
 	{
 		set_fail(set, REMORA_ERR_S3, true, 0,
 				 "completing the manifest upload: its ETag %s is not that of "
@@ -1673,22 +1670,12 @@ mhead_done(Request *req, CURLcode rc)
 	char            etag[REMORA_ETAG_MAX];
 
 	set->mreq = NULL;
-	if (remora_s3_failed(req, rc, &err, "reading the manifest object"))
-	{
+	if (remora_s3_head_etag(req, rc, remora_sha256_bytes(set->msha), etag,
+							sizeof(etag), &err,
+							"completing the manifest upload"))
+		manifest_written(set, etag);
+	else
 		set_fail_with(set, &err, NULL);
-		return;
-	}
-	remora_etag_canon(req->etag, etag, sizeof(etag));
-	if (etag[0] == '\0' ||
-		req->content_length != remora_sha256_bytes(set->msha))
-	{
-		set_fail(set, REMORA_ERR_S3, true, req->status,
-				 "completing the manifest upload: the object has %" PRId64
-				 " bytes and ETag '%s', not %" PRId64 " bytes",
-				 req->content_length, etag, remora_sha256_bytes(set->msha));
-		return;
-	}
-	manifest_written(set, etag);
 }
 
 static void

@@ -1054,28 +1054,11 @@ delete_own_segments(RemoraTask *task)
 		}
 }
 
-/*
- * Is etag the assembled object's?  Where the store gives a completed
- * upload the S3 form ("<MD5 of the parts' MD5s>-<parts>"), it must be the
- * one computed from the parts copied; a store that answers otherwise (the
- * test server gives the whole object's MD5) is not judged by it.
- */
-static bool
-assembled_etag_ok(RemoraTask *task, const char *etag)
-{
-	char want[REMORA_ETAG_MAX];
-
-	if (!remora_etag_is_multipart(etag, task->nsegs) ||
-		!remora_etag_of_parts((const char *const *) task->part_etags,
-							  task->nsegs, want, sizeof(want)))
-		return true;
-	return remora_etag_equal(etag, want);
-}
-
 static void
 assembled(RemoraTask *task, const char *etag)
 {
-	if (!assembled_etag_ok(task, etag))
+	if (!remora_etag_fits_parts(etag, (const char *const *) task->part_etags,
+								task->nsegs))
 	{
 		fail(task, REMORA_ERR_S3, true, 0,
 			 "completing the multipart upload: the object's ETag %s is not "
@@ -1098,21 +1081,11 @@ assembled_head_done(Request *req, CURLcode rc)
 	RemoraTaskError err;
 	char            etag[REMORA_ETAG_MAX];
 
-	if (remora_s3_failed(req, rc, &err, "reading the completed object"))
-	{
+	if (remora_s3_head_etag(req, rc, task->total, etag, sizeof(etag), &err,
+							"completing the multipart upload"))
+		assembled(task, etag);
+	else
 		fail_with(task, &err);
-		return;
-	}
-	remora_etag_canon(req->etag, etag, sizeof(etag));
-	if (etag[0] == '\0' || req->content_length != task->total)
-	{
-		fail(task, REMORA_ERR_S3, true, req->status,
-			 "completing the multipart upload: the object has %" PRId64
-			 " bytes and ETag '%s', not %" PRId64 " bytes",
-			 req->content_length, etag, task->total);
-		return;
-	}
-	assembled(task, etag);
 }
 
 static void

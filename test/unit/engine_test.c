@@ -184,6 +184,14 @@ test_etags(void)
 									  1) &&
 			!remora_etag_is_multipart("\"06594733-2\"", 2),
 		"the S3 shape of a completed upload is told by its part count");
+	CHECK(remora_etag_fits_parts("\"065947336a2f2a95ba8899f3675c3be6-2\"",
+								 parts, 2) &&
+			  !remora_etag_fits_parts("\"165947336a2f2a95ba8899f3675c3be6-2\"",
+									  parts, 2) &&
+			  remora_etag_fits_parts("\"5d41402abc4b2a76b9719d911017c592\"",
+									 parts, 2),
+		  "a completed ETag of S3's shape must be the parts'; another shape "
+		  "is not judged");
 	CHECK(!remora_etag_of_parts(one, 1, c, sizeof(c)),
 		  "no completed-object ETag from parts whose ETags are not MD5s");
 }
