@@ -6,7 +6,7 @@
 # from the caller (COPT=-Werror), not from here.
 
 EXTENSION = remora
-EXTVERSION = 0.3.0
+EXTVERSION = 0.4.0
 
 MODULE_big = remora
 PG_OBJS = \
@@ -33,7 +33,8 @@ OBJS = $(PG_OBJS) $(ENGINE_OBJS)
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 # earlier releases and the upgrade path from each
 DATA = sql/$(EXTENSION)--0.1.0.sql sql/$(EXTENSION)--0.1.0--0.2.0.sql \
-	sql/$(EXTENSION)--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql
+	sql/$(EXTENSION)--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql \
+	sql/$(EXTENSION)--0.3.0.sql sql/$(EXTENSION)--0.3.0--0.4.0.sql
 EXTRA_CLEAN = results regression.diffs regression.out output_iso
 
 PKG_LIBS = libcurl openssl libxml-2.0

@@ -1,0 +1,7 @@
+-- remora 0.3.0 -> 0.4.0
+--
+-- Each change to sql/remora.sql since 0.3.0 is carried here as well, in the
+-- order it was made; test/e2e/upgrade.sh checks that an updated catalog
+-- equals a fresh one.
+
+\echo Use "ALTER EXTENSION remora UPDATE TO '0.4.0'" to load this file. \quit
