@@ -35,7 +35,8 @@ DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA = sql/$(EXTENSION)--0.1.0.sql sql/$(EXTENSION)--0.1.0--0.2.0.sql \
 	sql/$(EXTENSION)--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql \
 	sql/$(EXTENSION)--0.3.0.sql sql/$(EXTENSION)--0.3.0--0.4.0.sql
-EXTRA_CLEAN = results regression.diffs regression.out output_iso
+EXTRA_CLEAN = results regression.diffs regression.out output_iso \
+	test/unit/obj $(UNIT_TESTS) test/engine/fetch
 
 PKG_LIBS = libcurl openssl libxml-2.0
 PG_CPPFLAGS = -I$(srcdir)/src -DREMORA_VERSION='"$(EXTVERSION)"' $(shell pkg-config --cflags $(PKG_LIBS))
@@ -66,27 +67,32 @@ UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_test \
 	test/unit/s3xml_test test/unit/engine_test test/unit/json_test
 ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)
 
-test/unit/source_uri_test: test/unit/source_uri_test.c \
-		src/engine/source_uri.c src/engine/netpolicy.c
-	$(CC) $(UNIT_CFLAGS) -o $@ $^ $(UNIT_LIBS)
+# The engine's objects once more, with the sanitizers, in an archive: each
+# test links what it uses of the same list the module is built from.
+UNIT_OBJS = $(patsubst src/engine/%.o,test/unit/obj/%.o,$(ENGINE_OBJS))
+UNIT_LIB = test/unit/obj/libengine.a
 
-test/unit/sigv4_test: test/unit/sigv4_test.c src/engine/sigv4.c
-	$(CC) $(UNIT_CFLAGS) -o $@ $^ $(UNIT_LIBS)
+test/unit/obj/%.o: src/engine/%.c $(wildcard src/engine/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(UNIT_CFLAGS) -c -o $@ $<
 
-test/unit/s3xml_test: test/unit/s3xml_test.c src/engine/s3xml.c
-	$(CC) $(UNIT_CFLAGS) -o $@ $^ $(UNIT_LIBS)
+$(UNIT_LIB): $(UNIT_OBJS)
+	rm -f $@
+	$(AR) rcs $@ $^
 
-test/unit/json_test: test/unit/json_test.c src/engine/json.c \
-		src/engine/source_uri.c src/engine/netpolicy.c
-	$(CC) $(UNIT_CFLAGS) -o $@ $^ $(UNIT_LIBS)
-
-test/unit/engine_test: test/unit/engine_test.c $(ENGINE_SRCS)
-	$(CC) $(UNIT_CFLAGS) -o $@ $^ $(UNIT_LIBS)
+$(UNIT_TESTS): %: %.c test/unit/unit.h $(UNIT_LIB)
+	$(CC) $(UNIT_CFLAGS) -o $@ $< $(UNIT_LIB) $(UNIT_LIBS)
 
 # the engine driver for end-to-end tests and benchmarks
 test/engine/fetch: test/engine/fetch.c $(ENGINE_SRCS)
 	$(CC) -O2 -g -Wall -Wextra -Werror -I$(srcdir)/src \
 		$(shell pkg-config --cflags $(PKG_LIBS)) -o $@ $^ $(UNIT_LIBS)
+
+# the engine's sources, for a script that builds them its own way
+# (test/fuzz/run.sh)
+.PHONY: print-engine-srcs
+print-engine-srcs:
+	@echo $(ENGINE_SRCS)
 
 .PHONY: unit-test
 unit-test: $(UNIT_TESTS)

@@ -119,7 +119,7 @@ remora_presign(PG_FUNCTION_ARGS)
 	if (url == NULL)
 		ereport(
 			ERROR,
-			(errcode(ERRCODE_REMORA_REMOTE_ERROR),
+			(errcode(ERRCODE_CONFIG_FILE_ERROR),
 			 errmsg("could not presign a URL for job " INT64_FORMAT, job),
 			 errdetail("%s", err),
 			 errhint("Check remora.s3_endpoint and the target credentials.")));

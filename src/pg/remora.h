@@ -11,13 +11,12 @@
 #include "postgres.h"
 
 /*
- * Remora's own SQLSTATE class "RM".  Remote failures put the curl code, HTTP
- * status and S3 error code in errdetail.
+ * Remora's own SQLSTATE class "RM": what no standard code says.  RM001: the
+ * outbound policy refuses a source.  (A lost lease or a refused commit is
+ * not an error: the protocol functions answer false or NULL, and a worker
+ * acts on that.)
  */
 #define ERRCODE_REMORA_POLICY_DENIED MAKE_SQLSTATE('R', 'M', '0', '0', '1')
-#define ERRCODE_REMORA_LEASE_LOST    MAKE_SQLSTATE('R', 'M', '0', '0', '2')
-#define ERRCODE_REMORA_CAS_REFUSED   MAKE_SQLSTATE('R', 'M', '0', '0', '3')
-#define ERRCODE_REMORA_REMOTE_ERROR  MAKE_SQLSTATE('R', 'M', '0', '0', '4')
 
 /* GUCs (guc.c); see doc/operator-guide.md for meaning and defaults */
 extern char *remora_database;

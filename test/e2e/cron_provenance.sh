@@ -6,22 +6,14 @@
 # its attempt, record the pg_cron job id.  Real pg_cron from Debian; its
 # finest schedule is one minute, so this waits for the next minute.
 #
-set -Euo pipefail
-cd "$(dirname "$0")/../.."
-. test/lib/deps.sh
-. test/lib/cluster.sh
-. test/lib/e2e.sh
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_begin cron_provenance
 
-T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
-trap 'cluster_stop "$T" immediate; rm -rf "$T"' EXIT
-cluster_init "$T" "$(free_port)" <<CONF
+CLUSTER_PRELOAD=pg_cron,remora e2e_cluster <<CONF
 remora.max_workers = 0
 remora.default_bucket = 'target'
 cron.database_name = 'postgres'
 CONF
-sed -i "s/^shared_preload_libraries = 'remora'/shared_preload_libraries = 'pg_cron,remora'/" "$T/data/postgresql.conf"
-cluster_start "$T"
-export PGHOST=$T PGPORT=$(grep -oP '^port = \K\d+' "$T/data/postgresql.conf") PGUSER=postgres
 
 q "CREATE EXTENSION remora; CREATE EXTENSION pg_cron" >/dev/null
 # the recipe: the key is the scheduled minute, so a rerun is a no-op

@@ -7,15 +7,10 @@
 # both.  Every result is downloaded again with the AWS CLI from Debian and
 # its SHA-256 compared with the source file.
 #
-set -Euo pipefail
-cd "$(dirname "$0")/../.."
-. test/lib/deps.sh
-. test/lib/cluster.sh
-. test/lib/e2e.sh
-. test/lib/services.sh
-. test/lib/stack.sh
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_begin dataplane
 
-stack_up dataplane
+stack_up
 
 make_file small.bin 1000000
 make_file large.bin 32000000		# seven 5 MB segments

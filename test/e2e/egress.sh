@@ -7,23 +7,16 @@
 # judge) is judged on the address it is sent to.  And what a source says
 # in its headers is made valid UTF-8 before it is recorded.
 #
-set -Euo pipefail
-cd "$(dirname "$0")/../.."
-. test/lib/deps.sh
-. test/lib/cluster.sh
-. test/lib/e2e.sh
-. test/lib/services.sh
-. test/lib/stack.sh
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_begin egress
 
-stack_up egress
+stack_up
 
 # One worker, so that the pooled connection of one job is there for the
 # next; sources only on nginx's and its proxy's ports; the target reached
 # through a proxy that keeps idle connections for a minute.
 POOL_PROXY=$(free_port)
-KEEPALIVE_MS=60000 node test/faults/proxy.js "$POOL_PROXY" "$S3_PORT" >"$T/pool.log" 2>&1 &
-echo $! >>"$T/pids"
-wait_port "$POOL_PROXY"
+KEEPALIVE_MS=60000 start_faults "$POOL_PROXY" "$S3_PORT" pool
 cluster_stop "$T/pg" fast
 cat >>"$T/pg/data/postgresql.conf" <<CONF
 remora.max_workers = 1

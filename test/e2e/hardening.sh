@@ -20,15 +20,10 @@
 #     come from a file, and then pg_read_all_settings members cannot read
 #     it.
 #
-set -Euo pipefail
-cd "$(dirname "$0")/../.."
-. test/lib/deps.sh
-. test/lib/cluster.sh
-. test/lib/e2e.sh
-. test/lib/services.sh
-. test/lib/stack.sh
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_begin hardening
 
-stack_up hardening
+stack_up
 qa() { psql -X -A -t -q -v ON_ERROR_STOP=1 -U alice -d postgres -c "$1"; }
 restart() { cluster_stop "$T/pg" fast; cluster_start "$T/pg"; }
 workers_as() {	# workers_as ROLE: every remora worker runs as ROLE

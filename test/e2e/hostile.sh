@@ -8,13 +8,8 @@
 # source URL's query string) appears in any log line, view, ledger or
 # manifest.  Submit-time refusals are in test/regress/sql/submit.sql.
 #
-set -Euo pipefail
-cd "$(dirname "$0")/../.."
-. test/lib/deps.sh
-. test/lib/cluster.sh
-. test/lib/e2e.sh
-. test/lib/services.sh
-. test/lib/stack.sh
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_begin hostile
 
 TARGET_SECRET="remora-target-secret-$RANDOM$RANDOM"
 URL_SECRET="hostile-url-token-$RANDOM$RANDOM"
@@ -22,8 +17,8 @@ export REMORA_TEST_SECRET=$TARGET_SECRET
 HOSTS_MARK="# remora hostile test $$"
 restore_hosts() { sed -i "/$HOSTS_MARK/d" /etc/hosts; }
 
-stack_up hostile
-trap 'restore_hosts; stack_down hostile' EXIT
+e2e_at_exit restore_hosts
+stack_up
 # this cluster signs with a key whose secret is distinctive, and gives up
 # on a silent source after 3 s
 cat >>"$T/pg/data/postgresql.conf" <<CONF

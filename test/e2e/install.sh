@@ -4,29 +4,21 @@
 # says how to fix it; with it preloaded, CREATE EXTENSION creates the
 # roles, and DROP/CREATE EXTENSION round-trips.
 #
-set -Euo pipefail
-cd "$(dirname "$0")/../.."
-. test/lib/deps.sh
-. test/lib/cluster.sh
-. test/lib/e2e.sh
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_begin install
 
-T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
-trap 'cluster_stop "$T" immediate; rm -rf "$T"' EXIT
-cluster_init "$T" "$(free_port)" </dev/null
-# the same cluster without the library preloaded
-sed -i "s/^shared_preload_libraries = 'remora'/shared_preload_libraries = ''/" "$T/data/postgresql.conf"
-cluster_start "$T"
-export PGHOST=$T PGPORT=$(grep -oP '^port = \K\d+' "$T/data/postgresql.conf") PGUSER=postgres
+# a cluster without the library preloaded
+CLUSTER_PRELOAD= e2e_cluster </dev/null
 
 out=$(psql -X -q -c "CREATE EXTENSION remora" 2>&1 || true)
 check "refused without shared_preload_libraries" grep -q 'remora must be loaded via shared_preload_libraries' <<<"$out"
 check "the hint names the setting" grep -q 'HINT:  Add remora to shared_preload_libraries' <<<"$out"
 check_eq "nothing was created" "$(q "SELECT count(*) FROM pg_namespace WHERE nspname = 'remora'")" "0"
 
-cluster_stop "$T"
-sed -i "s/^shared_preload_libraries = ''/shared_preload_libraries = 'remora'/" "$T/data/postgresql.conf"
-echo "remora.max_workers = 0" >>"$T/data/postgresql.conf"
-cluster_start "$T"
+cluster_stop "$T/pg"
+sed -i "s/^shared_preload_libraries = ''/shared_preload_libraries = 'remora'/" "$T/pg/data/postgresql.conf"
+echo "remora.max_workers = 0" >>"$T/pg/data/postgresql.conf"
+cluster_start "$T/pg"
 q "CREATE EXTENSION remora" >/dev/null
 check_eq "the three roles exist" \
 	"$(q "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolname LIKE 'remora\_%'")" \

@@ -5,15 +5,10 @@
 # that survives a crash half-way, statistics and checkpoint-writer counters,
 # and what pg_stat_activity shows of the workers.
 #
-set -Euo pipefail
-cd "$(dirname "$0")/../.."
-. test/lib/deps.sh
-. test/lib/cluster.sh
-. test/lib/e2e.sh
-. test/lib/services.sh
-. test/lib/stack.sh
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_begin operations
 
-stack_up operations
+stack_up
 make_file small.bin 1000000
 make_file doomed.bin 12000000
 make_file watched.bin 12000000

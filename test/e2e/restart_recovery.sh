@@ -7,21 +7,14 @@
 # attempts keep their authority.  The jobs live in a database the launcher
 # does not serve, so that this test alone decides when reconcile runs.
 #
-set -Euo pipefail
-cd "$(dirname "$0")/../.."
-. test/lib/deps.sh
-. test/lib/cluster.sh
-. test/lib/e2e.sh
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_begin restart_recovery
 
-T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
-trap 'cluster_stop "$T" immediate; rm -rf "$T"' EXIT
-cluster_init "$T" "$(free_port)" <<CONF
+e2e_cluster <<CONF
 remora.max_workers = 0
 remora.max_active_leases = 3
 remora.default_bucket = 'target'
 CONF
-cluster_start "$T"
-export PGHOST=$T PGPORT=$(grep -oP '^port = \K\d+' "$T/data/postgresql.conf") PGUSER=postgres
 
 DURABLE="SELECT md5(string_agg(t, '|' ORDER BY t)) FROM (
 	SELECT 'j' || row(j.*)::text AS t FROM remora.jobs j
@@ -46,8 +39,8 @@ check_eq "states before the crash" \
 before=$(q "$DURABLE")
 running_before=$(q "SELECT string_agg(current_attempt::text, ',' ORDER BY job_id) FROM remora.jobs WHERE state = 'running'")
 
-cluster_stop "$T" immediate
-cluster_start "$T"
+cluster_stop "$T/pg" immediate
+cluster_start "$T/pg"
 
 check_eq "crash recovery emptied the queue and the leases" \
 	"$(q "SELECT (SELECT count(*) FROM remora.queue) || '/' || (SELECT count(*) FROM remora.leases)")" "0/0"

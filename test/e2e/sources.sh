@@ -9,15 +9,10 @@
 # traversal names), and a crash mid-snapshot whose replacement transfers
 # only what was not recorded.  Results are read back with the AWS CLI.
 #
-set -Euo pipefail
-cd "$(dirname "$0")/../.."
-. test/lib/deps.sh
-. test/lib/cluster.sh
-. test/lib/e2e.sh
-. test/lib/services.sh
-. test/lib/stack.sh
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_begin sources
 
-stack_up sources
+stack_up
 HUB_PORT=$(free_port)
 CDN_PORT=$(free_port)
 HUB=$T/hub

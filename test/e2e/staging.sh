@@ -7,15 +7,10 @@
 # cleanup of the first attempt must leave nothing under the job's prefix
 # but the committed result.
 #
-set -Euo pipefail
-cd "$(dirname "$0")/../.."
-. test/lib/deps.sh
-. test/lib/cluster.sh
-. test/lib/e2e.sh
-. test/lib/services.sh
-. test/lib/stack.sh
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_begin staging
 
-stack_up staging
+stack_up
 
 make_file parts.bin 12000000 # three 5 MB segments, so a multipart upload
 

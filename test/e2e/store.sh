@@ -9,17 +9,10 @@
 # RGW's error answers); and stopping it leaves no process behind.  A broken
 # harness is then a failing test, not a silently different one.
 #
-set -Euo pipefail
-cd "$(dirname "$0")/../.."
-. test/lib/deps.sh
-. test/lib/e2e.sh
-. test/lib/services.sh
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_begin store
 
 STORE=${REMORA_STORE:-s3rver}
-[ "$STORE" = rgw ] && E2E_LABEL="[rgw] "
-T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
-SERVICES_DIR=$T
-trap 'stop_services; rm -rf "$T"' EXIT
 export REMORA_TEST_SECRET="store-test-secret-$RANDOM$RANDOM"
 S3_PORT=$(free_port)
 

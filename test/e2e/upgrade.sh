@@ -7,22 +7,15 @@
 # privileges must be identical, and the data must survive.  Until the
 # update the launcher refuses to run transfers, and says why.
 #
-set -Euo pipefail
-cd "$(dirname "$0")/../.."
-. test/lib/deps.sh
-. test/lib/cluster.sh
-. test/lib/e2e.sh
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_begin upgrade
 
-T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
-trap 'cluster_stop "$T" immediate; rm -rf "$T"' EXIT
-cluster_init "$T" "$(free_port)" <<CONF
+e2e_cluster <<CONF
 remora.default_bucket = 'target'
 remora.database = 'upgraded'
 remora.s3_access_key_id = 'AKIDEXAMPLE'
 remora.s3_secret_access_key = 'not-a-real-secret'
 CONF
-cluster_start "$T"
-export PGHOST=$T PGPORT=$(grep -oP '^port = \K\d+' "$T/data/postgresql.conf") PGUSER=postgres
 current=$(grep -oP "^default_version = '\K[^']+" remora.control)
 
 psql -X -q -c "CREATE DATABASE upgraded" -c "CREATE DATABASE fresh"
@@ -35,7 +28,7 @@ job=$(E2E_DB=upgraded q "SELECT remora._submit(10, jsonb_build_object(
 	'source', jsonb_build_object('kind', 'http', 'uri', 'https://example.com/a.bin?sig=s3cr3t', 'file_name', 'a.bin'),
 	'bucket', 'target', 'prefix', 'remora', 'options', jsonb_build_object('priority', 0, 'max_attempts', 5)),
 	'{}', NULL)")
-warned() { grep -q "remora 0.1.0 is installed in database \"upgraded\", but the library is $current" "$T/server.log"; }
+warned() { grep -q "remora 0.1.0 is installed in database \"upgraded\", but the library is $current" "$T/pg/server.log"; }
 check "the launcher says the schema must be updated" wait_for 10 warned
 check_eq "and starts no worker meanwhile" \
 	"$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora worker'")" "0"

@@ -7,21 +7,13 @@
 # by test/engine/fetch, the same code the worker links; PostgreSQL's own
 # processes are not run under valgrind here.
 #
-set -Euo pipefail
-cd "$(dirname "$0")/../.."
-. test/lib/deps.sh
-. test/lib/e2e.sh
-. test/lib/services.sh
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_begin valgrind
 
-T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
-chmod 755 "$T"
-SERVICES_DIR=$T
-trap 'stop_services; rm -rf "$T"' EXIT
 NGINX_PORT=$(free_port)
 S3_PORT=$(free_port)
 start_nginx "$T/nginx" "$NGINX_PORT"
 start_store "$T/store" "$S3_PORT" target || { not_ok "the target store (${REMORA_STORE:-s3rver}) starts"; exit 1; }
-[ "${REMORA_STORE:-s3rver}" = rgw ] && E2E_LABEL="[rgw] "
 export REMORA_KEY=$S3_ACCESS_KEY REMORA_SECRET=$S3_SECRET_KEY
 # segments of 256 KiB; a production store refuses parts under 5 MiB
 # (EntityTooSmall), which the test server accepts

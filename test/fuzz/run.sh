@@ -10,18 +10,29 @@ cd "$(dirname "$0")/../.."
 SECS=${FUZZ_SECONDS:-30}
 OUT=$(mktemp -d /tmp/remora-fuzz.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
-FLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc $(pkg-config --cflags libcurl openssl libxml-2.0)"
+SANITIZE="-g -O1 -fno-sanitize-recover=undefined -Isrc $(pkg-config --cflags libcurl openssl libxml-2.0)"
 LIBS=$(pkg-config --libs libcurl openssl libxml-2.0)
-declare -A SRCS=(
-	[source_uri]="src/engine/source_uri.c src/engine/netpolicy.c"
-	[s3xml]="src/engine/s3xml.c"
-	[sigv4]="src/engine/sigv4.c"
-	[hub]="src/engine/json.c src/engine/source_uri.c src/engine/netpolicy.c"
-)
 failed=0
+
+# the engine, from the Makefile's own list of its sources, instrumented
+# once into an archive each target links what it uses from
+mkdir -p "$OUT/obj"
+for c in $(make -s --no-print-directory print-engine-srcs); do
+	# shellcheck disable=SC2086
+	clang $SANITIZE -fsanitize=fuzzer-no-link,address,undefined -c \
+		-o "$OUT/obj/$(basename "${c%.c}").o" "$c" 2>>"$OUT/engine.build" || failed=1
+done
+ar rcs "$OUT/libengine.a" "$OUT"/obj/*.o 2>>"$OUT/engine.build" || failed=1
+if [ "$failed" -ne 0 ]; then
+	echo "not ok - fuzz: the engine does not build"
+	cat "$OUT/engine.build"
+	exit 1
+fi
+
 for t in source_uri s3xml sigv4 hub; do
 	# shellcheck disable=SC2086
-	if ! clang $FLAGS -o "$OUT/fuzz_$t" "test/fuzz/fuzz_$t.c" ${SRCS[$t]} $LIBS 2>"$OUT/$t.build"; then
+	if ! clang $SANITIZE -fsanitize=fuzzer,address,undefined -o "$OUT/fuzz_$t" "test/fuzz/fuzz_$t.c" \
+		"$OUT/libengine.a" $LIBS 2>"$OUT/$t.build"; then
 		echo "not ok - fuzz $t: does not build"
 		cat "$OUT/$t.build"
 		failed=1

@@ -6,8 +6,9 @@
 
 PGBIN=${PGBIN:-$(pg_config --bindir)}
 
-# cluster_init DIR PORT: create DIR/data with remora preloaded.  Extra
-# postgresql.conf lines are read from standard input.
+# cluster_init DIR PORT: create DIR/data with remora preloaded (or what
+# CLUSTER_PRELOAD names, "" for nothing).  Extra postgresql.conf lines are
+# read from standard input.
 cluster_init() {
 	local dir=$1 port=$2
 	mkdir -p "$dir"
@@ -21,7 +22,7 @@ cluster_init() {
 		echo "port = $port"
 		echo "unix_socket_directories = '$dir'"
 		echo "fsync = off"
-		echo "shared_preload_libraries = 'remora'"
+		echo "shared_preload_libraries = '${CLUSTER_PRELOAD-remora}'"
 		echo "max_worker_processes = 32"
 		echo "log_line_prefix = '%m [%p] %b '"
 		cat

@@ -1,7 +1,22 @@
-# Helpers for end-to-end tests (source after deps.sh and cluster.sh).
+# Helpers for end-to-end tests.  Every script begins
+#
+#     . "$(dirname "$0")/../lib/e2e.sh"
+#     e2e_begin NAME
+#
+# and then starts what it needs through the functions of test/lib:
+# stack_up (the whole stack: nginx, the target store, fault proxies,
+# PostgreSQL), e2e_cluster (PostgreSQL alone), or single start_* services.
+# Whatever was started is stopped, and $T removed, when the script exits,
+# also on failure.
 #
 # Each test prints TAP-style lines ("ok - ...", "not ok - ...") that the
 # suite runner counts, and exits non-zero if anything failed.
+
+E2E_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$E2E_LIB/deps.sh"
+. "$E2E_LIB/cluster.sh"
+. "$E2E_LIB/services.sh"
+. "$E2E_LIB/stack.sh"
 
 E2E_FAILED=0
 E2E_LABEL=${E2E_LABEL:-}	# said before every test name, e.g. "[rgw] "
@@ -37,4 +52,49 @@ q() { psql -X -A -t -q -v ON_ERROR_STOP=1 -d "${E2E_DB:-postgres}" -c "$1"; }
 
 e2e_finish() {
 	[ "$E2E_FAILED" -eq 0 ]
+}
+
+# e2e_begin NAME: strict mode, the repository as working directory, a
+# private directory $T (world-readable: nginx's workers run as nobody),
+# and the exit trap that stops everything started in it.  With
+# REMORA_STORE=rgw every TAP line says "[rgw]".
+e2e_begin() {
+	set -Euo pipefail
+	cd "$E2E_LIB/../.."
+	E2E_NAME=$1
+	E2E_AT_EXIT=()
+	[ "${REMORA_STORE:-s3rver}" = rgw ] && E2E_LABEL="[rgw] "
+	T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
+	chmod 755 "$T"
+	SERVICES_DIR=$T
+	trap e2e_end EXIT
+}
+
+# e2e_at_exit COMMAND: run COMMAND too when the script exits, before the
+# servers stop (e.g. to undo a change outside $T)
+e2e_at_exit() { E2E_AT_EXIT+=("$1"); }
+
+# e2e_end: the exit trap.  Keeps the server log as /tmp/NAME-server.log
+# (/tmp/NAME-rgw-server.log on RGW, with radosgw's own log beside it),
+# stops every cluster under $T and every service, removes $T.
+e2e_end() {
+	local cmd dir name=$E2E_NAME
+	for cmd in "${E2E_AT_EXIT[@]}"; do eval "$cmd" || true; done
+	[ "${REMORA_STORE:-s3rver}" = rgw ] && name=$name-rgw
+	cp "$T/pg/server.log" "/tmp/$name-server.log" 2>/dev/null
+	[ -f "$T/store/log/client.rgw.a.log" ] && cp "$T/store/log/client.rgw.a.log" "/tmp/$name-radosgw.log"
+	for dir in "$T"/*/; do cluster_stop "${dir%/}" immediate; done
+	stop_services
+	rm -rf "$T"
+}
+
+# e2e_cluster: a PostgreSQL cluster in $T/pg on $PG_PORT, remora preloaded
+# (CLUSTER_PRELOAD overrides), extra postgresql.conf lines from standard
+# input; started, with libpq's environment pointing at it.
+e2e_cluster() {
+	PG_PORT=$(free_port)
+	cluster_init "$T/pg" "$PG_PORT" || { not_ok "PostgreSQL initializes"; exit 1; }
+	cluster_start "$T/pg" || { not_ok "PostgreSQL starts"; exit 1; }
+	export PGHOST=$T/pg PGPORT=$PG_PORT PGUSER=postgres
+	LOG=$T/pg/server.log
 }

@@ -98,12 +98,14 @@ start_store() {
 	esac
 }
 
-# start_faults PORT UPSTREAM_PORT: the fault-injecting proxy
+# start_faults PORT UPSTREAM_PORT [NAME]: the fault-injecting proxy
+# (test/faults/proxy.js; its log NAME.log, "faults" by default; the
+# environment's KEEPALIVE_MS reaches it)
 start_faults() {
-	local port=$1 upstream=$2
+	local port=$1 upstream=$2 name=${3:-faults}
 	local root
 	root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-	node "$root/test/faults/proxy.js" "$port" "$upstream" >"$SERVICES_DIR/faults.log" 2>&1 &
+	node "$root/test/faults/proxy.js" "$port" "$upstream" >"$SERVICES_DIR/$name.log" 2>&1 &
 	echo $! >>"$SERVICES_DIR/pids"
 	wait_port "$port"
 }

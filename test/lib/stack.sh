@@ -1,53 +1,30 @@
-# The whole stack for end-to-end tests (source after deps.sh, cluster.sh,
-# e2e.sh and services.sh): nginx serving $WWW, the target store with
-# bucket "target" (REMORA_STORE: s3rver, the signature-checking test
-# server, by default; rgw, Ceph's RADOS Gateway), a fault proxy in front
-# of each, and a PostgreSQL cluster whose workers use them.  stack_up NAME
-# starts it all and arranges for it to be stopped (and the server log kept
-# as /tmp/NAME-server.log, /tmp/NAME-rgw-server.log on RGW, with
-# radosgw's own log beside it) when the test exits.  With rgw, every TAP
-# line says "[rgw]".  Helpers to wait on jobs and to check results with
-# the AWS CLI follow.
+# The whole stack for end-to-end tests (test/lib/e2e.sh sources this):
+# nginx serving $WWW, the target store with bucket "target" (REMORA_STORE:
+# s3rver, the signature-checking test server, by default; rgw, Ceph's
+# RADOS Gateway), a fault proxy in front of each, and a PostgreSQL cluster
+# whose workers use them.  Helpers to wait on jobs and to check results
+# with the AWS CLI follow.
 
-# stack_down NAME: keep the logs, stop everything, remove the directory
-stack_down() {
-	local name=$1
-	[ "${REMORA_STORE:-s3rver}" = rgw ] && name=$name-rgw
-	cp "$T/pg/server.log" "/tmp/$name-server.log" 2>/dev/null
-	[ -f "$T/store/log/client.rgw.a.log" ] && cp "$T/store/log/client.rgw.a.log" "/tmp/$name-radosgw.log"
-	cluster_stop "$T/pg" immediate
-	stop_services
-	rm -rf "$T"
-}
-
+# stack_up [NAME]: start it all in $T (e2e_begin NAME first, unless the
+# script has begun already), stopped when the script exits
 stack_up() {
-	local name=$1
-	T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
-	chmod 755 "$T"
-	SERVICES_DIR=$T
-	# shellcheck disable=SC2064
-	trap "stack_down '$name'" EXIT
-	[ "${REMORA_STORE:-s3rver}" = rgw ] && E2E_LABEL="[rgw] "
+	[ -n "${E2E_NAME:-}" ] || e2e_begin "$1"
 
 	NGINX_PORT=$(free_port)
 	S3_PORT=$(free_port)
 	SRC_PROXY=$(free_port)
 	S3_PROXY=$(free_port)
-	PG_PORT=$(free_port)
 	start_nginx "$T/nginx" "$NGINX_PORT"
 	start_store "$T/store" "$S3_PORT" target ||
 		{ not_ok "the target store (${REMORA_STORE:-s3rver}) starts"; exit 1; }
 	start_faults "$SRC_PROXY" "$NGINX_PORT"
-	# a second proxy, in front of the store
-	node test/faults/proxy.js "$S3_PROXY" "$S3_PORT" >"$T/s3proxy.log" 2>&1 &
-	echo $! >>"$T/pids"
-	wait_port "$S3_PROXY"
+	start_faults "$S3_PROXY" "$S3_PORT" s3proxy # a second proxy, before the store
 
 	WWW=$T/nginx/www
 	SRC="http://127.0.0.1:$NGINX_PORT"
 	FLAKY="http://127.0.0.1:$SRC_PROXY"
 
-	cluster_init "$T/pg" "$PG_PORT" <<CONF
+	e2e_cluster <<CONF
 remora.max_workers = 2
 remora.worker_concurrency = 4
 remora.s3_endpoint = 'http://127.0.0.1:$S3_PROXY'
@@ -62,10 +39,7 @@ remora.retry_base_delay = '200ms'
 remora.retry_max_delay = '2s'
 remora.stall_timeout = '60s'
 CONF
-	cluster_start "$T/pg" || { not_ok "PostgreSQL starts"; exit 1; }
-	export PGHOST=$T/pg PGPORT=$PG_PORT PGUSER=postgres
 	q "CREATE EXTENSION remora" >/dev/null
-	LOG=$T/pg/server.log
 }
 
 make_file() { head -c "$2" /dev/urandom >"$WWW/$1"; chmod 644 "$WWW/$1"; }
