@@ -47,7 +47,7 @@ SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS))
 REGRESS = submit protocol security coordination retention views \
 	source_grants hardening
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
-ISOLATION = claim-race lease-limit cancel-commit stale-token \
+ISOLATION = claim-race claim-order lease-limit cancel-commit stale-token \
 	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=. --load-extension=remora
 

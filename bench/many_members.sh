@@ -71,11 +71,8 @@ esac
 FIRST=${STORES%% *}
 
 cd "$ROOT"
-. test/lib/deps.sh
-. test/lib/cluster.sh
 . test/lib/e2e.sh
-. test/lib/services.sh
-. test/lib/stack.sh
+. bench/lib.sh
 install_deps >/dev/null
 make -s >/dev/null && make -s install >/dev/null
 if [ "$RCLONE" != 0 ] && ! command -v rclone >/dev/null; then
@@ -235,7 +232,6 @@ run_cli() {
 	/usr/bin/time -f "%e %U %S" -o "$out" "${@:2}" >/dev/null 2>&1 || die "$1 failed"
 	awk '{printf "%s %s\n", $1, $2 + $3}' "$out"
 }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 methods="A B C"
 [ "$HAVE_RCLONE" = 1 ] && methods="$methods D"
@@ -312,7 +308,6 @@ declare -A NAME=(
 )
 # med STORE METHOD COLUMN: the median of that column over the rounds
 med() { awk -F'\t' -v s="$1" -v m="$2" -v c="$3" '$1 == s && $2 == m { print $c }' "$RESULTS" | median; }
-rt() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "-"; else printf "%.2f", a / b }'; }
 para() { tr '\n' ' ' | fold -s -w 80 | sed 's/ *$//'; echo; }
 declare -A WALL CPU SCPU SW
 for st in $STORES; do
@@ -326,18 +321,18 @@ mib() { echo "$1 / 1048576" | bc -l | xargs printf '%.1f'; }
 # store_words STORE: what one store's table says
 store_words() {
 	local st=$1 n=${SNAME[$1]} peers peer_cpu
-	peers="$(rt "${WALL[$st/A]}" "${WALL[$st/C]}")× the wall time of \`aws s3 sync\` (C)"
-	peer_cpu="$(rt "${CPU[$st/A]}" "${CPU[$st/C]}")× C's"
+	peers="$(ratio "${WALL[$st/A]}" "${WALL[$st/C]}")× the wall time of \`aws s3 sync\` (C)"
+	peer_cpu="$(ratio "${CPU[$st/A]}" "${CPU[$st/C]}")× C's"
 	if [ "$HAVE_RCLONE" = 1 ]; then
-		peers="$peers and $(rt "${WALL[$st/A]}" "${WALL[$st/D]}")× rclone's (D)"
-		peer_cpu="$peer_cpu and $(rt "${CPU[$st/A]}" "${CPU[$st/D]}")× D's"
+		peers="$peers and $(ratio "${WALL[$st/A]}" "${WALL[$st/D]}")× rclone's (D)"
+		peer_cpu="$peer_cpu and $(ratio "${CPU[$st/A]}" "${CPU[$st/D]}")× D's"
 	fi
 	cat <<TXT
 On $n, remora's same-store copy (A) took $peers, the peers that
 also copy inside the store, with $peer_cpu client CPU; the store's CPU for A
-was $(rt "${SCPU[$st/A]}" "${SCPU[$st/C]}")× C's, since A also reads every member once (GET) to hash it.
+was $(ratio "${SCPU[$st/A]}" "${SCPU[$st/C]}")× C's, since A also reads every member once (GET) to hash it.
 Streaming every byte through the worker instead (B: GET and PUT, no copy)
-took $(rt "${WALL[$st/B]}" "${WALL[$st/A]}")× A's wall time and $(rt "${SCPU[$st/B]}" "${SCPU[$st/A]}")× A's store CPU here.  The store
+took $(ratio "${WALL[$st/B]}" "${WALL[$st/A]}")× A's wall time and $(ratio "${SCPU[$st/B]}" "${SCPU[$st/A]}")× A's store CPU here.  The store
 wrote $(mib "${SW[$st/A]}") MiB for A and $(mib "${SW[$st/B]}") MiB for B, for $DATA_MIB MiB of data.
 TXT
 }
@@ -346,12 +341,12 @@ both_words() {
 	local copies="" m
 	for m in $methods; do
 		[ "$m" = B ] && continue
-		copies="$copies, $m $(rt "${WALL[rgw/$m]}" "${WALL[s3rver/$m]}")×"
+		copies="$copies, $m $(ratio "${WALL[rgw/$m]}" "${WALL[s3rver/$m]}")×"
 	done
 	cat <<TXT
 Which costs come from the store: the methods that copy inside the store took,
 on RGW, ${copies#, } their wall time on s3rver, and B, which reads and
-writes every byte itself, $(rt "${WALL[rgw/B]}" "${WALL[s3rver/B]}")×.
+writes every byte itself, $(ratio "${WALL[rgw/B]}" "${WALL[s3rver/B]}")×.
 TXT
 	if awk -v c="${WALL[rgw/C]}" -v b="${WALL[rgw/B]}" 'BEGIN { exit !(c > b) }'; then
 		cat <<TXT
@@ -393,9 +388,9 @@ report() {
 		for m in $methods; do
 			k=$st/$m
 			printf '| %s | %.2f | %.0f | %s | %.2f | %s | %.2f | %s | %.1f |\n' "${NAME[$m]}" "${WALL[$k]}" \
-				"$(echo "$OBJECTS / ${WALL[$k]}" | bc -l)" "$(rt "${WALL[$k]}" "${WALL[$st/A]}")" \
-				"${CPU[$k]}" "$(rt "${CPU[$k]}" "${CPU[$st/A]}")" "${SCPU[$k]}" \
-				"$(rt "${SCPU[$k]}" "${SCPU[$st/A]}")" "$(echo "${SW[$k]} / 1048576" | bc -l)"
+				"$(echo "$OBJECTS / ${WALL[$k]}" | bc -l)" "$(ratio "${WALL[$k]}" "${WALL[$st/A]}")" \
+				"${CPU[$k]}" "$(ratio "${CPU[$k]}" "${CPU[$st/A]}")" "${SCPU[$k]}" \
+				"$(ratio "${SCPU[$k]}" "${SCPU[$st/A]}")" "$(echo "${SW[$k]} / 1048576" | bc -l)"
 		done
 		echo
 		store_words "$st" | para
@@ -408,7 +403,7 @@ report() {
 		echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 		for m in $methods; do
 			printf '| %s | %.2f | %.2f | %s | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f |\n' "$m" \
-				"${WALL[s3rver/$m]}" "${WALL[rgw/$m]}" "$(rt "${WALL[rgw/$m]}" "${WALL[s3rver/$m]}")" \
+				"${WALL[s3rver/$m]}" "${WALL[rgw/$m]}" "$(ratio "${WALL[rgw/$m]}" "${WALL[s3rver/$m]}")" \
 				"${CPU[s3rver/$m]}" "${CPU[rgw/$m]}" "${SCPU[s3rver/$m]}" "${SCPU[rgw/$m]}" \
 				"$(echo "${SW[s3rver/$m]} / 1048576" | bc -l)" "$(echo "${SW[rgw/$m]} / 1048576" | bc -l)"
 		done
@@ -456,24 +451,6 @@ if [ -n "$RSS_COUNTS" ]; then
 	echo
 	cat "$T/rss.md"
 fi
-# put_section FILE: replace the section FILE begins with in doc/benchmarks.md
-# (up to the next "## " heading), or append it
-put_section() {
-	python3 - "$ROOT/doc/benchmarks.md" "$1" <<'PY'
-import sys
-path, rep = sys.argv[1:]
-doc = open(path).read()
-new = open(rep).read().rstrip('\n') + '\n'
-section = new.split('\n', 1)[0]
-if section + '\n' in doc:
-    i = doc.index(section + '\n')
-    j = doc.find('\n## ', i + len(section))
-    doc = doc[:i] + new + (doc[j:] if j >= 0 else '')
-else:
-    doc = doc.rstrip('\n') + '\n\n' + new
-open(path, 'w').write(doc)
-PY
-}
 if [ "$WRITE" = 1 ]; then
 	put_section "$T/report.md"
 	if [ -n "$RSS_COUNTS" ]; then put_section "$T/rss.md"; fi

@@ -146,6 +146,7 @@ fi
 # ------------------------------------------------------------------ deps
 . "$ROOT/test/lib/deps.sh"
 . "$ROOT/test/lib/services.sh"
+. "$ROOT/bench/lib.sh"
 
 need=""
 for c in gcc pkg-config nginx node curl sha256sum; do
@@ -576,11 +577,6 @@ done; fi
 
 # ---------------------------------------------------------------- report
 [ -s "$RESULTS" ] || die "no run was recorded"
-median() {	# numbers on stdin
-	sort -g | awk '{ v[NR] = $1 } END {
-		if (NR == 0) { print "nan"; exit }
-		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 col() {	# col STORE METHOD EXPR: one value per run of METHOD on STORE
 	awk -F'\t' -v st="$1" -v m="$2" "\$10 == st && \$1 == m { print $3 }" "$RESULTS"
 }

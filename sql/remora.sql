@@ -996,7 +996,7 @@ $$;
 -- for the job, records the recovery ledger, and takes a lease.  Leases in
 -- use never exceed remora.max_active_leases: claimers serialise on the
 -- lease lock for the count (running jobs count, so a lost lease table does
--- not make room), and skip job rows others hold.  A lease runs from when
+-- not make room), and skip queue and job rows others hold.  A lease runs from when
 -- it is written (clock_timestamp()), not from a transaction start that may
 -- have waited on the lock.
 CREATE FUNCTION remora.claim(incarnation uuid, max_jobs integer DEFAULT 1)
@@ -1009,6 +1009,7 @@ DECLARE
 	p_incarnation uuid := $1;
 	lim			integer := current_setting('remora.max_active_leases')::integer;
 	room		integer;
+	next_job	record;
 	j			remora.jobs;
 	cp			remora.checkpoints;
 	new_attempt uuid;
@@ -1040,17 +1041,27 @@ BEGIN
 	room := least(max_jobs, lim - remora._leases_in_use());
 	expires := clock_timestamp() + remora._setting_interval('remora.lease_duration');
 
-	FOR j IN
-		SELECT jb.* FROM remora.queue q
-		  JOIN remora.jobs jb ON jb.job_id = q.job_id
-		 WHERE q.not_before <= now()
-		   AND jb.state IN ('queued', 'retrying')
-		   AND jb.cancel_requested_at IS NULL
-		   AND jb.attempts_used < jb.max_attempts
-		 ORDER BY q.priority DESC, q.job_id
+	-- the queue in claim order, from its index: a claim reads the rows it
+	-- hands out (and those others hold, which it skips), whatever the
+	-- backlog; the job row is only locked if nobody else holds it, so a
+	-- claim never waits on a cancel (which holds the job, then the queue row)
+	FOR next_job IN
+		SELECT qq.job_id FROM remora.queue qq
+		 WHERE qq.not_before <= now()
+		 ORDER BY qq.priority DESC, qq.job_id
 		 LIMIT greatest(room, 0)
-		   FOR UPDATE OF jb SKIP LOCKED
+		   FOR UPDATE SKIP LOCKED
 	LOOP
+		SELECT * INTO j FROM remora.jobs jb WHERE jb.job_id = next_job.job_id
+		   FOR UPDATE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
+		IF j.state NOT IN ('queued', 'retrying') OR j.cancel_requested_at IS NOT NULL
+			OR j.attempts_used >= j.max_attempts THEN
+			-- an entry left behind (reconcile removes them too)
+			DELETE FROM remora.queue qq WHERE qq.job_id = j.job_id;
+			CONTINUE;
+		END IF;
+
 		new_attempt := gen_random_uuid();
 		SELECT * INTO cp FROM remora.checkpoints c WHERE c.job_id = j.job_id;
 

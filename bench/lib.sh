@@ -1,0 +1,31 @@
+# Helpers shared by the benchmark scripts (source this file; ROOT is the
+# repository).
+
+# median: the median of the numbers on standard input ("nan" if none)
+median() {
+	sort -g | awk '{ v[NR] = $1 } END {
+		if (NR == 0) { print "nan"; exit }
+		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# ratio A B: A / B with two decimals, "-" when B is zero or not a number
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
+
+# put_section FILE: replace the section FILE begins with in
+# doc/benchmarks.md (up to the next "## " heading), or append it
+put_section() {
+	python3 - "$ROOT/doc/benchmarks.md" "$1" <<'PY'
+import sys
+path, rep = sys.argv[1:]
+doc = open(path).read()
+new = open(rep).read().rstrip('\n') + '\n'
+section = new.split('\n', 1)[0]
+if section + '\n' in doc:
+    i = doc.index(section + '\n')
+    j = doc.find('\n## ', i + len(section))
+    doc = doc[:i] + new + (doc[j:] if j >= 0 else '')
+else:
+    doc = doc.rstrip('\n') + '\n\n' + new
+open(path, 'w').write(doc)
+PY
+}
