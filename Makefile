@@ -27,7 +27,9 @@ ENGINE_OBJS = \
 	src/engine/s3.o \
 	src/engine/task.o \
 	src/engine/json.o \
-	src/engine/set.o
+	src/engine/set.o \
+	src/engine/util.o \
+	src/engine/manifest.o
 OBJS = $(PG_OBJS) $(ENGINE_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql

@@ -13,6 +13,7 @@
 
 #include "engine/engine.h"
 #include "engine/sigv4.h"
+#include "engine/util.h"
 
 typedef struct Request Request;
 typedef void (*RequestDone)(Request *req, CURLcode rc);

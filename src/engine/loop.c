@@ -34,12 +34,6 @@
 #include "engine/engine_int.h"
 #include "engine/source_uri.h"
 
-static char *
-xstrdup(const char *s)
-{
-	return s ? strdup(s) : NULL;
-}
-
 int64_t
 remora_now_ms(void)
 {
@@ -113,9 +107,9 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 	}
 
 	engine->path_style = cfg->target.path_style;
-	engine->region = xstrdup(cfg->target.region);
-	engine->access_key_id = xstrdup(cfg->target.access_key_id);
-	engine->secret_access_key = xstrdup(cfg->target.secret_access_key);
+	engine->region = remora_xstrdup(cfg->target.region);
+	engine->access_key_id = remora_xstrdup(cfg->target.access_key_id);
+	engine->secret_access_key = remora_xstrdup(cfg->target.secret_access_key);
 	engine->part_size = cfg->part_size;
 	if (cfg->part_size < 64 * 1024 || cfg->part_size % 1024 != 0)
 	{
@@ -127,7 +121,8 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 	}
 	engine->connect_timeout_ms = cfg->connect_timeout_ms;
 	engine->stall_timeout_ms = cfg->stall_timeout_ms;
-	engine->user_agent = xstrdup(cfg->user_agent ? cfg->user_agent : "remora");
+	engine->user_agent =
+		remora_xstrdup(cfg->user_agent ? cfg->user_agent : "remora");
 	engine->timer_ms = -1;
 	engine->timer_deadline = -1;
 	engine->wake_deadline = -1;

@@ -38,6 +38,7 @@
 
 #include "engine/engine_int.h"
 #include "engine/json.h"
+#include "engine/manifest.h"
 #include "engine/s3xml.h"
 #include "engine/source_uri.h"
 
@@ -194,12 +195,6 @@ static void sanitized(char *out, size_t outlen, const char *s);
 static void member_retry(RemoraSet *set, Entry *e, const RemoraTaskError *err);
 static void changed(RemoraSet *set, Entry *e);
 
-static char *
-xstrdup(const char *s)
-{
-	return s ? strdup(s) : NULL;
-}
-
 static void set_fail(RemoraSet *set, const char *class, bool retryable,
 					 long http_status, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
@@ -212,15 +207,9 @@ set_fail(RemoraSet *set, const char *class, bool retryable, long http_status,
 
 	if (set->state != REMORA_TASK_RUNNING)
 		return;
-	memset(&set->error, 0, sizeof(set->error));
-	set->error.class = class;
-	set->error.retryable = retryable;
-	set->error.http_status = http_status;
-	set->error.retry_after = -1;
 	va_start(ap, fmt);
-	vsnprintf(set->error.message, sizeof(set->error.message), fmt, ap);
+	remora_error_vset(&set->error, class, retryable, http_status, fmt, ap);
 	va_end(ap);
-	remora_utf8_scrub(set->error.message);
 	set->state = REMORA_TASK_FAILED;
 	remora_set_abort(set); /* stops the rest; the state stays failed */
 }
@@ -437,7 +426,7 @@ add_entry(RemoraSet *set, Entry *e)
 	if (dup == -2)
 	{
 		entry_free(e);
-		set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+		set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 		return false;
 	}
 	if (dup == -1)
@@ -570,7 +559,7 @@ s3_list_done(Request *req, CURLcode rc)
 	memset(&l, 0, sizeof(l));
 	if (!req->body || !remora_s3xml_listing(req->body, req->body_len, &l))
 	{
-		set_fail(set, REMORA_ERR_S3, true, req->status, "%s",
+		set_fail(set, REMORA_ERR_S3, true, req->status,
 				 "listing the source: the store's answer is not a listing");
 		return;
 	}
@@ -588,7 +577,7 @@ s3_list_done(Request *req, CURLcode rc)
 		e = calloc(1, sizeof(Entry));
 		if (e == NULL)
 		{
-			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 			break;
 		}
 		e->path = strdup(set->single ? set->file_name : o->key + plen);
@@ -596,12 +585,12 @@ s3_list_done(Request *req, CURLcode rc)
 		e->src_etag = malloc(REMORA_ETAG_MAX);
 		if (e->src_etag)
 			remora_etag_canon(o->etag, e->src_etag, REMORA_ETAG_MAX);
-		e->src_lm = xstrdup(o->last_modified ? o->last_modified : "");
+		e->src_lm = remora_xstrdup(o->last_modified ? o->last_modified : "");
 		e->size = o->size;
 		if (!e->path || !e->src_key || !e->src_etag || !e->src_lm)
 		{
 			entry_free(e);
-			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 			break;
 		}
 		if (!add_entry(set, e))
@@ -614,7 +603,7 @@ s3_list_done(Request *req, CURLcode rc)
 	if (set->single || !l.truncated)
 		set->listed = true;
 	else if (l.next_token == NULL)
-		set_fail(set, REMORA_ERR_S3, true, req->status, "%s",
+		set_fail(set, REMORA_ERR_S3, true, req->status,
 				 "listing the source: a truncated listing had no "
 				 "continuation token");
 	else
@@ -759,7 +748,7 @@ resolve_done(Request *req, CURLcode rc)
 		strspn(sha, "0123456789abcdef") != 40)
 	{
 		remora_json_free(doc);
-		set_fail(set, REMORA_ERR_SOURCE, true, req->status, "%s",
+		set_fail(set, REMORA_ERR_SOURCE, true, req->status,
 				 "resolving the revision: the Hub's answer has no commit sha");
 		return;
 	}
@@ -773,7 +762,7 @@ resolve_done(Request *req, CURLcode rc)
 		set->next_url = malloc(n);
 		if (set->next_url == NULL)
 		{
-			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 			return;
 		}
 		snprintf(set->next_url, n, "%s/api/%ss/%s/tree/%s?recursive=true",
@@ -781,7 +770,7 @@ resolve_done(Request *req, CURLcode rc)
 	}
 	if (!manifest_header(set))
 	{
-		set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+		set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 		return;
 	}
 	set->phase = S_LIST;
@@ -853,7 +842,7 @@ tree_done(Request *req, CURLcode rc)
 	if (doc == NULL || doc->type != RJ_ARRAY)
 	{
 		remora_json_free(doc);
-		set_fail(set, REMORA_ERR_SOURCE, true, req->status, "%s",
+		set_fail(set, REMORA_ERR_SOURCE, true, req->status,
 				 "listing the repository: the Hub's answer is not a list");
 		return;
 	}
@@ -865,7 +854,7 @@ tree_done(Request *req, CURLcode rc)
 
 		if (malformed)
 		{
-			set_fail(set, REMORA_ERR_SOURCE, true, 0, "%s",
+			set_fail(set, REMORA_ERR_SOURCE, true, 0,
 					 "listing the repository: an entry has no path, type, "
 					 "oid or size, or a malformed lfs object");
 			break;
@@ -877,7 +866,7 @@ tree_done(Request *req, CURLcode rc)
 			 remora_json_get(f, "lfs")->type == RJ_OBJECT))
 		{
 			entry_free(e);
-			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 			break;
 		}
 		if (!add_entry(set, e))
@@ -894,7 +883,7 @@ tree_done(Request *req, CURLcode rc)
 		set->listed = true;
 	else if (!same_origin(req->link_next, set->hub_url))
 	{
-		set_fail(set, REMORA_ERR_SOURCE, false, 0, "%s",
+		set_fail(set, REMORA_ERR_SOURCE, false, 0,
 				 "listing the repository: the next page is on another host");
 		return;
 	}
@@ -931,7 +920,7 @@ list_next(RemoraSet *set)
 		free(rev);
 		free(url);
 		if (set->list_req == NULL)
-			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s",
+			set_fail(set, REMORA_ERR_INTERNAL, true, 0,
 					 "could not ask the Hub for the revision");
 		return;
 	}
@@ -943,7 +932,7 @@ list_next(RemoraSet *set)
 	{
 		set->list_req = hub_get(set, set->next_url, tree_done);
 		if (set->list_req == NULL)
-			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s",
+			set_fail(set, REMORA_ERR_INTERNAL, true, 0,
 					 "could not ask the Hub for the file list");
 	}
 }
@@ -1154,7 +1143,7 @@ reap_child(RemoraSet *set, Entry *e)
 		e->child = NULL;
 		if (e->key == NULL || e->etag == NULL)
 		{
-			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 			return;
 		}
 		e->state = E_DONE;
@@ -1255,7 +1244,7 @@ server_copy_done(Request *req, CURLcode rc)
 	e->etag = etag;
 	if (e->key == NULL)
 	{
-		set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+		set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 		return;
 	}
 	e->state = E_DONE;
@@ -1327,7 +1316,7 @@ hash_done(Request *req, CURLcode rc)
 	if (e->copy == NULL)
 	{
 		set->running--;
-		set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s",
+		set_fail(set, REMORA_ERR_INTERNAL, true, 0,
 				 "could not start a copy inside the store");
 		return;
 	}
@@ -1437,70 +1426,19 @@ mappend(RemoraSet *set, const char *s, size_t n)
 	return true;
 }
 
-/* JSON string escaping into a malloc'd string. */
-static char *
-jesc(const char *s)
-{
-	size_t n = 0;
-	char  *out = malloc(strlen(s) * 6 + 1);
-
-	if (out == NULL)
-		return NULL;
-	for (; *s; s++)
-	{
-		unsigned char c = (unsigned char) *s;
-
-		if (c == '"' || c == '\\')
-		{
-			out[n++] = '\\';
-			out[n++] = c;
-		}
-		else if (c < 0x20)
-			n += sprintf(out + n, "\\u%04x", c);
-		else
-			out[n++] = c;
-	}
-	out[n] = '\0';
-	return out;
-}
-
 /* The validators of an entry's source, as a JSON object (malloc'd). */
 static char *
 source_json(RemoraSet *set, const Entry *e)
 {
-	char  *a, *b, *c, *out;
-	size_t n;
+	RemoraBuf b = {0};
 
 	if (set->kind == REMORA_SET_S3)
-	{
-		a = jesc(e->src_key);
-		b = jesc(e->src_etag);
-		c = jesc(e->src_lm);
-		n = (a ? strlen(a) : 0) + (b ? strlen(b) : 0) + (c ? strlen(c) : 0) +
-			100;
-		out = a && b && c ? malloc(n) : NULL;
-		if (out)
-			snprintf(out, n,
-					 "{\"key\":\"%s\",\"etag\":\"%s\",\"last_modified\":\"%s\","
-					 "\"size\":%" PRId64 "}",
-					 a, b, c, e->size);
-	}
+		remora_manifest_source_s3(&b, e->src_key, e->src_etag, e->src_lm,
+								  e->size);
 	else
-	{
-		a = jesc(e->oid);
-		b = c = NULL;
-		n = (a ? strlen(a) : 0) + 160;
-		out = a ? malloc(n) : NULL;
-		if (out)
-			snprintf(out, n,
-					 "{\"commit\":\"%s\",\"oid\":\"%s\",\"size\":%" PRId64
-					 ",\"lfs\":%s}",
-					 set->commit, a, e->size, e->lfs_sha ? "true" : "false");
-	}
-	free(a);
-	free(b);
-	free(c);
-	return out;
+		remora_manifest_source_hf(&b, set->commit, e->oid, e->size,
+								  e->lfs_sha != NULL);
+	return remora_buf_release(&b, NULL);
 }
 
 /* The completed head entry: a manifest line and a member to checkpoint. */
@@ -1508,10 +1446,8 @@ static bool
 emit_member(RemoraSet *set, Entry *e)
 {
 	RemoraSetMember *m;
-	char            *p = jesc(e->path), *k = jesc(e->key), *t = jesc(e->etag);
 	char            *src = source_json(set, e);
-	char            *line = NULL;
-	size_t           n;
+	RemoraBuf        line = {0};
 	bool             ok = false;
 
 	if (set->ncpq == set->cpq_cap)
@@ -1524,20 +1460,12 @@ emit_member(RemoraSet *set, Entry *e)
 		set->cpq = nq;
 		set->cpq_cap = cap;
 	}
-	if (!p || !k || !t || !src)
+	if (src == NULL ||
+		!remora_manifest_member(&line, e->path, e->key, e->size, e->sha256,
+								e->etag, src, e->reused) ||
+		!mappend(set, line.data, line.len))
 		goto done;
-	n = strlen(p) + strlen(k) + strlen(t) + strlen(src) + 200;
-	line = malloc(n);
-	if (line == NULL)
-		goto done;
-	n = snprintf(line, n,
-				 "{\"path\":\"%s\",\"key\":\"%s\",\"size\":%" PRId64
-				 ",\"sha256\":\"%s\",\"etag\":\"%s\",\"source\":%s%s}\n",
-				 p, k, e->size, e->sha256, t, src,
-				 e->reused ? ",\"reused\":true" : "");
-	if (!mappend(set, line, n))
-		goto done;
-	remora_sha256_update(set->lsha, line, n);
+	remora_sha256_update(set->lsha, line.data, line.len);
 	m = &set->cpq[set->ncpq];
 	memset(m, 0, sizeof(*m));
 	m->path = e->path;
@@ -1556,11 +1484,8 @@ emit_member(RemoraSet *set, Entry *e)
 	set->members_reused += m->reused;
 	ok = true;
 done:
-	free(p);
-	free(k);
-	free(t);
 	free(src);
-	free(line);
+	remora_buf_free(&line);
 	return ok;
 }
 
@@ -1575,7 +1500,7 @@ pop_done(RemoraSet *set)
 
 		if (!emit_member(set, e))
 		{
-			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 			return;
 		}
 		set->head = e->next;
@@ -1606,7 +1531,7 @@ mpart_done(Request *req, CURLcode rc)
 	{
 		if (pe)
 			set->part_etags = pe;
-		set_fail(set, REMORA_ERR_S3, true, req->status, "%s",
+		set_fail(set, REMORA_ERR_S3, true, req->status,
 				 "writing the manifest: no ETag for a part");
 		return;
 	}
@@ -1614,7 +1539,7 @@ mpart_done(Request *req, CURLcode rc)
 	set->part_etags[set->nparts] = malloc(REMORA_ETAG_MAX);
 	if (set->part_etags[set->nparts] == NULL)
 	{
-		set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+		set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 		return;
 	}
 	remora_etag_canon(req->etag, set->part_etags[set->nparts++],
@@ -1637,7 +1562,7 @@ minit_done(Request *req, CURLcode rc)
 												   "UploadId", NULL)
 							   : NULL;
 	if (set->upload_id == NULL)
-		set_fail(set, REMORA_ERR_S3, true, req->status, "%s",
+		set_fail(set, REMORA_ERR_S3, true, req->status,
 				 "starting the manifest upload: no UploadId");
 }
 
@@ -1700,7 +1625,7 @@ mfinal_done(Request *req, CURLcode rc)
 
 		remora_etag_canon(req->etag, canon, sizeof(canon));
 		if (canon[0] == '\0')
-			set_fail(set, REMORA_ERR_S3, true, req->status, "%s",
+			set_fail(set, REMORA_ERR_S3, true, req->status,
 					 "writing the manifest: the store answered no ETag");
 		else
 			manifest_written(set, canon);
@@ -1774,7 +1699,7 @@ manifest_flush(RemoraSet *set)
 		set->part_body = malloc(n);
 		if (set->part_body == NULL)
 		{
-			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 			return;
 		}
 		memcpy(set->part_body, set->mbuf, n);
@@ -1798,7 +1723,7 @@ manifest_flush(RemoraSet *set)
 			(const char *const *) set->part_etags, set->nparts, &len);
 		if (set->part_body == NULL)
 		{
-			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+			set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 			return;
 		}
 		call =
@@ -1818,31 +1743,24 @@ manifest_flush(RemoraSet *set)
 static bool
 manifest_header(RemoraSet *set)
 {
-	char  *src = jesc(set->display);
-	char   line[4200];
-	size_t n;
+	RemoraBuf line = {0};
+	bool      ok;
 
-	if (src == NULL)
-		return false;
-	n = snprintf(line, sizeof(line),
-				 "{\"remora_manifest\":1,\"job_id\":%" PRId64
-				 ",\"attempt_id\":\"%s\",\"fencing_token\":%" PRId64
-				 ",\"source\":\"%.3000s\",\"bucket\":\"%s\"%s%s%s}\n",
-				 set->job_id, set->attempt_id, set->fencing_token, src,
-				 set->bucket,
-				 set->kind == REMORA_SET_HF ? ",\"commit\":\"" : "",
-				 set->kind == REMORA_SET_HF ? set->commit : "",
-				 set->kind == REMORA_SET_HF ? "\"" : "");
-	free(src);
-	return n < sizeof(line) && mappend(set, line, n);
+	ok = remora_manifest_header(&line, set->job_id, set->attempt_id,
+								set->fencing_token, set->display, set->bucket,
+								set->kind == REMORA_SET_HF ? set->commit
+														   : NULL) &&
+		 mappend(set, line.data, line.len);
+	remora_buf_free(&line);
+	return ok;
 }
 
 /* Everything listed is in: the totals line, then the manifest's end. */
 static void
 finish(RemoraSet *set)
 {
-	char   line[300];
-	size_t n;
+	RemoraBuf line = {0};
+	bool      ok;
 
 	if (set->members_done == 0)
 	{
@@ -1854,14 +1772,13 @@ finish(RemoraSet *set)
 		return;
 	}
 	remora_sha256_final_hex(set->lsha, set->result.members_sha256);
-	n = snprintf(line, sizeof(line),
-				 "{\"members\":%" PRId64 ",\"bytes\":%" PRId64
-				 ",\"members_sha256\":\"%s\"}\n",
-				 set->members_done, set->bytes_done,
-				 set->result.members_sha256);
-	if (!mappend(set, line, n))
+	ok = remora_manifest_totals(&line, set->members_done, set->bytes_done,
+								set->result.members_sha256) &&
+		 mappend(set, line.data, line.len);
+	remora_buf_free(&line);
+	if (!ok)
 	{
-		set_fail(set, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+		set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 		return;
 	}
 	remora_sha256_final_hex(set->msha, set->result.manifest_sha256);
@@ -1925,7 +1842,7 @@ set_source(RemoraSet *set, const RemoraSetSpec *spec, RemoraEngine *engine,
 {
 	if (spec->kind == REMORA_SET_HF)
 	{
-		set->hub_url = xstrdup(spec->hub_url);
+		set->hub_url = remora_xstrdup(spec->hub_url);
 		if (set->hub_url)
 		{
 			size_t n = strlen(set->hub_url);
@@ -1939,9 +1856,10 @@ set_source(RemoraSet *set, const RemoraSetSpec *spec, RemoraEngine *engine,
 			snprintf(errbuf, errlen, "remora.hf_endpoint is not a URL");
 			return false;
 		}
-		set->repo_type = xstrdup(spec->repo_type);
-		set->repo = xstrdup(spec->repo);
-		set->revision = xstrdup(spec->revision ? spec->revision : "main");
+		set->repo_type = remora_xstrdup(spec->repo_type);
+		set->repo = remora_xstrdup(spec->repo);
+		set->revision =
+			remora_xstrdup(spec->revision ? spec->revision : "main");
 		if (spec->token && spec->token[0])
 		{
 			size_t n = strlen(spec->token) + 32;
@@ -1954,10 +1872,10 @@ set_source(RemoraSet *set, const RemoraSetSpec *spec, RemoraEngine *engine,
 		return set->repo_type && set->repo && set->revision;
 	}
 
-	set->source_bucket = xstrdup(spec->source_bucket);
-	set->source_key = xstrdup(spec->source_key ? spec->source_key : "");
+	set->source_bucket = remora_xstrdup(spec->source_bucket);
+	set->source_key = remora_xstrdup(spec->source_key ? spec->source_key : "");
 	set->single = spec->single;
-	set->file_name = xstrdup(spec->file_name);
+	set->file_name = remora_xstrdup(spec->file_name);
 	if (spec->source_store)
 	{
 		bool https;
@@ -1965,10 +1883,10 @@ set_source(RemoraSet *set, const RemoraSetSpec *spec, RemoraEngine *engine,
 		if (!remora_s3_target_parse(spec->source_store, &set->src_base_url,
 									&set->src_host, &https, errbuf, errlen))
 			return false;
-		set->src_endpoint = xstrdup(spec->source_store->endpoint);
-		set->src_region = xstrdup(spec->source_store->region);
-		set->src_akid = xstrdup(spec->source_store->access_key_id);
-		set->src_secret = xstrdup(spec->source_store->secret_access_key);
+		set->src_endpoint = remora_xstrdup(spec->source_store->endpoint);
+		set->src_region = remora_xstrdup(spec->source_store->region);
+		set->src_akid = remora_xstrdup(spec->source_store->access_key_id);
+		set->src_secret = remora_xstrdup(spec->source_store->secret_access_key);
 		set->source_ep = (S3Endpoint){set->src_base_url,
 									  set->src_host,
 									  https,
@@ -2012,10 +1930,10 @@ remora_set_start(RemoraEngine *engine, const RemoraSetSpec *spec, char *errbuf,
 	set->kind = spec->kind;
 	set->state = REMORA_TASK_RUNNING;
 	set->phase = spec->kind == REMORA_SET_HF ? S_RESOLVE : S_LIST;
-	set->display = xstrdup(spec->display);
-	set->bucket = xstrdup(spec->bucket);
-	set->staging = xstrdup(spec->staging_prefix);
-	set->attempt_id = xstrdup(spec->attempt_id);
+	set->display = remora_xstrdup(spec->display);
+	set->bucket = remora_xstrdup(spec->bucket);
+	set->staging = remora_xstrdup(spec->staging_prefix);
+	set->attempt_id = remora_xstrdup(spec->attempt_id);
 	set->job_id = spec->job_id;
 	set->fencing_token = spec->fencing_token;
 	set->prior = spec->prior;

@@ -39,6 +39,7 @@
 #include <openssl/evp.h>
 
 #include "engine/engine_int.h"
+#include "engine/manifest.h"
 #include "engine/s3xml.h"
 #include "engine/source_uri.h"
 
@@ -199,15 +200,9 @@ fail(RemoraTask *task, const char *class, bool retryable, long http_status,
 
 	if (task->state != REMORA_TASK_RUNNING)
 		return;
-	memset(&task->error, 0, sizeof(task->error));
-	task->error.class = class;
-	task->error.retryable = retryable;
-	task->error.http_status = http_status;
-	task->error.retry_after = -1;
 	va_start(ap, fmt);
-	vsnprintf(task->error.message, sizeof(task->error.message), fmt, ap);
+	remora_error_vset(&task->error, class, retryable, http_status, fmt, ap);
 	va_end(ap);
-	remora_utf8_scrub(task->error.message);
 	task->state = REMORA_TASK_FAILED;
 }
 
@@ -332,7 +327,7 @@ segment_done(Request *req, CURLcode rc)
 	remora_etag_canon(req->etag, seg->etag, sizeof(seg->etag));
 	if (seg->etag[0] == '\0')
 	{
-		fail(task, REMORA_ERR_S3, true, req->status, "%s",
+		fail(task, REMORA_ERR_S3, true, req->status,
 			 "uploading a segment: the store answered no ETag");
 		settle(task);
 		return;
@@ -373,14 +368,14 @@ seal_segment(RemoraTask *task, Buffer *buf)
 	if (segno > REMORA_MAX_SEGMENTS || (seg = segment_at(task, segno)) == NULL)
 	{
 		fail(task, REMORA_ERR_SIZE, false, 0,
-			 "the object needs more than %s segments; raise remora.part_size",
-			 "10000");
+			 "the object needs more than %d segments; raise remora.part_size",
+			 REMORA_MAX_SEGMENTS);
 		return false;
 	}
 	seg->key = malloc(klen);
 	if (seg->key == NULL)
 	{
-		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+		fail(task, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 		return false;
 	}
 	if (task->segment_prefix)
@@ -430,8 +425,7 @@ upload_segment(RemoraTask *task, Buffer *buf)
 		task->uploads--;
 		buf->busy = false;
 		remora_req_cancel(req);
-		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s",
-			 "could not start an upload");
+		fail(task, REMORA_ERR_INTERNAL, true, 0, "could not start an upload");
 	}
 }
 
@@ -539,8 +533,7 @@ check_source_response(RemoraTask *task, Request *req)
 	{
 		/* a range we did not ask for */
 		fail(task, REMORA_ERR_SOURCE, true, status,
-			 "the source answered a plain request with a partial response%s",
-			 "");
+			 "the source answered a plain request with a partial response");
 		return false;
 	}
 	else
@@ -608,7 +601,7 @@ source_data(Request *req, char *ptr, size_t len)
 	if (task->total >= 0 && task->received > task->total)
 	{
 		fail(task, REMORA_ERR_SIZE, false, 0,
-			 "the source sent more bytes than it announced%s", "");
+			 "the source sent more bytes than it announced");
 		return 0;
 	}
 	return len;
@@ -696,20 +689,20 @@ source_done(Request *req, CURLcode rc)
 		if (location == NULL || (strncmp(location, "http://", 7) != 0 &&
 								 strncmp(location, "https://", 8) != 0))
 			fail(task, REMORA_ERR_SOURCE, false, req->status,
-				 "the source redirected to a location that is not http(s)%s",
-				 "");
+				 "the source redirected to a location that is not http(s)");
 		else if (has_userinfo(location))
 			fail(task, REMORA_ERR_SOURCE, false, req->status,
-				 "the source redirected to a location with credentials%s", "");
+				 "the source redirected to a location with credentials");
 		else if (++task->redirects > REMORA_MAX_REDIRECTS)
 			fail(task, REMORA_ERR_SOURCE, false, req->status,
-				 "the source redirected more than %s times", "10");
+				 "the source redirected more than %d times",
+				 REMORA_MAX_REDIRECTS);
 		else
 		{
 			char *next = strdup(location);
 
 			if (next == NULL)
-				fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+				fail(task, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 			else
 			{
 				free(task->url);
@@ -731,7 +724,7 @@ source_done(Request *req, CURLcode rc)
 	{
 		/* a source object replaced since it was listed: list it again */
 		fail(task, REMORA_ERR_SOURCE, true, req->status,
-			 "the source object changed since it was listed%s", "");
+			 "the source object changed since it was listed");
 		settle(task);
 		return;
 	}
@@ -746,7 +739,7 @@ source_done(Request *req, CURLcode rc)
 	if (task->total >= 0 && task->received != task->total)
 	{
 		fail(task, REMORA_ERR_SIZE, false, 0,
-			 "the source ended before the size it announced%s", "");
+			 "the source ended before the size it announced");
 		settle(task);
 		return;
 	}
@@ -756,7 +749,7 @@ source_done(Request *req, CURLcode rc)
 	{
 		/* the listing said otherwise: list again in a new attempt */
 		fail(task, REMORA_ERR_SIZE, true, 0,
-			 "the source's size changed since it was listed%s", "");
+			 "the source's size changed since it was listed");
 		settle(task);
 		return;
 	}
@@ -843,7 +836,7 @@ start_source(RemoraTask *task)
 	task->phase = P_SOURCE;
 	if (req == NULL)
 	{
-		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+		fail(task, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 		return;
 	}
 	if (task->trusted_source)
@@ -886,7 +879,7 @@ start_source(RemoraTask *task)
 	{
 		task->src = NULL;
 		remora_req_cancel(req);
-		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s",
+		fail(task, REMORA_ERR_INTERNAL, true, 0,
 			 "could not start the download");
 	}
 }
@@ -948,8 +941,7 @@ start_verify(RemoraTask *task)
 	{
 		if (req)
 			remora_req_cancel(req);
-		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s",
-			 "could not check a segment");
+		fail(task, REMORA_ERR_INTERNAL, true, 0, "could not check a segment");
 		return;
 	}
 	req->kind = K_HEAD;
@@ -996,8 +988,7 @@ start_s3(RemoraTask *task, const S3Call *call, RequestDone done, int kind,
 	if (!remora_req_start(req))
 	{
 		remora_req_cancel(req);
-		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s",
-			 "could not start a request");
+		fail(task, REMORA_ERR_INTERNAL, true, 0, "could not start a request");
 		return false;
 	}
 	return true;
@@ -1018,7 +1009,7 @@ single_done(Request *req, CURLcode rc)
 					  sizeof(task->result.member_etag));
 	if (task->result.member_etag[0] == '\0')
 	{
-		fail(task, REMORA_ERR_S3, true, req->status, "%s",
+		fail(task, REMORA_ERR_S3, true, req->status,
 			 "uploading the object: the store answered no ETag");
 		return;
 	}
@@ -1137,7 +1128,7 @@ start_complete(RemoraTask *task)
 
 	if (body == NULL)
 	{
-		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s",
+		fail(task, REMORA_ERR_INTERNAL, true, 0,
 			 "could not build the part list");
 		return;
 	}
@@ -1217,7 +1208,7 @@ start_copies(RemoraTask *task)
 
 		if (enc == NULL)
 		{
-			fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+			fail(task, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 			return;
 		}
 		n = strlen(task->bucket) + strlen(enc) + 3;
@@ -1225,7 +1216,7 @@ start_copies(RemoraTask *task)
 		if (source == NULL)
 		{
 			free(enc);
-			fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+			fail(task, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 			return;
 		}
 		snprintf(source, n, "/%s/%s", task->bucket, enc);
@@ -1262,7 +1253,7 @@ init_done(Request *req, CURLcode rc)
 	if (task->upload_id == NULL || task->upload_id[0] == '\0' ||
 		task->part_etags == NULL)
 	{
-		fail(task, REMORA_ERR_S3, true, req->status, "%s",
+		fail(task, REMORA_ERR_S3, true, req->status,
 			 "starting the multipart upload: the store answered no UploadId");
 		return;
 	}
@@ -1287,7 +1278,7 @@ start_assembly(RemoraTask *task)
 
 		if (k == NULL)
 		{
-			fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+			fail(task, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 			return;
 		}
 		snprintf(task->result.member_key, sizeof(task->result.member_key), "%s",
@@ -1364,38 +1355,6 @@ member_written(RemoraTask *task)
 	task->state = REMORA_TASK_SUCCEEDED;
 }
 
-/* JSON string escaping (the engine has no JSON library; this is all). */
-static void
-json_escape(char *out, size_t outlen, const char *s)
-{
-	size_t n = 0;
-
-	for (; *s && n + 7 < outlen; s++)
-	{
-		unsigned char c = (unsigned char) *s;
-
-		if (c == '"' || c == '\\')
-		{
-			out[n++] = '\\';
-			out[n++] = c;
-		}
-		else if (c < 0x20)
-			n += snprintf(out + n, outlen - n, "\\u%04x", c);
-		else
-			out[n++] = c;
-	}
-	out[n] = '\0';
-}
-
-/* The source as recorded: never its query string (it may hold a signature). */
-static void
-redacted_url(char *out, size_t outlen, const char *url)
-{
-	size_t n = strcspn(url, "?#");
-
-	snprintf(out, outlen, "%.*s", (int) n, url);
-}
-
 static void
 manifest_done(Request *req, CURLcode rc)
 {
@@ -1411,7 +1370,7 @@ manifest_done(Request *req, CURLcode rc)
 					  sizeof(task->result.manifest_etag));
 	if (task->result.manifest_etag[0] == '\0')
 	{
-		fail(task, REMORA_ERR_S3, true, req->status, "%s",
+		fail(task, REMORA_ERR_S3, true, req->status,
 			 "writing the manifest: the store answered no ETag");
 		return;
 	}
@@ -1420,62 +1379,49 @@ manifest_done(Request *req, CURLcode rc)
 }
 
 /*
- * The manifest, JSON Lines: a header line, one line per member, a totals
- * line with the SHA-256 of the member lines (the root digest).  See
- * doc/manifest.md.
+ * The manifest of a job of one member (see manifest.c).  The source is
+ * recorded without its query string, which may hold a signature.
  */
 static void
 start_manifest(RemoraTask *task)
 {
-	char e_key[2400], e_path[2400], e_etag[300], e_src[8200], e_setag[520],
-		e_slm[140];
-	char              member[8000];
-	char              members_sha[65];
-	size_t            cap;
-	S3Call            call;
 	RemoraTaskResult *r = &task->result;
+	RemoraBuf         src = {0};
+	RemoraBuf         member = {0};
+	RemoraBuf         m = {0};
+	char              members_sha[65];
+	char  *shown = strndup(task->orig_url, strcspn(task->orig_url, "?#"));
+	bool   ok;
+	S3Call call;
 
 	task->phase = P_MANIFEST;
-	json_escape(e_key, sizeof(e_key), r->member_key);
-	json_escape(e_path, sizeof(e_path), task->file_name);
-	json_escape(e_etag, sizeof(e_etag), r->member_etag);
-	json_escape(e_setag, sizeof(e_setag), task->etag);
-	json_escape(e_slm, sizeof(e_slm), task->last_modified);
 	snprintf(r->source_etag, sizeof(r->source_etag), "%s", task->etag);
 	snprintf(r->source_last_modified, sizeof(r->source_last_modified), "%s",
 			 task->last_modified);
-	snprintf(member, sizeof(member),
-			 "{\"path\":\"%s\",\"key\":\"%s\",\"size\":%" PRId64
-			 ",\"sha256\":\"%s\",\"etag\":\"%s\",\"source\":{\"etag\":\"%s\","
-			 "\"last_modified\":\"%s\"}}\n",
-			 e_path, e_key, r->member_size, r->member_sha256, e_etag, e_setag,
-			 e_slm);
-	remora_sha256_hex(member, strlen(member), members_sha);
-
+	ok = shown != NULL &&
+		 remora_manifest_source_http(&src, task->etag, task->last_modified) &&
+		 remora_manifest_member(&member, task->file_name, r->member_key,
+								r->member_size, r->member_sha256,
+								r->member_etag, src.data, false);
+	if (ok)
 	{
-		char red[8200];
-
-		redacted_url(red, sizeof(red), task->orig_url);
-		json_escape(e_src, sizeof(e_src), red);
+		remora_sha256_hex(member.data, member.len, members_sha);
+		remora_manifest_header(&m, task->job_id, task->attempt_id,
+							   task->fencing_token, shown, task->bucket, NULL);
+		remora_buf_append(&m, member.data, member.len);
+		ok = remora_manifest_totals(&m, 1, r->member_size, members_sha);
 	}
-	cap = strlen(member) + strlen(e_src) + strlen(task->bucket) * 2 +
-		  strlen(task->staging) * 2 + 1024;
+	free(shown);
+	remora_buf_free(&src);
+	remora_buf_free(&member);
 	free(task->manifest);
-	task->manifest = malloc(cap);
+	task->manifest = ok ? remora_buf_release(&m, &task->manifest_len) : NULL;
+	remora_buf_free(&m);
 	if (task->manifest == NULL)
 	{
-		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+		fail(task, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 		return;
 	}
-	task->manifest_len = snprintf(
-		task->manifest, cap,
-		"{\"remora_manifest\":1,\"job_id\":%" PRId64
-		",\"attempt_id\":\"%s\",\"fencing_token\":%" PRId64
-		",\"source\":\"%s\",\"bucket\":\"%s\"}\n"
-		"%s"
-		"{\"members\":1,\"bytes\":%" PRId64 ",\"members_sha256\":\"%s\"}\n",
-		task->job_id, task->attempt_id, task->fencing_token, e_src,
-		task->bucket, member, r->member_size, members_sha);
 	remora_sha256_hex(task->manifest, task->manifest_len, r->manifest_sha256);
 	snprintf(r->manifest_key, sizeof(r->manifest_key), "%smanifest.jsonl",
 			 task->staging);
@@ -1590,7 +1536,7 @@ cleanup_list_done(Request *req, CURLcode rc)
 	}
 	if (!remora_s3xml_listing(req->body, req->body_len, &l))
 	{
-		fail(task, REMORA_ERR_S3, true, req->status, "%s",
+		fail(task, REMORA_ERR_S3, true, req->status,
 			 "listing staging objects: the store answered no listing");
 		return;
 	}
@@ -1598,7 +1544,7 @@ cleanup_list_done(Request *req, CURLcode rc)
 	if (task->del_keys == NULL)
 	{
 		remora_s3xml_listing_free(&l);
-		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+		fail(task, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 		return;
 	}
 	for (int i = 0; i < l.nobjects; i++)
@@ -1617,7 +1563,7 @@ cleanup_list_done(Request *req, CURLcode rc)
 	{
 		/* a truncated listing without a way on: do not loop, fail */
 		remora_s3xml_listing_free(&l);
-		fail(task, REMORA_ERR_S3, true, req->status, "%s",
+		fail(task, REMORA_ERR_S3, true, req->status,
 			 "listing staging objects: a truncated listing had no continuation "
 			 "token");
 		return;
@@ -1671,7 +1617,7 @@ cleanup_uploads_done(Request *req, CURLcode rc)
 		(u.truncated && u.next_key_marker == NULL))
 	{
 		remora_s3xml_uploads_free(&u);
-		fail(task, REMORA_ERR_S3, true, req->status, "%s",
+		fail(task, REMORA_ERR_S3, true, req->status,
 			 "listing staging uploads: the store's answer was not understood");
 		return;
 	}
@@ -1680,7 +1626,7 @@ cleanup_uploads_done(Request *req, CURLcode rc)
 	if (task->del_keys == NULL || task->del_uploads == NULL)
 	{
 		remora_s3xml_uploads_free(&u);
-		fail(task, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+		fail(task, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 		return;
 	}
 	for (int i = 0; i < u.nuploads; i++)
@@ -1726,12 +1672,6 @@ cleanup_uploads_list(RemoraTask *task)
 
 /* ------------------------------------------------------------ lifecycle */
 
-static char *
-xstrdup(const char *s)
-{
-	return s ? strdup(s) : NULL;
-}
-
 /* Take over the resume offered at claim (a copy of it). */
 static void
 adopt_resume(RemoraTask *task, const RemoraResume *r)
@@ -1763,7 +1703,7 @@ adopt_resume(RemoraTask *task, const RemoraResume *r)
 			restart_from_zero(task, "the checkpoint could not be loaded");
 			return;
 		}
-		seg->key = xstrdup(r->segments[i].key);
+		seg->key = remora_xstrdup(r->segments[i].key);
 		if (seg->key == NULL)
 		{
 			restart_from_zero(task, "the checkpoint could not be loaded");
@@ -1804,20 +1744,20 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	}
 	task->engine = engine;
 	task->state = REMORA_TASK_RUNNING;
-	task->url = xstrdup(spec->source_url);
-	task->orig_url = xstrdup(spec->source_url);
-	task->file_name = xstrdup(spec->file_name);
-	task->bucket = xstrdup(spec->bucket);
-	task->staging = xstrdup(spec->staging_prefix);
-	task->expected_sha256 = xstrdup(spec->expected_sha256);
-	task->attempt_id = xstrdup(spec->attempt_id);
-	task->member_key_spec = xstrdup(spec->member_key);
-	task->segment_prefix = xstrdup(spec->segment_prefix);
+	task->url = remora_xstrdup(spec->source_url);
+	task->orig_url = remora_xstrdup(spec->source_url);
+	task->file_name = remora_xstrdup(spec->file_name);
+	task->bucket = remora_xstrdup(spec->bucket);
+	task->staging = remora_xstrdup(spec->staging_prefix);
+	task->expected_sha256 = remora_xstrdup(spec->expected_sha256);
+	task->attempt_id = remora_xstrdup(spec->attempt_id);
+	task->member_key_spec = remora_xstrdup(spec->member_key);
+	task->segment_prefix = remora_xstrdup(spec->segment_prefix);
 	task->no_manifest = spec->no_manifest;
 	task->trusted_source = spec->trusted_source;
-	task->auth_header = xstrdup(spec->auth_header);
-	task->auth_host = xstrdup(spec->auth_host);
-	task->if_match = xstrdup(spec->if_match);
+	task->auth_header = remora_xstrdup(spec->auth_header);
+	task->auth_host = remora_xstrdup(spec->auth_host);
+	task->if_match = remora_xstrdup(spec->if_match);
 	task->expected_size = spec->size_known ? spec->expected_size : -1;
 	task->job_id = spec->job_id;
 	task->fencing_token = spec->fencing_token;
