@@ -155,10 +155,6 @@ typedef struct RemoraPrior
 	char    source_oid[80];   /* hf: the git object id then */
 } RemoraPrior;
 
-/* Fill out[i] for paths[i]; out[] is zeroed (not found) on entry. */
-typedef void (*RemoraPriorLookup)(void *arg, const char *const *paths, int n,
-								  RemoraPrior *out);
-
 typedef struct RemoraSetSpec
 {
 	RemoraSetKind kind;
@@ -189,8 +185,8 @@ typedef struct RemoraSetSpec
 	int64_t            job_id;
 	const char        *attempt_id;
 	int64_t            fencing_token;
-	RemoraPriorLookup  prior; /* NULL: no earlier attempt has members */
-	void              *prior_arg;
+	bool               earlier_attempts; /* false: never ask lookups */
+	void              *host_arg;         /* handed back in each RemoraLookup */
 } RemoraSetSpec;
 
 /* A completed member, for remora.checkpoint and remora.commit. */
@@ -277,6 +273,28 @@ extern void          remora_engine_free(RemoraEngine *engine);
 extern int           remora_engine_fd(const RemoraEngine *engine);
 extern long          remora_engine_timeout_ms(const RemoraEngine *engine);
 extern void          remora_engine_run(RemoraEngine *engine);
+
+/*
+ * Lookups: what a job needs from its host's database (which members an
+ * earlier attempt of the job completed).  The engine never calls its host:
+ * a set that listed a page queues a lookup and waits.  Between two runs of
+ * the engine the host takes each pending lookup, answers it inside its own
+ * transaction and error boundary, and hands it back.  One handed back with
+ * ok = false (the host could not answer) counts as "found in no earlier
+ * attempt": those members are transferred again.  A lookup is valid until
+ * it is handed back, or until its task is aborted or freed.
+ */
+typedef struct RemoraLookup
+{
+	void              *host_arg; /* RemoraSetSpec.host_arg of the asking set */
+	const char *const *paths;    /* member paths */
+	int                n;
+	RemoraPrior       *out; /* out[i] for paths[i]; zeroed on entry */
+} RemoraLookup;
+
+extern RemoraLookup *remora_engine_lookup_next(RemoraEngine *engine);
+extern void          remora_engine_lookup_done(RemoraEngine *engine,
+											   RemoraLookup *lookup, bool ok);
 
 extern RemoraTask     *remora_task_start(RemoraEngine         *engine,
 										 const RemoraTaskSpec *spec, char *errbuf,

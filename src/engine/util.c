@@ -43,6 +43,38 @@ remora_error_set(RemoraTaskError *err, const char *class, bool retryable,
 	va_end(ap);
 }
 
+void
+remora_vfail(RemoraJobStatus *st, const char *class, bool retryable,
+			 long http_status, const char *fmt, va_list ap)
+{
+	if (st->state != REMORA_TASK_RUNNING)
+		return;
+	remora_error_vset(&st->error, class, retryable, http_status, fmt, ap);
+	st->state = REMORA_TASK_FAILED;
+}
+
+void
+remora_fail(RemoraJobStatus *st, const char *class, bool retryable,
+			long http_status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	remora_vfail(st, class, retryable, http_status, fmt, ap);
+	va_end(ap);
+}
+
+void
+remora_fail_with(RemoraJobStatus *st, const RemoraTaskError *err)
+{
+	if (st->state != REMORA_TASK_RUNNING)
+		return;
+	st->error = *err;
+	remora_utf8_scrub(st->error.message);
+	remora_utf8_scrub(st->error.s3_code);
+	st->state = REMORA_TASK_FAILED;
+}
+
 /* Room for n more bytes and the terminating NUL. */
 static bool
 reserve(RemoraBuf *b, size_t n)

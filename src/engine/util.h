@@ -35,6 +35,25 @@ extern void remora_error_vset(RemoraTaskError *err, const char *class,
 							  va_list ap) __attribute__((format(printf, 5, 0)));
 
 /*
+ * Where a job stands: running, or how it ended.  remora_fail records the
+ * first failure of a running job (a later one is ignored) and marks it
+ * failed.
+ */
+typedef struct RemoraJobStatus
+{
+	RemoraTaskState state;
+	RemoraTaskError error;
+} RemoraJobStatus;
+
+extern void remora_fail(RemoraJobStatus *st, const char *class, bool retryable,
+						long http_status, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+extern void remora_vfail(RemoraJobStatus *st, const char *class, bool retryable,
+						 long http_status, const char *fmt, va_list ap)
+	__attribute__((format(printf, 5, 0)));
+extern void remora_fail_with(RemoraJobStatus *st, const RemoraTaskError *err);
+
+/*
  * A growable, NUL-terminated buffer.  Once an append fails (out of
  * memory) the buffer is marked failed and every later append fails too,
  * so that a caller may check once at the end: nothing is ever silently

@@ -35,7 +35,7 @@ address(RemoraEngine *e, const char *bucket, const char *key, const RemoraKV *q,
 {
 	S3Address a;
 
-	CHECK(remora_s3_address(e, bucket, key, q, nq, &a), "address of %s",
+	CHECK(remora_s3_address(&e->target, bucket, key, q, nq, &a), "address of %s",
 		  key ? key : "(bucket)");
 	CHECK_STR(a.url, url, "url of %s", key ? key : "(bucket)");
 	CHECK_STR(a.host, host, "host of %s", key ? key : "(bucket)");
