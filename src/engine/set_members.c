@@ -444,7 +444,10 @@ start_server_copy(RemoraSet *set, Entry *e)
 	set->running++;
 }
 
-/* Start what the concurrency cap allows, in listing order. */
+/*
+ * Start what the concurrency cap allows, in listing order, up to the page
+ * whose lookup the host has not answered yet.
+ */
 void
 remora_set_start_entries(RemoraSet *set)
 {
@@ -454,6 +457,9 @@ remora_set_start_entries(RemoraSet *set)
 							   set->status.state == REMORA_TASK_RUNNING;
 		 e = e->next)
 	{
+		/* the page the host is asked about waits for the answer */
+		if (set->lookup && e == set->lookup_first)
+			break;
 		if (e->state == E_BACKOFF)
 		{
 			if (e->retry_at > now)
