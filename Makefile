@@ -37,6 +37,7 @@ ENGINE_OBJS = \
 	src/engine/set.o \
 	src/engine/list_s3.o \
 	src/engine/list_hf.o \
+	src/engine/set_window.o \
 	src/engine/set_members.o \
 	src/engine/set_manifest.o
 OBJS = $(PG_OBJS) $(ENGINE_OBJS)

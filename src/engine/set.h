@@ -4,7 +4,9 @@
  *	  A job of many members (a job of kind "set"), shared by the files that
  *	  drive it:
  *
- *	  set.c           the job: spec, window, duplicates, lookups, the kind
+ *	  set.c           the job: spec, scheduling, lookups, the kind
+ *	  set_window.c    what enters the window: path checks, patterns,
+ *	                  duplicates
  *	  list_s3.c       listing an S3 prefix, a page at a time
  *	  list_hf.c       resolving a Hub revision and listing its tree
  *	  set_members.c   running members: transfers, reuse, server-side copies
@@ -168,7 +170,7 @@ struct RemoraSet
 	int           nparts;
 };
 
-/* set.c */
+/* set.c, set_window.c */
 extern void remora_set_fail(RemoraSet *set, const char *class, bool retryable,
 							long http_status, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
