@@ -4,14 +4,21 @@
  *	  The transfer engine: many transfers at once in one libcurl multi
  *	  handle, driven by its host's event loop.
  *
- * The engine knows nothing of PostgreSQL.  Its host (the remora worker, or
- * a unit test) waits until remora_engine_fd() is readable or
- * remora_engine_timeout_ms() passes, then calls remora_engine_run(), which
- * never blocks.  The fd is an epoll set of curl's sockets, so the host can
- * wait on it together with its own events (a latch).
+ * The engine knows nothing of PostgreSQL and never calls its host.  Its
+ * host (the remora worker, or a unit test) waits until remora_engine_fd()
+ * is readable or remora_engine_timeout_ms() passes, then calls
+ * remora_engine_run(), which never blocks, and then answers the lookups
+ * the run queued (remora_engine_lookup_next).  The fd is an epoll set of
+ * curl's sockets, so the host can wait on it together with its own events
+ * (a latch).
  *
- * A task moves one source object into the target store under its staging
- * prefix:
+ * A task (a job) is of one of three kinds, behind the same remora_task_*
+ * calls: a member transfer (remora_task_start), a set of members
+ * (remora_set_start) or a prefix cleanup (remora_cleanup_start).  Which
+ * file owns what, and the state machines: src/engine/README.md.
+ *
+ * A member transfer moves one source object into the target store under
+ * its staging prefix:
  *
  *	  source GET --> segment buffers --> segment objects  <prefix>/.segments/N
  *	                 (SHA-256 of all,      (PUT, Content-MD5)

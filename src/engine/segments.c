@@ -23,9 +23,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "engine/manifest.h"
-#include "engine/s3xml.h"
-#include "engine/source_uri.h"
 #include "engine/transfer.h"
 
 static Segment *
