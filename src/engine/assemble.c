@@ -82,17 +82,11 @@ single_done(Request *req, CURLcode rc)
 	Transfer       *task = req->owner;
 	RemoraTaskError err;
 
-	if (remora_s3_failed(req, rc, &err, "uploading the object"))
+	if (!remora_s3_put_etag(req, rc, task->result.member_etag,
+							sizeof(task->result.member_etag), &err,
+							"uploading the object"))
 	{
 		remora_fail_with(&task->status, &err);
-		return;
-	}
-	remora_etag_canon(req->hdr.etag, task->result.member_etag,
-					  sizeof(task->result.member_etag));
-	if (task->result.member_etag[0] == '\0')
-	{
-		remora_fail(&task->status, REMORA_ERR_S3, true, req->status,
-					"uploading the object: the store answered no ETag");
 		return;
 	}
 	member_written(task);
@@ -445,17 +439,11 @@ manifest_done(Request *req, CURLcode rc)
 	Transfer       *task = req->owner;
 	RemoraTaskError err;
 
-	if (remora_s3_failed(req, rc, &err, "writing the manifest"))
+	if (!remora_s3_put_etag(req, rc, task->result.manifest_etag,
+							sizeof(task->result.manifest_etag), &err,
+							"writing the manifest"))
 	{
 		remora_fail_with(&task->status, &err);
-		return;
-	}
-	remora_etag_canon(req->hdr.etag, task->result.manifest_etag,
-					  sizeof(task->result.manifest_etag));
-	if (task->result.manifest_etag[0] == '\0')
-	{
-		remora_fail(&task->status, REMORA_ERR_S3, true, req->status,
-					"writing the manifest: the store answered no ETag");
 		return;
 	}
 	task->phase = P_DONE;

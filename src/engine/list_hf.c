@@ -223,6 +223,7 @@ tree_done(Request *req, CURLcode rc)
 		 f && set->status.state == REMORA_TASK_RUNNING; f = f->next)
 	{
 		bool   malformed = true;
+		bool   lfs_lost;
 		Entry *e = f->type == RJ_OBJECT ? tree_entry(f, &malformed) : NULL;
 
 		if (malformed)
@@ -235,18 +236,12 @@ tree_done(Request *req, CURLcode rc)
 		}
 		if (e == NULL)
 			continue;
-		if (e->path == NULL || e->oid == NULL ||
-			(e->lfs_sha == NULL && remora_json_get(f, "lfs") &&
-			 remora_json_get(f, "lfs")->type == RJ_OBJECT))
-		{
-			remora_set_entry_free(e);
-			remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+		/* an lfs object's sha256 could not be copied */
+		lfs_lost = e->lfs_sha == NULL && remora_json_get(f, "lfs") &&
+				   remora_json_get(f, "lfs")->type == RJ_OBJECT;
+		if (!remora_set_take_listed(set, e, e->path && e->oid && !lfs_lost,
+									&first))
 			break;
-		}
-		if (!remora_set_add_entry(set, e))
-			break;
-		if (first == NULL && set->tail == e)
-			first = e;
 	}
 	remora_json_free(doc);
 	free(set->next_url);

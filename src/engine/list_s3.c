@@ -68,16 +68,10 @@ s3_list_done(Request *req, CURLcode rc)
 			remora_etag_canon(o->etag, e->src_etag, REMORA_ETAG_MAX);
 		e->src_lm = remora_xstrdup(o->last_modified ? o->last_modified : "");
 		e->size = o->size;
-		if (!e->path || !e->src_key || !e->src_etag || !e->src_lm)
-		{
-			remora_set_entry_free(e);
-			remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+		if (!remora_set_take_listed(
+				set, e, e->path && e->src_key && e->src_etag && e->src_lm,
+				&first))
 			break;
-		}
-		if (!remora_set_add_entry(set, e))
-			break;
-		if (first == NULL && set->tail == e)
-			first = e;
 	}
 	free(set->list_token);
 	set->list_token = NULL;

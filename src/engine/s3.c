@@ -24,6 +24,7 @@
 #include "engine/s3.h"
 #include "engine/s3xml.h"
 #include "engine/source_uri.h"
+#include "engine/util.h"
 
 #define MAX_SIGNED_HEADERS 16
 
@@ -612,6 +613,24 @@ remora_etag_fits_parts(const char *etag, const char *const *part_etags,
 }
 
 /*
+ * The ETag a PUT answered: true with the canonical ETag in etag; false with
+ * err set when the PUT failed or the store named no ETag (retryable).
+ */
+bool
+remora_s3_put_etag(const Request *req, CURLcode rc, char *etag, size_t etaglen,
+				   RemoraTaskError *err, const char *what)
+{
+	if (remora_s3_failed(req, rc, err, what))
+		return false;
+	remora_etag_canon(req->hdr.etag, etag, etaglen);
+	if (etag[0] != '\0')
+		return true;
+	remora_error_set(err, REMORA_ERR_S3, true, req->status,
+					 "%s: the store answered no ETag", what);
+	return false;
+}
+
+/*
  * The ETag of a completed object from the HEAD asked for when the
  * completion's answer named none (RGW): true with the canonical ETag in
  * etag when the object has size bytes and an ETag; false with err set.
@@ -625,15 +644,10 @@ remora_s3_head_etag(const Request *req, CURLcode rc, int64_t size, char *etag,
 	remora_etag_canon(req->hdr.etag, etag, etaglen);
 	if (etag[0] != '\0' && req->hdr.content_length == size)
 		return true;
-	memset(err, 0, sizeof(*err));
-	err->class = REMORA_ERR_S3;
-	err->retryable = true;
-	err->http_status = req->status;
-	err->retry_after = -1;
-	snprintf(err->message, sizeof(err->message),
-			 "%s: the object has %" PRId64 " bytes and ETag '%s', not %" PRId64
-			 " bytes",
-			 what, req->hdr.content_length, etag, size);
+	remora_error_set(err, REMORA_ERR_S3, true, req->status,
+					 "%s: the object has %" PRId64
+					 " bytes and ETag '%s', not %" PRId64 " bytes",
+					 what, req->hdr.content_length, etag, size);
 	return false;
 }
 

@@ -81,6 +81,9 @@ extern bool  remora_etag_is_md5(const char *etag);
 extern bool  remora_etag_is_multipart(const char *etag, int nparts);
 extern bool  remora_etag_fits_parts(const char        *etag,
 									const char *const *part_etags, int nparts);
+extern bool  remora_s3_put_etag(const Request *req, CURLcode rc, char *etag,
+								size_t etaglen, RemoraTaskError *err,
+								const char *what);
 extern bool  remora_s3_head_etag(const Request *req, CURLcode rc, int64_t size,
 								 char *etag, size_t etaglen,
 								 RemoraTaskError *err, const char *what);

@@ -97,17 +97,10 @@ segment_done(Request *req, CURLcode rc)
 	task->uploads--;
 	buf->busy = false;
 	buf->len = 0;
-	if (remora_s3_failed(req, rc, &err, "uploading a segment"))
+	if (!remora_s3_put_etag(req, rc, seg->etag, sizeof(seg->etag), &err,
+							"uploading a segment"))
 	{
 		remora_fail_with(&task->status, &err);
-		remora_xfer_settle(task);
-		return;
-	}
-	remora_etag_canon(req->hdr.etag, seg->etag, sizeof(seg->etag));
-	if (seg->etag[0] == '\0')
-	{
-		remora_fail(&task->status, REMORA_ERR_S3, true, req->status,
-					"uploading a segment: the store answered no ETag");
 		remora_xfer_settle(task);
 		return;
 	}

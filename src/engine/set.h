@@ -181,6 +181,8 @@ extern bool remora_set_retry_at(RemoraSet *set, const RemoraTaskError *err,
 extern void remora_set_shown(char *out, size_t outlen, const char *s);
 extern void remora_set_entry_free(Entry *e);
 extern bool remora_set_add_entry(RemoraSet *set, Entry *e);
+extern bool remora_set_take_listed(RemoraSet *set, Entry *e, bool complete,
+								   Entry **first);
 extern void remora_set_listed_page(RemoraSet *set, Entry *first);
 
 /* list_s3.c, list_hf.c: the next page (next_page) */

@@ -245,21 +245,20 @@ mfinal_done(Request *req, CURLcode rc)
 	set->mreq = NULL;
 	free(set->part_body);
 	set->part_body = NULL;
-	if (remora_s3_failed(req, rc, &err, "writing the manifest"))
-	{
-		remora_set_fail_with(set, &err, NULL);
-		return;
-	}
 	if (set->upload_id == NULL)
 	{
 		char canon[REMORA_ETAG_MAX];
 
-		remora_etag_canon(req->hdr.etag, canon, sizeof(canon));
-		if (canon[0] == '\0')
-			remora_set_fail(set, REMORA_ERR_S3, true, req->status,
-							"writing the manifest: the store answered no ETag");
-		else
+		if (remora_s3_put_etag(req, rc, canon, sizeof(canon), &err,
+							   "writing the manifest"))
 			manifest_written(set, canon);
+		else
+			remora_set_fail_with(set, &err, NULL);
+		return;
+	}
+	if (remora_s3_failed(req, rc, &err, "writing the manifest"))
+	{
+		remora_set_fail_with(set, &err, NULL);
 		return;
 	}
 	etag = remora_s3_answer_etag(req, "CompleteMultipartUploadResult", &err,

@@ -223,3 +223,24 @@ remora_set_add_entry(RemoraSet *set, Entry *e)
 	set->listed_bytes += e->size;
 	return true;
 }
+
+/*
+ * A listing's next entry, complete (false: a copy of one of its strings
+ * failed): into the window, with *first the page's first new entry.  False
+ * when the listing must stop (the set failed).
+ */
+bool
+remora_set_take_listed(RemoraSet *set, Entry *e, bool complete, Entry **first)
+{
+	if (!complete)
+	{
+		remora_set_entry_free(e);
+		remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+		return false;
+	}
+	if (!remora_set_add_entry(set, e))
+		return false;
+	if (*first == NULL && set->tail == e)
+		*first = e;
+	return true;
+}
