@@ -150,7 +150,7 @@ typedef enum RemoraSetKind
 	REMORA_SET_HF
 } RemoraSetKind;
 
-/* A member an earlier attempt of the job completed (see RemoraSetSpec). */
+/* A member an earlier attempt of the job completed (see RemoraLookup). */
 typedef struct RemoraPrior
 {
 	bool    found;
