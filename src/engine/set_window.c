@@ -144,6 +144,19 @@ remora_set_entry_free(Entry *e)
 	free(e);
 }
 
+/* Fail the set for a listed member's path (shown escaped); frees e. */
+static bool
+refuse(RemoraSet *set, Entry *e, const char *before, const char *after)
+{
+	char shown[300];
+
+	remora_set_shown(shown, sizeof(shown), e->path);
+	remora_set_entry_free(e);
+	remora_set_fail(set, REMORA_ERR_SOURCE, false, 0, "%s\"%s\"%s", before,
+					shown, after);
+	return false;
+}
+
 /*
  * Add a listed member to the window.  Returns false when the set failed
  * (a bad path, a conflict).
@@ -155,19 +168,11 @@ remora_set_add_entry(RemoraSet *set, Entry *e)
 	int  dup;
 
 	if (!remora_member_path_valid(e->path))
-	{
-		char shown[300];
-
-		remora_set_shown(shown, sizeof(shown), e->path);
-		remora_set_entry_free(e);
-		remora_set_fail(
-			set, REMORA_ERR_SOURCE, false, 0,
-			"the source lists a member path that cannot be used safely: "
-			"\"%s\" (absolute, empty, \".\" or \"..\" segments, "
-			"backslashes and control characters are refused)",
-			shown);
-		return false;
-	}
+		return refuse(set, e,
+					  "the source lists a member path that cannot be used "
+					  "safely: ",
+					  " (absolute, empty, \".\" or \"..\" segments, "
+					  "backslashes and control characters are refused)");
 	if (!selected(set, e->path))
 	{
 		remora_set_entry_free(e);
@@ -176,16 +181,13 @@ remora_set_add_entry(RemoraSet *set, Entry *e)
 	if (strlen(set->staging) + strlen("data/") + strlen(e->path) >
 		REMORA_MAX_S3_KEY_LEN)
 	{
-		char shown[300];
+		char after[100];
 
-		remora_set_shown(shown, sizeof(shown), e->path);
-		remora_set_entry_free(e);
-		remora_set_fail(
-			set, REMORA_ERR_SOURCE, false, 0,
-			"the member path \"%s\" is too long: its key in the target "
-			"store would be longer than %d bytes",
-			shown, REMORA_MAX_S3_KEY_LEN);
-		return false;
+		snprintf(after, sizeof(after),
+				 " is too long: its key in the target store would be longer "
+				 "than %d bytes",
+				 REMORA_MAX_S3_KEY_LEN);
+		return refuse(set, e, "the member path ", after);
 	}
 	snprintf(content, sizeof(content), "%" PRId64 "/%s/%s", e->size,
 			 e->src_etag ? e->src_etag : "", e->oid ? e->oid : "");
@@ -197,17 +199,10 @@ remora_set_add_entry(RemoraSet *set, Entry *e)
 		return false;
 	}
 	if (dup == -1)
-	{
-		char shown[300];
-
-		remora_set_shown(shown, sizeof(shown), e->path);
-		remora_set_entry_free(e);
-		remora_set_fail(set, REMORA_ERR_SOURCE, false, 0,
-						"two source objects with different content map to the "
-						"member path \"%s\"",
-						shown);
-		return false;
-	}
+		return refuse(set, e,
+					  "two source objects with different content map to the "
+					  "member path ",
+					  "");
 	if (dup == 1)
 	{
 		set->duplicates++;
