@@ -10,7 +10,7 @@
  *-------------------------------------------------------------------------
  */
 #include "engine/json.h"
-#include "engine/source_uri.h"
+#include "engine/util.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,23 +29,21 @@ typedef struct Parser
 
 static RemoraJson *parse_value(Parser *ps);
 
-static void seterr(Parser *ps, const char *fmt, ...)
+static void parse_error(Parser *ps, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* The first error stops the parse and is the one reported. */
 static void
-seterr(Parser *ps, const char *fmt, ...)
+parse_error(Parser *ps, const char *fmt, ...)
 {
+	va_list ap;
+
 	if (ps->failed)
 		return;
 	ps->failed = true;
-	if (ps->errbuf && ps->errlen)
-	{
-		va_list ap;
-
-		va_start(ap, fmt);
-		vsnprintf(ps->errbuf, ps->errlen, fmt, ap);
-		va_end(ap);
-	}
+	va_start(ap, fmt);
+	remora_errbuf_vset(ps->errbuf, ps->errlen, fmt, ap);
+	va_end(ap);
 }
 
 static void
@@ -62,7 +60,7 @@ node(Parser *ps, RemoraJsonType type)
 	RemoraJson *n = calloc(1, sizeof(RemoraJson));
 
 	if (n == NULL)
-		seterr(ps, "out of memory");
+		parse_error(ps, "out of memory");
 	else
 		n->type = type;
 	return n;
@@ -141,13 +139,13 @@ parse_string(Parser *ps)
 		ps->p += (*ps->p == '\\' && ps->p + 1 < ps->end) ? 2 : 1;
 	if (ps->p >= ps->end)
 	{
-		seterr(ps, "an unterminated string");
+		parse_error(ps, "an unterminated string");
 		return NULL;
 	}
 	out = malloc(ps->p - start + 1);
 	if (out == NULL)
 	{
-		seterr(ps, "out of memory");
+		parse_error(ps, "out of memory");
 		return NULL;
 	}
 	ps->p = start;
@@ -214,7 +212,7 @@ parse_string(Parser *ps)
 
 bad:
 	free(out);
-	seterr(ps, "a malformed string");
+	parse_error(ps, "a malformed string");
 	return NULL;
 }
 
@@ -228,7 +226,7 @@ parse_number(Parser *ps)
 		ps->p++;
 	if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9')
 	{
-		seterr(ps, "a malformed number");
+		parse_error(ps, "a malformed number");
 		return NULL;
 	}
 	if (*ps->p == '0')
@@ -241,7 +239,7 @@ parse_number(Parser *ps)
 		ps->p++;
 		if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9')
 		{
-			seterr(ps, "a malformed number");
+			parse_error(ps, "a malformed number");
 			return NULL;
 		}
 		while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
@@ -254,7 +252,7 @@ parse_number(Parser *ps)
 			ps->p++;
 		if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9')
 		{
-			seterr(ps, "a malformed number");
+			parse_error(ps, "a malformed number");
 			return NULL;
 		}
 		while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
@@ -264,7 +262,7 @@ parse_number(Parser *ps)
 	if (n && (n->string = strndup(s, ps->p - s)) == NULL)
 	{
 		free(n);
-		seterr(ps, "out of memory");
+		parse_error(ps, "out of memory");
 		return NULL;
 	}
 	return n;
@@ -293,7 +291,7 @@ parse_container(Parser *ps, bool object)
 		return NULL;
 	if (++ps->depth > REMORA_JSON_MAX_DEPTH)
 	{
-		seterr(ps, "nesting deeper than %d", REMORA_JSON_MAX_DEPTH);
+		parse_error(ps, "nesting deeper than %d", REMORA_JSON_MAX_DEPTH);
 		return c;
 	}
 	tail = &c->child;
@@ -314,7 +312,7 @@ parse_container(Parser *ps, bool object)
 		{
 			if (ps->p >= ps->end || *ps->p != '"')
 			{
-				seterr(ps, "an object member without a name");
+				parse_error(ps, "an object member without a name");
 				break;
 			}
 			ps->p++;
@@ -324,7 +322,7 @@ parse_container(Parser *ps, bool object)
 			if (ps->p >= ps->end || *ps->p != ':')
 			{
 				free(key);
-				seterr(ps, "a member name without ':'");
+				parse_error(ps, "a member name without ':'");
 				break;
 			}
 			ps->p++;
@@ -349,7 +347,7 @@ parse_container(Parser *ps, bool object)
 			ps->p++;
 			break;
 		}
-		seterr(ps, "a missing ',' or '%c'", close);
+		parse_error(ps, "a missing ',' or '%c'", close);
 	}
 	ps->depth--;
 	return c;
@@ -363,7 +361,7 @@ parse_value(Parser *ps)
 	skip_ws(ps);
 	if (ps->p >= ps->end)
 	{
-		seterr(ps, "a value is missing");
+		parse_error(ps, "a value is missing");
 		return NULL;
 	}
 	switch (*ps->p)
@@ -398,7 +396,7 @@ parse_value(Parser *ps)
 		default:
 			return parse_number(ps);
 	}
-	seterr(ps, "an unknown literal");
+	parse_error(ps, "an unknown literal");
 	return NULL;
 }
 
@@ -411,18 +409,19 @@ remora_json_parse(const char *text, size_t len, char *errbuf, size_t errlen)
 	if (text == NULL || len == 0 || len > REMORA_JSON_MAX_INPUT ||
 		memchr(text, '\0', len) != NULL)
 	{
-		seterr(&ps, "the document is empty, too large or holds a NUL byte");
+		parse_error(&ps,
+					"the document is empty, too large or holds a NUL byte");
 		return NULL;
 	}
 	if (!remora_utf8_valid(text, len))
 	{
-		seterr(&ps, "the document is not UTF-8");
+		parse_error(&ps, "the document is not UTF-8");
 		return NULL;
 	}
 	v = parse_value(&ps);
 	skip_ws(&ps);
 	if (!ps.failed && ps.p != ps.end)
-		seterr(&ps, "text after the document");
+		parse_error(&ps, "text after the document");
 	if (ps.failed)
 	{
 		remora_json_free(v);

@@ -8,6 +8,7 @@
 
 #include "engine/netpolicy.h"
 #include "engine/source_uri.h"
+#include "engine/util.h"
 #include "unit.h"
 
 static void
@@ -309,9 +310,54 @@ test_scrub(void)
 	scrubs("a\tb\x1b[0m\x7f", "a?b?[0m?", "control characters become '?'");
 }
 
+/* util.c's helpers that the pure files (URIs, SigV4, XML) share */
+static void
+test_util(void)
+{
+	char                err[8] = "unset";
+	char                hex[9];
+	unsigned int        cp = 0;
+	const unsigned char euro[] = "\xe2\x82\xac";
+	const unsigned char bytes[] = {0x00, 0x7f, 0xab, 0xff};
+	char               *s;
+	RemoraBuf           b = {0};
+
+	s = remora_xstrndup("abcdef", 3);
+	CHECK_STR(s, "abc", "xstrndup copies n bytes");
+	free(s);
+
+	remora_errbuf_set(NULL, 0, "ignored %d", 1);
+	remora_errbuf_set(err, 0, "ignored");
+	CHECK_STR(err, "unset", "errbuf_set leaves a zero-length buffer alone");
+	remora_errbuf_set(err, sizeof(err), "port %d refused", 8080);
+	CHECK_STR(err, "port 80", "errbuf_set truncates to the buffer");
+
+	CHECK(remora_utf8_decode(euro, euro + 3, &cp) == 3 && cp == 0x20ac,
+		  "utf8_decode reads U+20AC in three bytes");
+	CHECK(remora_utf8_decode(euro, euro + 2, &cp) == 0,
+		  "utf8_decode refuses a sequence cut by its end");
+
+	remora_hex_encode(bytes, sizeof(bytes), hex);
+	CHECK_STR(hex, "007fabff", "hex_encode, lower case");
+
+	CHECK(remora_has_ctrl("a b", false), "has_ctrl: a space when not allowed");
+	CHECK(!remora_has_ctrl("a b", true), "has_ctrl: a space when allowed");
+	CHECK(remora_has_ctrl("a\x7f", true), "has_ctrl: DEL");
+
+	s = remora_buf_release(&b, NULL);
+	CHECK_STR(s, "", "an empty buffer releases \"\"");
+	free(s);
+	remora_buf_putc(&b, 'x');
+	remora_buf_puts(&b, "yz");
+	s = remora_buf_release(&b, NULL);
+	CHECK_STR(s, "xyz", "putc and puts append");
+	free(s);
+}
+
 int
 main(void)
 {
+	test_util();
 	test_scrub();
 	test_sources();
 	test_bucket_prefix();
