@@ -130,9 +130,13 @@ put_utf8(char *out, unsigned int cp)
 static char *
 parse_string(Parser *ps)
 {
-	const char *start = ps->p;
-	char       *out;
-	size_t      n = 0;
+	/* the one-letter escapes and what each stands for */
+	static const char escapes[] = "\"\\/bfnrt";
+	static const char escaped[] = "\"\\/\b\f\n\r\t";
+	const char       *esc;
+	const char       *start = ps->p;
+	char             *out;
+	size_t            n = 0;
 
 	/* decoded text is never longer than the escaped text */
 	while (ps->p < ps->end && *ps->p != '"')
@@ -162,49 +166,27 @@ parse_string(Parser *ps)
 			continue;
 		}
 		c = (unsigned char) *ps->p++;
-		switch (c)
+		if (c != '\0' && (esc = strchr(escapes, c)) != NULL)
+			out[n++] = escaped[esc - escapes];
+		else if (c == 'u')
 		{
-			case '"':
-			case '\\':
-			case '/':
-				out[n++] = (char) c;
-				break;
-			case 'b':
-				out[n++] = '\b';
-				break;
-			case 'f':
-				out[n++] = '\f';
-				break;
-			case 'n':
-				out[n++] = '\n';
-				break;
-			case 'r':
-				out[n++] = '\r';
-				break;
-			case 't':
-				out[n++] = '\t';
-				break;
-			case 'u':
-				if (!read_u4(ps, &cp) || cp == 0 ||
-					(cp >= 0xdc00 && cp <= 0xdfff))
-					goto bad;
-				if (cp >= 0xd800 && cp <= 0xdbff)
-				{
-					unsigned int lo;
-
-					if (ps->end - ps->p < 6 || ps->p[0] != '\\' ||
-						ps->p[1] != 'u')
-						goto bad;
-					ps->p += 2;
-					if (!read_u4(ps, &lo) || lo < 0xdc00 || lo > 0xdfff)
-						goto bad;
-					cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-				}
-				n += put_utf8(out + n, cp);
-				break;
-			default:
+			if (!read_u4(ps, &cp) || cp == 0 || (cp >= 0xdc00 && cp <= 0xdfff))
 				goto bad;
+			if (cp >= 0xd800 && cp <= 0xdbff)
+			{
+				unsigned int lo;
+
+				if (ps->end - ps->p < 6 || ps->p[0] != '\\' || ps->p[1] != 'u')
+					goto bad;
+				ps->p += 2;
+				if (!read_u4(ps, &lo) || lo < 0xdc00 || lo > 0xdfff)
+					goto bad;
+				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+			}
+			n += put_utf8(out + n, cp);
 		}
+		else
+			goto bad;
 	}
 	ps->p++;
 	out[n] = '\0';
@@ -216,6 +198,20 @@ bad:
 	return NULL;
 }
 
+/* One or more digits; false (and a parse error) if there is none. */
+static bool
+digits(Parser *ps)
+{
+	if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9')
+	{
+		parse_error(ps, "a malformed number");
+		return false;
+	}
+	while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
+		ps->p++;
+	return true;
+}
+
 static RemoraJson *
 parse_number(Parser *ps)
 {
@@ -224,39 +220,24 @@ parse_number(Parser *ps)
 
 	if (ps->p < ps->end && *ps->p == '-')
 		ps->p++;
-	if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9')
-	{
-		parse_error(ps, "a malformed number");
-		return NULL;
-	}
-	if (*ps->p == '0')
+	/* no leading zeros: "0" stands alone */
+	if (ps->p < ps->end && *ps->p == '0')
 		ps->p++;
-	else
-		while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
-			ps->p++;
+	else if (!digits(ps))
+		return NULL;
 	if (ps->p < ps->end && *ps->p == '.')
 	{
 		ps->p++;
-		if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9')
-		{
-			parse_error(ps, "a malformed number");
+		if (!digits(ps))
 			return NULL;
-		}
-		while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
-			ps->p++;
 	}
 	if (ps->p < ps->end && (*ps->p == 'e' || *ps->p == 'E'))
 	{
 		ps->p++;
 		if (ps->p < ps->end && (*ps->p == '+' || *ps->p == '-'))
 			ps->p++;
-		if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9')
-		{
-			parse_error(ps, "a malformed number");
+		if (!digits(ps))
 			return NULL;
-		}
-		while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
-			ps->p++;
 	}
 	n = node(ps, RJ_NUMBER);
 	if (n && (n->string = strndup(s, ps->p - s)) == NULL)

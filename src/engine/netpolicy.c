@@ -116,6 +116,7 @@ remora_cidr_list_parse(const char *text, RemoraCidr **out, int *n, char *errbuf,
 {
 	const char *p = text ? text : "";
 	int         cap = 0;
+	RemoraCidr *grown;
 
 	*out = NULL;
 	*n = 0;
@@ -136,19 +137,13 @@ remora_cidr_list_parse(const char *text, RemoraCidr **out, int *n, char *errbuf,
 		}
 		memcpy(item, p, len);
 		item[len] = '\0';
-		if (*n == cap)
+		grown = remora_array_grow(*out, *n, &cap, sizeof(**out));
+		if (grown == NULL)
 		{
-			RemoraCidr *grown;
-
-			cap = cap ? cap * 2 : 8;
-			grown = realloc(*out, cap * sizeof(RemoraCidr));
-			if (grown == NULL)
-			{
-				remora_errbuf_set(errbuf, errlen, "out of memory");
-				goto fail;
-			}
-			*out = grown;
+			remora_errbuf_set(errbuf, errlen, "out of memory");
+			goto fail;
 		}
+		*out = grown;
 		if (!cidr_parse(item, &(*out)[*n]))
 		{
 			remora_errbuf_set(errbuf, errlen,
@@ -176,8 +171,9 @@ bool
 remora_port_list_parse(const char *text, RemoraPortRange **out, int *n,
 					   char *errbuf, size_t errlen)
 {
-	const char *p = text ? text : "";
-	int         cap = 0;
+	const char      *p = text ? text : "";
+	int              cap = 0;
+	RemoraPortRange *grown;
 
 	*out = NULL;
 	*n = 0;
@@ -204,19 +200,13 @@ remora_port_list_parse(const char *text, RemoraPortRange **out, int *n,
 		if (lo < 1 || hi > 65535 || lo > hi ||
 			(*end && !strchr(", \t\n", *end)))
 			goto bad;
-		if (*n == cap)
+		grown = remora_array_grow(*out, *n, &cap, sizeof(**out));
+		if (grown == NULL)
 		{
-			RemoraPortRange *grown;
-
-			cap = cap ? cap * 2 : 8;
-			grown = realloc(*out, cap * sizeof(RemoraPortRange));
-			if (grown == NULL)
-			{
-				remora_errbuf_set(errbuf, errlen, "out of memory");
-				goto fail;
-			}
-			*out = grown;
+			remora_errbuf_set(errbuf, errlen, "out of memory");
+			goto fail;
 		}
+		*out = grown;
 		(*out)[*n].lo = (int) lo;
 		(*out)[*n].hi = (int) hi;
 		(*n)++;

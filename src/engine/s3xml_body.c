@@ -66,38 +66,18 @@ xml_text_ok(const char *s)
 static void
 buf_escaped(RemoraBuf *b, const char *s)
 {
+	static const char        special[] = "&<>\"'\t\n\r";
+	static const char *const refs[] = {"&amp;",  "&lt;", "&gt;",  "&quot;",
+									   "&apos;", "&#9;", "&#10;", "&#13;"};
+
 	for (; *s != '\0'; s++)
 	{
-		switch (*s)
-		{
-			case '&':
-				remora_buf_puts(b, "&amp;");
-				break;
-			case '<':
-				remora_buf_puts(b, "&lt;");
-				break;
-			case '>':
-				remora_buf_puts(b, "&gt;");
-				break;
-			case '"':
-				remora_buf_puts(b, "&quot;");
-				break;
-			case '\'':
-				remora_buf_puts(b, "&apos;");
-				break;
-			case '\t':
-				remora_buf_puts(b, "&#9;");
-				break;
-			case '\n':
-				remora_buf_puts(b, "&#10;");
-				break;
-			case '\r':
-				remora_buf_puts(b, "&#13;");
-				break;
-			default:
-				remora_buf_append(b, s, 1);
-				break;
-		}
+		const char *at = strchr(special, *s);
+
+		if (at != NULL)
+			remora_buf_puts(b, refs[at - special]);
+		else
+			remora_buf_append(b, s, 1);
 	}
 }
 

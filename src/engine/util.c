@@ -7,6 +7,7 @@
  *
  *-------------------------------------------------------------------------
  */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,6 +207,27 @@ remora_fail_with(RemoraJobStatus *st, const RemoraTaskError *err)
 	st->state = REMORA_TASK_FAILED;
 }
 
+void *
+remora_array_grow(void *items, int n, int *cap, size_t size)
+{
+	int   newcap;
+	char *grown;
+
+	if (n < *cap)
+		return items;
+	if (*cap > INT_MAX / 2)
+		return NULL;
+	newcap = *cap ? *cap * 2 : 8;
+	if ((size_t) newcap > SIZE_MAX / size)
+		return NULL;
+	grown = realloc(items, (size_t) newcap * size);
+	if (grown == NULL)
+		return NULL;
+	memset(grown + (size_t) *cap * size, 0, (size_t) (newcap - *cap) * size);
+	*cap = newcap;
+	return grown;
+}
+
 /* Room for n more bytes and the terminating NUL. */
 static bool
 reserve(RemoraBuf *b, size_t n)
@@ -314,6 +336,18 @@ remora_buf_json_string(RemoraBuf *b, const char *s)
 			remora_buf_append(b, (const char *) &c, 1);
 	}
 	return remora_buf_append(b, "\"", 1);
+}
+
+void
+remora_buf_consume(RemoraBuf *b, size_t n)
+{
+	if (b->data == NULL)
+		return;
+	if (n > b->len)
+		n = b->len;
+	memmove(b->data, b->data + n, b->len - n);
+	b->len -= n;
+	b->data[b->len] = '\0';
 }
 
 char *

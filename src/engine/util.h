@@ -89,6 +89,14 @@ extern void remora_vfail(RemoraJobStatus *st, const char *class, bool retryable,
 extern void remora_fail_with(RemoraJobStatus *st, const RemoraTaskError *err);
 
 /*
+ * Room for one more item in the malloc'd array items, which holds n of
+ * *cap items of size bytes: items itself while n < *cap, else the array
+ * grown (doubled, at least 8 items; *cap updated, the new items zeroed).
+ * NULL when out of memory, with items and *cap unchanged.
+ */
+extern void *remora_array_grow(void *items, int n, int *cap, size_t size);
+
+/*
  * A growable, NUL-terminated buffer.  Once an append fails (out of
  * memory) the buffer is marked failed and every later append fails too,
  * so that a caller may check once at the end: nothing is ever silently
@@ -110,6 +118,9 @@ extern bool remora_buf_printf(RemoraBuf *b, const char *fmt, ...)
 
 /* s as a JSON string, quotes included (the engine's one JSON writer) */
 extern bool remora_buf_json_string(RemoraBuf *b, const char *s);
+
+/* Drop the first n bytes (at most len) of the buffer, keeping the rest. */
+extern void remora_buf_consume(RemoraBuf *b, size_t n);
 
 /*
  * Take the text out of the buffer (the caller frees it; "" for an empty

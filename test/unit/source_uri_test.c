@@ -321,6 +321,8 @@ test_util(void)
 	const unsigned char bytes[] = {0x00, 0x7f, 0xab, 0xff};
 	char               *s;
 	RemoraBuf           b = {0};
+	int                *ints = NULL;
+	int                 cap = 0;
 
 	s = remora_xstrndup("abcdef", 3);
 	CHECK_STR(s, "abc", "xstrndup copies n bytes");
@@ -352,6 +354,30 @@ test_util(void)
 	s = remora_buf_release(&b, NULL);
 	CHECK_STR(s, "xyz", "putc and puts append");
 	free(s);
+
+	/* a manifest's text hands its head out as a part, keeps the rest */
+	remora_buf_puts(&b, "part-one|rest");
+	remora_buf_consume(&b, 9);
+	CHECK(b.len == 4 && strcmp(b.data, "rest") == 0,
+		  "consume drops the head and keeps the rest terminated");
+	remora_buf_consume(&b, 100);
+	CHECK(b.len == 0 && b.data[0] == '\0', "consume stops at the end");
+	remora_buf_free(&b);
+
+	for (int i = 0; i < 20; i++)
+	{
+		int *grown = remora_array_grow(ints, i, &cap, sizeof(int));
+
+		if (grown == NULL)
+			break;
+		ints = grown;
+		ints[i] = i;
+	}
+	CHECK(ints != NULL && cap == 32 && ints[19] == 19,
+		  "array_grow doubles from 8 and keeps the items");
+	CHECK(ints != NULL && ints[20] == 0 && ints[31] == 0,
+		  "array_grow zeroes the new items");
+	free(ints);
 }
 
 int
