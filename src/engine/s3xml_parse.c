@@ -13,8 +13,9 @@
  *	 libxml2's own depth and size limits stay in force (libxml2 2.9 refuses
  *	 elements nested deeper than about 256 levels).
  * - A DOCTYPE stops the parser as soon as its name and external identifier
- *	 are read, before the internal subset: entity declarations (billion laughs,
- *external entities, parameter entities, external DTDs) are never even parsed.
+ *	 are read, before the internal subset: entity declarations (billion
+ *	 laughs, external entities, parameter entities, external DTDs) are
+ *	 never even parsed.
  *	 The resulting document is then refused, as is any tree that holds
  *	 anything but elements, text, CDATA, comments and processing
  *	 instructions (entity references in particular).

@@ -24,8 +24,7 @@
  *
  * Everything here is a pure function of its arguments, time included, so
  * the unit tests can check it against AWS's published examples.  OpenSSL
- * provides SHA-256 and HMAC; only its non-deprecated OpenSSL 3 entry points
- * are used.
+ * provides SHA-256 (EVP_Digest, not deprecated in OpenSSL 3).
  *
  *-------------------------------------------------------------------------
  */
