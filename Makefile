@@ -16,6 +16,7 @@ PG_OBJS = \
 	src/pg/shmem.o \
 	src/pg/launcher.o \
 	src/pg/worker.o \
+	src/pg/attempt.o \
 	src/pg/presign.o \
 	src/pg/protocol.o \
 	src/pg/jobspec.o

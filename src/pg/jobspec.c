@@ -192,6 +192,7 @@ remora_jobspec_decode(Jsonb *spec, RemoraJobSpec *out)
 	JsonbContainer *options;
 	const char     *kind;
 	const char     *url;
+	const char     *file_name;
 	const char     *staging;
 	char          **include, **exclude;
 	int             ninclude, nexclude;
@@ -208,10 +209,8 @@ remora_jobspec_decode(Jsonb *spec, RemoraJobSpec *out)
 
 	kind = spec_string(source, "source.kind", "kind", true);
 	url = spec_string(source, "source.uri", "uri", false);
-	out->file_name =
-		spec_string(source, "source.file_name", "file_name", false);
-	if (out->file_name == NULL)
-		out->file_name = "";
+	file_name = spec_string(source, "source.file_name", "file_name", false);
+	out->file_name = file_name ? file_name : "";
 	out->bucket = spec_string(root, "bucket", "bucket", true);
 	staging = spec_string(root, "staging_prefix", "staging_prefix", true);
 	out->endpoint = spec_string(options, "options.endpoint", "endpoint", false);
@@ -234,7 +233,7 @@ remora_jobspec_decode(Jsonb *spec, RemoraJobSpec *out)
 		if (url == NULL)
 			bad_spec("source.uri", "is missing");
 		t->source_url = url;
-		t->file_name = out->file_name;
+		t->file_name = file_name;
 		t->bucket = out->bucket;
 		t->staging_prefix = staging;
 		t->expected_sha256 = spec_string(options, "options.expected_sha256",
@@ -261,7 +260,7 @@ remora_jobspec_decode(Jsonb *spec, RemoraJobSpec *out)
 		key = spec_string(source, "source.key", "key", false);
 		s->source_key = key ? key : "";
 		s->single = strcmp(kind, "s3_object") == 0;
-		s->file_name = out->file_name;
+		s->file_name = file_name;
 		s->repo_type =
 			spec_string(source, "source.repo_type", "repo_type", false);
 		s->repo = spec_string(source, "source.repo", "repo", false);
@@ -403,6 +402,16 @@ remora_jobspec_prior(RemoraPrior *out, const char *key, const char *etag,
  */
 typedef JsonbParseState *Build;
 
+/* A JSON null as a value or an element. */
+static void
+push_null(Build *b, JsonbIteratorToken tok)
+{
+	JsonbValue v;
+
+	v.type = jbvNull;
+	pushJsonbValue(b, tok, &v);
+}
+
 static void
 push_string(Build *b, JsonbIteratorToken tok, const char *s)
 {
@@ -410,8 +419,7 @@ push_string(Build *b, JsonbIteratorToken tok, const char *s)
 
 	if (s == NULL)
 	{
-		v.type = jbvNull;
-		pushJsonbValue(b, tok, &v);
+		push_null(b, tok);
 		return;
 	}
 	v.type = jbvString;
@@ -470,8 +478,7 @@ push_jsonb(Build *b, JsonbIteratorToken tok, Jsonb *j)
 
 	if (j == NULL)
 	{
-		v.type = jbvNull;
-		pushJsonbValue(b, tok, &v);
+		push_null(b, tok);
 		return;
 	}
 	v.type = jbvBinary;
@@ -514,25 +521,24 @@ put_strings(Build *b, const char *key, char **s, int n)
 Jsonb *
 remora_jobspec_source(const RemoraSourceUri *u)
 {
+	/* the parts a source of its kind has; the others are left out */
+	const char *const parts[][2] = {
+		{"host", u->host},
+		{"bucket", u->bucket},
+		{"key", u->key},
+		{"repo_type", u->repo_type},
+		{"repo", u->repo},
+		{"revision", u->revision},
+		{"file_name", u->file_name},
+	};
 	Build b = NULL;
 
 	begin_object(&b);
 	put_string(&b, "kind", remora_source_kind_name(u->kind));
 	put_string(&b, "uri", u->display);
-	if (u->host)
-		put_string(&b, "host", u->host);
-	if (u->bucket)
-		put_string(&b, "bucket", u->bucket);
-	if (u->key)
-		put_string(&b, "key", u->key);
-	if (u->repo_type)
-		put_string(&b, "repo_type", u->repo_type);
-	if (u->repo)
-		put_string(&b, "repo", u->repo);
-	if (u->revision)
-		put_string(&b, "revision", u->revision);
-	if (u->file_name)
-		put_string(&b, "file_name", u->file_name);
+	for (int i = 0; i < (int) lengthof(parts); i++)
+		if (parts[i][1])
+			put_string(&b, parts[i][0], parts[i][1]);
 	return JsonbValueToJsonb(end_object(&b));
 }
 
@@ -558,38 +564,39 @@ put_options(Build *b, const RemoraJobOptions *o)
 	(void) end_object(b);
 }
 
-/* The job definition: every default resolved by the caller. */
-Jsonb *
-remora_jobspec_definition(Jsonb *source, const char *bucket, const char *prefix,
-						  const RemoraJobOptions *options)
+/*
+ * The job definition (with_url false: every default resolved by the
+ * caller) or the canonical request (with_url true: what the caller asked
+ * for, NULL (JSON null) for url, bucket and prefix when not asked for).
+ */
+static Jsonb *
+job_document(Jsonb *source, bool with_url, const char *url, const char *bucket,
+			 const char *prefix, const RemoraJobOptions *options)
 {
 	Build b = NULL;
 
 	begin_object(&b);
 	put_jsonb(&b, "source", source);
+	if (with_url)
+		put_string(&b, "url", url);
 	put_string(&b, "bucket", bucket);
 	put_string(&b, "prefix", prefix);
 	put_options(&b, options);
 	return JsonbValueToJsonb(end_object(&b));
 }
 
-/*
- * The canonical request: what the caller asked for; NULL (JSON null) for
- * url, bucket and prefix when they were not asked for.
- */
+Jsonb *
+remora_jobspec_definition(Jsonb *source, const char *bucket, const char *prefix,
+						  const RemoraJobOptions *options)
+{
+	return job_document(source, false, NULL, bucket, prefix, options);
+}
+
 Jsonb *
 remora_jobspec_request(Jsonb *source, const char *url, const char *bucket,
 					   const char *prefix, const RemoraJobOptions *options)
 {
-	Build b = NULL;
-
-	begin_object(&b);
-	put_jsonb(&b, "source", source);
-	put_string(&b, "url", url);
-	put_string(&b, "bucket", bucket);
-	put_string(&b, "prefix", prefix);
-	put_options(&b, options);
-	return JsonbValueToJsonb(end_object(&b));
+	return job_document(source, true, url, bucket, prefix, options);
 }
 
 /* The error of a failed attempt, as remora.fail records it. */

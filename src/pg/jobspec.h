@@ -53,7 +53,7 @@ typedef struct RemoraJobSpec
 	const char    *kind; /* "http", "s3_object", "s3_prefix" or "hf" */
 	bool           is_set;
 	const char    *bucket;
-	const char    *file_name; /* "" when the source has none */
+	const char    *file_name; /* the member path; "" when there is none */
 	const char    *endpoint;  /* options.endpoint, or NULL */
 	RemoraTaskSpec task;      /* !is_set */
 	RemoraSetSpec  set;       /* is_set */

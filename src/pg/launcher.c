@@ -332,10 +332,7 @@ remora_launcher_main(Datum main_arg)
 		PG_CATCH();
 		{
 			/* report, clean up, and try again next round */
-			MemoryContextSwitchTo(cxt);
-			EmitErrorReport();
-			FlushErrorState();
-			remora_tx_abort();
+			remora_tx_recover(cxt);
 		}
 		PG_END_TRY();
 		MemoryContextReset(cxt);

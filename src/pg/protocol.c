@@ -122,12 +122,26 @@ remora_tx_abort(void)
 }
 
 /*
+ * The outer error boundary, in a PG_CATCH: report the ERROR caught, abort
+ * the transaction it left open (if any), and go back to cxt.
+ */
+void
+remora_tx_recover(MemoryContext cxt)
+{
+	MemoryContextSwitchTo(cxt);
+	EmitErrorReport();
+	FlushErrorState();
+	remora_tx_abort();
+	MemoryContextSwitchTo(cxt);
+}
+
+/*
  * Run fn(arg) in a subtransaction of the open transaction: an ERROR in it
  * (a timeout, a refused argument, a trigger that raises) is logged, for
  * job_id when it is not 0, and rolled back alone, and false returned; the
  * transaction and SPI stay usable for the next call.  Memory fn allocates
  * in the caller's context is kept either way.  The message of the last
- * ERROR caught is kept for remora_tx_last_error.
+ * ERROR caught is kept (last_error), for a claim to say why it refuses.
  */
 static char *last_error;
 
@@ -177,11 +191,13 @@ remora_tx_guarded(const char *what, int64 job_id, RemoraCallFn fn, void *arg)
 }
 
 /*
- * One call in a transaction of its own, inside the error boundary: false
- * when it failed (logged), whether in fn or at commit.
+ * A short transaction inside the error boundary: fn(arg) runs between
+ * remora_tx_begin and remora_tx_end and makes its calls with
+ * remora_tx_guarded.  False when an ERROR escaped fn or the commit: it is
+ * reported and the transaction aborted.
  */
 bool
-remora_tx_call(const char *what, int64 job_id, RemoraCallFn fn, void *arg)
+remora_tx_run(const char *what, RemoraCallFn fn, void *arg)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	volatile bool ok = false;
@@ -189,20 +205,46 @@ remora_tx_call(const char *what, int64 job_id, RemoraCallFn fn, void *arg)
 	PG_TRY();
 	{
 		remora_tx_begin(what);
-		ok = remora_tx_guarded(what, job_id, fn, arg);
+		fn(arg);
 		remora_tx_end();
+		ok = true;
 	}
 	PG_CATCH();
 	{
-		MemoryContextSwitchTo(cxt);
-		EmitErrorReport();
-		FlushErrorState();
-		remora_tx_abort();
-		ok = false;
+		remora_tx_recover(cxt);
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(cxt);
 	return ok;
+}
+
+typedef struct GuardedCall
+{
+	const char  *what;
+	int64        job_id;
+	RemoraCallFn fn;
+	void        *arg;
+	bool         ok;
+} GuardedCall;
+
+static void
+guarded_call(void *arg)
+{
+	GuardedCall *g = arg;
+
+	g->ok = remora_tx_guarded(g->what, g->job_id, g->fn, g->arg);
+}
+
+/*
+ * One call in a transaction of its own, inside the error boundary: false
+ * when it failed (logged), whether in fn or at commit.
+ */
+bool
+remora_tx_call(const char *what, int64 job_id, RemoraCallFn fn, void *arg)
+{
+	GuardedCall g = {what, job_id, fn, arg, false};
+
+	return remora_tx_run(what, guarded_call, &g) && g.ok;
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -476,73 +518,85 @@ decode_resume(void *arg)
  * one whose checkpoint cannot be used has why_restart set, and no resume.
  * Returns how many were claimed (0 also when the call failed).
  */
+/* In the claim's transaction: claim, then decode each row in its own call. */
+static void
+claim_and_decode(void *arg)
+{
+	ClaimCall *c = arg;
+
+	if (!remora_tx_guarded("claiming", 0, claim_call, c))
+	{
+		c->n = 0; /* rolled back with the call */
+		return;
+	}
+	for (int i = 0; i < c->n; i++)
+	{
+		RemoraClaim *cl = &c->out[i];
+		DecodeCall   d = {cl, c->spec[i]};
+
+		/* a spec a submit cannot have made is refused, not run */
+		if (!remora_tx_guarded("reading a claimed job's specification",
+							   cl->job.job_id, decode_spec, &d))
+		{
+			cl->broken = last_error;
+			continue;
+		}
+		if (cl->job.endpoint && cl->job.is_set &&
+			cl->job.set.kind == REMORA_SET_S3 &&
+			!remora_tx_guarded("reading a claimed job's endpoint",
+							   cl->job.job_id, read_endpoint, cl))
+		{
+			cl->broken = last_error;
+			continue;
+		}
+		if (cl->job.is_set || c->resume[i] == NULL)
+			continue;
+		d.doc = c->resume[i];
+		if (!remora_tx_guarded("reading a claimed job's checkpoint",
+							   cl->job.job_id, decode_resume, &d))
+			cl->why_restart = "the checkpoint it was offered is malformed";
+		if (cl->why_restart)
+			ereport(LOG, (errmsg("remora job " INT64_FORMAT
+								 " attempt %s starts from zero: %s",
+								 cl->job.job_id, cl->job.attempt_id,
+								 cl->why_restart)));
+	}
+}
+
+/*
+ * Claim up to room attempts for the incarnation, in one transaction, and
+ * decode each (out[], palloc'd by the caller, filled in its context).  A
+ * claimed attempt whose spec cannot be read has broken set (the reason);
+ * one whose checkpoint cannot be used has why_restart set, and no resume.
+ * Returns how many were claimed (0 also when the call failed).
+ */
 int
 remora_protocol_claim(const pg_uuid_t *incarnation, int room, RemoraClaim *out)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ClaimCall     c = {incarnation, room, out};
+	ClaimCall c = {incarnation, room, out};
 
 	c.spec = palloc0(sizeof(Jsonb *) * room);
 	c.resume = palloc0(sizeof(Jsonb *) * room);
-	PG_TRY();
-	{
-		bool claimed;
-
-		remora_tx_begin("claiming");
-		claimed = remora_tx_guarded("claiming", 0, claim_call, &c);
-		for (int i = 0; claimed && i < c.n; i++)
-		{
-			RemoraClaim *cl = &out[i];
-			DecodeCall   d = {cl, c.spec[i]};
-
-			/* a spec a submit cannot have made is refused, not run */
-			if (!remora_tx_guarded("reading a claimed job's specification",
-								   cl->job.job_id, decode_spec, &d))
-			{
-				cl->broken = last_error;
-				continue;
-			}
-			if (cl->job.endpoint && cl->job.is_set &&
-				cl->job.set.kind == REMORA_SET_S3 &&
-				!remora_tx_guarded("reading a claimed job's endpoint",
-								   cl->job.job_id, read_endpoint, cl))
-			{
-				cl->broken = last_error;
-				continue;
-			}
-			if (cl->job.is_set || c.resume[i] == NULL)
-				continue;
-			d.doc = c.resume[i];
-			if (!remora_tx_guarded("reading a claimed job's checkpoint",
-								   cl->job.job_id, decode_resume, &d))
-				cl->why_restart = "the checkpoint it was offered is malformed";
-			if (cl->why_restart)
-				ereport(LOG, (errmsg("remora job " INT64_FORMAT
-									 " attempt %s starts from zero: %s",
-									 cl->job.job_id, cl->job.attempt_id,
-									 cl->why_restart)));
-		}
-		remora_tx_end();
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		EmitErrorReport();
-		FlushErrorState();
-		remora_tx_abort();
-		for (int i = 0; i < c.n; i++)
-			remora_resume_free(out[i].resume);
-		c.n = 0;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	return c.n;
+	if (remora_tx_run("claiming", claim_and_decode, &c))
+		return c.n;
+	/* the claims were rolled back */
+	for (int i = 0; i < c.n; i++)
+		remora_resume_free(out[i].resume);
+	return 0;
 }
 
 /* ------------------------------------------------------ attempt calls */
 
+/*
+ * One call of the protocol on an attempt: query takes $1 the attempt id,
+ * $2 its fencing token and, as it needs them, $3 a document and $4 whether
+ * the failure is retryable; the result columns it names ok,
+ * cancel_requested or state are read.
+ */
 typedef struct AttemptCall
 {
+	const char *query;
+	int         nargs;
 	const char *attempt_id;
 	int64       token;
 	Jsonb      *doc;
@@ -553,18 +607,25 @@ typedef struct AttemptCall
 } AttemptCall;
 
 static void
-renew_call(void *arg)
+attempt_call(void *arg)
 {
 	AttemptCall *c = arg;
-	Oid          types[2] = {UUIDOID, INT8OID};
-	Datum        values[2];
+	Oid          types[4] = {UUIDOID, INT8OID, JSONBOID, BOOLOID};
+	Datum        values[4];
 
 	values[0] = uuid_datum(c->attempt_id);
 	values[1] = Int64GetDatum(c->token);
-	sql("SELECT ok, cancel_requested FROM remora.renew($1, $2)", 2, types,
-		values, NULL);
-	c->ok = SPI_processed == 1 && col_bool(0, "ok");
-	c->cancelled = SPI_processed == 1 && col_bool(0, "cancel_requested");
+	values[2] = c->doc ? JsonbPGetDatum(c->doc) : (Datum) 0;
+	values[3] = BoolGetDatum(c->retryable);
+	sql(c->query, c->nargs, types, values, NULL);
+	if (SPI_processed != 1)
+		return;
+	if (SPI_fnumber(SPI_tuptable->tupdesc, "ok") > 0)
+		c->ok = col_bool(0, "ok");
+	if (SPI_fnumber(SPI_tuptable->tupdesc, "cancel_requested") > 0)
+		c->cancelled = col_bool(0, "cancel_requested");
+	if (SPI_fnumber(SPI_tuptable->tupdesc, "state") > 0)
+		c->state = keep_str(col_text(0, "state"));
 }
 
 /*
@@ -576,26 +637,14 @@ bool
 remora_protocol_renew(int64 job_id, const char *attempt_id, int64 token,
 					  bool *ok, bool *cancelled)
 {
-	AttemptCall c = {attempt_id, token};
-	bool called = remora_tx_call("renewing the lease", job_id, renew_call, &c);
+	AttemptCall c = {"SELECT ok, cancel_requested FROM remora.renew($1, $2)", 2,
+					 attempt_id, token};
+	bool        called =
+		remora_tx_call("renewing the lease", job_id, attempt_call, &c);
 
 	*ok = called && c.ok;
 	*cancelled = called && c.cancelled;
 	return called;
-}
-
-static void
-checkpoint_call(void *arg)
-{
-	AttemptCall *c = arg;
-	Oid          types[3] = {UUIDOID, INT8OID, JSONBOID};
-	Datum        values[3];
-
-	values[0] = uuid_datum(c->attempt_id);
-	values[1] = Int64GetDatum(c->token);
-	values[2] = JsonbPGetDatum(c->doc);
-	sql("SELECT remora.checkpoint($1, $2, $3) AS ok", 3, types, values, NULL);
-	c->ok = SPI_processed == 1 && col_bool(0, "ok");
 }
 
 /*
@@ -607,26 +656,12 @@ bool
 remora_protocol_checkpoint(int64 job_id, const char *attempt_id, int64 token,
 						   Jsonb *checkpoint, bool *ok)
 {
-	AttemptCall c = {attempt_id, token, checkpoint};
-	bool        called =
-		remora_tx_guarded("checkpointing", job_id, checkpoint_call, &c);
+	AttemptCall c = {"SELECT remora.checkpoint($1, $2, $3) AS ok", 3,
+					 attempt_id, token, checkpoint};
+	bool called = remora_tx_guarded("checkpointing", job_id, attempt_call, &c);
 
 	*ok = called && c.ok;
 	return called;
-}
-
-static void
-commit_call(void *arg)
-{
-	AttemptCall *c = arg;
-	Oid          types[3] = {UUIDOID, INT8OID, JSONBOID};
-	Datum        values[3];
-
-	values[0] = uuid_datum(c->attempt_id);
-	values[1] = Int64GetDatum(c->token);
-	values[2] = JsonbPGetDatum(c->doc);
-	sql("SELECT remora.commit($1, $2, $3) AS ok", 3, types, values, NULL);
-	c->ok = SPI_processed == 1 && col_bool(0, "ok");
 }
 
 /*
@@ -637,29 +672,13 @@ bool
 remora_protocol_commit(int64 job_id, const char *attempt_id, int64 token,
 					   Jsonb *descriptor, bool *ok)
 {
-	AttemptCall c = {attempt_id, token, descriptor};
+	AttemptCall c = {"SELECT remora.commit($1, $2, $3) AS ok", 3, attempt_id,
+					 token, descriptor};
 	bool        called =
-		remora_tx_call("committing a result", job_id, commit_call, &c);
+		remora_tx_call("committing a result", job_id, attempt_call, &c);
 
 	*ok = called && c.ok;
 	return called;
-}
-
-static void
-fail_call(void *arg)
-{
-	AttemptCall *c = arg;
-	Oid          types[4] = {UUIDOID, INT8OID, JSONBOID, BOOLOID};
-	Datum        values[4];
-
-	values[0] = uuid_datum(c->attempt_id);
-	values[1] = Int64GetDatum(c->token);
-	values[2] = JsonbPGetDatum(c->doc);
-	values[3] = BoolGetDatum(c->retryable);
-	sql("SELECT remora.fail($1, $2, $3, $4) AS state", 4, types, values, NULL);
-	c->state = keep_str(SPI_processed == 1 ? col_text(0, "state") : NULL);
-	if (c->state == NULL)
-		c->state = keep_str("unknown");
 }
 
 /*
@@ -671,11 +690,16 @@ char *
 remora_protocol_fail(int64 job_id, const char *attempt_id, int64 token,
 					 Jsonb *error, bool retryable)
 {
-	AttemptCall c = {attempt_id, token, error, retryable};
+	AttemptCall c = {"SELECT remora.fail($1, $2, $3, $4) AS state",
+					 4,
+					 attempt_id,
+					 token,
+					 error,
+					 retryable};
 
-	if (!remora_tx_call("reporting a failed attempt", job_id, fail_call, &c))
+	if (!remora_tx_call("reporting a failed attempt", job_id, attempt_call, &c))
 		return NULL;
-	return c.state;
+	return c.state ? c.state : pstrdup("unknown");
 }
 
 /* ------------------------------------------------------- member lookup */

@@ -27,8 +27,10 @@ typedef void (*RemoraCallFn)(void *arg);
 extern void remora_tx_begin(const char *what);
 extern void remora_tx_end(void);
 extern void remora_tx_abort(void);
+extern void remora_tx_recover(MemoryContext cxt);
 extern bool remora_tx_guarded(const char *what, int64 job_id, RemoraCallFn fn,
 							  void *arg);
+extern bool remora_tx_run(const char *what, RemoraCallFn fn, void *arg);
 extern bool remora_tx_call(const char *what, int64 job_id, RemoraCallFn fn,
 						   void *arg);
 extern bool remora_tx_in_progress(void);
