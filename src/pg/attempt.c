@@ -63,10 +63,11 @@ typedef struct Attempt
 	int64       rate_bytes; /* bytes at rate_at */
 	TimestampTz rate_at;
 	double      rate;
-	const char *forced_restart; /* why the offered checkpoint was not used */
-	bool        renew_blocked;  /* the last renewal failed: renew it last */
-	int         call_failures;  /* commit or fail calls that raised */
-	Jsonb      *commit_doc;     /* the descriptor, kept to try again */
+	const char *forced_restart; /* why the offered checkpoint was not used
+								 * (a constant string) */
+	bool   renew_blocked;       /* the last renewal failed: renew it last */
+	int    call_failures;       /* commit or fail calls that raised */
+	Jsonb *commit_doc;          /* the descriptor, kept to try again */
 
 	/*
 	 * Members (remora_jobspec_member documents) not yet recorded by a
@@ -555,7 +556,6 @@ remora_attempt_start(RemoraEngine *engine, RemoraClaim *c)
 	RemoraTask    *task;
 	Attempt       *a;
 	bool           resumed = false;
-	MemoryContext  old;
 
 	if (c->broken)
 	{
@@ -616,9 +616,7 @@ remora_attempt_start(RemoraEngine *engine, RemoraClaim *c)
 	a->bucket = MemoryContextStrdup(attempt_cxt, job->bucket);
 	a->file_name = MemoryContextStrdup(attempt_cxt, job->file_name);
 	a->rate_at = GetCurrentTimestamp();
-	old = MemoryContextSwitchTo(attempt_cxt);
-	a->forced_restart = c->why_restart ? pstrdup(c->why_restart) : NULL;
-	MemoryContextSwitchTo(old);
+	a->forced_restart = c->why_restart; /* a constant string */
 	a->progress_slot = progress_slot_acquire(a);
 	attempts[nattempts++] = a;
 	ereport(LOG, (errmsg("remora job " INT64_FORMAT

@@ -179,8 +179,10 @@ remora_tx_guarded(const char *what, int64 job_id, RemoraCallFn fn, void *arg)
 					 : errmsg("%s: %s failed: %s", who, what, edata->message),
 				 edata->detail ? errdetail("%s", edata->detail) : 0,
 				 errhint("The call is tried again later.")));
-		last_error =
-			MemoryContextStrdup(caller_cxt ? caller_cxt : cxt, edata->message);
+		last_error = MemoryContextStrdup(
+			caller_cxt ? caller_cxt : cxt,
+			edata->detail ? psprintf("%s: %s", edata->message, edata->detail)
+						  : edata->message);
 		FreeErrorData(edata);
 		ok = false;
 	}
