@@ -223,6 +223,10 @@ remora_jobspec_decode(Jsonb *spec, RemoraJobSpec *out)
 		bad_spec("owner", "is not a role's oid");
 	if (owner < 0 || owner > PG_UINT32_MAX)
 		bad_spec("owner", "is not a role's oid");
+	if (lookup(root, "attempt_no", &v) &&
+		(!get_int64(root, "attempt_no", &out->attempt_no) ||
+		 out->attempt_no < 1))
+		bad_spec("attempt_no", "is not a positive whole number");
 	out->owner = (Oid) owner;
 	out->kind = kind;
 

@@ -49,6 +49,7 @@ typedef struct RemoraJobSpec
 	int64          job_id;
 	const char    *attempt_id;
 	int64          fencing_token;
+	int64          attempt_no; /* 1 for the first; 0 if the spec omits it */
 	Oid            owner;
 	const char    *kind; /* "http", "s3_object", "s3_prefix" or "hf" */
 	bool           is_set;
