@@ -16,7 +16,10 @@ PG_OBJS = \
 	src/pg/shmem.o \
 	src/pg/launcher.o \
 	src/pg/worker.o \
-	src/pg/presign.o
+	src/pg/attempt.o \
+	src/pg/presign.o \
+	src/pg/protocol.o \
+	src/pg/jobspec.o
 ENGINE_OBJS = \
 	src/engine/source_uri.o \
 	src/engine/names.o \
