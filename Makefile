@@ -28,19 +28,29 @@ ENGINE_OBJS = \
 	src/engine/task.o \
 	src/engine/json.o \
 	src/engine/set.o
-OBJS = $(PG_OBJS) $(ENGINE_OBJS)
+# the web client and API (the worker "remora http"); only httpd.o is
+# PostgreSQL-facing, the rest runs in libmicrohttpd's threads
+HTTP_OBJS = \
+	src/http/httpd.o \
+	src/http/server.o \
+	src/http/session.o \
+	src/http/api.o \
+	src/http/assets.o
+OBJS = $(PG_OBJS) $(ENGINE_OBJS) $(HTTP_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 # earlier releases and the upgrade path from each
 DATA = sql/$(EXTENSION)--0.1.0.sql sql/$(EXTENSION)--0.1.0--0.2.0.sql \
 	sql/$(EXTENSION)--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql \
 	sql/$(EXTENSION)--0.3.0.sql sql/$(EXTENSION)--0.3.0--0.4.0.sql
-EXTRA_CLEAN = results regression.diffs regression.out output_iso
+EXTRA_CLEAN = results regression.diffs regression.out output_iso \
+	src/http/assets.c
 
 PKG_LIBS = libcurl openssl libxml-2.0
-PG_CPPFLAGS = -I$(srcdir)/src -DREMORA_VERSION='"$(EXTVERSION)"' $(shell pkg-config --cflags $(PKG_LIBS))
+HTTP_PKG_LIBS = libmicrohttpd libpq
+PG_CPPFLAGS = -I$(srcdir)/src -DREMORA_VERSION='"$(EXTVERSION)"' $(shell pkg-config --cflags $(PKG_LIBS) $(HTTP_PKG_LIBS))
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
-SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS))
+SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS) $(HTTP_PKG_LIBS)) -lpthread
 
 # pg_regress finds test/regress/sql/<name>.sql and ./expected/<name>.out
 REGRESS = submit protocol security coordination retention views \
@@ -56,6 +66,12 @@ include $(PGXS)
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	cp $< $@
+
+# the web client, compiled into the library (src/http/embed.sh)
+WEB_FILES = $(sort $(wildcard $(srcdir)/web/*.html $(srcdir)/web/*.js \
+	$(srcdir)/web/*.css $(srcdir)/web/*.svg))
+src/http/assets.c: $(WEB_FILES) src/http/embed.sh
+	sh src/http/embed.sh $@ $(WEB_FILES)
 
 # Engine unit tests: plain C, no PostgreSQL, built with the sanitizers.
 UNIT_CFLAGS = -g -O1 -Wall -Wextra -Werror -fsanitize=address,undefined \
