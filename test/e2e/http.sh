@@ -32,43 +32,21 @@ cd "$(dirname "$0")/../.."
 . test/lib/e2e.sh
 . test/lib/services.sh
 . test/lib/stack.sh
+. test/lib/http.sh
 
 stack_up http
-HTTP_PORT=$(free_port)
-H="http://127.0.0.1:$HTTP_PORT"
+check "remora.http_listen is empty by default: no web server" \
+	test -z "$(q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'remora http'")"
 # no request of this test may hang it (a later --max-time wins)
 curl() { command curl --max-time 30 "$@"; }
 restart() { cluster_stop "$T/pg" fast; cluster_start "$T/pg"; }
-
-cat >>"$T/pg/data/postgresql.conf" <<CONF
-remora.http_listen = '127.0.0.1:$HTTP_PORT'
+http_up <<CONF
 remora.http_client_timeout = '2s'
 remora.http_max_body = '64kB'
 remora.http_login_max_failures = 3
 remora.http_login_lockout = '3s'
 CONF
-cat >"$T/pg/data/pg_hba.conf" <<HBA
-local all postgres trust
-local all trusty trust
-local all all scram-sha-256
-host all postgres 127.0.0.1/32 trust
-host all all 127.0.0.1/32 scram-sha-256
-HBA
-restart
-q "CREATE ROLE alice LOGIN PASSWORD 'alice-pw'; GRANT remora_user TO alice;
-   CREATE ROLE bob LOGIN PASSWORD 'bob-pw'; GRANT remora_user TO bob;
-   CREATE ROLE carol LOGIN PASSWORD 'carol-pw'; GRANT remora_admin TO carol;
-   CREATE ROLE dave LOGIN PASSWORD 'dave-pw';
-   CREATE ROLE erin LOGIN PASSWORD 'erin-pw'; GRANT remora_user TO erin;
-   CREATE ROLE trusty LOGIN PASSWORD 'trusty-pw'; GRANT remora_user TO trusty;
-   SELECT remora.grant_target('alice', 'target', '*');
-   SELECT remora.grant_target('bob', 'target', '*');" >/dev/null
-
-http_pid() { q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'remora http'"; }
-serving() { curl -s -o /dev/null "$H/"; }
-check "the worker shows in pg_stat_activity as 'remora http'" \
-	wait_for 20 test -n "$(http_pid)"
-wait_for 20 serving
+check "the worker shows in pg_stat_activity as 'remora http'" http_running
 
 B=$T/body
 HDR=$T/headers
@@ -325,7 +303,7 @@ q "SELECT pg_reload_conf()" >/dev/null
 # --- restart, TLS, refusal --------------------------------------------------------------
 OLD=$(http_pid)
 q "SELECT pg_terminate_backend($OLD)" >/dev/null
-restarted() { local p; p=$(http_pid); [ -n "$p" ] && [ "$p" != "$OLD" ] && serving; }
+restarted() { local p; p=$(http_pid); [ -n "$p" ] && [ "$p" != "$OLD" ] && http_serving; }
 check "terminated, the worker is restarted and serves again" wait_for 30 restarted
 
 sed -i '/remora.http_listen/d' "$T/pg/data/postgresql.conf"
