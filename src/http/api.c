@@ -414,17 +414,26 @@ api_session(RemoraRequest *req)
 /* --- jobs ------------------------------------------------------------------
  */
 
+/*
+ * The page's job ids come from remora.jobs itself (row-level security
+ * applies there as in the view), walking its primary key backwards, and
+ * only the page's rows go through the view: the first page and the
+ * thousandth cost the same on a long history.
+ */
 static const char *LIST_SQL =
-	"SELECT json_build_object('jobs', "
-	"coalesce(json_agg(to_json(j) ORDER BY j.job_id DESC), '[]'), "
-	"'next', CASE WHEN count(*) = $4::integer THEN min(j.job_id) END) "
-	"FROM (SELECT * FROM remora_jobs "
-	"WHERE ($1::text IS NULL OR state = ANY (string_to_array($1, ','))) "
+	"WITH page AS (SELECT job_id FROM remora.jobs "
+	"WHERE deleted_at IS NULL "
+	"AND ($1::text IS NULL OR state = ANY (string_to_array($1, ','))) "
 	"AND ($2::text IS NULL OR strpos(lower(source), lower($2)) > 0 "
 	"OR strpos(lower(coalesce(label, '')), lower($2)) > 0 "
 	"OR job_id::text = $2) "
 	"AND ($3::bigint IS NULL OR job_id < $3::bigint) "
-	"ORDER BY job_id DESC LIMIT $4::integer) j";
+	"ORDER BY job_id DESC LIMIT $4::integer) "
+	"SELECT json_build_object('jobs', "
+	"coalesce((SELECT json_agg(to_json(j) ORDER BY j.job_id DESC) "
+	"FROM remora_jobs j WHERE j.job_id IN (SELECT job_id FROM page)), "
+	"'[]'), 'next', (SELECT CASE WHEN count(*) = $4::integer "
+	"THEN min(job_id) END FROM page))";
 
 static void
 list_jobs(RemoraRequest *req)
@@ -688,11 +697,20 @@ typedef struct Sse
 	RemoraBuf   pending;
 	size_t      off;
 	time_t      last_write;
-	SeenJob    *seen;
+	SeenJob    *seen; /* the jobs of the last look worth another */
 	int         nseen;
+	long long   max_id; /* the highest job id at the last look; -1: none */
 	bool        ended;
 } Sse;
 
+/*
+ * The jobs an event stream looks at each second, without scanning a long
+ * history: running and retrying ones (a partial index), the newest queued
+ * ones, the ones created since the last look ($1: the highest id then,
+ * less a margin for transactions that commit late), and the ones the
+ * last look kept ($2).  "keep": still worth looking at next time (active,
+ * or ended less than a minute ago).
+ */
 static const char *EVENTS_SQL =
 	"SELECT job_id, json_build_object('job_id', job_id, 'state', state, "
 	"'source', source, 'label', label, 'bytes_done', bytes_done, "
@@ -700,11 +718,20 @@ static const char *EVENTS_SQL =
 	"'cancel_requested', cancel_requested, 'attempts_used', attempts_used, "
 	"'max_attempts', max_attempts, 'restarted_from_zero', "
 	"restarted_from_zero, 'last_error', last_error, 'finished_at', "
-	"finished_at)::text "
-	"FROM remora_jobs WHERE state IN ('queued', 'running', 'retrying') "
+	"finished_at)::text, "
+	"state IN ('queued', 'running', 'retrying') "
 	"OR finished_at > now() - interval '60 seconds' "
-	"OR submitted_at > now() - interval '60 seconds' "
+	"FROM remora_jobs WHERE job_id IN ("
+	"SELECT job_id FROM remora.jobs WHERE state IN ('running', 'retrying') "
+	"UNION ALL (SELECT job_id FROM remora.jobs WHERE state = 'queued' "
+	"ORDER BY job_id DESC LIMIT 100) "
+	"UNION ALL SELECT job_id FROM remora.jobs "
+	"WHERE job_id > $1::bigint - 100 "
+	"UNION ALL SELECT unnest($2::bigint[])) "
 	"ORDER BY job_id DESC LIMIT 1000";
+
+static const char *EVENTS_MAX_SQL =
+	"SELECT coalesce(max(job_id), 0) FROM remora.jobs";
 
 static uint64_t
 fnv1a(const char *s)
@@ -723,21 +750,40 @@ fnv1a(const char *s)
 static bool
 sse_poll(Sse *s)
 {
-	bool      refused;
-	PGconn   *conn = remora_pool_acquire(s->pool, &refused);
-	PGresult *res;
-	SeenJob  *now_seen;
-	int       n;
+	bool        refused;
+	PGconn     *conn = remora_pool_acquire(s->pool, &refused);
+	PGresult   *res;
+	SeenJob    *now_seen;
+	int         n, kept = 0;
+	char        max_id[24];
+	long long   next_max = s->max_id;
+	RemoraBuf   ids = {0};
+	const char *params[2];
 
 	if (conn == NULL)
 		return !refused; /* busy: try again next time */
-	res = PQexec(conn, EVENTS_SQL);
+	res = PQexec(conn, EVENTS_MAX_SQL);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+		next_max = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	if (s->max_id < 0)
+		s->max_id = next_max; /* the first look starts from now */
+	snprintf(max_id, sizeof(max_id), "%lld", s->max_id);
+	remora_buf_puts(&ids, "{");
+	for (int k = 0; k < s->nseen; k++)
+		remora_buf_printf(&ids, "%s%lld", k ? "," : "", s->seen[k].id);
+	remora_buf_puts(&ids, "}");
+	params[0] = max_id;
+	params[1] = ids.oom ? "{}" : ids.data;
+	res = PQexecParams(conn, EVENTS_SQL, 2, NULL, params, NULL, NULL, 0);
+	remora_buf_free(&ids);
 	remora_pool_release(s->pool, conn);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
 		PQclear(res);
 		return true;
 	}
+	s->max_id = next_max;
 	n = PQntuples(res);
 	now_seen = calloc(n > 0 ? n : 1, sizeof(SeenJob));
 	if (now_seen == NULL)
@@ -748,24 +794,29 @@ sse_poll(Sse *s)
 	for (int i = 0; i < n; i++)
 	{
 		const char *json = PQgetvalue(res, i, 1);
+		long long   id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+		uint64_t    hash = fnv1a(json);
 		bool        same = false;
 
-		now_seen[i].id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
-		now_seen[i].hash = fnv1a(json);
 		for (int k = 0; k < s->nseen && !same; k++)
-			same = s->seen[k].id == now_seen[i].id &&
-				   s->seen[k].hash == now_seen[i].hash;
+			same = s->seen[k].id == id && s->seen[k].hash == hash;
 		if (!same)
 		{
 			remora_buf_puts(&s->pending, "event: job\ndata: ");
 			remora_buf_puts(&s->pending, json);
 			remora_buf_puts(&s->pending, "\n\n");
 		}
+		if (strcmp(PQgetvalue(res, i, 2), "t") == 0)
+		{
+			now_seen[kept].id = id;
+			now_seen[kept].hash = hash;
+			kept++;
+		}
 	}
 	PQclear(res);
 	free(s->seen);
 	s->seen = now_seen;
-	s->nseen = n;
+	s->nseen = kept;
 	return !s->pending.oom;
 }
 
@@ -859,6 +910,7 @@ events(RemoraRequest *req)
 		}
 	}
 	s->pool = p;
+	s->max_id = -1;
 	s->by_session = req->by_session;
 	memcpy(s->session_id, req->session_id, sizeof(s->session_id));
 	response = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,

@@ -300,6 +300,36 @@ check "a session in use still ends at remora.http_session_max_age" wait_for 15 e
 sed -i '/http_session_max_age/d' "$T/pg/data/postgresql.conf"
 q "SELECT pg_reload_conf()" >/dev/null
 
+# --- a long history --------------------------------------------------------------------
+# 100,000 jobs that no worker takes: every page of the list costs the same
+echo "remora.max_workers = 0" >>"$T/pg/data/postgresql.conf"
+q "SELECT pg_reload_conf()" >/dev/null
+no_workers() { [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora worker'")" = 0 ]; }
+wait_for 30 no_workers
+q "SELECT remora.grant_target('erin', 'target', '*')" >/dev/null
+psql -X -q -d postgres -c "SET ROLE erin; SELECT count(remora_submit('$SRC/many/' || g, options => jsonb_build_object('label', 'many ' || g))) FROM generate_series(1, 100000) g" >/dev/null
+q "ANALYZE remora.jobs" >/dev/null
+page_time() { curl -s -o /dev/null -w '%{time_total}' -u erin:erin-pw "$H/api/jobs?$1"; }
+fast_pages() {
+	local t worst=0 u
+	for u in 'limit=50' 'limit=50&after=50000' 'limit=50&after=200' 'state=queued&limit=50&after=30000' 'limit=1000&after=90000'; do
+		page_time "$u" >/dev/null
+		t=$(page_time "$u")
+		echo "# $u: $t s"
+		worst=$(echo "if ($t > $worst) $t else $worst" | bc)
+	done
+	[ "$(echo "$worst < 0.5" | bc)" = 1 ]
+}
+check "over 100,000 jobs every page of the list answers in under 0.5 s" fast_pages
+as erin GET '/api/jobs?limit=50&after=50000' >/dev/null
+check_eq "  the page after job 50000 starts at the next older job" "$(field '.jobs[0].job_id') $(field '.jobs | length')" \
+	"$(q "SELECT max(job_id) FROM remora.jobs WHERE job_id < 50000 AND owner = 'erin'::regrole") 50"
+sse_quick() {
+	curl -s -N --max-time 3 -u erin:erin-pw "$H/api/events" >"$T/events" 2>/dev/null || true
+	[ "$(grep -c '^event: job' "$T/events")" -le 300 ]
+}
+check "the event stream does not replay a long queue (at most the newest jobs)" sse_quick
+
 # --- restart, TLS, refusal --------------------------------------------------------------
 OLD=$(http_pid)
 q "SELECT pg_terminate_backend($OLD)" >/dev/null
