@@ -79,7 +79,8 @@ UNIT_CFLAGS = -g -O1 -Wall -Wextra -Werror -fsanitize=address,undefined \
 	$(shell pkg-config --cflags $(PKG_LIBS))
 UNIT_LIBS = $(shell pkg-config --libs $(PKG_LIBS))
 UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_test \
-	test/unit/s3xml_test test/unit/engine_test test/unit/json_test
+	test/unit/s3xml_test test/unit/engine_test test/unit/json_test \
+	test/unit/http_test
 ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)
 
 test/unit/source_uri_test: test/unit/source_uri_test.c \
@@ -98,6 +99,13 @@ test/unit/json_test: test/unit/json_test.c src/engine/json.c \
 
 test/unit/engine_test: test/unit/engine_test.c $(ENGINE_SRCS)
 	$(CC) $(UNIT_CFLAGS) -o $@ $^ $(UNIT_LIBS)
+
+# the HTTP server's threads, without PostgreSQL (src/http but httpd.c)
+test/unit/http_test: test/unit/http_test.c src/http/server.c \
+		src/http/session.c src/http/api.c src/http/assets.c src/engine/json.c \
+		src/engine/source_uri.c src/engine/netpolicy.c
+	$(CC) $(UNIT_CFLAGS) -Wno-unused-parameter $(shell pkg-config --cflags $(HTTP_PKG_LIBS)) \
+		-o $@ $^ $(UNIT_LIBS) $(shell pkg-config --libs $(HTTP_PKG_LIBS)) -lpthread
 
 # the engine driver for end-to-end tests and benchmarks
 test/engine/fetch: test/engine/fetch.c $(ENGINE_SRCS)

@@ -525,8 +525,9 @@ basic_credentials(RemoraRequest *req, char *user, size_t ulen, char *password,
 		strlen(colon + 1) >= plen)
 		return false;
 	*colon = '\0';
-	snprintf(user, ulen, "%s", (char *) decoded);
-	snprintf(password, plen, "%s", colon + 1);
+	/* both fit: their lengths were checked above */
+	memcpy(user, decoded, colon - (char *) decoded + 1);
+	memcpy(password, colon + 1, strlen(colon + 1) + 1);
 	OPENSSL_cleanse(decoded, sizeof(decoded));
 	return true;
 }
