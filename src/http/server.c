@@ -750,8 +750,10 @@ bool
 remora_http_start(char *err, size_t errlen)
 {
 	RemoraHttpConfig *cfg = &remora_http_config;
-	unsigned int      flags = MHD_USE_THREAD_PER_CONNECTION |
-						 MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	/* poll(), not select(): no limit on descriptor numbers */
+	unsigned int flags = MHD_USE_THREAD_PER_CONNECTION |
+						 MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+						 MHD_USE_ERROR_LOG;
 	struct MHD_OptionItem opts[12];
 	int                   n = 0;
 

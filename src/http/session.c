@@ -44,6 +44,7 @@
 #define MAX_THROTTLE         4096
 #define POOL_IDLE_S          60
 #define POOL_WAIT_S          10
+#define REVERIFY_S           60
 
 struct RemoraPool
 {
@@ -54,6 +55,7 @@ struct RemoraPool
 	int            total; /* open connections, idle or lent */
 	int            refs;  /* sessions and requests using it */
 	time_t         last_used;
+	time_t         verified_at; /* the server last took the password */
 	pthread_cond_t freed;
 	RemoraPool    *next;
 };
@@ -306,8 +308,15 @@ remora_http_login(const char *user, const char *password, const char *address,
 		snprintf(err, errlen, "too many failed sign-ins: try again later");
 		return REMORA_AUTH_THROTTLED;
 	}
+	/*
+	 * The password the pool was opened with, checked by the server less
+	 * than a minute ago, is taken without asking again: a changed password
+	 * or a revoked LOGIN stops HTTP Basic within a minute however often a
+	 * script calls.
+	 */
 	p = pool_find(user);
-	if (p && remora_equal_secret(p->password, password))
+	if (p && p->password && remora_equal_secret(p->password, password) &&
+		now - p->verified_at < REVERIFY_S)
 	{
 		p->refs++;
 		p->last_used = now;
@@ -371,6 +380,7 @@ remora_http_login(const char *user, const char *password, const char *address,
 	have_password = p->password != NULL;
 	p->refs++;
 	p->last_used = now;
+	p->verified_at = now;
 	if (p->nidle < MAX_POOL_CONNECTIONS &&
 		p->total < remora_http_config.pool_size)
 	{
