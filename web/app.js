@@ -277,9 +277,9 @@ async function act(what, id) {
 
 /* bulk actions */
 function selected() { return [...document.querySelectorAll("#jobs-table .sel:checked")].map((c) => c.value); }
-async function bulk(what, ids) {
+async function bulk(what, ids, confirmed) {
   if (!ids.length) { $("bulk-status").textContent = "Nothing selected."; return; }
-  if (what === "delete" && !confirm("Delete " + ids.length + " job(s)?")) return;
+  if (what === "delete" && !confirmed && !confirm("Delete " + ids.length + " job(s)?")) return;
   let ok = 0, failed = 0;
   for (const id of ids) {
     try {
@@ -291,13 +291,14 @@ async function bulk(what, ids) {
   $("bulk-status").textContent = what + ": " + ok + " done" + (failed ? ", " + failed + " failed" : "");
   showJobs();
 }
-async function cancelAllMatching() {
-  if (!confirm("Cancel every job that matches the filter?")) return;
+/* every job the filter matches (cancel: only the active ones), all pages */
+async function matching(activeOnly) {
   const ids = [];
   let after = null;
   do {
     const p = new URLSearchParams();
-    p.set("state", "queued,running,retrying");
+    const st = activeOnly ? "queued,running,retrying" : S.filter.state;
+    if (st) p.set("state", st);
     if (S.filter.q) p.set("q", S.filter.q);
     p.set("limit", "1000");
     if (after) p.set("after", after);
@@ -306,7 +307,13 @@ async function cancelAllMatching() {
       if (!S.filter.state || S.filter.state.split(",").includes(j.state)) ids.push(String(j.job_id));
     after = d.next;
   } while (after);
-  await bulk("cancel", ids);
+  return ids;
+}
+async function allMatching(what) {
+  const ids = await matching(what === "cancel");
+  if (!ids.length) { $("bulk-status").textContent = "No job matches."; return; }
+  if (!confirm((what === "cancel" ? "Cancel " : "Delete ") + ids.length + " job(s) that match the filter?")) return;
+  await bulk(what, ids, true);
 }
 
 /* submit */
@@ -444,7 +451,8 @@ document.addEventListener("DOMContentLoaded", async () => {
   });
   $("bulk-cancel").addEventListener("click", () => bulk("cancel", selected()));
   $("bulk-delete").addEventListener("click", () => bulk("delete", selected()));
-  $("bulk-cancel-all").addEventListener("click", () => cancelAllMatching().catch((e) => say(e.message)));
+  $("bulk-cancel-all").addEventListener("click", () => allMatching("cancel").catch((e) => say(e.message)));
+  $("bulk-delete-all").addEventListener("click", () => allMatching("delete").catch((e) => say(e.message)));
   $("submit-form").addEventListener("submit", submitJob);
   window.addEventListener("hashchange", () => route().catch((e) => say(e.message)));
   try {

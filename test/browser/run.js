@@ -222,6 +222,29 @@ async function main() {
       await alice.waitFor(`!document.querySelector('tr[data-job="${slowJob}"]') && document.querySelector('tr[data-job="${job}"]')`);
     });
 
+    await step("cancel of the selected jobs, then delete of all that match a search", async () => {
+      const ids = await alice.eval(`Promise.all([1, 2].map((i) => api("POST", "/api/jobs",
+        { source: ${JSON.stringify(SRC + "/slow/webslow.bin")}, options: { label: "bulk " + i } })
+        .then((r) => String(r.job_id))))`);
+      await alice.eval("document.getElementById('f-state').value = ''; document.getElementById('f-q').value = 'bulk'");
+      await alice.click("#filter-form button[type=submit]");
+      await alice.waitFor(ids.map((id) => `document.querySelector('tr[data-job="${id}"] .sel')`).join(" && "));
+      for (const id of ids) await alice.click(`tr[data-job="${id}"] .sel`);
+      await alice.click("#bulk-cancel");
+      await alice.waitFor("document.getElementById('bulk-status').textContent.startsWith('cancel: 2 done')");
+      for (const id of ids)
+        await alice.waitFor(`fetch('/api/jobs/${id}').then((r) => r.json()).then((j) => j.state === 'cancelled')`, 30);
+      await alice.click("#bulk-delete-all");
+      await alice.waitFor("document.getElementById('bulk-status').textContent.startsWith('delete: 2 done')");
+      await alice.waitFor(ids.map((id) => `!document.querySelector('tr[data-job="${id}"]')`).join(" && "));
+      for (const id of ids) {
+        const st = await alice.eval(`fetch('/api/jobs/${id}').then((r) => r.status)`);
+        if (st !== 404) throw new Error("job " + id + " still there: " + st);
+      }
+      await alice.eval("document.getElementById('f-q').value = ''");
+      await alice.click("#filter-form button[type=submit]");
+    });
+
     const bob = await Tab.open(cdp);
     await step("bob, signed in beside alice, does not see her jobs", async () => {
       await bob.signIn("bob", "bob-pw");
