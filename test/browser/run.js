@@ -131,7 +131,9 @@ async function submit(tab, source, label) {
   await tab.fill("s-source", source);
   await tab.fill("s-label", label || "");
   await tab.click("#submit-form button[type=submit]");
-  const id = await tab.waitFor("(location.hash.match(/^#\\/jobs\\/(\\d+)$/) || [])[1]");
+  const id = await tab.waitFor("(location.hash.match(/^#\\/jobs\\/(\\d+)$/) || [])[1] || " +
+    "[...document.querySelectorAll('#submit-form .error')].map((e) => e.textContent).join(' ').trim()");
+  if (!/^\d+$/.test(id)) throw new Error("refused: " + id);
   await tab.waitFor("document.getElementById('job-h').textContent.startsWith('Job #" + id + "')");
   return id;
 }
@@ -245,6 +247,16 @@ async function main() {
       await alice.click("#filter-form button[type=submit]");
     });
 
+    for (const [kind, source, members] of [["an S3 object", "s3://sources/one.bin", 1],
+      ["an S3 prefix", "s3://sources/dir/", 2], ["a Hugging Face snapshot", "hf://acme/tiny", 2]]) {
+      await step("submit " + kind + " from the form: it succeeds with " + members + " member(s)", async () => {
+        const id = await submit(alice, source, kind);
+        await alice.waitFor("document.querySelector('#job-body .state') && document.querySelector('#job-body .state').textContent === 'succeeded'", 60);
+        await alice.waitFor("document.querySelectorAll('#members-table tbody tr').length === " + members, 20);
+        if (id === undefined) throw new Error("no job");
+      });
+    }
+
     const bob = await Tab.open(cdp);
     await step("bob, signed in beside alice, does not see her jobs", async () => {
       await bob.signIn("bob", "bob-pw");
@@ -287,8 +299,10 @@ async function main() {
     });
   } finally {
     try { await cdp.send("Browser.close"); } catch (e) { /* already gone */ }
+    const exited = new Promise((r) => { proc.on("exit", r); setTimeout(r, 5000); });
     proc.kill("SIGKILL");
-    fs.rmSync(dir, { recursive: true, force: true });
+    await exited;
+    try { fs.rmSync(dir, { recursive: true, force: true, maxRetries: 5 }); } catch (e) { /* a temporary folder */ }
   }
 }
 

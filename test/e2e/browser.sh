@@ -30,6 +30,26 @@ stack_up browser
 http_up </dev/null
 make_file web.bin 2000000
 make_file webslow.bin 30000000
+# an S3 object and prefix alice may read (in a bucket of their own: a
+# prefix of the target bucket could hold jobs' areas), and a repository on
+# a local hub
+aws_s3 s3 mb s3://sources >/dev/null
+aws_s3 s3 cp "$WWW/web.bin" s3://sources/one.bin >/dev/null
+aws_s3 s3 cp "$WWW/web.bin" s3://sources/dir/a.bin >/dev/null
+aws_s3 s3 cp "$WWW/web.bin" s3://sources/dir/b.bin >/dev/null
+q "SELECT remora.grant_source('alice', 'sources')" >/dev/null
+HUB=$T/hub
+mkdir -p "$HUB/models/acme/tiny/weights"
+head -c 1500000 /dev/urandom >"$HUB/models/acme/tiny/weights/model.bin"
+echo '{"a": 1}' >"$HUB/models/acme/tiny/config.json"
+HUB_PORT=$(free_port)
+CDN_PORT=$(free_port)
+start_hub "$HUB_PORT" "$CDN_PORT" "$HUB" hub-token
+n=$(grep -c "new settings in effect" "$LOG" || true)
+q "ALTER SYSTEM SET remora.hf_endpoint = 'http://127.0.0.1:$HUB_PORT'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+applied() { [ "$(grep -c "new settings in effect" "$LOG" || true)" -ge $((n + 2)) ]; }
+wait_for 30 applied || not_ok "the workers take the local hub's address"
 mkdir -p "${REMORA_SCREENSHOTS:-$T/shots}"
 H=$H SRC=$SRC WWW=$WWW CHROMIUM=$CHROMIUM SHOTS=${REMORA_SCREENSHOTS:-$T/shots} \
 	timeout 300 node --experimental-websocket --no-warnings test/browser/run.js ||
