@@ -118,6 +118,8 @@ extern bool remora_buf_printf(RemoraBuf *b, const char *fmt, ...)
 
 /* s as a JSON string, quotes included (the engine's one JSON writer) */
 extern bool remora_buf_json_string(RemoraBuf *b, const char *s);
+/* the same, also escaping <, > and &, and NULL as null (for a browser) */
+extern bool remora_buf_json_string_html(RemoraBuf *b, const char *s);
 
 /* Drop the first n bytes (at most len) of the buffer, keeping the rest. */
 extern void remora_buf_consume(RemoraBuf *b, size_t n);

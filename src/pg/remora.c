@@ -24,6 +24,7 @@
 
 #include <curl/curl.h>
 
+#include "http/httpd.h"
 #include "pg/shmem.h"
 #include "pg/worker.h"
 
@@ -235,6 +236,7 @@ _PG_init(void)
 		ereport(ERROR, (errcode(ERRCODE_SYSTEM_ERROR),
 						errmsg("could not initialize libcurl")));
 
+	remora_http_define_gucs(); /* before the prefix is reserved */
 	remora_define_gucs();
 	prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = redact_secrets;
@@ -243,4 +245,5 @@ _PG_init(void)
 	remora_shmem_init();
 	remora_xact_init();
 	remora_register_launcher();
+	remora_register_http();
 }
