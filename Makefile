@@ -23,11 +23,23 @@ ENGINE_OBJS = \
 	src/engine/sigv4.o \
 	src/engine/s3xml.o \
 	src/engine/hash.o \
+	src/engine/util.o \
+	src/engine/http.o \
 	src/engine/loop.o \
 	src/engine/s3.o \
-	src/engine/task.o \
+	src/engine/engine.o \
+	src/engine/object.o \
+	src/engine/segments.o \
+	src/engine/assemble.o \
+	src/engine/manifest.o \
+	src/engine/cleanup.o \
 	src/engine/json.o \
-	src/engine/set.o
+	src/engine/set.o \
+	src/engine/list_s3.o \
+	src/engine/list_hf.o \
+	src/engine/set_window.o \
+	src/engine/set_members.o \
+	src/engine/set_manifest.o
 OBJS = $(PG_OBJS) $(ENGINE_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql

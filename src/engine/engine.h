@@ -4,14 +4,21 @@
  *	  The transfer engine: many transfers at once in one libcurl multi
  *	  handle, driven by its host's event loop.
  *
- * The engine knows nothing of PostgreSQL.  Its host (the remora worker, or
- * a unit test) waits until remora_engine_fd() is readable or
- * remora_engine_timeout_ms() passes, then calls remora_engine_run(), which
- * never blocks.  The fd is an epoll set of curl's sockets, so the host can
- * wait on it together with its own events (a latch).
+ * The engine knows nothing of PostgreSQL and never calls its host.  Its
+ * host (the remora worker, or a unit test) waits until remora_engine_fd()
+ * is readable or remora_engine_timeout_ms() passes, then calls
+ * remora_engine_run(), which never blocks, and then answers the lookups
+ * the run queued (remora_engine_lookup_next).  The fd is an epoll set of
+ * curl's sockets, so the host can wait on it together with its own events
+ * (a latch).
  *
- * A task moves one source object into the target store under its staging
- * prefix:
+ * A task (a job) is of one of three kinds, behind the same remora_task_*
+ * calls: a member transfer (remora_task_start), a set of members
+ * (remora_set_start) or a prefix cleanup (remora_cleanup_start).  Which
+ * file owns what, and the state machines: src/engine/README.md.
+ *
+ * A member transfer moves one source object into the target store under
+ * its staging prefix:
  *
  *	  source GET --> segment buffers --> segment objects  <prefix>/.segments/N
  *	                 (SHA-256 of all,      (PUT, Content-MD5)
@@ -143,7 +150,7 @@ typedef enum RemoraSetKind
 	REMORA_SET_HF
 } RemoraSetKind;
 
-/* A member an earlier attempt of the job completed (see RemoraSetSpec). */
+/* A member an earlier attempt of the job completed (see RemoraLookup). */
 typedef struct RemoraPrior
 {
 	bool    found;
@@ -154,10 +161,6 @@ typedef struct RemoraPrior
 	char    source_etag[256]; /* s3: the source's ETag then */
 	char    source_oid[80];   /* hf: the git object id then */
 } RemoraPrior;
-
-/* Fill out[i] for paths[i]; out[] is zeroed (not found) on entry. */
-typedef void (*RemoraPriorLookup)(void *arg, const char *const *paths, int n,
-								  RemoraPrior *out);
 
 typedef struct RemoraSetSpec
 {
@@ -189,8 +192,8 @@ typedef struct RemoraSetSpec
 	int64_t            job_id;
 	const char        *attempt_id;
 	int64_t            fencing_token;
-	RemoraPriorLookup  prior; /* NULL: no earlier attempt has members */
-	void              *prior_arg;
+	bool               earlier_attempts; /* false: never ask lookups */
+	void              *host_arg;         /* handed back in each RemoraLookup */
 } RemoraSetSpec;
 
 /* A completed member, for remora.checkpoint and remora.commit. */
@@ -277,6 +280,28 @@ extern void          remora_engine_free(RemoraEngine *engine);
 extern int           remora_engine_fd(const RemoraEngine *engine);
 extern long          remora_engine_timeout_ms(const RemoraEngine *engine);
 extern void          remora_engine_run(RemoraEngine *engine);
+
+/*
+ * Lookups: what a job needs from its host's database (which members an
+ * earlier attempt of the job completed).  The engine never calls its host:
+ * a set that listed a page queues a lookup and waits.  Between two runs of
+ * the engine the host takes each pending lookup, answers it inside its own
+ * transaction and error boundary, and hands it back.  One handed back with
+ * ok = false (the host could not answer) counts as "found in no earlier
+ * attempt": those members are transferred again.  A lookup is valid until
+ * it is handed back, or until its task is aborted or freed.
+ */
+typedef struct RemoraLookup
+{
+	void              *host_arg; /* RemoraSetSpec.host_arg of the asking set */
+	const char *const *paths;    /* member paths */
+	int                n;
+	RemoraPrior       *out; /* out[i] for paths[i]; zeroed on entry */
+} RemoraLookup;
+
+extern RemoraLookup *remora_engine_lookup_next(RemoraEngine *engine);
+extern void          remora_engine_lookup_done(RemoraEngine *engine,
+											   RemoraLookup *lookup, bool ok);
 
 extern RemoraTask     *remora_task_start(RemoraEngine         *engine,
 										 const RemoraTaskSpec *spec, char *errbuf,

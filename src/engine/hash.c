@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine_int.h"
+#include "engine/hash.h"
 
 #define SAVE_VERSION "s1:"
 

@@ -21,9 +21,10 @@
 
 #include <openssl/evp.h>
 
-#include "engine/engine_int.h"
+#include "engine/s3.h"
 #include "engine/s3xml.h"
 #include "engine/source_uri.h"
+#include "engine/util.h"
 
 #define MAX_SIGNED_HEADERS 16
 
@@ -191,15 +192,6 @@ address_of(const char *base_url, const char *ehost, bool https, bool path_style,
 	return true;
 }
 
-bool
-remora_s3_address(const RemoraEngine *engine, const char *bucket,
-				  const char *key, const RemoraKV *query, int nquery,
-				  S3Address *out)
-{
-	return address_of(engine->base_url, engine->host, engine->https,
-					  engine->path_style, bucket, key, query, nquery, out);
-}
-
 /*
  * A presigned GET URL for bucket/key, valid for expires seconds from now
  * (1..604800).  Returns a malloc'd URL, or NULL with errbuf set.
@@ -261,23 +253,19 @@ remora_s3_address_free(S3Address *a)
 	memset(a, 0, sizeof(*a));
 }
 
-Request *
-remora_s3_request(RemoraEngine *engine, void *owner, const S3Call *call,
-				  RequestDone done, char *errbuf, size_t errlen)
+bool
+remora_s3_address(const S3Endpoint *ep, const char *bucket, const char *key,
+				  const RemoraKV *query, int nquery, S3Address *out)
 {
-	S3Endpoint ep = {
-		engine->base_url,         engine->host,   engine->https,
-		engine->path_style,       engine->region, engine->access_key_id,
-		engine->secret_access_key};
-
-	return remora_s3_request_to(engine, &ep, owner, call, done, errbuf, errlen);
+	return address_of(ep->base_url, ep->host, ep->https, ep->path_style, bucket,
+					  key, query, nquery, out);
 }
 
 /* A signed request to a store given by ep (the target, or a source). */
 Request *
-remora_s3_request_to(RemoraEngine *engine, const S3Endpoint *ep, void *owner,
-					 const S3Call *call, RequestDone done, char *errbuf,
-					 size_t errlen)
+remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
+				  const S3Call *call, RequestDone done, char *errbuf,
+				  size_t errlen)
 {
 	Request           *req = NULL;
 	S3Address          addr;
@@ -330,7 +318,7 @@ remora_s3_request_to(RemoraEngine *engine, const S3Endpoint *ep, void *owner,
 	if (!remora_sigv4_sign(&sreq, &creds, now, &sig, errbuf, errlen))
 		goto fail;
 
-	req = remora_req_new(engine, owner, done);
+	req = remora_req_new(loop, owner, done);
 	if (req == NULL)
 	{
 		snprintf(errbuf, errlen, "out of memory");
@@ -369,6 +357,23 @@ oom:
 fail:
 	remora_s3_address_free(&addr);
 	return NULL;
+}
+
+Request *
+remora_s3_start(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
+				const S3Call *call, RequestDone done, char *errbuf,
+				size_t errlen)
+{
+	Request *req =
+		remora_s3_request(loop, ep, owner, call, done, errbuf, errlen);
+
+	if (req && !remora_req_start(req))
+	{
+		remora_req_cancel(req);
+		snprintf(errbuf, errlen, "could not start a request");
+		req = NULL;
+	}
+	return req;
 }
 
 static bool
@@ -411,7 +416,7 @@ remora_s3_failed(const Request *req, CURLcode rc, RemoraTaskError *err,
 
 	err->class = REMORA_ERR_S3;
 	err->http_status = req->status;
-	err->retry_after = req->retry_after;
+	err->retry_after = req->hdr.retry_after;
 	err->retryable = req->status >= 500 || req->status == 429;
 	memset(&s3err, 0, sizeof(s3err));
 	if (req->body && remora_s3xml_error(req->body, req->body_len, &s3err) &&
@@ -608,6 +613,24 @@ remora_etag_fits_parts(const char *etag, const char *const *part_etags,
 }
 
 /*
+ * The ETag a PUT answered: true with the canonical ETag in etag; false with
+ * err set when the PUT failed or the store named no ETag (retryable).
+ */
+bool
+remora_s3_put_etag(const Request *req, CURLcode rc, char *etag, size_t etaglen,
+				   RemoraTaskError *err, const char *what)
+{
+	if (remora_s3_failed(req, rc, err, what))
+		return false;
+	remora_etag_canon(req->hdr.etag, etag, etaglen);
+	if (etag[0] != '\0')
+		return true;
+	remora_error_set(err, REMORA_ERR_S3, true, req->status,
+					 "%s: the store answered no ETag", what);
+	return false;
+}
+
+/*
  * The ETag of a completed object from the HEAD asked for when the
  * completion's answer named none (RGW): true with the canonical ETag in
  * etag when the object has size bytes and an ETag; false with err set.
@@ -618,18 +641,13 @@ remora_s3_head_etag(const Request *req, CURLcode rc, int64_t size, char *etag,
 {
 	if (remora_s3_failed(req, rc, err, what))
 		return false;
-	remora_etag_canon(req->etag, etag, etaglen);
-	if (etag[0] != '\0' && req->content_length == size)
+	remora_etag_canon(req->hdr.etag, etag, etaglen);
+	if (etag[0] != '\0' && req->hdr.content_length == size)
 		return true;
-	memset(err, 0, sizeof(*err));
-	err->class = REMORA_ERR_S3;
-	err->retryable = true;
-	err->http_status = req->status;
-	err->retry_after = -1;
-	snprintf(err->message, sizeof(err->message),
-			 "%s: the object has %" PRId64 " bytes and ETag '%s', not %" PRId64
-			 " bytes",
-			 what, req->content_length, etag, size);
+	remora_error_set(err, REMORA_ERR_S3, true, req->status,
+					 "%s: the object has %" PRId64
+					 " bytes and ETag '%s', not %" PRId64 " bytes",
+					 what, req->hdr.content_length, etag, size);
 	return false;
 }
 

@@ -1308,21 +1308,23 @@ claim_rows(int room, Claimed *out)
 
 /*
  * Members an earlier attempt of the job completed, for a replacement to
- * reuse (the engine asks a listing page at a time).
+ * reuse (the engine asks a listing page at a time, as a lookup that
+ * answer_lookups hands over between engine runs).  False when the
+ * database could not answer.
  */
-static void
+static bool
 prior_lookup(void *arg, const char *const *paths, int n, RemoraPrior *out)
 {
 	Attempt      *a = arg;
 	Datum        *elems = palloc(sizeof(Datum) * n);
 	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool ok = true;
 
 	for (int i = 0; i < n; i++)
 		elems[i] = CStringGetTextDatum(paths[i]);
 
 	/*
-	 * The engine called us: an ERROR must not unwind through it.  One that
-	 * happens is logged and the members are found in no earlier attempt
+	 * An ERROR is logged and the members are found in no earlier attempt
 	 * (they are transferred again).
 	 */
 	PG_TRY();
@@ -1381,12 +1383,23 @@ prior_lookup(void *arg, const char *const *paths, int n, RemoraPrior *out)
 		EmitErrorReport();
 		FlushErrorState();
 		tx_abort();
-		for (int i = 0; i < n; i++)
-			out[i].found = false;
+		ok = false;
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(cxt);
 	pfree(elems);
+	return ok;
+}
+
+/* Answer the lookups the engine queued in its last run. */
+static void
+answer_lookups(void)
+{
+	RemoraLookup *l;
+
+	while ((l = remora_engine_lookup_next(engine)) != NULL)
+		remora_engine_lookup_done(
+			engine, l, prior_lookup(l->host_arg, l->paths, l->n, l->out));
 }
 
 static void
@@ -1433,8 +1446,8 @@ start_set(Claimed *c, Attempt *a, char *err, size_t errlen)
 	spec.job_id = c->job_id;
 	spec.attempt_id = c->attempt_id;
 	spec.fencing_token = c->token;
-	spec.prior = prior_lookup;
-	spec.prior_arg = a;
+	spec.earlier_attempts = true;
+	spec.host_arg = a;
 	return remora_set_start(engine, &spec, err, errlen);
 }
 
@@ -1893,6 +1906,7 @@ remora_worker_main(Datum main_arg)
 			 * none can delay them.
 			 */
 			remora_engine_run(engine);
+			answer_lookups();
 			ts = GetCurrentTimestamp();
 			gen = pg_atomic_read_u64(&remora_shared->cancel_generation);
 			if (gen != seen_cancel || ts >= next_renew)

@@ -1,10 +1,17 @@
 /*
- * Unit tests of the engine's pure parts: S3 addressing (path and virtual-
- * host style, key encoding), the resumable SHA-256 state, and the ETags
- * and XML answers of different stores' dialects.  No network.
+ * Unit tests of the engine: S3 addressing (path and virtual-host style,
+ * key encoding), the resumable SHA-256 state, the ETags and XML answers of
+ * different stores' dialects, and the lookups a set asks its host, against
+ * a minimal S3 store on 127.0.0.1 in a thread of this process.
  */
+#define _GNU_SOURCE /* strcasestr */
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -35,8 +42,8 @@ address(RemoraEngine *e, const char *bucket, const char *key, const RemoraKV *q,
 {
 	S3Address a;
 
-	CHECK(remora_s3_address(e, bucket, key, q, nq, &a), "address of %s",
-		  key ? key : "(bucket)");
+	CHECK(remora_s3_address(&e->target, bucket, key, q, nq, &a),
+		  "address of %s", key ? key : "(bucket)");
 	CHECK_STR(a.url, url, "url of %s", key ? key : "(bucket)");
 	CHECK_STR(a.host, host, "host of %s", key ? key : "(bucket)");
 	CHECK_STR(a.path, path, "signed path of %s", key ? key : "(bucket)");
@@ -249,6 +256,335 @@ test_answers(void)
 		   "an answer that is not XML is a failure");
 }
 
+/* ------------------------------------------------------------ lookups */
+
+/*
+ * A minimal S3 store for one prefix holding one object, "src/a.bin" with
+ * the content "hello": ListObjectsV2, GET of the object (presigned, not
+ * checked), CopyObject and PUT.  One request per connection.
+ */
+#define OBJ_BODY "hello"
+#define OBJ_ETAG "\"5d41402abc4b2a76b9719d911017c592\""
+#define OBJ_SHA                                                                \
+	"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+
+typedef struct FakeS3
+{
+	int       fd;
+	int       port;
+	pthread_t thread;
+	int       stop;
+	int       lists; /* requests seen, by kind */
+	int       gets;
+	int       copies;
+	int       puts;
+} FakeS3;
+
+static void
+answer_with(int c, const char *status, const char *etag, const char *body)
+{
+	char head[512];
+	int  n = snprintf(head, sizeof(head),
+					  "HTTP/1.1 %s\r\nContent-Length: %zu\r\n%s%s%s"
+					   "Connection: close\r\n\r\n",
+					  status, strlen(body), etag ? "ETag: " : "",
+                     etag ? etag : "", etag ? "\r\n" : "");
+
+	if (write(c, head, n) != n ||
+		write(c, body, strlen(body)) != (ssize_t) strlen(body))
+		return;
+}
+
+static void
+serve_one(FakeS3 *s3, int c)
+{
+	char   req[16384];
+	size_t len = 0;
+	char  *end = NULL;
+	char  *cl;
+	long   body = 0;
+
+	while (len < sizeof(req) - 1 && end == NULL)
+	{
+		ssize_t n = read(c, req + len, sizeof(req) - 1 - len);
+
+		if (n <= 0)
+			return;
+		len += n;
+		req[len] = '\0';
+		end = strstr(req, "\r\n\r\n");
+	}
+	if (end == NULL)
+		return;
+	cl = strcasestr(req, "content-length:");
+	if (cl && cl < end)
+		body = strtol(cl + 15, NULL, 10);
+	/* the body, read and dropped */
+	for (long have = (long) (len - (end + 4 - req)); have < body;)
+	{
+		char    sink[4096];
+		ssize_t n = read(c, sink, sizeof(sink));
+
+		if (n <= 0)
+			return;
+		have += n;
+	}
+	if (strncmp(req, "GET ", 4) == 0 && strstr(req, "list-type=2") &&
+		strstr(req, "list-type=2") < end)
+	{
+		__atomic_add_fetch(&s3->lists, 1, __ATOMIC_SEQ_CST);
+		answer_with(c, "200 OK", NULL,
+					"<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+					"<ListBucketResult><Name>bkt</Name><Prefix>src/</Prefix>"
+					"<KeyCount>1</KeyCount><IsTruncated>false</IsTruncated>"
+					"<Contents><Key>src/a.bin</Key><LastModified>"
+					"2026-01-01T00:00:00.000Z</LastModified><ETag>" OBJ_ETAG
+					"</ETag><Size>5</Size></Contents></ListBucketResult>");
+	}
+	else if (strncmp(req, "GET /bkt/src/a.bin", 18) == 0)
+	{
+		__atomic_add_fetch(&s3->gets, 1, __ATOMIC_SEQ_CST);
+		answer_with(c, "200 OK", OBJ_ETAG, OBJ_BODY);
+	}
+	else if (strncmp(req, "PUT ", 4) == 0 &&
+			 strcasestr(req, "x-amz-copy-source:") != NULL)
+	{
+		__atomic_add_fetch(&s3->copies, 1, __ATOMIC_SEQ_CST);
+		answer_with(c, "200 OK", NULL,
+					"<CopyObjectResult><ETag>" OBJ_ETAG
+					"</ETag></CopyObjectResult>");
+	}
+	else if (strncmp(req, "PUT ", 4) == 0)
+	{
+		__atomic_add_fetch(&s3->puts, 1, __ATOMIC_SEQ_CST);
+		answer_with(c, "200 OK", "\"0123456789abcdef0123456789abcdef\"", "");
+	}
+	else
+		answer_with(c, "404 Not Found", NULL, "");
+}
+
+static void *
+serve(void *arg)
+{
+	FakeS3 *s3 = arg;
+
+	while (!__atomic_load_n(&s3->stop, __ATOMIC_SEQ_CST))
+	{
+		struct pollfd p = {s3->fd, POLLIN, 0};
+		int           c;
+
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		c = accept(s3->fd, NULL, NULL);
+		if (c < 0)
+			continue;
+		serve_one(s3, c);
+		close(c);
+	}
+	return NULL;
+}
+
+static bool
+fake_s3_start(FakeS3 *s3)
+{
+	struct sockaddr_in a;
+	socklen_t          alen = sizeof(a);
+
+	memset(s3, 0, sizeof(*s3));
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	s3->fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (s3->fd < 0 || bind(s3->fd, (struct sockaddr *) &a, sizeof(a)) != 0 ||
+		listen(s3->fd, 16) != 0 ||
+		getsockname(s3->fd, (struct sockaddr *) &a, &alen) != 0)
+		return false;
+	s3->port = ntohs(a.sin_port);
+	return pthread_create(&s3->thread, NULL, serve, s3) == 0;
+}
+
+static void
+fake_s3_stop(FakeS3 *s3)
+{
+	__atomic_store_n(&s3->stop, 1, __ATOMIC_SEQ_CST);
+	pthread_join(s3->thread, NULL);
+	close(s3->fd);
+}
+
+static int host_marker;
+
+static RemoraTask *
+start_prefix_set(RemoraEngine *engine)
+{
+	RemoraSetSpec spec;
+	char          err[256];
+
+	memset(&spec, 0, sizeof(spec));
+	spec.kind = REMORA_SET_S3;
+	spec.display = "s3://bkt/src/";
+	spec.source_bucket = "bkt";
+	spec.source_key = "src/";
+	spec.bucket = "bkt";
+	spec.staging_prefix = "stage/1/b/";
+	spec.job_id = 1;
+	spec.attempt_id = "00000000-0000-0000-0000-00000000000b";
+	spec.fencing_token = 2;
+	spec.earlier_attempts = true;
+	spec.host_arg = &host_marker;
+	return remora_set_start(engine, &spec, err, sizeof(err));
+}
+
+/* One wait and run of the engine, as a host does it (at most 50 ms). */
+static void
+turn(RemoraEngine *engine)
+{
+	struct pollfd p = {remora_engine_fd(engine), POLLIN, 0};
+	long          t = remora_engine_timeout_ms(engine);
+
+	poll(&p, 1, t < 0 || t > 50 ? 50 : (int) t);
+	remora_engine_run(engine);
+}
+
+/* Run until the set queues a lookup (or 5 s pass). */
+static bool
+until_lookup(RemoraEngine *engine)
+{
+	for (int i = 0; i < 100 && engine->lookups == NULL; i++)
+		turn(engine);
+	return engine->lookups != NULL;
+}
+
+/*
+ * A set runs with a lookup answered as found (the member is copied from
+ * the earlier attempt: reused) or as not answerable (transferred again).
+ */
+static void
+lookup_answered(FakeS3 *s3, bool found)
+{
+	RemoraEngine           *engine;
+	RemoraTask             *task;
+	RemoraLookup           *l;
+	const RemoraTaskResult *r;
+	char                    endpoint[64];
+	const char             *how = found ? "found" : "not answerable";
+	int                     copies0 = s3->copies, gets0 = s3->gets;
+
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", s3->port);
+	engine = engine_for(endpoint, true);
+	task = engine ? start_prefix_set(engine) : NULL;
+	CHECK(task != NULL, "a set starts (%s)", how);
+	if (task == NULL)
+		return;
+	CHECK(until_lookup(engine), "listing a page queues a lookup (%s)", how);
+	CHECK(remora_engine_timeout_ms(engine) == 0,
+		  "the host does not sleep while a lookup waits (%s)", how);
+	l = remora_engine_lookup_next(engine);
+	CHECK(l && l->n == 1 && strcmp(l->paths[0], "a.bin") == 0 &&
+			  l->host_arg == &host_marker && !l->out[0].found,
+		  "the lookup names the listed member and the set's host_arg (%s)",
+		  how);
+	CHECK(remora_engine_lookup_next(engine) == NULL,
+		  "each lookup is handed out once (%s)", how);
+	for (int i = 0; i < 5; i++)
+		turn(engine);
+	CHECK(__atomic_load_n(&s3->copies, __ATOMIC_SEQ_CST) == copies0 &&
+			  __atomic_load_n(&s3->gets, __ATOMIC_SEQ_CST) == gets0 &&
+			  remora_task_state(task) == REMORA_TASK_RUNNING,
+		  "the page's members wait for the answer (%s)", how);
+	if (l == NULL)
+		return;
+	if (found)
+	{
+		RemoraPrior *p = &l->out[0];
+
+		p->found = true;
+		snprintf(p->key, sizeof(p->key), "stage/1/a/data/a.bin");
+		snprintf(p->etag, sizeof(p->etag), "%s", OBJ_ETAG);
+		snprintf(p->sha256, sizeof(p->sha256), "%s", OBJ_SHA);
+		p->size = 5;
+		snprintf(p->source_etag, sizeof(p->source_etag), "%s", OBJ_ETAG);
+	}
+	else
+		l->out[0].found = true; /* half-written: ok = false discards it */
+	remora_engine_lookup_done(engine, l, found);
+	CHECK(remora_engine_timeout_ms(engine) == 0,
+		  "an answered lookup wakes the engine (%s)", how);
+	for (int i = 0; i < 100 && remora_task_state(task) == REMORA_TASK_RUNNING;
+		 i++)
+		turn(engine);
+	r = remora_task_result(task);
+	CHECK(remora_task_state(task) == REMORA_TASK_SUCCEEDED && r->members == 1,
+		  "the set succeeds (%s): %s", how,
+		  remora_task_state(task) == REMORA_TASK_FAILED
+			  ? remora_task_error(task)->message
+			  : "");
+	if (found)
+		CHECK(r->members_reused == 1 && s3->gets == gets0 &&
+				  s3->copies == copies0 + 1,
+			  "a member found in an earlier attempt is copied, not read");
+	else
+		CHECK(r->members_reused == 0 && s3->gets == gets0 + 1 &&
+				  s3->copies == copies0 + 1,
+			  "a lookup the host could not answer counts as not found: the "
+			  "member is read again");
+	remora_task_free(task);
+	remora_engine_free(engine);
+}
+
+/* A job that goes away with a lookup pending takes it along (ASan: no leak). */
+static void
+lookup_withdrawn(FakeS3 *s3)
+{
+	RemoraEngine *engine;
+	RemoraTask   *task;
+	char          endpoint[64];
+
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", s3->port);
+	engine = engine_for(endpoint, true);
+
+	/* freed while the lookup is queued, not yet taken */
+	task = engine ? start_prefix_set(engine) : NULL;
+	CHECK(task && until_lookup(engine), "a lookup is queued");
+	remora_task_free(task);
+	CHECK(engine->lookups == NULL &&
+			  remora_engine_lookup_next(engine) == NULL &&
+			  remora_engine_timeout_ms(engine) != 0,
+		  "a freed set's queued lookup is withdrawn");
+
+	/* aborted while the host holds the lookup, then freed */
+	task = start_prefix_set(engine);
+	CHECK(task && until_lookup(engine) &&
+			  remora_engine_lookup_next(engine) != NULL,
+		  "the host takes a lookup");
+	remora_task_abort(task, false);
+	CHECK(engine->lookups == NULL &&
+			  remora_task_state(task) == REMORA_TASK_ABORTED,
+		  "an aborted set's taken lookup is withdrawn");
+	remora_task_free(task);
+
+	/* the engine freed with a job and its lookup still there */
+	task = start_prefix_set(engine);
+	CHECK(task && until_lookup(engine), "a lookup is queued again");
+	remora_task_free(task);
+	remora_engine_free(engine);
+}
+
+static void
+test_lookups(void)
+{
+	FakeS3 s3;
+
+	if (!fake_s3_start(&s3))
+	{
+		CHECK(false, "the test store starts");
+		return;
+	}
+	lookup_answered(&s3, true);
+	lookup_answered(&s3, false);
+	lookup_withdrawn(&s3);
+	fake_s3_stop(&s3);
+}
+
 int
 main(void)
 {
@@ -257,6 +593,7 @@ main(void)
 	test_sha256_state();
 	test_etags();
 	test_answers();
+	test_lookups();
 	curl_global_cleanup();
 	return unit_done();
 }

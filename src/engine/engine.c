@@ -1,0 +1,348 @@
+/*-------------------------------------------------------------------------
+ *
+ * engine.c
+ *	  The engine as its host sees it: configuration, the loop, the jobs it
+ *	  runs and the lookups they wait on.
+ *
+ * The public remora_task_* calls dispatch through each job's kind (see
+ * engine_int.h); the engine pumps every job after each run of the loop,
+ * through a hook the loop calls.  Lookups are queued by jobs and taken by
+ * the host between runs (engine.h): the engine never calls its host.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine_int.h"
+
+struct PendingLookup
+{
+	RemoraLookup         pub;
+	RemoraTask          *task;
+	RemoraLookupAnswered answered;
+	bool                 taken; /* handed to the host */
+	PendingLookup       *next;
+};
+
+static void
+pump_jobs(void *arg)
+{
+	RemoraEngine *engine = arg;
+
+	/*
+	 * A job's pump may start jobs (at the head: not visited now) or free
+	 * jobs after itself (the list stays linked through the job pumping).
+	 */
+	for (RemoraTask *t = engine->tasks; t; t = t->next_task)
+		if (t->kind->pump)
+			t->kind->pump(t);
+}
+
+RemoraEngine *
+remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
+{
+	RemoraEngine *engine = calloc(1, sizeof(RemoraEngine));
+	bool          https;
+
+	if (engine == NULL)
+	{
+		snprintf(errbuf, errlen, "out of memory");
+		return NULL;
+	}
+	engine->loop.epfd = -1;
+	if (!remora_s3_target_parse(&cfg->target, &engine->base_url, &engine->host,
+								&https, errbuf, errlen))
+	{
+		remora_engine_free(engine);
+		return NULL;
+	}
+	engine->region = remora_xstrdup(cfg->target.region);
+	engine->access_key_id = remora_xstrdup(cfg->target.access_key_id);
+	engine->secret_access_key = remora_xstrdup(cfg->target.secret_access_key);
+	engine->target = (S3Endpoint){
+		engine->base_url,         engine->host,   https,
+		cfg->target.path_style,   engine->region, engine->access_key_id,
+		engine->secret_access_key};
+	engine->part_size = cfg->part_size;
+	if (cfg->part_size < 64 * 1024 || cfg->part_size % 1024 != 0)
+	{
+		/* a chunk from curl must never span more than one buffer boundary */
+		snprintf(errbuf, errlen,
+				 "the part size must be a multiple of 1 kB, at least 64 kB");
+		remora_engine_free(engine);
+		return NULL;
+	}
+	engine->policy =
+		remora_netpolicy_new(cfg->allow_networks, cfg->deny_networks,
+							 cfg->allow_ports, errbuf, errlen);
+	if (engine->policy == NULL)
+	{
+		remora_engine_free(engine);
+		return NULL;
+	}
+	if (!remora_loop_init(&engine->loop, cfg->user_agent,
+						  cfg->connect_timeout_ms, cfg->stall_timeout_ms,
+						  engine->policy) ||
+		!remora_loop_add_hook(&engine->loop, pump_jobs, engine) ||
+		engine->region == NULL)
+	{
+		snprintf(errbuf, errlen, "could not set up the transfer engine");
+		remora_engine_free(engine);
+		return NULL;
+	}
+	return engine;
+}
+
+/*
+ * Free the engine.  Jobs not yet freed lose their requests with it and
+ * may then only be freed.
+ */
+void
+remora_engine_free(RemoraEngine *engine)
+{
+	if (engine == NULL)
+		return;
+	remora_loop_destroy(&engine->loop);
+	while (engine->lookups)
+	{
+		PendingLookup *l = engine->lookups;
+
+		engine->lookups = l->next;
+		free(l->pub.out);
+		free(l);
+	}
+	remora_netpolicy_free(engine->policy);
+	free(engine->base_url);
+	free(engine->host);
+	free(engine->region);
+	free(engine->access_key_id);
+	if (engine->secret_access_key)
+		memset(engine->secret_access_key, 0, strlen(engine->secret_access_key));
+	free(engine->secret_access_key);
+	free(engine);
+}
+
+int
+remora_engine_fd(const RemoraEngine *engine)
+{
+	return engine->loop.epfd;
+}
+
+/* 0 while a lookup waits for the host: it must not sleep on it. */
+long
+remora_engine_timeout_ms(const RemoraEngine *engine)
+{
+	for (const PendingLookup *l = engine->lookups; l; l = l->next)
+		if (!l->taken)
+			return 0;
+	return remora_loop_timeout_ms(&engine->loop);
+}
+
+void
+remora_engine_run(RemoraEngine *engine)
+{
+	remora_loop_run(&engine->loop);
+}
+
+Request *
+remora_target_request(RemoraEngine *engine, void *owner, const S3Call *call,
+					  RequestDone done, char *errbuf, size_t errlen)
+{
+	return remora_s3_request(&engine->loop, &engine->target, owner, call, done,
+							 errbuf, errlen);
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+void
+remora_task_register(RemoraEngine *engine, RemoraTask *task,
+					 const RemoraTaskKind *kind)
+{
+	task->kind = kind;
+	task->engine = engine;
+	task->next_task = engine->tasks;
+	engine->tasks = task;
+}
+
+RemoraTaskState
+remora_task_state(const RemoraTask *task)
+{
+	return task->kind->state(task);
+}
+
+void
+remora_task_progress(const RemoraTask *task, int64_t *done, int64_t *total)
+{
+	task->kind->progress(task, done, total);
+}
+
+bool
+remora_task_restarted(const RemoraTask *task, const char **why)
+{
+	return task->kind->restarted(task, why);
+}
+
+/*
+ * New validated progress since the last call?  The pointers in *out stay
+ * valid until the next call on this task.
+ */
+bool
+remora_task_checkpoint(RemoraTask *task, RemoraTaskCheckpoint *out)
+{
+	return task->kind->checkpoint(task, out);
+}
+
+const RemoraTaskResult *
+remora_task_result(const RemoraTask *task)
+{
+	return task->kind->result(task);
+}
+
+const RemoraTaskError *
+remora_task_error(const RemoraTask *task)
+{
+	return task->kind->error(task);
+}
+
+/*
+ * Stop the job.  Its staging objects stay for the cleanup of attempts that
+ * can no longer commit (they may also serve a replacement).  Its lookups
+ * are withdrawn.
+ */
+void
+remora_task_abort(RemoraTask *task, bool delete_staging)
+{
+	remora_lookup_cancel_all(task->engine, task);
+	task->kind->abort(task, delete_staging);
+}
+
+void
+remora_task_free(RemoraTask *task)
+{
+	RemoraTask **p;
+
+	if (task == NULL)
+		return;
+	remora_lookup_cancel_all(task->engine, task);
+	/* the kind frees its own jobs (a set's members) while still linked */
+	task->kind->free(task);
+	for (p = &task->engine->tasks; *p; p = &(*p)->next_task)
+		if (*p == task)
+		{
+			*p = task->next_task;
+			break;
+		}
+	free(task);
+}
+
+void
+remora_resume_free(RemoraResume *resume)
+{
+	if (resume == NULL)
+		return;
+	for (int i = 0; i < resume->nsegments; i++)
+		free(resume->segments[i].key);
+	free(resume->segments);
+	free(resume->etag);
+	free(resume->last_modified);
+	free(resume->sha256_state);
+	free(resume);
+}
+
+/* ------------------------------------------------------------- lookups */
+
+/*
+ * Queue a lookup of paths (not copied: they must stay valid until the
+ * lookup is answered or cancelled).  NULL when out of memory.
+ */
+RemoraLookup *
+remora_lookup_queue(RemoraEngine *engine, RemoraTask *task, void *host_arg,
+					const char *const *paths, int n,
+					RemoraLookupAnswered answered)
+{
+	PendingLookup  *l = calloc(1, sizeof(PendingLookup));
+	PendingLookup **tail;
+
+	if (l == NULL || (l->pub.out = calloc(n, sizeof(RemoraPrior))) == NULL)
+	{
+		free(l);
+		return NULL;
+	}
+	l->pub.host_arg = host_arg;
+	l->pub.paths = paths;
+	l->pub.n = n;
+	l->task = task;
+	l->answered = answered;
+	for (tail = &engine->lookups; *tail; tail = &(*tail)->next)
+		;
+	*tail = l;
+	return &l->pub;
+}
+
+static void
+lookup_free(PendingLookup *l)
+{
+	free(l->pub.out);
+	free(l);
+}
+
+/* The job goes away or stops: its lookups are withdrawn, answered or not. */
+void
+remora_lookup_cancel_all(RemoraEngine *engine, const RemoraTask *task)
+{
+	PendingLookup **p = &engine->lookups;
+
+	while (*p)
+	{
+		PendingLookup *l = *p;
+
+		if (l->task == task)
+		{
+			*p = l->next;
+			lookup_free(l);
+		}
+		else
+			p = &l->next;
+	}
+}
+
+/* The next lookup the host has not taken yet, or NULL. */
+RemoraLookup *
+remora_engine_lookup_next(RemoraEngine *engine)
+{
+	for (PendingLookup *l = engine->lookups; l; l = l->next)
+		if (!l->taken)
+		{
+			l->taken = true;
+			return &l->pub;
+		}
+	return NULL;
+}
+
+/*
+ * The host hands a lookup back.  Its job sees the answer at once and acts
+ * on it at the next run, which the host should not delay.
+ */
+void
+/* cppcheck-suppress constParameter */
+remora_engine_lookup_done(RemoraEngine *engine, RemoraLookup *lookup, bool ok)
+{
+	PendingLookup **p;
+
+	for (p = &engine->lookups; *p; p = &(*p)->next)
+		if (&(*p)->pub == lookup)
+		{
+			PendingLookup *l = *p;
+
+			*p = l->next;
+			if (!ok)
+				memset(l->pub.out, 0, l->pub.n * sizeof(RemoraPrior));
+			l->answered(l->task, &l->pub);
+			lookup_free(l);
+			remora_loop_wake_at(&engine->loop, remora_now_ms());
+			return;
+		}
+	/* not one of ours (its job went away): nothing to do */
+}

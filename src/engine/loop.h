@@ -1,0 +1,103 @@
+/*-------------------------------------------------------------------------
+ *
+ * loop.h
+ *	  The curl multi loop: requests, sockets in an epoll set, timers.
+ *
+ * The lowest layer of the engine's transfers.  It knows HTTP exchanges and
+ * nothing of S3, transfers, sets or the Hub: what runs above it registers
+ * a hook, called after every run once the finished requests have been
+ * handed to their owners (where work that may not start inside a curl
+ * callback is started).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REMORA_LOOP_H
+#define REMORA_LOOP_H
+
+#include <curl/curl.h>
+
+#include "engine/http.h"
+#include "engine/netpolicy.h"
+
+typedef struct RemoraLoop RemoraLoop;
+typedef struct Request    Request;
+typedef void (*RequestDone)(Request *req, CURLcode rc);
+typedef void (*RemoraLoopHook)(void *arg);
+
+/* Response bodies kept for parsing (XML, error text) are capped. */
+#define REQ_BODY_LIMIT (1024 * 1024)
+
+/*
+ * One HTTP exchange on the multi handle.  The loop calls done() once when
+ * it ends (not when it is cancelled) and frees the request after done()
+ * returns.
+ */
+struct Request
+{
+	RemoraLoop        *loop;
+	void              *owner; /* who cancels it (a job), or NULL */
+	CURL              *easy;
+	struct curl_slist *headers;
+	RequestDone        done;
+	int                kind;  /* owner's own tag */
+	int                index; /* owner's own tag (segment, part) */
+	void              *data;  /* owner's own pointer (a buffer) */
+
+	/* the response */
+	long              status; /* HTTP status of the last response */
+	RemoraHttpHeaders hdr;
+	char             *body; /* captured body (when not streamed) */
+	size_t            body_len;
+	size_t            body_cap;
+	bool              body_truncated;
+
+	/* streaming: when set, receives the body instead of the buffer above */
+	size_t (*on_data)(Request *req, char *ptr, size_t len);
+	bool policy_denied; /* a connection was refused by policy */
+	char policy_why[256];
+
+	bool     linked; /* on the multi handle and the list */
+	Request *prev;
+	Request *next;
+};
+
+#define REMORA_LOOP_HOOKS 4
+
+struct RemoraLoop
+{
+	CURLM   *multi;
+	int      epfd;
+	long     timer_ms;       /* curl's timeout at timer_set, -1 = none */
+	int64_t  timer_deadline; /* monotonic ms */
+	int64_t  wake_deadline;  /* a client's own timer (a retry), -1 = none */
+	Request *requests;       /* every request on the multi handle */
+
+	RemoraLoopHook hooks[REMORA_LOOP_HOOKS];
+	void          *hook_args[REMORA_LOOP_HOOKS];
+	int            nhooks;
+
+	/* configuration */
+	long                   connect_timeout_ms;
+	long                   stall_timeout_ms;
+	char                  *user_agent;
+	const RemoraNetPolicy *policy; /* for source requests; not owned */
+};
+
+extern bool    remora_loop_init(RemoraLoop *loop, const char *user_agent,
+								long connect_timeout_ms, long stall_timeout_ms,
+								const RemoraNetPolicy *policy);
+extern void    remora_loop_destroy(RemoraLoop *loop);
+extern bool    remora_loop_add_hook(RemoraLoop *loop, RemoraLoopHook hook,
+									void *arg);
+extern long    remora_loop_timeout_ms(const RemoraLoop *loop);
+extern void    remora_loop_run(RemoraLoop *loop);
+extern void    remora_loop_wake_at(RemoraLoop *loop, int64_t when_ms);
+extern int64_t remora_now_ms(void);
+
+extern Request *remora_req_new(RemoraLoop *loop, void *owner, RequestDone done);
+extern bool     remora_req_start(Request *req);
+extern void     remora_req_cancel(Request *req);
+extern void     remora_req_cancel_owner(RemoraLoop *loop, const void *owner);
+extern void     remora_req_set_source_options(Request *req);
+
+#endif /* REMORA_LOOP_H */

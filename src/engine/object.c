@@ -1,0 +1,581 @@
+/*-------------------------------------------------------------------------
+ *
+ * object.c
+ *	  One member's transfer from an http(s) source into the target store:
+ *	  the job of kind "transfer", its source GET, redirects and validators.
+ *
+ * Phases, each driven by the completion of the requests of the one before:
+ *
+ *	  VERIFY	HEAD the segments a replacement wants to reuse (segments.c)
+ *	  SOURCE	GET the source (from the resume offset, with If-Range);
+ *				bytes fill segment buffers; full buffers are PUT as segment
+ *				objects while the next one fills (the source is paused when
+ *				every buffer is busy)
+ *	  SINGLE,	the member object and, for a job of one member, its
+ *	  ASSEMBLE,	manifest (assemble.c)
+ *	  MANIFEST
+ *
+ * The task writes only keys under its own staging prefix.  Segments reused
+ * from an earlier attempt are read (copied from), never written or deleted.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "engine/source_uri.h"
+#include "engine/transfer.h"
+
+/* Stop every request of the task (on failure or abort). */
+static void
+cancel_requests(Transfer *task)
+{
+	remora_req_cancel_owner(&task->base.engine->loop, task);
+	task->src = NULL;
+	task->uploads = 0;
+	task->copies = 0;
+}
+
+/* After any completion: if the task failed, stop what is still running. */
+void
+remora_xfer_settle(Transfer *task)
+{
+	if (task->status.state == REMORA_TASK_FAILED)
+		cancel_requests(task);
+}
+
+bool
+remora_etag_is_strong(const char *etag)
+{
+	return etag[0] == '"';
+}
+
+/*
+ * Does a 206 answer to a resume request continue the object the checkpoint
+ * was taken from?  Not relying on the server to honour If-Range: the
+ * validators, the total size and the range itself must all match.
+ */
+static bool
+continues_checkpoint(Transfer *task, Request *req)
+{
+	int64_t start, end, total;
+
+	if (!remora_http_content_range(req->hdr.content_range, &start, &end,
+								   &total))
+		return false;
+	if (start != task->offset - 1 || end != total - 1 || total != task->total)
+		return false;
+	if (remora_etag_is_strong(task->etag))
+		return strcmp(req->hdr.etag, task->etag) == 0;
+	return task->last_modified[0] != '\0' &&
+		   strcmp(req->hdr.last_modified, task->last_modified) == 0;
+}
+
+/*
+ * First body bytes of a source response: decide what the response is.
+ * Returns false when the body is not the object's (discard it).
+ */
+static bool
+check_source_response(Transfer *task, Request *req)
+{
+	long status = 0;
+
+	curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
+	task->src_checked = true;
+	if (status >= 300 || status < 200)
+		return false;
+	if (task->offset > 0 && status == 206)
+	{
+		if (!continues_checkpoint(task, req))
+		{
+			/* stop this answer; source_done asks again from the start */
+			remora_xfer_restart(task, "the source changed since the checkpoint "
+									  "(its validators, size or range differ)");
+			task->rerequest = true;
+			return false;
+		}
+	}
+	else if (status == 206)
+	{
+		/* a range we did not ask for */
+		remora_fail(
+			&task->status, REMORA_ERR_SOURCE, true, status,
+			"the source answered a plain request with a partial response");
+		return false;
+	}
+	else
+	{
+		/* 200: the whole object */
+		if (task->offset > 0)
+			remora_xfer_restart(task, "the source changed since the checkpoint "
+									  "(or no longer serves ranges)");
+		task->total = req->hdr.content_length;
+	}
+	snprintf(task->etag, sizeof(task->etag), "%s", req->hdr.etag);
+	snprintf(task->last_modified, sizeof(task->last_modified), "%s",
+			 req->hdr.last_modified);
+	return true;
+}
+
+static size_t
+source_data(Request *req, char *ptr, size_t len)
+{
+	Transfer *task = req->owner;
+	size_t    used = 0;
+
+	if (!task->src_checked)
+		task->src_discard = !check_source_response(task, req);
+	if (task->status.state != REMORA_TASK_RUNNING || task->rerequest)
+		return 0; /* stops the transfer */
+	if (task->src_discard)
+		return len; /* the body of a redirect or an error */
+
+	/*
+	 * Would this chunk overflow the buffer with no other to go on in?  Wait.
+	 * (A buffer that is exactly full is sealed only when more bytes come,
+	 * so that an object of exactly one part size is one PUT.)
+	 */
+	if (task->fill->len + len - (size_t) task->skip >
+			task->base.engine->part_size &&
+		remora_xfer_free_buffer(task) == NULL)
+	{
+		task->paused = true;
+		return CURL_WRITEFUNC_PAUSE;
+	}
+	if (task->skip > 0)
+	{
+		used = (size_t) task->skip < len ? (size_t) task->skip : len;
+		task->skip -= (int64_t) used;
+	}
+	while (used < len)
+	{
+		size_t room;
+		size_t n;
+
+		if (task->fill->len == task->base.engine->part_size)
+		{
+			Buffer *full = task->fill;
+			Buffer *next = remora_xfer_free_buffer(task);
+
+			if (next == NULL || !remora_xfer_seal_segment(task, full))
+				return 0;
+			remora_xfer_begin_buffer(task, next);
+		}
+		room = task->base.engine->part_size - task->fill->len;
+		n = len - used < room ? len - used : room;
+		remora_xfer_take(task, ptr + used, n);
+		used += n;
+	}
+	if (task->total >= 0 && task->received > task->total)
+	{
+		remora_fail(&task->status, REMORA_ERR_SIZE, false, 0,
+					"the source sent more bytes than it announced");
+		return 0;
+	}
+	return len;
+}
+
+static void
+source_failed_http(Transfer *task, Request *req)
+{
+	char msg[400];
+	bool retryable =
+		req->status >= 500 || req->status == 429 || req->status == 408;
+
+	snprintf(msg, sizeof(msg), "the source answered HTTP %ld", req->status);
+	memset(&task->status.error, 0, sizeof(task->status.error));
+	remora_fail(&task->status, REMORA_ERR_HTTP, retryable, req->status, "%s",
+				msg);
+	task->status.error.retry_after = req->hdr.retry_after;
+}
+
+static void
+source_done(Request *req, CURLcode rc)
+{
+	Transfer *task = req->owner;
+	char     *location = NULL;
+
+	task->src = NULL;
+	if (task->status.state != REMORA_TASK_RUNNING)
+	{
+		remora_xfer_settle(task);
+		return;
+	}
+	if (task->rerequest ||
+		(task->offset > 0 && req->status == 416 && rc == CURLE_OK))
+	{
+		/* the checkpoint does not fit the source any more: from the start */
+		if (!task->restarted)
+			remora_xfer_restart(
+				task, "the source no longer has the checkpoint's range");
+		task->rerequest = false;
+		task->src_checked = false;
+		task->src_discard = false;
+		remora_xfer_start_source(task);
+		remora_xfer_settle(task);
+		return;
+	}
+	/* a denied address matters only if no allowed one was reached */
+	if (req->policy_denied && rc != CURLE_OK)
+	{
+		remora_fail(&task->status, REMORA_ERR_POLICY, false, 0,
+					"the outbound-source policy refused the connection: %s",
+					req->policy_why);
+		remora_xfer_settle(task);
+		return;
+	}
+	if (rc != CURLE_OK)
+	{
+		memset(&task->status.error, 0, sizeof(task->status.error));
+		remora_fail(&task->status, REMORA_ERR_NETWORK, true, 0,
+					"reading the source: %s", curl_easy_strerror(rc));
+		task->status.error.curl_code = rc;
+		remora_xfer_settle(task);
+		return;
+	}
+	if (req->status >= 300 && req->status < 400)
+	{
+		curl_easy_getinfo(req->easy, CURLINFO_REDIRECT_URL, &location);
+		if (location == NULL || (strncmp(location, "http://", 7) != 0 &&
+								 strncmp(location, "https://", 8) != 0))
+			remora_fail(
+				&task->status, REMORA_ERR_SOURCE, false, req->status,
+				"the source redirected to a location that is not http(s)");
+		else if (remora_url_has_userinfo(location))
+			remora_fail(&task->status, REMORA_ERR_SOURCE, false, req->status,
+						"the source redirected to a location with credentials");
+		else if (++task->redirects > REMORA_MAX_REDIRECTS)
+			remora_fail(&task->status, REMORA_ERR_SOURCE, false, req->status,
+						"the source redirected more than %d times",
+						REMORA_MAX_REDIRECTS);
+		else
+		{
+			char *next = strdup(location);
+
+			if (next == NULL)
+				remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+							"out of memory");
+			else
+			{
+				free(task->url);
+				task->url = next;
+				/*
+				 * Trust was for the administrator's endpoint; where it sends
+				 * the request is judged like any source.
+				 */
+				task->trusted_source = false;
+				task->src_checked = false;
+				task->src_discard = false;
+				remora_xfer_start_source(task);
+			}
+		}
+		remora_xfer_settle(task);
+		return;
+	}
+	if (req->status == 412 && task->if_match)
+	{
+		/* a source object replaced since it was listed: list it again */
+		remora_fail(&task->status, REMORA_ERR_SOURCE, true, req->status,
+					"the source object changed since it was listed");
+		remora_xfer_settle(task);
+		return;
+	}
+	if (req->status < 200 || req->status >= 300)
+	{
+		source_failed_http(task, req);
+		remora_xfer_settle(task);
+		return;
+	}
+	if (!task->src_checked)
+		check_source_response(task, req); /* an empty body */
+	if (task->total >= 0 && task->received != task->total)
+	{
+		remora_fail(&task->status, REMORA_ERR_SIZE, false, 0,
+					"the source ended before the size it announced");
+		remora_xfer_settle(task);
+		return;
+	}
+	task->total = task->received;
+	task->src_ended = true;
+	if (task->expected_size >= 0 && task->total != task->expected_size)
+	{
+		/* the listing said otherwise: list again in a new attempt */
+		remora_fail(&task->status, REMORA_ERR_SIZE, true, 0,
+					"the source's size changed since it was listed");
+		remora_xfer_settle(task);
+		return;
+	}
+
+	remora_sha256_final_hex(task->sha, task->sha_hex);
+	if (task->expected_sha256 &&
+		strcmp(task->expected_sha256, task->sha_hex) != 0)
+	{
+		remora_fail(&task->status, REMORA_ERR_CHECKSUM, false, 0,
+					"the SHA-256 of the source is %s, not the expected one",
+					task->sha_hex);
+		remora_xfer_settle(task);
+		return;
+	}
+
+	if (task->nsegs == 0)
+	{
+		/* it fits in one buffer: the member is one PUT */
+		task->phase = P_SINGLE;
+		remora_xfer_start_assembly(task);
+	}
+	else
+	{
+		if (task->fill->len > 0 && remora_xfer_seal_segment(task, task->fill))
+			remora_xfer_upload_segment(task, task->fill);
+		task->fill = NULL;
+		remora_xfer_pump(task); /* a buffer sealed in the last callback */
+		if (task->uploads == 0 && task->status.state == REMORA_TASK_RUNNING)
+			remora_xfer_start_assembly(task);
+	}
+	remora_xfer_settle(task);
+}
+
+void
+remora_xfer_start_source(Transfer *task)
+{
+	Request *req = remora_req_new(&task->base.engine->loop, task, source_done);
+	struct curl_slist *h = NULL;
+
+	task->phase = P_SOURCE;
+	if (req == NULL)
+	{
+		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+					"out of memory");
+		return;
+	}
+	if (task->trusted_source)
+		curl_easy_setopt(req->easy, CURLOPT_PROXY, "");
+	else
+		remora_req_set_source_options(req);
+	req->kind = K_SOURCE;
+	req->on_data = source_data;
+	curl_easy_setopt(req->easy, CURLOPT_URL, task->url);
+	curl_easy_setopt(req->easy, CURLOPT_ACCEPT_ENCODING, NULL);
+	if (task->offset > 0)
+	{
+		char line[400];
+
+		/*
+		 * Ask from one byte before the resume point, so that the range is
+		 * never empty (the checkpoint may end at the last byte); that byte
+		 * is dropped.
+		 */
+		snprintf(line, sizeof(line), "Range: bytes=%" PRId64 "-",
+				 task->offset - 1);
+		h = curl_slist_append(h, line);
+		snprintf(line, sizeof(line), "If-Range: %s",
+				 remora_etag_is_strong(task->etag) ? task->etag
+												   : task->last_modified);
+		h = curl_slist_append(h, line);
+		task->skip = 1;
+	}
+	if (task->auth_header && remora_url_origin_is(task->url, task->auth_host))
+		h = curl_slist_append(h, task->auth_header);
+	if (task->if_match && task->offset == 0)
+	{
+		char line[300];
+
+		snprintf(line, sizeof(line), "If-Match: %s", task->if_match);
+		h = curl_slist_append(h, line);
+	}
+	req->headers = h;
+	task->src = req;
+	if (!remora_req_start(req))
+	{
+		task->src = NULL;
+		remora_req_cancel(req);
+		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+					"could not start the download");
+	}
+}
+
+/* ------------------------------------------------------------ the kind */
+
+static RemoraTaskState
+xfer_state(const RemoraTask *t)
+{
+	return ((const Transfer *) t)->status.state;
+}
+
+static void
+xfer_progress(const RemoraTask *t, int64_t *done, int64_t *total)
+{
+	const Transfer *task = (const Transfer *) t;
+
+	*done = task->received;
+	*total = task->total;
+}
+
+static bool
+xfer_restarted(const RemoraTask *t, const char **why)
+{
+	const Transfer *task = (const Transfer *) t;
+
+	*why = task->restart_reason;
+	return task->restarted;
+}
+
+static bool
+xfer_checkpoint(RemoraTask *t, RemoraTaskCheckpoint *out)
+{
+	return remora_xfer_checkpoint((Transfer *) t, out);
+}
+
+static const RemoraTaskResult *
+xfer_result(const RemoraTask *t)
+{
+	const Transfer *task = (const Transfer *) t;
+
+	return task->status.state == REMORA_TASK_SUCCEEDED ? &task->result : NULL;
+}
+
+static const RemoraTaskError *
+xfer_error(const RemoraTask *t)
+{
+	const Transfer *task = (const Transfer *) t;
+
+	return task->status.state == REMORA_TASK_FAILED ? &task->status.error
+													: NULL;
+}
+
+static void
+xfer_abort(RemoraTask *t, bool delete_staging)
+{
+	Transfer *task = (Transfer *) t;
+
+	(void) delete_staging;
+	cancel_requests(task);
+	remora_xfer_abort_upload(task);
+	if (task->status.state == REMORA_TASK_RUNNING)
+		task->status.state = REMORA_TASK_ABORTED;
+}
+
+/* Start what the last callbacks could not: uploads of sealed buffers. */
+static void
+xfer_pump(RemoraTask *t)
+{
+	Transfer *task = (Transfer *) t;
+
+	if (task->status.state == REMORA_TASK_RUNNING)
+		remora_xfer_pump(task);
+}
+
+static void
+xfer_free(RemoraTask *t)
+{
+	Transfer *task = (Transfer *) t;
+
+	cancel_requests(task);
+	remora_xfer_abort_upload(task);
+	if (task->part_etags)
+		for (int i = 0; i < task->nsegs; i++)
+			free(task->part_etags[i]);
+	free(task->part_etags);
+	remora_xfer_drop_segments(task);
+	free(task->segs);
+	free(task->cp_segments);
+	for (int i = 0; i <= REMORA_SEGMENTS_IN_FLIGHT; i++)
+	{
+		free(task->bufs[i].data);
+		EVP_MD_CTX_free(task->bufs[i].md5);
+	}
+	remora_sha256_free(task->sha);
+	free(task->url);
+	free(task->orig_url);
+	free(task->file_name);
+	free(task->bucket);
+	free(task->staging);
+	free(task->expected_sha256);
+	free(task->attempt_id);
+	free(task->member_key_spec);
+	free(task->segment_prefix);
+	free(task->auth_header);
+	free(task->auth_host);
+	free(task->if_match);
+	free(task->upload_id);
+	free(task->manifest);
+}
+
+static const RemoraTaskKind transfer_kind = {
+	"transfer",      xfer_pump,   xfer_state, xfer_progress, xfer_restarted,
+	xfer_checkpoint, xfer_result, xfer_error, xfer_abort,    xfer_free};
+
+RemoraTask *
+remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
+				  char *errbuf, size_t errlen)
+{
+	Transfer *task = calloc(1, sizeof(Transfer));
+	bool      ok;
+
+	if (task == NULL)
+	{
+		snprintf(errbuf, errlen, "out of memory");
+		return NULL;
+	}
+	remora_task_register(engine, &task->base, &transfer_kind);
+	task->status.state = REMORA_TASK_RUNNING;
+	task->url = remora_xstrdup(spec->source_url);
+	task->orig_url = remora_xstrdup(spec->source_url);
+	task->file_name = remora_xstrdup(spec->file_name);
+	task->bucket = remora_xstrdup(spec->bucket);
+	task->staging = remora_xstrdup(spec->staging_prefix);
+	task->expected_sha256 = remora_xstrdup(spec->expected_sha256);
+	task->attempt_id = remora_xstrdup(spec->attempt_id);
+	task->member_key_spec = remora_xstrdup(spec->member_key);
+	task->segment_prefix = remora_xstrdup(spec->segment_prefix);
+	task->no_manifest = spec->no_manifest;
+	task->trusted_source = spec->trusted_source;
+	task->auth_header = remora_xstrdup(spec->auth_header);
+	task->auth_host = remora_xstrdup(spec->auth_host);
+	task->if_match = remora_xstrdup(spec->if_match);
+	task->expected_size = spec->size_known ? spec->expected_size : -1;
+	task->job_id = spec->job_id;
+	task->fencing_token = spec->fencing_token;
+	task->total = -1;
+	task->sha = remora_sha256_new();
+	ok = task->url && task->orig_url && task->file_name && task->bucket &&
+		 task->staging && task->attempt_id && task->sha &&
+		 (spec->expected_sha256 == NULL || task->expected_sha256);
+	for (int i = 0; i <= REMORA_SEGMENTS_IN_FLIGHT; i++)
+	{
+		task->bufs[i].data = malloc(engine->part_size);
+		task->bufs[i].md5 = EVP_MD_CTX_new();
+		ok = ok && task->bufs[i].data && task->bufs[i].md5;
+	}
+	if (!ok)
+	{
+		snprintf(errbuf, errlen, "out of memory");
+		remora_task_free(&task->base);
+		return NULL;
+	}
+	remora_xfer_begin_buffer(task, &task->bufs[0]);
+	if (spec->member_key == NULL &&
+		strlen(task->staging) + strlen("data/") + strlen(task->file_name) >
+			REMORA_MAX_S3_KEY_LEN)
+	{
+		/* never a truncated key: fail the task, as the source's fault */
+		remora_fail(
+			&task->status, REMORA_ERR_SOURCE, false, 0,
+			"the file name is too long: its key in the target store would "
+			"be longer than %d bytes",
+			REMORA_MAX_S3_KEY_LEN);
+		return &task->base;
+	}
+
+	remora_xfer_adopt_resume(task, spec->resume);
+	task->verify_next = 1;
+	if (task->nsegs > 0)
+		remora_xfer_start_verify(task);
+	else
+		remora_xfer_start_source(task);
+	return &task->base;
+}

@@ -1,0 +1,97 @@
+/*-------------------------------------------------------------------------
+ *
+ * s3.h
+ *	  Signed S3 requests on the loop, the classification of their
+ *	  failures, and the ETags of different stores' dialects.
+ *
+ * Knows S3 and the loop; nothing of transfers, sets or the engine.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REMORA_S3_H
+#define REMORA_S3_H
+
+#include "engine/engine.h"
+#include "engine/loop.h"
+#include "engine/sigv4.h"
+
+/* A signed S3 request on bucket/key (key may be NULL for the bucket). */
+typedef struct S3Call
+{
+	const char     *method;
+	const char     *bucket;
+	const char     *key;
+	const RemoraKV *query;
+	int             nquery;
+	const RemoraKV *headers; /* extra headers, signed */
+	int             nheaders;
+	const char     *body; /* not copied: must outlive the request */
+	size_t          body_len;
+	bool            unsigned_payload; /* sign as UNSIGNED-PAYLOAD */
+	bool            head;             /* HEAD: no body expected */
+} S3Call;
+
+typedef struct S3Address
+{
+	char *url;  /* what curl requests */
+	char *host; /* the Host header, as signed */
+	char *path; /* the unencoded path that is signed */
+} S3Address;
+
+/* An S3 store other than the target (a source endpoint). */
+typedef struct S3Endpoint
+{
+	const char *base_url;
+	const char *host;
+	bool        https;
+	bool        path_style;
+	const char *region;
+	const char *access_key_id;
+	const char *secret_access_key;
+} S3Endpoint;
+
+extern bool     remora_s3_target_parse(const RemoraTargetConfig *cfg,
+									   char **base_url, char **host, bool *https,
+									   char *errbuf, size_t errlen);
+extern bool     remora_s3_address(const S3Endpoint *ep, const char *bucket,
+								  const char *key, const RemoraKV *query,
+								  int nquery, S3Address *out);
+extern void     remora_s3_address_free(S3Address *a);
+extern Request *remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep,
+								  void *owner, const S3Call *call,
+								  RequestDone done, char *errbuf,
+								  size_t errlen);
+/* The same, started; NULL (errbuf set) when it could not be. */
+extern Request *remora_s3_start(RemoraLoop *loop, const S3Endpoint *ep,
+								void *owner, const S3Call *call,
+								RequestDone done, char *errbuf, size_t errlen);
+extern bool     remora_s3_failed(const Request *req, CURLcode rc,
+								 RemoraTaskError *err, const char *what);
+
+/*
+ * ETags differ in form between stores and answers: quoted in headers and
+ * listings, unquoted in some copy answers, entity-quoted where nothing
+ * decoded the XML.  Canonical form: one pair of plain quotes around the
+ * value.  Equality ignores the case of hex digits.
+ */
+#define REMORA_ETAG_MAX 256
+extern void  remora_etag_canon(const char *src, char *dst, size_t dstlen);
+extern bool  remora_etag_equal(const char *a, const char *b);
+extern bool  remora_etag_is_md5(const char *etag);
+extern bool  remora_etag_is_multipart(const char *etag, int nparts);
+extern bool  remora_etag_fits_parts(const char        *etag,
+									const char *const *part_etags, int nparts);
+extern bool  remora_s3_put_etag(const Request *req, CURLcode rc, char *etag,
+								size_t etaglen, RemoraTaskError *err,
+								const char *what);
+extern bool  remora_s3_head_etag(const Request *req, CURLcode rc, int64_t size,
+								 char *etag, size_t etaglen,
+								 RemoraTaskError *err, const char *what);
+extern bool  remora_etag_of_parts(const char *const *part_etags, int nparts,
+								  char *dst, size_t dstlen);
+extern char *remora_s3_answer_etag(const Request *req, const char *root,
+								   RemoraTaskError *err, const char *what);
+
+extern void remora_md5_base64(const unsigned char md5[16], char out[25]);
+
+#endif /* REMORA_S3_H */

@@ -1,0 +1,425 @@
+/*-------------------------------------------------------------------------
+ *
+ * set_manifest.c
+ *	  A set's manifest, written as members complete in listing order (the
+ *	  lines come from manifest.c): completed entries are popped from the
+ *	  head of the window into manifest lines and checkpoint members; the
+ *	  text goes to the store a part at a time (multipart upload) once it
+ *	  outgrows one part, or in one PUT when it never does.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/manifest.h"
+#include "engine/s3xml.h"
+#include "engine/set.h"
+
+/*
+ * The manifest goes up in parts of S3's smallest size (or the engine's part
+ * size when that is smaller, as in tests): its unsent text is what a set
+ * holds in memory, whatever remora.part_size is.
+ */
+#define MANIFEST_PART_MAX ((size_t) 5 * 1024 * 1024)
+
+static size_t
+manifest_part(const RemoraSet *set)
+{
+	return set->base.engine->part_size < MANIFEST_PART_MAX
+			   ? set->base.engine->part_size
+			   : MANIFEST_PART_MAX;
+}
+
+static bool
+mappend(RemoraSet *set, const char *s, size_t n)
+{
+	if (set->mlen + n + 1 > set->mcap)
+	{
+		size_t cap = set->mcap ? set->mcap : 65536;
+		char  *nb;
+
+		while (set->mlen + n + 1 > cap)
+			cap *= 2;
+		nb = realloc(set->mbuf, cap);
+		if (nb == NULL)
+			return false;
+		set->mbuf = nb;
+		set->mcap = cap;
+	}
+	memcpy(set->mbuf + set->mlen, s, n);
+	set->mlen += n;
+	set->mbuf[set->mlen] = '\0';
+	remora_sha256_update(set->msha, s, n);
+	return true;
+}
+
+/* The validators of an entry's source, as a JSON object (malloc'd). */
+static char *
+source_json(RemoraSet *set, const Entry *e)
+{
+	RemoraBuf b = {0};
+
+	if (set->kind == REMORA_SET_S3)
+		remora_manifest_source_s3(&b, e->src_key, e->src_etag, e->src_lm,
+								  e->size);
+	else
+		remora_manifest_source_hf(&b, set->commit, e->oid, e->size,
+								  e->lfs_sha != NULL);
+	return remora_buf_release(&b, NULL);
+}
+
+/* The completed head entry: a manifest line and a member to checkpoint. */
+static bool
+emit_member(RemoraSet *set, Entry *e)
+{
+	RemoraSetMember *m;
+	char            *src = source_json(set, e);
+	RemoraBuf        line = {0};
+	bool             ok = false;
+
+	if (set->ncpq == set->cpq_cap)
+	{
+		int              cap = set->cpq_cap ? set->cpq_cap * 2 : 64;
+		RemoraSetMember *nq = realloc(set->cpq, cap * sizeof(*nq));
+
+		if (nq == NULL)
+			goto done;
+		set->cpq = nq;
+		set->cpq_cap = cap;
+	}
+	if (src == NULL ||
+		!remora_manifest_member(&line, e->path, e->key, e->size, e->sha256,
+								e->etag, src, e->reused) ||
+		!mappend(set, line.data, line.len))
+		goto done;
+	remora_sha256_update(set->lsha, line.data, line.len);
+	m = &set->cpq[set->ncpq];
+	memset(m, 0, sizeof(*m));
+	m->path = e->path;
+	m->key = e->key;
+	m->etag = e->etag;
+	memcpy(m->sha256, e->sha256, sizeof(m->sha256));
+	m->size = e->size;
+	m->source_json = src;
+	m->reused = e->reused;
+	e->path = e->key = e->etag = NULL; /* the member owns them now */
+	src = NULL;
+	set->ncpq++;
+	set->cp_dirty = true;
+	set->members_done++;
+	set->bytes_done += m->size;
+	set->members_reused += m->reused;
+	ok = true;
+done:
+	free(src);
+	remora_buf_free(&line);
+	return ok;
+}
+
+void
+remora_set_pop_done(RemoraSet *set)
+{
+	while (set->head && set->status.state == REMORA_TASK_RUNNING &&
+		   set->ncpq < CHECKPOINT_QUEUE_MAX &&
+		   set->mlen < 2 * manifest_part(set) && set->head->state == E_DONE)
+	{
+		Entry *e = set->head;
+
+		if (!emit_member(set, e))
+		{
+			remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+			return;
+		}
+		set->head = e->next;
+		if (set->head == NULL)
+			set->tail = NULL;
+		set->nentries--;
+		remora_set_entry_free(e);
+	}
+}
+
+static void
+mpart_done(Request *req, CURLcode rc)
+{
+	RemoraSet      *set = req->owner;
+	RemoraTaskError err;
+	char          **pe;
+
+	set->mreq = NULL;
+	free(set->part_body);
+	set->part_body = NULL;
+	if (remora_s3_failed(req, rc, &err, "writing the manifest"))
+	{
+		remora_set_fail_with(set, &err, NULL);
+		return;
+	}
+	pe = realloc(set->part_etags, (set->nparts + 1) * sizeof(char *));
+	if (pe == NULL || req->hdr.etag[0] == '\0')
+	{
+		if (pe)
+			set->part_etags = pe;
+		remora_set_fail(set, REMORA_ERR_S3, true, req->status,
+						"writing the manifest: no ETag for a part");
+		return;
+	}
+	set->part_etags = pe;
+	set->part_etags[set->nparts] = malloc(REMORA_ETAG_MAX);
+	if (set->part_etags[set->nparts] == NULL)
+	{
+		remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+		return;
+	}
+	remora_etag_canon(req->hdr.etag, set->part_etags[set->nparts++],
+					  REMORA_ETAG_MAX);
+}
+
+static void
+minit_done(Request *req, CURLcode rc)
+{
+	RemoraSet      *set = req->owner;
+	RemoraTaskError err;
+
+	set->mreq = NULL;
+	if (remora_s3_failed(req, rc, &err, "starting the manifest upload"))
+	{
+		remora_set_fail_with(set, &err, NULL);
+		return;
+	}
+	set->upload_id = req->body ? remora_s3xml_text(req->body, req->body_len,
+												   "UploadId", NULL)
+							   : NULL;
+	if (set->upload_id == NULL)
+		remora_set_fail(set, REMORA_ERR_S3, true, req->status,
+						"starting the manifest upload: no UploadId");
+}
+
+/* The manifest object is complete in the store, with this ETag. */
+static void
+manifest_written(RemoraSet *set, const char *etag)
+{
+	if (set->upload_id &&
+		!remora_etag_fits_parts(etag, (const char *const *) set->part_etags,
+								set->nparts))
+	{
+		remora_set_fail(
+			set, REMORA_ERR_S3, true, 0,
+			"completing the manifest upload: its ETag %s is not that of "
+			"the parts sent",
+			etag);
+		return;
+	}
+	snprintf(set->result.manifest_etag, sizeof(set->result.manifest_etag), "%s",
+			 etag);
+	set->phase = S_DONE;
+	set->status.state = REMORA_TASK_SUCCEEDED;
+}
+
+/* The completion named no ETag (RGW): the object's HEAD does. */
+static void
+mhead_done(Request *req, CURLcode rc)
+{
+	RemoraSet      *set = req->owner;
+	RemoraTaskError err;
+	char            etag[REMORA_ETAG_MAX];
+
+	set->mreq = NULL;
+	if (remora_s3_head_etag(req, rc, remora_sha256_bytes(set->msha), etag,
+							sizeof(etag), &err,
+							"completing the manifest upload"))
+		manifest_written(set, etag);
+	else
+		remora_set_fail_with(set, &err, NULL);
+}
+
+static void
+mfinal_done(Request *req, CURLcode rc)
+{
+	RemoraSet      *set = req->owner;
+	RemoraTaskError err;
+	char           *etag;
+	char            errbuf[256];
+
+	set->mreq = NULL;
+	free(set->part_body);
+	set->part_body = NULL;
+	if (set->upload_id == NULL)
+	{
+		char canon[REMORA_ETAG_MAX];
+
+		if (remora_s3_put_etag(req, rc, canon, sizeof(canon), &err,
+							   "writing the manifest"))
+			manifest_written(set, canon);
+		else
+			remora_set_fail_with(set, &err, NULL);
+		return;
+	}
+	if (remora_s3_failed(req, rc, &err, "writing the manifest"))
+	{
+		remora_set_fail_with(set, &err, NULL);
+		return;
+	}
+	etag = remora_s3_answer_etag(req, "CompleteMultipartUploadResult", &err,
+								 "completing the manifest upload");
+	if (etag == NULL)
+		remora_set_fail_with(set, &err, NULL);
+	else if (etag[0] != '\0')
+		manifest_written(set, etag);
+	else
+	{
+		S3Call call = {"HEAD", set->bucket, set->result.manifest_key,
+					   NULL,   0,           NULL,
+					   0,      NULL,        0,
+					   false,  true};
+
+		set->mreq =
+			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
+							set, &call, mhead_done, errbuf, sizeof(errbuf));
+		if (set->mreq == NULL)
+			remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0,
+							"reading the manifest object: %s", errbuf);
+	}
+	free(etag);
+}
+
+/* Send a full part of the manifest, or when finishing, the rest. */
+void
+remora_set_manifest_flush(RemoraSet *set)
+{
+	S3Call   call;
+	RemoraKV q[2];
+	char     partno[16];
+	char     errbuf[256];
+	bool     last = set->phase == S_FINISH;
+	size_t   n;
+
+	if (set->mreq || set->status.state != REMORA_TASK_RUNNING)
+		return;
+	if (!last && set->mlen < manifest_part(set))
+		return;
+	if (last && set->upload_id == NULL)
+	{
+		/* the whole manifest fits one PUT */
+		set->part_body = set->mbuf;
+		n = set->mlen;
+		set->mbuf = NULL;
+		set->mlen = set->mcap = 0;
+		call =
+			(S3Call){"PUT", set->bucket, set->result.manifest_key, NULL, 0,
+					 NULL,  0,           set->part_body,           n,    false,
+					 false};
+		set->mreq =
+			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
+							set, &call, mfinal_done, errbuf, sizeof(errbuf));
+	}
+	else if (set->upload_id == NULL)
+	{
+		q[0] = (RemoraKV){"uploads", ""};
+		call = (S3Call){"POST", set->bucket, set->result.manifest_key,
+						q,      1,           NULL,
+						0,      NULL,        0,
+						false,  false};
+		set->mreq =
+			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
+							set, &call, minit_done, errbuf, sizeof(errbuf));
+	}
+	else if (set->mlen > 0 && (set->mlen >= manifest_part(set) || last))
+	{
+		n = set->mlen < manifest_part(set) || last ? set->mlen
+												   : manifest_part(set);
+		set->part_body = malloc(n);
+		if (set->part_body == NULL)
+		{
+			remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+			return;
+		}
+		memcpy(set->part_body, set->mbuf, n);
+		memmove(set->mbuf, set->mbuf + n, set->mlen - n);
+		set->mlen -= n;
+		snprintf(partno, sizeof(partno), "%d", set->nparts + 1);
+		q[0] = (RemoraKV){"partNumber", partno};
+		q[1] = (RemoraKV){"uploadId", set->upload_id};
+		call = (S3Call){"PUT", set->bucket, set->result.manifest_key, q, 2,
+						NULL,  0,           set->part_body,           n, false,
+						false};
+		set->mreq =
+			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
+							set, &call, mpart_done, errbuf, sizeof(errbuf));
+	}
+	else if (last)
+	{
+		size_t len;
+
+		q[0] = (RemoraKV){"uploadId", set->upload_id};
+		set->part_body = remora_s3xml_complete_body(
+			(const char *const *) set->part_etags, set->nparts, &len);
+		if (set->part_body == NULL)
+		{
+			remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+			return;
+		}
+		call =
+			(S3Call){"POST", set->bucket, set->result.manifest_key, q,   1,
+					 NULL,   0,           set->part_body,           len, false,
+					 false};
+		set->mreq =
+			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
+							set, &call, mfinal_done, errbuf, sizeof(errbuf));
+	}
+	else
+		return;
+	if (set->mreq == NULL)
+		remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0,
+						"writing the manifest: %s", errbuf);
+}
+
+bool
+remora_set_manifest_header(RemoraSet *set)
+{
+	RemoraBuf line = {0};
+	bool      ok;
+
+	ok = remora_manifest_header(&line, set->job_id, set->attempt_id,
+								set->fencing_token, set->display, set->bucket,
+								set->kind == REMORA_SET_HF ? set->commit
+														   : NULL) &&
+		 mappend(set, line.data, line.len);
+	remora_buf_free(&line);
+	return ok;
+}
+
+/* Everything listed is in: the totals line, then the manifest's end. */
+void
+remora_set_finish(RemoraSet *set)
+{
+	RemoraBuf line = {0};
+	bool      ok;
+
+	if (set->members_done == 0)
+	{
+		remora_set_fail(
+			set, REMORA_ERR_SOURCE, false, 0, "%s",
+			set->listed_members == 0 && set->duplicates == 0
+				? "the source has no member to copy (nothing listed, or "
+				  "nothing the include and exclude patterns select)"
+				: "the source has no member to copy");
+		return;
+	}
+	remora_sha256_final_hex(set->lsha, set->result.members_sha256);
+	ok = remora_manifest_totals(&line, set->members_done, set->bytes_done,
+								set->result.members_sha256) &&
+		 mappend(set, line.data, line.len);
+	remora_buf_free(&line);
+	if (!ok)
+	{
+		remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+		return;
+	}
+	remora_sha256_final_hex(set->msha, set->result.manifest_sha256);
+	set->result.members = set->members_done;
+	set->result.bytes = set->bytes_done;
+	set->result.members_reused = set->members_reused;
+	set->phase = S_FINISH;
+}

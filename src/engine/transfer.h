@@ -1,0 +1,162 @@
+/*-------------------------------------------------------------------------
+ *
+ * transfer.h
+ *	  One member's transfer (a job of kind "transfer"), shared by the three
+ *	  files that drive it:
+ *
+ *	  object.c    the job: the spec, the source GET, redirects, validators
+ *	  segments.c  buffers, segment PUTs, resume verification, checkpoints
+ *	  assemble.c  the member object (one PUT or a multipart upload of the
+ *	              segments) and, for a job of one member, its manifest
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REMORA_TRANSFER_H
+#define REMORA_TRANSFER_H
+
+#include <openssl/evp.h>
+
+#include "engine/engine_int.h"
+
+#define COPIES_IN_FLIGHT 4
+
+typedef enum Phase
+{
+	P_VERIFY,
+	P_SOURCE,
+	P_SINGLE,
+	P_ASSEMBLE,
+	P_MANIFEST,
+	P_DONE
+} Phase;
+
+typedef struct Buffer
+{
+	char       *data;
+	size_t      len;
+	bool        sealed; /* full: waiting for its upload to start */
+	bool        busy;   /* being uploaded */
+	int         segno;  /* segment number once sealed */
+	EVP_MD_CTX *md5;
+} Buffer;
+
+typedef struct Segment
+{
+	char   *key;
+	int64_t size;
+	char    etag[256];
+	char   *sha_after; /* SHA-256 state after this segment */
+	bool    done;      /* acknowledged by the store */
+	bool    reused;    /* an earlier attempt's */
+} Segment;
+
+typedef struct Transfer
+{
+	RemoraTask      base; /* kind: remora_transfer_kind */
+	RemoraJobStatus status;
+	Phase           phase;
+
+	/* the spec, copied */
+	char   *url;      /* current URL: changes with redirects */
+	char   *orig_url; /* as submitted: what the manifest records */
+	char   *file_name;
+	char   *bucket;
+	char   *staging;
+	char   *expected_sha256;
+	char   *attempt_id;
+	int64_t job_id;
+	int64_t fencing_token;
+	int     redirects;
+
+	/* as a member of a larger job (see RemoraTaskSpec) */
+	char   *member_key_spec;
+	char   *segment_prefix;
+	bool    no_manifest;
+	bool    trusted_source;
+	char   *auth_header;
+	char   *auth_host;
+	char   *if_match;
+	int64_t expected_size; /* -1: unknown */
+
+	/* the source */
+	Request *src;
+	bool     src_checked; /* status and validators looked at */
+	bool     src_discard; /* body of a redirect or error */
+	bool     src_ended;
+	bool     rerequest; /* ask the source again, from the start */
+	bool     paused;
+	int64_t  skip;     /* bytes to drop (the resume overlap byte) */
+	int64_t  offset;   /* where this attempt's GET starts */
+	int64_t  received; /* bytes of the object hashed so far */
+	int64_t  total;    /* object size, -1 if unknown */
+	char     etag[256];
+	char     last_modified[64];
+
+	/* resume */
+	bool restarted;
+	char restart_reason[256];
+	int  verify_next;
+
+	/* segments and buffers */
+	Segment      *segs;
+	int           nsegs;
+	int           segs_cap;
+	int           validated; /* segments 1..validated are acknowledged */
+	bool          cp_dirty;
+	Buffer        bufs[REMORA_SEGMENTS_IN_FLIGHT + 1];
+	Buffer       *fill;
+	int           uploads; /* segment PUTs in flight */
+	RemoraSha256 *sha;
+	char          sha_hex[65];
+
+	/* assembly */
+	char  *upload_id;
+	bool   upload_done; /* CompleteMultipartUpload succeeded */
+	int    copy_next;
+	int    copies; /* in flight */
+	int    copied;
+	char **part_etags;
+
+	/* the body of the request in flight (part list, manifest) */
+	char  *manifest;
+	size_t manifest_len;
+
+	RemoraSegment   *cp_segments; /* the last checkpoint's view */
+	RemoraTaskResult result;
+} Transfer;
+
+enum
+{
+	K_SOURCE = 1,
+	K_HEAD,
+	K_SEGMENT,
+	K_SINGLE,
+	K_INIT,
+	K_COPY,
+	K_COMPLETE,
+	K_MANIFEST
+};
+
+/* object.c */
+extern void remora_xfer_settle(Transfer *task);
+extern void remora_xfer_start_source(Transfer *task);
+extern bool remora_etag_is_strong(const char *etag);
+
+/* segments.c */
+extern void    remora_xfer_restart(Transfer *task, const char *why);
+extern void    remora_xfer_drop_segments(Transfer *task);
+extern Buffer *remora_xfer_free_buffer(Transfer *task);
+extern bool    remora_xfer_seal_segment(Transfer *task, Buffer *buf);
+extern void    remora_xfer_upload_segment(Transfer *task, Buffer *buf);
+extern void    remora_xfer_pump(Transfer *task);
+extern void    remora_xfer_take(Transfer *task, const char *p, size_t n);
+extern void    remora_xfer_begin_buffer(Transfer *task, Buffer *b);
+extern void    remora_xfer_start_verify(Transfer *task);
+extern void    remora_xfer_adopt_resume(Transfer *task, const RemoraResume *r);
+extern bool remora_xfer_checkpoint(Transfer *task, RemoraTaskCheckpoint *out);
+
+/* assemble.c */
+extern void remora_xfer_start_assembly(Transfer *task);
+extern void remora_xfer_abort_upload(Transfer *task);
+
+#endif /* REMORA_TRANSFER_H */
