@@ -1175,8 +1175,8 @@ read_endpoint(Claimed *c, const char *name)
 		return;
 	values[0] = CStringGetTextDatum(name);
 	sql("SELECT url, region, path_style::pg_catalog.text, "
-		"coalesce(access_key_id, ''), coalesce(secret_access_key, '') "
-		"FROM remora.source_endpoints WHERE name" OP_EQ "$1",
+		"coalesce(access_key_id, ''), coalesce(secret_access_key, ''), "
+		"ca_pem FROM remora.source_endpoints WHERE name" OP_EQ "$1",
 		1, types, values, NULL);
 	if (SPI_processed != 1 || col_text(0, 1) == NULL)
 		return;
@@ -1187,6 +1187,7 @@ read_endpoint(Claimed *c, const char *name)
 		col_text(0, 3) && strcmp(col_text(0, 3), "true") == 0;
 	c->endpoint.access_key_id = keep_str(col_text(0, 4));
 	c->endpoint.secret_access_key = keep_str(col_text(0, 5));
+	c->endpoint.ca_pem = col_text(0, 6) ? keep_str(col_text(0, 6)) : NULL;
 }
 
 /* What a claimed row carries besides its columns, read in a guarded call. */
@@ -1672,6 +1673,11 @@ make_engine(void)
 	cfg.connect_timeout_ms = 10000;
 	cfg.stall_timeout_ms = remora_stall_timeout_ms;
 	cfg.user_agent = "remora/" REMORA_VERSION;
+	cfg.ca_file = remora_ca_file;
+	cfg.ca_path = remora_ca_path;
+	cfg.http_proxy = remora_http_proxy;
+	cfg.https_proxy = remora_https_proxy;
+	cfg.no_proxy = remora_no_proxy;
 	e = remora_engine_new(&cfg, err, sizeof(err));
 	if (e == NULL)
 		ereport(
