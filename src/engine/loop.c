@@ -625,7 +625,10 @@ remora_req_set_source_options(Request *req, const char *url)
 		return false;
 	req->proxied = true;
 	curl_easy_setopt(req->easy, CURLOPT_PROXY, proxy);
-	/* a tunnel for http:// too: the proxy then sees no path or header */
+	/*
+	 * https:// through a CONNECT tunnel; http:// as a proxy request (the
+	 * proxy sees its URL).  remora.no_proxy was applied above.
+	 */
 	curl_easy_setopt(req->easy, CURLOPT_NOPROXY, "");
 	return true;
 }

@@ -186,7 +186,17 @@ source_failed_http(Transfer *task, Request *req)
 	bool retryable =
 		req->status >= 500 || req->status == 429 || req->status == 408;
 
-	snprintf(msg, sizeof(msg), "the source answered HTTP %ld", req->status);
+	if (req->status == 407)
+		snprintf(msg, sizeof(msg),
+				 "the egress proxy refused the request (HTTP 407): check the "
+				 "credentials in remora.http_proxy and remora.https_proxy");
+	else if (req->proxied)
+		snprintf(msg, sizeof(msg),
+				 "the source answered HTTP %ld through the egress proxy (the "
+				 "proxy itself may have answered)",
+				 req->status);
+	else
+		snprintf(msg, sizeof(msg), "the source answered HTTP %ld", req->status);
 	memset(&task->status.error, 0, sizeof(task->status.error));
 	remora_fail(&task->status, REMORA_ERR_HTTP, retryable, req->status, "%s",
 				msg);
