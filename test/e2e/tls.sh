@@ -27,15 +27,18 @@ make_ca "$CA" ca1
 make_ca "$CA" ca2
 make_cert "$CA" ca1 files
 make_cert "$CA" ca1 other "DNS:other.example"
+make_cert "$CA" ca1 expired "IP:127.0.0.1" -1
 make_cert "$CA" ca1 store1
 make_cert "$CA" ca2 store2
 chmod 644 "$CA"/*
 HTTPS_PORT=$(free_port)
 OTHER_PORT=$(free_port)
+EXPIRED_PORT=$(free_port)
 STORE1_PORT=$(free_port)
 STORE2_PORT=$(free_port)
 start_nginx_tls "$T/https" "$HTTPS_PORT" "$CA/files.pem" "$CA/files.key" "$WWW"
 start_nginx_tls "$T/other" "$OTHER_PORT" "$CA/other.pem" "$CA/other.key" "$WWW"
+start_nginx_tls "$T/expired" "$EXPIRED_PORT" "$CA/expired.pem" "$CA/expired.key" "$WWW"
 start_nginx_tls "$T/store1" "$STORE1_PORT" "$CA/store1.pem" "$CA/store1.key" "$S3_PORT"
 start_nginx_tls "$T/store2" "$STORE2_PORT" "$CA/store2.pem" "$CA/store2.key" "$S3_PORT"
 HTTPS="https://127.0.0.1:$HTTPS_PORT"
@@ -74,6 +77,9 @@ check "the workers take remora.ca_file" reload_workers
 j=$(q "SELECT remora_submit('https://127.0.0.1:$OTHER_PORT/small.bin')")
 fails_as_tls "$j" "a trusted CA's certificate for another host name" remora.ca_file
 check "the reason says the name does not match" says "$j" "target host name"
+j=$(q "SELECT remora_submit('https://127.0.0.1:$EXPIRED_PORT/small.bin')")
+fails_as_tls "$j" "a trusted CA's certificate that has expired" remora.ca_file
+check "the reason says it has expired" says "$j" "expired"
 
 # --- remora.ca_file: the same source succeeds
 j=$(q "SELECT remora_submit('$HTTPS/small.bin')")
@@ -131,6 +137,22 @@ verify "$j" big.bin
 check "the proxy opened the tunnel" grep -q "CONNECT 127.0.0.1:$HTTPS_PORT" "$PLOG"
 check "the target store is reached directly, not through the proxy" \
 	bash -c "! grep -q ':$STORE1_PORT' '$PLOG'"
+
+# the Hub's API and its CDN hops go through the proxy too
+HUB=$T/hub
+HUB_PORT=$(free_port)
+CDN_PORT=$(free_port)
+mkdir -p "$HUB/models/acme/tiny"
+head -c 700 /dev/urandom >"$HUB/models/acme/tiny/README.md"
+head -c 3000000 /dev/urandom >"$HUB/models/acme/tiny/model.bin"
+start_hub "$HUB_PORT" "$CDN_PORT" "$HUB" "hf_tls_test_token"
+q "ALTER SYSTEM SET remora.hf_endpoint = 'http://127.0.0.1:$HUB_PORT'" >/dev/null
+check "the workers take the local hub" reload_workers
+j=$(q "SELECT remora_submit('hf://acme/tiny')")
+check "a Hub snapshot through the proxy succeeds" wait_state "$j" succeeded 90
+check "the proxy forwarded the Hub's API calls" \
+	grep -q "GET http://127.0.0.1:$HUB_PORT/api/models/acme/tiny" "$PLOG"
+check "and the CDN hop of the large file" grep -q "GET http://127.0.0.1:$CDN_PORT/" "$PLOG"
 
 j=$(q "SELECT remora_submit('$SRC/to-denied')")
 wait_state "$j" failed 30 || not_ok "a redirect to a denied address: the job fails"

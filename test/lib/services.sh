@@ -166,16 +166,16 @@ make_ca() {
 		-keyout "$1/$2.key" -out "$1/$2.pem" >/dev/null 2>&1
 }
 
-# make_cert DIR CA NAME [SAN]: a server certificate DIR/NAME.pem (key
-# DIR/NAME.key) signed by DIR/CA.pem, for SAN (by default 127.0.0.1 and
-# localhost)
+# make_cert DIR CA NAME [SAN [DAYS]]: a server certificate DIR/NAME.pem
+# (key DIR/NAME.key) signed by DIR/CA.pem, for SAN (by default 127.0.0.1
+# and localhost), valid for DAYS (2; -1 makes one that has expired)
 make_cert() {
-	local dir=$1 ca=$2 name=$3 san=${4:-IP:127.0.0.1,DNS:localhost}
+	local dir=$1 ca=$2 name=$3 san=${4:-IP:127.0.0.1,DNS:localhost} days=${5:-2}
 	openssl req -newkey rsa:2048 -nodes -subj "/CN=$name" \
 		-keyout "$dir/$name.key" -out "$dir/$name.csr" >/dev/null 2>&1
 	printf 'subjectAltName=%s\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' "$san" >"$dir/$name.ext"
 	openssl x509 -req -in "$dir/$name.csr" -CA "$dir/$ca.pem" -CAkey "$dir/$ca.key" \
-		-CAcreateserial -days 2 -extfile "$dir/$name.ext" -out "$dir/$name.pem" >/dev/null 2>&1
+		-CAcreateserial -days "$days" -extfile "$dir/$name.ext" -out "$dir/$name.pem" >/dev/null 2>&1
 }
 
 # start_nginx_tls DIR PORT CERT KEY WHAT: nginx over TLS (1.2 and 1.3) on
