@@ -353,10 +353,19 @@ remora_req_new(RemoraLoop *loop, void *owner, RequestDone done)
 	curl_easy_setopt(req->easy, CURLOPT_ERRORBUFFER, req->curl_error);
 	curl_easy_setopt(req->easy, CURLOPT_SSLVERSION,
 					 (long) CURL_SSLVERSION_TLSv1_2);
+	/* the same trust for an https:// proxy as for the servers behind it */
+	curl_easy_setopt(req->easy, CURLOPT_PROXY_SSLVERSION,
+					 (long) CURL_SSLVERSION_TLSv1_2);
 	if (loop->ca_file)
+	{
 		curl_easy_setopt(req->easy, CURLOPT_CAINFO, loop->ca_file);
+		curl_easy_setopt(req->easy, CURLOPT_PROXY_CAINFO, loop->ca_file);
+	}
 	if (loop->ca_path)
+	{
 		curl_easy_setopt(req->easy, CURLOPT_CAPATH, loop->ca_path);
+		curl_easy_setopt(req->easy, CURLOPT_PROXY_CAPATH, loop->ca_path);
+	}
 	/* direct unless the owner asks for the proxy; never the environment's */
 	curl_easy_setopt(req->easy, CURLOPT_PROXY, "");
 	return req;
