@@ -162,6 +162,9 @@ check_proxy(char **newval, void **extra, GucSource source)
 		strpbrk(v, " \t\r\n?#") != NULL ||
 		(strchr(rest, '/') != NULL && strchr(rest, '/')[1] != '\0'))
 	{
+		/* PostgreSQL's own message would repeat the value */
+		GUC_check_errmsg("invalid egress proxy URL (not repeated here: it "
+						 "may hold a password)");
 		GUC_check_errdetail("A proxy is an http:// or https:// URL with a "
 							"host, an optional port and optional "
 							"user:password, and nothing else.");

@@ -49,8 +49,10 @@ mentions_remora(const char *s)
  * (presigned sources carry their signature there), in the current context;
  * NULL when there is none.  A statement that calls
  * remora.register_source_endpoint carries a secret key among its
- * arguments: it is replaced as a whole.  The field of a message keeps its
- * text, but for its URLs' query strings: it goes to the client too.
+ * arguments: it is replaced as a whole, and so is one that sets an egress
+ * proxy with credentials (ALTER SYSTEM SET remora.https_proxy = ...).  The
+ * field of a message keeps its text, but for its URLs' query strings: it
+ * goes to the client too.
  */
 static char *
 redact_urls(const char *s, bool statement)
@@ -64,6 +66,12 @@ redact_urls(const char *s, bool statement)
 	if (statement && strcasestr(s, "register_source_endpoint") != NULL)
 		return pstrdup("(a call of remora.register_source_endpoint, "
 					   "hidden: it may carry credentials)");
+	if (statement &&
+		(strcasestr(s, "http_proxy") != NULL ||
+		 strcasestr(s, "https_proxy") != NULL) &&
+		strchr(s, '@') != NULL)
+		return pstrdup("(a statement that names an egress proxy with "
+					   "credentials, hidden)");
 	initStringInfo(&buf);
 	while (*p)
 	{

@@ -176,6 +176,11 @@ check "a user cannot read the proxy setting" bash -c \
 	"! psql -X -q -U alice -d postgres -c 'SHOW remora.https_proxy' >/dev/null 2>&1"
 check_eq "nor see it in pg_settings" \
 	"$(psql -X -A -t -q -U alice -d postgres -c "SELECT count(*) FROM pg_settings WHERE name IN ('remora.http_proxy', 'remora.https_proxy')")" "0"
+# a mistyped proxy URL: refused without repeating it, and its statement
+# is logged hidden
+psql -X -q -c "ALTER SYSTEM SET remora.https_proxy = 'socks5://remora:$WRONG@127.0.0.1:1'" >/dev/null 2>&1
+check "a mistyped proxy URL is refused, its statement logged hidden" \
+	grep -q "egress proxy with credentials, hidden" "$LOG"
 check_eq "the proxy passwords are in no error history" \
 	"$(q "SELECT count(*) FROM remora.attempts WHERE error::text LIKE '%$PROXY_PASS%' OR error::text LIKE '%$WRONG%'")" "0"
 check "the proxy passwords are in no server log line" \
