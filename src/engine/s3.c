@@ -324,8 +324,10 @@ remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
 		goto fail;
 	}
 	curl_easy_setopt(req->easy, CURLOPT_URL, url);
-	/* the target is the administrator's: no proxy from the environment */
+	/* the store is the administrator's: direct, with its own CAs if any */
 	curl_easy_setopt(req->easy, CURLOPT_PROXY, "");
+	remora_req_set_ca_pem(req, ep->ca_pem);
+	req->trust = ep->trust;
 	for (int i = 0; i < nh; i++)
 		if (!add_header(req, signed_headers[i].key, signed_headers[i].value))
 			goto oom;
@@ -390,8 +392,8 @@ retryable_s3_code(const char *code)
 }
 
 /*
- * Did an S3 request fail?  If so, describe it in err (class s3 or network,
- * retryable or not) and return true.
+ * Did an S3 request fail?  If so, describe it in err (class s3, network or
+ * tls, retryable or not) and return true.
  */
 bool
 remora_s3_failed(const Request *req, CURLcode rc, RemoraTaskError *err,
@@ -403,11 +405,7 @@ remora_s3_failed(const Request *req, CURLcode rc, RemoraTaskError *err,
 	err->retry_after = -1;
 	if (rc != CURLE_OK)
 	{
-		err->class = REMORA_ERR_NETWORK;
-		err->curl_code = rc;
-		err->retryable = true;
-		snprintf(err->message, sizeof(err->message), "%s: %s", what,
-				 curl_easy_strerror(rc));
+		remora_req_transport_error(req, rc, err, what, NULL);
 		return true;
 	}
 	if (req->status >= 200 && req->status < 300)

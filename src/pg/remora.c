@@ -50,8 +50,10 @@ mentions_remora(const char *s)
  * (presigned sources carry their signature there), in the current context;
  * NULL when there is none.  A statement that calls
  * remora.register_source_endpoint carries a secret key among its
- * arguments: it is replaced as a whole.  The field of a message keeps its
- * text, but for its URLs' query strings: it goes to the client too.
+ * arguments: it is replaced as a whole, and so is one that sets an egress
+ * proxy with credentials (ALTER SYSTEM SET remora.https_proxy = ...).  The
+ * field of a message keeps its text, but for its URLs' query strings: it
+ * goes to the client too.
  */
 static char *
 redact_urls(const char *s, bool statement)
@@ -65,6 +67,12 @@ redact_urls(const char *s, bool statement)
 	if (statement && strcasestr(s, "register_source_endpoint") != NULL)
 		return pstrdup("(a call of remora.register_source_endpoint, "
 					   "hidden: it may carry credentials)");
+	if (statement &&
+		(strcasestr(s, "http_proxy") != NULL ||
+		 strcasestr(s, "https_proxy") != NULL) &&
+		strchr(s, '@') != NULL)
+		return pstrdup("(a statement that names an egress proxy with "
+					   "credentials, hidden)");
 	initStringInfo(&buf);
 	while (*p)
 	{
@@ -130,16 +138,47 @@ redact(char *s, const char *secret)
 }
 
 /*
- * The target's secret and the Hub token never reach the server log, whoever
- * writes the message: PostgreSQL itself logs "parameter ... changed to ..."
- * when the configuration is reloaded.  Every process has this hook (the library
- * is preloaded).
+ * The user information of a proxy URL ("user:password") and its password
+ * alone, copied into the two buffers ("" when there is none).
+ */
+static void
+proxy_secrets(const char *url, char *userinfo, char *password, size_t len)
+{
+	const char *start = url ? strstr(url, "://") : NULL;
+	const char *at;
+	const char *colon;
+
+	userinfo[0] = password[0] = '\0';
+	if (start == NULL || (at = strchr(start + 3, '@')) == NULL)
+		return;
+	start += 3;
+	snprintf(userinfo, len, "%.*s", (int) (at - start), start);
+	colon = memchr(start, ':', at - start);
+	if (colon)
+		snprintf(password, len, "%.*s", (int) (at - colon - 1), colon + 1);
+}
+
+/*
+ * The target's secret, the Hub token and proxy credentials never reach the
+ * server log, whoever writes the message: PostgreSQL itself logs "parameter
+ * ... changed to ..." when the configuration is reloaded.  Every process has
+ * this hook (the library is preloaded).
  */
 static void
 redact_secrets(ErrorData *edata)
 {
-	const char *secrets[3] = {remora_s3_secret_access_key, remora_hf_token,
-							  remora_target_secret_loaded};
+	char        proxy[4][256];
+	const char *secrets[7] = {remora_s3_secret_access_key,
+							  remora_hf_token,
+							  remora_target_secret_loaded,
+							  proxy[0],
+							  proxy[1],
+							  proxy[2],
+							  proxy[3]};
+
+	/* proxy credentials: user:password first, then the password alone */
+	proxy_secrets(remora_http_proxy, proxy[0], proxy[2], sizeof(proxy[0]));
+	proxy_secrets(remora_https_proxy, proxy[1], proxy[3], sizeof(proxy[1]));
 
 	/*
 	 * A statement that names Remora is logged (the STATEMENT line, and
@@ -174,7 +213,7 @@ redact_secrets(ErrorData *edata)
 		MemoryContextSwitchTo(old);
 	}
 
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 7; i++)
 	{
 		const char   *secret = secrets[i];
 		MemoryContext old;

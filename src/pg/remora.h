@@ -45,6 +45,11 @@ extern int   remora_presign_max_ttl_s;
 extern int   remora_retention_s;
 extern char *remora_worker_role;
 extern char *remora_s3_secret_access_key_file;
+extern char *remora_ca_file;
+extern char *remora_ca_path;
+extern char *remora_http_proxy;
+extern char *remora_https_proxy;
+extern char *remora_no_proxy;
 
 extern void        remora_define_gucs(void);
 extern int         remora_protocol_lock_timeout_ms(void);
