@@ -34,6 +34,7 @@ ENGINE_OBJS = \
 	src/engine/util.o \
 	src/engine/http.o \
 	src/engine/loop.o \
+	src/engine/egress.o \
 	src/engine/s3.o \
 	src/engine/engine.o \
 	src/engine/object.o \
