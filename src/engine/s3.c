@@ -542,13 +542,6 @@ remora_etag_is_multipart(const char *etag, int nparts)
 	return true;
 }
 
-static int
-hexval(char c)
-{
-	return isdigit((unsigned char) c) ? c - '0'
-									  : tolower((unsigned char) c) - 'a' + 10;
-}
-
 /*
  * The ETag S3 gives an object completed from parts whose ETags are the
  * parts' MD5s: the MD5 of the concatenated binary MD5s, "-" and the count.
@@ -576,8 +569,8 @@ remora_etag_of_parts(const char *const *part_etags, int nparts, char *dst,
 			break;
 		etag_inner(part_etags[i], &s, &n);
 		for (int j = 0; j < 16; j++)
-			bin[j] =
-				(unsigned char) (hexval(s[2 * j]) << 4 | hexval(s[2 * j + 1]));
+			bin[j] = (unsigned char) (remora_hex_value(s[2 * j]) << 4 |
+									  remora_hex_value(s[2 * j + 1]));
 		ok = EVP_DigestUpdate(ctx, bin, sizeof(bin));
 	}
 	ok = ok && EVP_DigestFinal_ex(ctx, md, &mdlen) && mdlen == 16;

@@ -33,6 +33,19 @@ remora_xstrndup(const char *s, size_t n)
 	return r;
 }
 
+/* The value of one hexadecimal digit, -1 for anything else. */
+int
+remora_hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 void
 remora_hex_encode(const unsigned char *bytes, size_t n, char *out)
 {

@@ -27,6 +27,7 @@ extern char *remora_xstrndup(const char *s, size_t n);
 
 /* n bytes as 2n lower-case hex digits and a NUL into out */
 extern void remora_hex_encode(const unsigned char *bytes, size_t n, char *out);
+extern int  remora_hex_value(char c);
 
 /*
  * Write a one-sentence message into a caller's error buffer (printf-style,

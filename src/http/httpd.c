@@ -136,20 +136,9 @@ remora_http_define_gucs(void)
 void
 remora_register_http(void)
 {
-	BackgroundWorker worker;
-
 	if (remora_http_listen == NULL || remora_http_listen[0] == '\0')
 		return;
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags =
-		BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 5;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "remora");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "remora_http_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "remora http");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "remora http");
-	RegisterBackgroundWorker(&worker);
+	remora_register_static_worker("remora_http_main", "remora http");
 }
 
 /* The settings that may change while serving. */

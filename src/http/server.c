@@ -591,18 +591,6 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
 	return MHD_YES;
 }
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /*
  * Decode %HH in paths and query arguments, except %00: a NUL would cut a
  * string short ("/app.js%00.html" is not "/app.js"), so it stays as
@@ -617,8 +605,8 @@ unescape(void *cls, struct MHD_Connection *conn, char *s)
 	{
 		int hi, lo;
 
-		if (r[0] == '%' && (hi = hexval(r[1])) >= 0 &&
-			(lo = hexval(r[2])) >= 0 && (hi | lo) != 0)
+		if (r[0] == '%' && (hi = remora_hex_value(r[1])) >= 0 &&
+			(lo = remora_hex_value(r[2])) >= 0 && (hi | lo) != 0)
 		{
 			*w++ = (char) (hi * 16 + lo);
 			r += 3;

@@ -17,6 +17,7 @@
 #include "miscadmin.h"
 #include "parser/analyze.h"
 #include "pgstat.h"
+#include "postmaster/bgworker.h"
 #include "tcop/tcopprot.h"
 #include "utils/backend_status.h"
 #include "utils/elog.h"
@@ -285,4 +286,26 @@ _PG_init(void)
 	remora_xact_init();
 	remora_register_launcher();
 	remora_register_http();
+}
+
+/*
+ * A background worker of this library that the postmaster starts once
+ * recovery has finished and restarts 5 s after it exits (the launcher, the
+ * web server).  name is also its pg_stat_activity.backend_type.
+ */
+void
+remora_register_static_worker(const char *function, const char *name)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags =
+		BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "remora");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", name);
+	RegisterBackgroundWorker(&worker);
 }

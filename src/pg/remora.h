@@ -57,6 +57,8 @@ extern int         remora_protocol_statement_timeout_ms(void);
 extern void        remora_pin_session(void);
 extern const char *remora_target_secret(void);
 extern const char *remora_target_secret_loaded;
+extern void        remora_register_static_worker(const char *function,
+												 const char *name);
 extern int         remora_spi_execute(const char *query, int nargs, Oid *types,
 									  Datum *values, const char *nulls, bool read_only,
 									  long count);
