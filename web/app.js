@@ -358,7 +358,7 @@ async function submitJob(ev) {
 /* admin */
 async function showAdmin() {
   show("admin");
-  const [st, wk] = await Promise.all([api("GET", "/api/stats"), api("GET", "/api/workers")]);
+  const [st, wk, gr] = await Promise.all([api("GET", "/api/stats"), api("GET", "/api/workers"), api("GET", "/api/admin/grants")]);
   const failures = st.failures_by_class || {};
   $("stats").replaceChildren(kv([
     ["Queued", st.queued], ["Running", st.running], ["Retrying", st.retrying],
@@ -375,6 +375,15 @@ async function showAdmin() {
       el("td", { class: "mono" }, w.incarnation), el("td", {}, w.pid), el("td", {}, w.kind),
       el("td", {}, when(w.started_at)), el("td", {}, when(w.heartbeat_at)), el("td", {}, when(w.stopped_at)),
       el("td", {}, w.active_leases)))))));
+  const grants = [...gr.targets.map((g) => Object.assign({ kind: "target" }, g)),
+    ...gr.sources.map((g) => Object.assign({ kind: "source" }, g))];
+  $("grants").replaceChildren(grants.length ? el("div", { class: "table-wrap" }, el("table", { id: "grants-table" },
+    el("caption", { class: "sr-only" }, "Source and target grants"),
+    el("thead", {}, el("tr", {}, ["Kind", "Role", "Bucket", "Prefix", "Endpoint", "Granted by", "Granted"].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, grants.map((g) => el("tr", {},
+      el("td", {}, g.kind), el("td", {}, g.role), el("td", { class: "mono" }, g.bucket),
+      el("td", { class: "mono" }, g.prefix_pattern), el("td", {}, g.endpoint || ""),
+      el("td", {}, g.granted_by), el("td", {}, when(g.granted_at))))))) : el("p", {}, "No grants."));
 }
 
 /* live updates */

@@ -984,6 +984,14 @@ remora_api_dispatch(RemoraRequest *req)
 						"coalesce(json_agg(to_json(w) ORDER BY w.started_at "
 						"DESC), '[]')) FROM (SELECT * FROM remora_workers "
 						"ORDER BY started_at DESC LIMIT 200) w");
+	else if (strcmp(path, "/api/admin/grants") == 0)
+		admin_view(req,
+				   "SELECT json_build_object('targets', (SELECT "
+				   "coalesce(json_agg(to_json(t) ORDER BY t.role, t.bucket, "
+				   "t.prefix_pattern), '[]') FROM remora_target_grants t), "
+				   "'sources', (SELECT coalesce(json_agg(to_json(s) ORDER BY "
+				   "s.role, s.bucket, s.prefix_pattern, s.endpoint), '[]') "
+				   "FROM remora_source_grants s))");
 	else
 		remora_respond_error(req, 404, "P0002", "no such path", NULL, NULL,
 							 NULL);

@@ -280,6 +280,12 @@ async function main() {
       await carol.waitFor("document.querySelector('#stats dl') && document.querySelector('#workers table')");
       await carol.shot("web-admin");
     });
+    await step("an admin sees the source and target grants", async () => {
+      await carol.waitFor("document.querySelector('#grants-table')");
+      const rows = await carol.eval("[...document.querySelectorAll('#grants-table tbody tr')].map((r) => [...r.cells].slice(0, 4).map((c) => c.textContent).join(' '))");
+      if (!rows.includes("source alice sources *")) throw new Error("no source grant row: " + JSON.stringify(rows));
+      if (!rows.includes("target alice target *")) throw new Error("no target grant row: " + JSON.stringify(rows));
+    });
 
     await step("hard delete (confirmed) removes the job", async () => {
       await alice.goto(H + "/#/jobs/" + job);

@@ -181,6 +181,14 @@ check_eq "stats for an admin: 200" "$(as carol GET /api/stats)" 200
 check "  counts the succeeded job" test "$(field .succeeded)" -ge 1
 check_eq "workers for an admin: 200" "$(as carol GET /api/workers)" 200
 check "  lists the workers" test "$(field '.workers | length')" -ge 1
+check_eq "grants for a remora_user: 403" "$(ja GET /api/admin/grants) $(field .sqlstate)" "403 42501"
+q "SELECT remora.grant_source('bob', 'srcbucket', 'models/*')" >/dev/null
+check_eq "grants for an admin: 200" "$(as carol GET /api/admin/grants)" 200
+check_eq "  lists the target grants" \
+	"$(field '[.targets[] | select(.bucket == "target") | .role] | sort | join(",")')" "alice,bob"
+check_eq "  and the source grants" \
+	"$(field '.sources[] | select(.role == "bob") | .bucket + " " + .prefix_pattern')" "srcbucket models/*"
+check_eq "grants: a wrong method: 405" "$(as carol POST /api/admin/grants)" 405
 
 # --- row-level security, Basic -----------------------------------------------------------
 check_eq "Basic with a wrong password: 401" "$(call GET /api/jobs -u bob:wrong)" 401
