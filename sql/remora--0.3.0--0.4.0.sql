@@ -272,3 +272,11 @@ END
 $$;
 REVOKE ALL ON FUNCTION remora.set_source_endpoint_ca(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION remora.set_source_endpoint_ca(text, text) TO remora_admin;
+
+/* ------------------------------------------------------------------------
+ * Web client sorting (issue 13): the jobs list ordered by priority pages
+ * by keyset over (priority, job_id), served by this index.
+ * ------------------------------------------------------------------------ */
+-- the web client's list by priority (keyset over (priority, job_id))
+CREATE INDEX jobs_priority_idx ON remora.jobs (priority, job_id)
+	WHERE deleted_at IS NULL;

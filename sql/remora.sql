@@ -81,6 +81,9 @@ CREATE TABLE remora.jobs (
 CREATE INDEX jobs_owner_idx ON remora.jobs (owner);
 CREATE INDEX jobs_active_idx ON remora.jobs (state)
 	WHERE state IN ('queued', 'running', 'retrying');
+-- the web client's list by priority (keyset over (priority, job_id))
+CREATE INDEX jobs_priority_idx ON remora.jobs (priority, job_id)
+	WHERE deleted_at IS NULL;
 
 CREATE TABLE remora.incarnations (
 	incarnation		uuid PRIMARY KEY,

@@ -10,7 +10,7 @@
  */
 "use strict";
 
-const S = { user: null, csrf: null, admin: false, filter: { state: "", q: "", limit: "50" },
+const S = { user: null, csrf: null, admin: false, filter: { state: "", q: "", limit: "50", sort: "submitted:desc" },
   pages: [], next: null, listSeq: 0, jobs: new Map(), events: null, poll: null, view: null, jobId: null };
 
 const $ = (id) => document.getElementById(id);
@@ -122,6 +122,8 @@ function jobsQuery(after) {
   if (S.filter.state) p.set("state", S.filter.state);
   if (S.filter.q) p.set("q", S.filter.q);
   p.set("limit", S.filter.limit);
+  const [sort, dir] = (S.filter.sort || "submitted:desc").split(":");
+  if (sort !== "submitted" || dir !== "desc") { p.set("sort", sort); p.set("dir", dir); }
   if (after) p.set("after", after);
   return "/api/jobs?" + p.toString();
 }
@@ -149,6 +151,7 @@ function jobRow(j) {
     el("td", { class: "st" }, stateBadge(j.state)),
     el("td", { class: "src mono" }, j.source),
     el("td", {}, j.label || ""),
+    el("td", { class: "prio" }, j.priority),
     el("td", { class: "prog" }, progressCell(j)),
     el("td", {}, when(j.submitted_at)));
 }
@@ -449,7 +452,8 @@ document.addEventListener("DOMContentLoaded", async () => {
   });
   $("filter-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
-    S.filter = { state: $("f-state").value, q: $("f-q").value.trim(), limit: $("f-limit").value };
+    S.filter = { state: $("f-state").value, q: $("f-q").value.trim(), limit: $("f-limit").value, sort: $("f-sort").value };
+    $("jobs-caption").textContent = "Jobs, " + $("f-sort").selectedOptions[0].textContent;
     S.pages = [];
     showJobs(null).catch((e) => say(e.message));
   });

@@ -21,6 +21,7 @@
 #include "http/request.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -435,6 +436,58 @@ static const char *LIST_SQL =
 	"'[]'), 'next', (SELECT CASE WHEN count(*) = $4::integer "
 	"THEN min(job_id) END FROM page))";
 
+/*
+ * The other orders (?sort=&dir=), each walking an index so that a page
+ * costs the same wherever it is: by job id forwards (the oldest first),
+ * or by (priority, job_id) either way (jobs_priority_idx).  The cursor of
+ * a priority order is "priority:job_id", the last row of the page.
+ */
+#define LIST_SORTED_SQL(KEYCOND, ORDER, BACK, NEXT)                            \
+	"WITH page AS (SELECT job_id, priority FROM remora.jobs "                  \
+	"WHERE deleted_at IS NULL "                                                \
+	"AND ($1::text IS NULL OR state = ANY (string_to_array($1, ','))) "        \
+	"AND ($2::text IS NULL OR strpos(lower(source), lower($2)) > 0 "           \
+	"OR strpos(lower(coalesce(label, '')), lower($2)) > 0 "                    \
+	"OR job_id::text = $2) "                                                   \
+	"AND ($3::text IS NULL OR " KEYCOND ") "                                   \
+	"ORDER BY " ORDER " LIMIT $4::integer) "                                   \
+	"SELECT json_build_object('jobs', "                                        \
+	"coalesce((SELECT json_agg(to_json(j) ORDER BY " ORDER ") "                \
+	"FROM remora_jobs j WHERE j.job_id IN (SELECT job_id FROM page)), "        \
+	"'[]'), 'next', CASE WHEN (SELECT count(*) FROM page) = $4::integer "      \
+	"THEN (SELECT " NEXT " FROM page ORDER BY " BACK " LIMIT 1) END)"
+
+#define PRIORITY_KEY                                                           \
+	"ROW(split_part($3::text, ':', 1)::integer, "                              \
+	"split_part($3::text, ':', 2)::bigint)"
+
+static const char *LIST_OLDEST_SQL = LIST_SORTED_SQL(
+	"job_id > $3::text::bigint", "job_id", "job_id DESC", "job_id");
+static const char *LIST_PRIORITY_DESC_SQL = LIST_SORTED_SQL(
+	"(priority, job_id) < " PRIORITY_KEY, "priority DESC, job_id DESC",
+	"priority, job_id", "priority::text || ':' || job_id::text");
+static const char *LIST_PRIORITY_ASC_SQL = LIST_SORTED_SQL(
+	"(priority, job_id) > " PRIORITY_KEY, "priority, job_id",
+	"priority DESC, job_id DESC", "priority::text || ':' || job_id::text");
+
+/* Is s "priority:job_id" (a cursor of the priority order)? */
+static bool
+priority_cursor(const char *s)
+{
+	char *end;
+	long  v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (end == s || *end != ':' || errno != 0 || v < INT32_MIN || v > INT32_MAX)
+		return false;
+	s = end + 1;
+	if (*s == '-' || *s == '+')
+		return false;
+	(void) strtoll(s, &end, 10);
+	return end != s && *end == '\0' && errno == 0;
+}
+
 static void
 list_jobs(RemoraRequest *req)
 {
@@ -442,10 +495,42 @@ list_jobs(RemoraRequest *req)
 	const char *q = remora_req_arg(req, "q");
 	const char *after = remora_req_arg(req, "after");
 	const char *limit = remora_req_arg(req, "limit");
+	const char *sort = remora_req_arg(req, "sort");
+	const char *dir = remora_req_arg(req, "dir");
+	const char *sql = LIST_SQL;
+	bool        by_priority = sort && strcmp(sort, "priority") == 0;
+	bool        asc = dir && strcmp(dir, "asc") == 0;
 	char        lim[16];
 	const char *params[4];
 	PGresult   *res;
 	long        n = LIST_DEFAULT;
+
+	if (sort && sort[0] && strcmp(sort, "submitted") != 0 && !by_priority)
+	{
+		remora_respond_error(req, 400, "22023", "invalid sort",
+							 "The sort is \"submitted\" or \"priority\".", NULL,
+							 "sort");
+		return;
+	}
+	if (dir && dir[0] && strcmp(dir, "desc") != 0 && !asc)
+	{
+		remora_respond_error(req, 400, "22023", "invalid dir",
+							 "The direction is \"desc\" or \"asc\".", NULL,
+							 "dir");
+		return;
+	}
+	if (by_priority && after && after[0] && !priority_cursor(after))
+	{
+		remora_respond_error(req, 400, "22023", "invalid after",
+							 "With sort=priority, after is the \"next\" of the "
+							 "previous page (priority:job_id).",
+							 NULL, "after");
+		return;
+	}
+	if (by_priority)
+		sql = asc ? LIST_PRIORITY_ASC_SQL : LIST_PRIORITY_DESC_SQL;
+	else if (asc)
+		sql = LIST_OLDEST_SQL;
 
 	if (limit && limit[0])
 	{
@@ -466,7 +551,7 @@ list_jobs(RemoraRequest *req)
 	params[1] = q && q[0] ? q : NULL;
 	params[2] = after && after[0] ? after : NULL;
 	params[3] = lim;
-	res = query(req, LIST_SQL, 4, params);
+	res = query(req, sql, 4, params);
 	if (res)
 		respond_value(req, 200, res, "no jobs");
 }

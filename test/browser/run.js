@@ -247,6 +247,29 @@ async function main() {
       await alice.click("#filter-form button[type=submit]");
     });
 
+    await step("the list's order changes with the chosen sort (submitted, priority; both ways)", async () => {
+      const hi = await alice.eval(`api("POST", "/api/jobs", { source: ${JSON.stringify(SRC + "/web.bin")},
+        options: { label: "sortcheck high", priority: 7 } }).then((r) => String(r.job_id))`);
+      const lo = await alice.eval(`api("POST", "/api/jobs", { source: ${JSON.stringify(SRC + "/web.bin")},
+        options: { label: "sortcheck low", priority: -3 } }).then((r) => String(r.job_id))`);
+      const order = (sort) => alice.eval(`document.getElementById('f-q').value = 'sortcheck';
+        document.getElementById('f-sort').value = ${JSON.stringify(sort)};
+        document.querySelector('#filter-form button[type=submit]').click()`);
+      const rows = "[...document.querySelectorAll('#jobs-table tbody tr')].map((r) => r.dataset.job).join(',')";
+      for (const [sort, want] of [["submitted:desc", [lo, hi]], ["submitted:asc", [hi, lo]],
+        ["priority:desc", [hi, lo]], ["priority:asc", [lo, hi]]]) {
+        await order(sort);
+        try { await alice.waitFor(rows + " === " + JSON.stringify(want.join(","))); }
+        catch (e) { throw new Error(sort + ": rows " + await alice.eval(rows) + ", want " + want.join(",")); }
+      }
+      await alice.eval("document.getElementById('f-q').value = ''");
+      await alice.click("#filter-form button[type=submit]");
+      await alice.waitFor(`document.querySelector('#jobs-table tbody tr').dataset.job === ${JSON.stringify(lo)}`);
+      if (!(await alice.text("#jobs-caption")).includes("lowest priority first")) throw new Error("caption not updated");
+      await alice.eval("document.getElementById('f-sort').value = 'submitted:desc'");
+      await alice.click("#filter-form button[type=submit]");
+    });
+
     for (const [kind, source, members] of [["an S3 object", "s3://sources/one.bin", 1],
       ["an S3 prefix", "s3://sources/dir/", 2], ["a Hugging Face snapshot", "hf://acme/tiny", 2]]) {
       await step("submit " + kind + " from the form: it succeeds with " + members + " member(s)", async () => {

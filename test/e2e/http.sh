@@ -310,12 +310,14 @@ q "SELECT pg_reload_conf()" >/dev/null
 no_workers() { [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora worker'")" = 0 ]; }
 wait_for 30 no_workers
 q "SELECT remora.grant_target('erin', 'target', '*')" >/dev/null
-psql -X -q -d postgres -c "SET ROLE erin; SELECT count(remora_submit('$SRC/many/' || g, options => jsonb_build_object('label', 'many ' || g))) FROM generate_series(1, 100000) g" >/dev/null
+psql -X -q -d postgres -c "SET ROLE erin; SELECT count(remora_submit('$SRC/many/' || g, options => jsonb_build_object('label', 'many ' || g, 'priority', g % 10))) FROM generate_series(1, 100000) g" >/dev/null
 q "ANALYZE remora.jobs" >/dev/null
 page_time() { curl -s -o /dev/null -w '%{time_total}' -u erin:erin-pw "$H/api/jobs?$1"; }
 fast_pages() {
 	local t worst=0 u
-	for u in 'limit=50' 'limit=50&after=50000' 'limit=50&after=200' 'state=queued&limit=50&after=30000' 'limit=1000&after=90000'; do
+	for u in 'limit=50' 'limit=50&after=50000' 'limit=50&after=200' 'state=queued&limit=50&after=30000' 'limit=1000&after=90000' \
+		'sort=priority&limit=50' 'sort=priority&limit=50&after=5:50000' 'sort=priority&dir=asc&limit=50&after=3:70000' \
+		'sort=submitted&dir=asc&limit=50' 'sort=submitted&dir=asc&limit=50&after=60000' 'sort=priority&state=queued&limit=1000&after=1:40000'; do
 		page_time "$u" >/dev/null
 		t=$(page_time "$u")
 		echo "# $u: $t s"
@@ -327,6 +329,31 @@ check "over 100,000 jobs every page of the list answers in under 0.5 s" fast_pag
 as erin GET '/api/jobs?limit=50&after=50000' >/dev/null
 check_eq "  the page after job 50000 starts at the next older job" "$(field '.jobs[0].job_id') $(field '.jobs | length')" \
 	"$(q "SELECT max(job_id) FROM remora.jobs WHERE job_id < 50000 AND owner = 'erin'::regrole") 50"
+# every order walks its keyset: two pages in a row are the first 100 rows of
+# that order, as SQL orders them
+two_pages() {
+	local ids next
+	as erin GET "/api/jobs?limit=50&$1" >/dev/null
+	ids=$(field '[.jobs[].job_id] | map(tostring) | join(",")')
+	next=$(field .next)
+	as erin GET "/api/jobs?limit=50&$1&after=$next" >/dev/null
+	echo "$ids,$(field '[.jobs[].job_id] | map(tostring) | join(",")')"
+}
+first_100() {
+	q "SELECT string_agg(job_id::text, ',' ORDER BY $1) FROM (SELECT job_id, priority FROM remora.jobs
+	   WHERE owner = 'erin'::regrole AND deleted_at IS NULL ORDER BY $1 LIMIT 100) j"
+}
+check_eq "sort=priority: the highest priority first, two pages in order" \
+	"$(two_pages sort=priority)" "$(first_100 'priority DESC, job_id DESC')"
+check_eq "sort=priority&dir=asc: the lowest first, two pages in order" \
+	"$(two_pages 'sort=priority&dir=asc')" "$(first_100 'priority, job_id')"
+check_eq "sort=submitted&dir=asc: the oldest first, two pages in order" \
+	"$(two_pages 'sort=submitted&dir=asc')" "$(first_100 'job_id')"
+check_eq "sort=submitted (the default order), two pages in order" \
+	"$(two_pages 'sort=submitted&dir=desc')" "$(first_100 'job_id DESC')"
+check_eq "sort=bogus: 400 naming the field" "$(as erin GET '/api/jobs?sort=bogus') $(field .field)" "400 sort"
+check_eq "dir=up: 400 naming the field" "$(as erin GET '/api/jobs?dir=up') $(field .field)" "400 dir"
+check_eq "sort=priority with a job id as the cursor: 400" "$(as erin GET '/api/jobs?sort=priority&after=5') $(field .field)" "400 after"
 sse_quick() {
 	curl -s -N --max-time 3 -u erin:erin-pw "$H/api/events" >"$T/events" 2>/dev/null || true
 	[ "$(grep -c '^event: job' "$T/events")" -le 300 ]
