@@ -310,6 +310,62 @@ async function main() {
       if (!rows.includes("target alice target *")) throw new Error("no target grant row: " + JSON.stringify(rows));
     });
 
+    // accessibility and phones: a tab of its own, signed in by keyboard only
+    const phone = await Tab.open(cdp);
+    const pressKey = async (key, code, vk) => {
+      await phone.send("Input.dispatchKeyEvent", { type: "keyDown", key, code, windowsVirtualKeyCode: vk });
+      await phone.send("Input.dispatchKeyEvent", { type: "keyUp", key, code, windowsVirtualKeyCode: vk });
+    };
+    // Tab until the expression (about document.activeElement) holds
+    const tabTo = async (expr, what) => {
+      for (let i = 0; i < 15; i++) {
+        if (await phone.eval(expr)) return;
+        await pressKey("Tab", "Tab", 9);
+      }
+      throw new Error("Tab never reaches " + what + "; focus on " + await phone.eval("document.activeElement.outerHTML.slice(0, 80)"));
+    };
+    await step("the keyboard alone signs in: Tab reaches the fields and the sign-in button, focus is visible", async () => {
+      await phone.goto(H + "/");
+      await phone.waitFor("!document.getElementById('signin-view').hidden");
+      await tabTo("document.activeElement.id === 'si-user'", "the role field");
+      await phone.send("Input.insertText", { text: "carol" });
+      await tabTo("document.activeElement.id === 'si-password'", "the password field");
+      await phone.send("Input.insertText", { text: "carol-pw" });
+      await tabTo("document.activeElement.matches('#signin-form button[type=submit]')", "the sign-in button");
+      const ring = await phone.eval("(() => { const s = getComputedStyle(document.activeElement); return s.outlineStyle + ' ' + s.outlineWidth; })()");
+      if (/^none|\b0px/.test(ring)) throw new Error("no visible focus: outline " + ring);
+      await pressKey("Enter", "Enter", 13);
+      await phone.waitFor("!document.getElementById('jobs-view').hidden");
+    });
+    // every form control has an accessible name; clickable things are buttons or links
+    const unnamed = `[...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')].filter((e) =>
+      !(e.getAttribute('aria-label') || '').trim() &&
+      !(e.getAttribute('aria-labelledby') || '').split(/\\s+/).some((id) => id && document.getElementById(id) && document.getElementById(id).textContent.trim()) &&
+      ![...(e.labels || [])].some((l) => l.textContent.trim()) &&
+      !(e.tagName === 'BUTTON' && e.textContent.trim()) && !(e.title || '').trim())
+      .map((e) => e.outerHTML.slice(0, 100))
+      .concat([...document.querySelectorAll('[role=button], a:not([href]), [onclick], div[tabindex]:not([tabindex="-1"]), span[tabindex]')].map((e) => 'not a button: ' + e.outerHTML.slice(0, 100)))`;
+    await step("at 375 px wide (a phone), every page fits without horizontal scrolling and every control has a name", async () => {
+      await phone.send("Emulation.setDeviceMetricsOverride", { width: 375, height: 740, deviceScaleFactor: 2, mobile: true });
+      const pages = [["#/jobs", `document.querySelector('#jobs-table tbody tr')`],
+        ["#/jobs/" + slowJob, `document.getElementById('job-h').textContent.startsWith('Job #${slowJob}') && document.querySelector('#job-body .state')`],
+        ["#/submit", "!document.getElementById('submit-view').hidden"],
+        ["#/admin", "document.querySelector('#grants-table')"]];
+      const problems = [];
+      for (const [hash, ready] of pages) {
+        await phone.eval("location.hash = " + JSON.stringify(hash));
+        await phone.waitFor(ready);
+        const m = await phone.eval("({ sw: document.documentElement.scrollWidth, bw: document.body.scrollWidth, iw: innerWidth })");
+        if (m.iw !== 375) problems.push(hash + ": the layout viewport is " + m.iw + " px, not the device's 375 (viewport meta tag?)");
+        if (m.sw > m.iw || m.bw > m.iw) problems.push(hash + ": scrollWidth " + Math.max(m.sw, m.bw) + " > innerWidth " + m.iw);
+        const bad = await phone.eval(unnamed);
+        if (bad.length) problems.push(hash + ": " + bad.join("; "));
+        if (hash === "#/jobs") await phone.shot("web-phone-jobs");
+      }
+      if (problems.length) throw new Error(problems.join(" | "));
+    });
+    await phone.send("Emulation.clearDeviceMetricsOverride").catch(() => {});
+
     await step("hard delete (confirmed) removes the job", async () => {
       await alice.goto(H + "/#/jobs/" + job);
       await alice.waitFor("document.getElementById('job-h').textContent.startsWith('Job #" + job + " ') && document.getElementById('act-hard-delete')");
