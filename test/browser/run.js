@@ -312,8 +312,8 @@ async function main() {
 
     // accessibility and phones: a tab of its own, signed in by keyboard only
     const phone = await Tab.open(cdp);
-    const pressKey = async (key, code, vk) => {
-      await phone.send("Input.dispatchKeyEvent", { type: "keyDown", key, code, windowsVirtualKeyCode: vk });
+    const pressKey = async (key, code, vk, text) => {
+      await phone.send("Input.dispatchKeyEvent", { type: "keyDown", key, code, windowsVirtualKeyCode: vk, text });
       await phone.send("Input.dispatchKeyEvent", { type: "keyUp", key, code, windowsVirtualKeyCode: vk });
     };
     // Tab until the expression (about document.activeElement) holds
@@ -334,8 +334,9 @@ async function main() {
       await tabTo("document.activeElement.matches('#signin-form button[type=submit]')", "the sign-in button");
       const ring = await phone.eval("(() => { const s = getComputedStyle(document.activeElement); return s.outlineStyle + ' ' + s.outlineWidth; })()");
       if (/^none|\b0px/.test(ring)) throw new Error("no visible focus: outline " + ring);
-      await pressKey("Enter", "Enter", 13);
-      await phone.waitFor("!document.getElementById('jobs-view').hidden");
+      await pressKey("Enter", "Enter", 13, "\r");
+      try { await phone.waitFor("!document.getElementById('jobs-view').hidden"); }
+      catch (e) { throw new Error("Enter on the sign-in button did not sign in: " + await phone.text("#signin-error") + " / " + await phone.eval("document.getElementById('si-user').value + ' ' + document.getElementById('si-password').value.length")); }
     });
     // every form control has an accessible name; clickable things are buttons or links
     const unnamed = `[...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')].filter((e) =>
