@@ -7,8 +7,12 @@
 # form that finishes on its page without a reload, its member fetched
 # through the presigned link with the right SHA-256, a label with markup
 # shown as text, a slow download's progress bar moving live, cancel, the
-# list and its state filter, two users who do not see each other's jobs,
-# the admin page, a confirmed hard delete, sign-out.
+# list and its state filter, its order (submitted, priority; both ways),
+# two users who do not see each other's jobs, the admin page with the
+# source and target grants, a keyboard-only sign-in with a visible focus,
+# every page at 375 px wide (a phone) without horizontal scrolling and
+# with an accessible name on every control, a confirmed hard delete,
+# sign-out.
 # REMORA_SCREENSHOTS=DIR keeps screenshots of the main pages there (the
 # user guide shows the ones in doc/screenshots/).
 #
