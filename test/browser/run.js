@@ -346,7 +346,24 @@ async function main() {
       !(e.tagName === 'BUTTON' && e.textContent.trim()) && !(e.title || '').trim())
       .map((e) => e.outerHTML.slice(0, 100))
       .concat([...document.querySelectorAll('[role=button], a:not([href]), [onclick], div[tabindex]:not([tabindex="-1"]), span[tabindex]')].map((e) => 'not a button: ' + e.outerHTML.slice(0, 100)))`;
-    await step("at 375 px wide (a phone), every page fits without horizontal scrolling and every control has a name", async () => {
+    // text whose colour has less than 4.5:1 contrast with the background behind it (WCAG AA)
+    const lowContrast = `(() => {
+      const rgb = (c) => (c.match(/[\\d.]+/g) || []).map(Number);
+      const lum = ([r, g, b]) => [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+        .reduce((a, v, i) => a + v * [0.2126, 0.7152, 0.0722][i], 0);
+      const bg = (e) => { for (; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor); if (c.length === 3 || c[3] > 0) return c; } return [255, 255, 255]; };
+      const out = [];
+      for (const e of document.querySelectorAll('body *')) {
+        if (!e.offsetParent && e.tagName !== 'BODY') continue;
+        if (e.closest(':disabled')) continue;
+        if (![...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue;
+        const a = lum(rgb(getComputedStyle(e).color)), b = lum(bg(e));
+        const r = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+        if (r < 4.5) out.push(e.tagName + ' "' + e.textContent.trim().slice(0, 30) + '": ' + r.toFixed(2));
+      }
+      return out;
+    })()`;
+    await step("at 375 px wide (a phone), every page fits without horizontal scrolling, every control has a name, text has contrast", async () => {
       await phone.send("Emulation.setDeviceMetricsOverride", { width: 375, height: 740, deviceScaleFactor: 2, mobile: true });
       const pages = [["#/jobs", `document.querySelector('#jobs-table tbody tr')`],
         ["#/jobs/" + slowJob, `document.getElementById('job-h').textContent.startsWith('Job #${slowJob}') && document.querySelector('#job-body .state')`],
@@ -361,6 +378,8 @@ async function main() {
         if (m.sw > m.iw || m.bw > m.iw) problems.push(hash + ": scrollWidth " + Math.max(m.sw, m.bw) + " > innerWidth " + m.iw);
         const bad = await phone.eval(unnamed);
         if (bad.length) problems.push(hash + ": " + bad.join("; "));
+        const faint = await phone.eval(lowContrast);
+        if (faint.length) problems.push(hash + ": low contrast: " + faint.slice(0, 5).join("; "));
         if (hash === "#/jobs") await phone.shot("web-phone-jobs");
       }
       if (problems.length) throw new Error(problems.join(" | "));
