@@ -16,7 +16,8 @@ PG_OBJS = \
 	src/pg/shmem.o \
 	src/pg/launcher.o \
 	src/pg/worker.o \
-	src/pg/presign.o
+	src/pg/presign.o \
+	src/pg/export.o
 ENGINE_OBJS = \
 	src/engine/source_uri.o \
 	src/engine/netpolicy.o \
@@ -57,7 +58,7 @@ SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS))
 
 # pg_regress finds test/regress/sql/<name>.sql and ./expected/<name>.out
 REGRESS = submit protocol security coordination retention views \
-	source_grants hardening
+	source_grants hardening export
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 ISOLATION = claim-race claim-order lease-limit cancel-commit stale-token \
 	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss
