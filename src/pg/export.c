@@ -35,9 +35,8 @@ PG_FUNCTION_INFO_V1(remora_export_resolve);
 static void
 invalid(const char *field, const char *detail)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("invalid %s", field), errdetail("%s", detail)));
+	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					errmsg("invalid %s", field), errdetail("%s", detail)));
 }
 
 /* The engine's error phrase as an errdetail sentence. */
@@ -64,11 +63,10 @@ not_null(FunctionCallInfo fcinfo, int arg, const char *name)
 Datum
 remora_export(PG_FUNCTION_ARGS)
 {
-	Oid         argtypes[6] = {OIDOID,   INT8OID,  TEXTOID,
-							   TEXTOID,  JSONBOID, TEXTOID};
-	Datum       args[6];
-	bool        nulls[6] = {false, false, false, false, false, false};
-	bool        resnull;
+	Oid   argtypes[6] = {OIDOID, INT8OID, TEXTOID, TEXTOID, JSONBOID, TEXTOID};
+	Datum args[6];
+	bool  nulls[6] = {false, false, false, false, false, false};
+	bool  resnull;
 	const char *bucket;
 	char       *norm;
 	char       *idem;
