@@ -21,10 +21,12 @@
  *	  verify, per member: HEAD; same size and ETag --> "verified"; same
  *	  size, other ETag --> GET and SHA-256; anything else is a mismatch.
  *
- * After the first failure nothing new starts; the export ends when what
- * is in flight has answered, failed with class outcome_unknown if any
- * answer was not conclusive.  Every conclusive answer is handed to the
- * host by remora_task_checkpoint (coalesced: all since the last call).
+ * After a conclusive failure nothing new starts.  A copy without a
+ * conclusive answer stops nothing (the other keys are independent): every
+ * other member still gets its answer, and the export then fails with
+ * class outcome_unknown, which its host never retries.  The export ends
+ * when what is in flight has answered.  Every conclusive answer is handed to
+ *the host by remora_task_checkpoint (coalesced: all since the last call).
  * Nothing is deleted, ever: cancelling leaves what was written.
  *
  * If-None-Match on a copy is not sent: neither test store honours it on
@@ -107,12 +109,35 @@ refs_free(RemoraExportRef *refs, int n)
 static void
 note_failure(Export *x, const RemoraTaskError *err)
 {
-	if (!x->has_first)
+	if (!x->has_first && !x->ambiguous)
 	{
 		x->first = *err;
 		x->has_first = true;
 	}
 	x->stopping = true;
+}
+
+/*
+ * A copy without a conclusive answer: the export will end outcome_unknown,
+ * but the other members are independent keys, so dispatch goes on and
+ * every other member gets its conclusive answer.
+ */
+static void
+note_ambiguous(Export *x, const Member *mb, RemoraTaskError *err)
+{
+	char what[sizeof(err->message)];
+
+	snprintf(what, sizeof(what), "%s", err->message);
+	snprintf(err->message, sizeof(err->message), "%.200s: %.300s", mb->target,
+			 what);
+	err->class = REMORA_ERR_OUTCOME_UNKNOWN;
+	err->retryable = false;
+	if (!x->ambiguous)
+	{
+		x->first = *err;
+		x->has_first = true;
+	}
+	x->ambiguous = true;
 }
 
 static void
@@ -280,10 +305,7 @@ copy_done(Request *req, CURLcode rc)
 	{
 		/* sent, and no answer: the copy may or may not have happened */
 		remora_s3_failed(req, rc, &err, "copying to an export's target");
-		err.class = REMORA_ERR_OUTCOME_UNKNOWN;
-		err.retryable = false;
-		x->ambiguous = true;
-		note_failure(x, &err);
+		note_ambiguous(x, mb, &err);
 		export_pump(x);
 		return;
 	}
@@ -292,11 +314,11 @@ copy_done(Request *req, CURLcode rc)
 		if (req->status == 500)
 		{
 			/* an internal error may come after the copy was made */
-			err.class = REMORA_ERR_OUTCOME_UNKNOWN;
-			err.retryable = false;
-			x->ambiguous = true;
+			note_ambiguous(x, mb, &err);
+			export_pump(x);
+			return;
 		}
-		else if (req->status == 412)
+		if (req->status == 412)
 		{
 			snprintf(err.message, sizeof(err.message),
 					 "the committed member \"%.300s\" no longer has the ETag "
@@ -313,10 +335,7 @@ copy_done(Request *req, CURLcode rc)
 	if (etag == NULL)
 	{
 		/* a 200 that carries an error: S3 says the copy may have failed */
-		err.class = REMORA_ERR_OUTCOME_UNKNOWN;
-		err.retryable = false;
-		x->ambiguous = true;
-		note_failure(x, &err);
+		note_ambiguous(x, mb, &err);
 		export_pump(x);
 		return;
 	}
@@ -456,15 +475,7 @@ export_pump(Export *x)
 	if (x->status.state != REMORA_TASK_RUNNING || x->running > 0)
 		return;
 	if (x->has_first)
-	{
-		if (x->ambiguous && strcmp(x->first.class, REMORA_ERR_OUTCOME_UNKNOWN))
-		{
-			/* a refusal came first, but a copy is unknown: that decides */
-			x->first.class = REMORA_ERR_OUTCOME_UNKNOWN;
-			x->first.retryable = false;
-		}
-		remora_fail_with(&x->status, &x->first);
-	}
+		remora_fail_with(&x->status, &x->first); /* ambiguity first */
 	else if (x->mismatches > 0)
 		remora_fail(&x->status, REMORA_ERR_VERIFY, false, 0,
 					"%d of %d members are not exactly at their keys: %s%s",
