@@ -62,7 +62,8 @@ REGRESS = submit protocol security coordination retention views \
 	source_grants hardening export
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 ISOLATION = claim-race claim-order lease-limit cancel-commit stale-token \
-	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss
+	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss \
+	export-cancel
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=. --load-extension=remora
 
 PG_CONFIG ?= pg_config
