@@ -93,7 +93,8 @@ typedef struct Attempt
 	int64       token;
 	char       *bucket;
 	char       *file_name;
-	bool        is_set; /* many members: checkpoints carry them */
+	bool        is_set;    /* many members: checkpoints carry them */
+	bool        is_export; /* an export: checkpoints carry references */
 	int         progress_slot;
 	bool        restart_reported;
 	int64       rate_bytes; /* bytes at rate_at */
@@ -105,9 +106,9 @@ typedef struct Attempt
 	char       *commit_json;    /* the descriptor, kept to try again */
 
 	/*
-	 * Members (JSON objects, comma-separated) handed to a checkpoint whose
-	 * transaction did not commit: they go with the next checkpoint or the
-	 * commit.
+	 * Members (an export's references: JSON objects, comma-separated)
+	 * handed to a checkpoint whose transaction did not commit: they go with
+	 * the next checkpoint or the commit.
 	 */
 	StringInfoData unsent;
 } Attempt;
@@ -429,6 +430,53 @@ report_failure(int64 job_id, const char *attempt_id, int64 token,
 	return c.state;
 }
 
+/* An export's conclusive answers as remora.checkpoint/commit take them. */
+static void
+refs_json(StringInfo buf, const RemoraExportRef *r, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		appendStringInfoString(buf, i ? ", {\"path\": " : "{\"path\": ");
+		escape_json(buf, r[i].path);
+		appendStringInfoString(buf, ", \"key\": ");
+		escape_json(buf, r[i].key);
+		appendStringInfoString(buf, ", \"etag\": ");
+		escape_json(buf, r[i].etag);
+		appendStringInfoString(buf, ", \"version_id\": ");
+		escape_json(buf, r[i].version_id);
+		appendStringInfo(buf, ", \"size\": " INT64_FORMAT ", \"outcome\": ",
+						 (int64) r[i].size);
+		escape_json(buf, r[i].outcome);
+		appendStringInfoChar(buf, '}');
+	}
+}
+
+/* The references not yet recorded, then these. */
+static void
+refs_to_send(StringInfo buf, Attempt *a, const RemoraExportRef *r, int n)
+{
+	appendBinaryStringInfo(buf, a->unsent.data, a->unsent.len);
+	if (a->unsent.len > 0 && n > 0)
+		appendStringInfoString(buf, ", ");
+	refs_json(buf, r, n);
+}
+
+/* An export's descriptor: its output digest and every last reference. */
+static void
+export_descriptor(StringInfo buf, Attempt *a, const RemoraTaskResult *r)
+{
+	RemoraTaskCheckpoint cp;
+	bool                 more = remora_task_checkpoint(a->task, &cp);
+
+	appendStringInfo(buf,
+					 "{\"sha256\": \"%s\", \"members\": " INT64_FORMAT
+					 ", \"bytes\": " INT64_FORMAT ", \"references\": [",
+					 r->manifest_sha256, (int64) r->members, (int64) r->bytes);
+	refs_to_send(buf, a, more ? cp.refs : NULL, more ? cp.nrefs : 0);
+	appendStringInfoString(buf, "]}");
+	resetStringInfo(&a->unsent);
+}
+
 static void members_json(StringInfo buf, const char *bucket,
 						 const RemoraSetMember *m, int n);
 
@@ -550,7 +598,9 @@ report_success(Attempt *a, const RemoraTaskResult *r)
 		MemoryContext  old = MemoryContextSwitchTo(worker_cxt);
 
 		initStringInfo(&buf);
-		if (a->is_set)
+		if (a->is_export)
+			export_descriptor(&buf, a, r);
+		else if (a->is_set)
 			set_descriptor(&buf, a, r);
 		else
 			object_descriptor(&buf, a, r);
@@ -583,6 +633,7 @@ give_up_calls(Attempt *a, const char *what)
 }
 
 static bool still_authorized(Attempt *a);
+static void export_flush(Attempt *a);
 
 /* Commit what succeeded, report what failed. */
 static void
@@ -640,7 +691,11 @@ finish_attempts(void)
 		else if (st == REMORA_TASK_FAILED)
 		{
 			const RemoraTaskError *e = remora_task_error(a->task);
-			char *state = report_failure(a->job_id, a->attempt_id, a->token, e);
+			char                  *state;
+
+			if (a->is_export)
+				export_flush(a);
+			state = report_failure(a->job_id, a->attempt_id, a->token, e);
 
 			if (state == NULL)
 			{
@@ -814,6 +869,17 @@ checkpoint_json(StringInfo buf, Attempt *a, const RemoraTaskCheckpoint *cp)
 {
 	const char *why;
 
+	if (a->is_export)
+	{
+		appendStringInfo(buf,
+						 "{\"bytes_done\": " INT64_FORMAT
+						 ", \"bytes_total\": " INT64_FORMAT
+						 ", \"references\": [",
+						 (int64) cp->bytes_done, (int64) cp->bytes_total);
+		refs_to_send(buf, a, cp->refs, cp->nrefs);
+		appendStringInfoString(buf, "]}");
+		return;
+	}
 	if (a->is_set)
 	{
 		appendStringInfo(buf,
@@ -898,6 +964,32 @@ checkpoint_call(void *arg)
 }
 
 /*
+ * An export that failed: record the conclusive answers it still holds
+ * before the failure is reported, so that a retry or a verify knows them.
+ */
+static void
+export_flush(Attempt *a)
+{
+	RemoraTaskCheckpoint cp;
+	bool                 fresh = remora_task_checkpoint(a->task, &cp);
+	StringInfoData       buf;
+	CheckpointCall       c = {a, NULL, false};
+
+	if (!fresh && a->unsent.len == 0)
+		return;
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"references\": [");
+	refs_to_send(&buf, a, fresh ? cp.refs : NULL, fresh ? cp.nrefs : 0);
+	appendStringInfoString(&buf, "]}");
+	c.json = buf.data;
+	tx_begin("remora: checkpointing");
+	if (guarded("checkpointing", a->job_id, checkpoint_call, &c))
+		resetStringInfo(&a->unsent);
+	tx_end();
+	pfree(buf.data);
+}
+
+/*
  * Record validated progress of every attempt that has new, in one
  * transaction, each call in a subtransaction of its own: one that fails is
  * rolled back alone, and the members it carried are offered again with the
@@ -937,6 +1029,12 @@ checkpoint_all(void)
 		initStringInfo(&buf);
 		if (fresh)
 			checkpoint_json(&buf, a, &cp);
+		else if (a->is_export)
+		{
+			appendStringInfoString(&buf, "{\"references\": [");
+			refs_to_send(&buf, a, NULL, 0);
+			appendStringInfoString(&buf, "]}");
+		}
 		else
 		{
 			appendStringInfoString(&buf, "{\"members\": [");
@@ -951,6 +1049,15 @@ checkpoint_all(void)
 			if (a->unsent.len > 0)
 				appendStringInfoString(&a->unsent, ", ");
 			members_json(&a->unsent, a->bucket, cp.members, cp.nmembers);
+			MemoryContextSwitchTo(old);
+		}
+		else if (a->is_export && fresh && cp.nrefs > 0)
+		{
+			MemoryContext old = MemoryContextSwitchTo(worker_cxt);
+
+			if (a->unsent.len > 0)
+				appendStringInfoString(&a->unsent, ", ");
+			refs_json(&a->unsent, cp.refs, cp.nrefs);
 			MemoryContextSwitchTo(old);
 		}
 		c.json = buf.data;
@@ -1016,6 +1123,15 @@ typedef struct Claimed
 	bool               has_endpoint; /* options.endpoint names one */
 	bool               endpoint_found;
 	RemoraTargetConfig endpoint;
+
+	/* an export */
+	char               *prefix;
+	char               *x_members; /* spec.export.members, JSON text */
+	RemoraExportMember *xmembers;
+	int                 nxmembers;
+	bool                x_verify;
+	RemoraIfExists      x_if_exists;
+	char               *x_digest;
 
 	bool        broken;      /* its spec or options cannot be read */
 	const char *why_restart; /* its checkpoint could not be used */
@@ -1211,6 +1327,43 @@ claim_extras(void *arg)
 	read_endpoint(c, x->endpoint);
 }
 
+/* The members an export publishes, from spec.export.members. */
+static void
+claim_export(void *arg)
+{
+	Claimed *c = arg;
+	Oid      types[1] = {TEXTOID};
+	Datum    values[1];
+
+	values[0] = CStringGetTextDatum(c->x_members);
+	sql("SELECT m" OP_GET_TEXT "'path', m" OP_GET_TEXT "'bucket', "
+		"m" OP_GET_TEXT "'key', m" OP_GET_TEXT "'etag', "
+		"m" OP_GET_TEXT "'sha256', m" OP_GET_TEXT "'size', "
+		"m" OP_PATH_TEXT "'{ref,etag}' "
+		"FROM pg_catalog.jsonb_array_elements($1::pg_catalog.jsonb) m",
+		1, types, values, NULL);
+	c->nxmembers = (int) SPI_processed;
+	c->xmembers = MemoryContextAllocZero(
+		tx_caller_cxt, sizeof(RemoraExportMember) * (c->nxmembers + 1));
+	for (int i = 0; i < c->nxmembers; i++)
+	{
+		RemoraExportMember *m = &c->xmembers[i];
+		int64               size = -1;
+
+		m->path = keep_str(col_text(i, 1));
+		m->bucket = keep_str(col_text(i, 2));
+		m->key = keep_str(col_text(i, 3));
+		m->etag = keep_str(col_text(i, 4));
+		m->sha256 = keep_str(col_text(i, 5));
+		if (!parse_int64(col_text(i, 6), &size) || m->path == NULL ||
+			m->bucket == NULL || m->key == NULL || m->etag == NULL ||
+			m->sha256 == NULL)
+			elog(ERROR, "a member of the export is not complete");
+		m->size = size;
+		m->ref_etag = keep_str(col_text(i, 7));
+	}
+}
+
 static void
 claim_resume(void *arg)
 {
@@ -1246,7 +1399,12 @@ claim_rows(int room, Claimed *out)
 		"c.spec" OP_PATH_TEXT "'{source,revision}', "
 		"(c.spec" OP_PATH "'{options,include}')::pg_catalog.text, "
 		"(c.spec" OP_PATH "'{options,exclude}')::pg_catalog.text, "
-		"c.spec" OP_PATH_TEXT "'{options,endpoint}' "
+		"c.spec" OP_PATH_TEXT "'{options,endpoint}', "
+		"c.spec" OP_GET_TEXT "'prefix', "
+		"c.spec" OP_PATH_TEXT "'{export,mode}', "
+		"c.spec" OP_PATH_TEXT "'{export,if_exists}', "
+		"c.spec" OP_PATH_TEXT "'{export,output_digest}', "
+		"(c.spec" OP_PATH "'{export,members}')::pg_catalog.text "
 		"FROM remora.claim($1, $2) c",
 		2, types, values, NULL);
 	claimed = SPI_tuptable;
@@ -1277,6 +1435,27 @@ claim_rows(int room, Claimed *out)
 		x.include = keep_str(col_text(i, 17));
 		x.exclude = keep_str(col_text(i, 18));
 		x.endpoint = keep_str(col_text(i, 19));
+		out[i].prefix = keep_str(col_text(i, 20));
+		if (strcmp(out[i].kind, "export") == 0)
+		{
+			const char *mode = col_text(i, 21);
+			const char *ie = col_text(i, 22);
+
+			out[i].x_verify = mode && strcmp(mode, "verify") == 0;
+			out[i].x_if_exists = ie && strcmp(ie, "overwrite") == 0
+									 ? REMORA_IF_EXISTS_OVERWRITE
+								 : ie && strcmp(ie, "skip_identical") == 0
+									 ? REMORA_IF_EXISTS_SKIP_IDENTICAL
+									 : REMORA_IF_EXISTS_FAIL;
+			out[i].x_digest = keep_str(col_text(i, 23));
+			out[i].x_members = keep_str(col_text(i, 24));
+			if (out[i].prefix == NULL || out[i].x_digest == NULL ||
+				out[i].x_members == NULL ||
+				!guarded("reading a claimed export", out[i].job_id,
+						 claim_export, &out[i]))
+				out[i].broken = true;
+			continue;
+		}
 
 		/* a spec a submit cannot have made is refused, not run */
 		if (out[i].bucket == NULL || out[i].staging == NULL ||
@@ -1458,7 +1637,8 @@ start_attempt(Claimed *c)
 	char           err[256];
 	RemoraTask    *task;
 	Attempt       *a;
-	bool           is_set = strcmp(c->kind, "http") != 0;
+	bool           is_export = strcmp(c->kind, "export") == 0;
+	bool           is_set = !is_export && strcmp(c->kind, "http") != 0;
 	bool           resumed = false;
 	MemoryContext  old;
 
@@ -1479,6 +1659,28 @@ start_attempt(Claimed *c)
 	a->job_id = c->job_id;
 	snprintf(a->attempt_id, sizeof(a->attempt_id), "%s", c->attempt_id);
 	a->is_set = is_set;
+	a->is_export = is_export;
+	if (is_export)
+	{
+		RemoraExportSpec x;
+
+		memset(&x, 0, sizeof(x));
+		x.bucket = c->bucket;
+		x.prefix = c->prefix;
+		x.if_exists = c->x_if_exists;
+		x.verify = c->x_verify;
+		x.members = c->xmembers;
+		x.nmembers = c->nxmembers;
+		x.output_digest = c->x_digest;
+		task = remora_export_start(engine, &x, err, sizeof(err));
+		if (task == NULL)
+		{
+			pfree(a);
+			refuse_attempt(c, REMORA_ERR_INTERNAL, false, err);
+			return;
+		}
+		goto started;
+	}
 	if (is_set)
 	{
 		task = start_set(c, a, err, sizeof(err));

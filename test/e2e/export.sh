@@ -5,7 +5,8 @@
 # back with its SHA-256; if_exists fail, skip_identical and overwrite do
 # what they say (requests counted at the fault proxy); a copy whose answer
 # is cut after the store made it leaves the export outcome_unknown and not
-# retried, and a verify concludes succeeded; a copy refused with a 500 the
+# retried (the copy is made, the answer cut short), and a verify
+# concludes succeeded; a copy refused with a 500 the
 # store never saw leaves it outcome_unknown, a verify says which member is
 # missing, and an administrator's retry publishes it.
 #
@@ -78,7 +79,7 @@ check "if_exists = overwrite: the export succeeds" wait_state "$ex" succeeded 60
 check_eq "and copies every member" "$(copies PUT%20/target/stable/llama/)" "7"
 
 # --- a copy made by the store whose answer is cut: outcome unknown
-rule "$S3_PROXY" "match=PUT%20/target/stable/amb/a.bin&method=PUT&action=reset&count=1"
+rule "$S3_PROXY" "match=PUT%20/target/stable/amb/a.bin&method=PUT&action=truncate&after=1&count=1"
 ex=$(q "SELECT remora_export($job, 'target', 'stable/amb')")
 check "a copy without a conclusive answer: outcome_unknown" wait_state "$ex" outcome_unknown 60
 check_eq "its error says so" \
