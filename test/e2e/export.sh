@@ -3,12 +3,12 @@
 # Export to stable keys, end to end: a real worker exports a committed
 # result of three members to <prefix>/<path> and the AWS CLI reads each
 # back with its SHA-256; if_exists fail, skip_identical and overwrite do
-# what they say (requests counted at the fault proxy); a copy whose answer
-# is cut after the store made it leaves the export outcome_unknown and not
-# retried (the copy is made, the answer cut short), and a verify
-# concludes succeeded; a copy refused with a 500 the
-# store never saw leaves it outcome_unknown, a verify says which member is
-# missing, and an administrator's retry publishes it.
+# what they say (requests counted at the fault proxy); a copy that the
+# store made but whose answer is cut short leaves the export
+# outcome_unknown and not retried, and a verify concludes succeeded; a copy
+# refused with a 500 the store never saw leaves it outcome_unknown, a
+# verify says which member is missing, and an administrator's retry
+# publishes it; a hard delete of the job leaves the exported keys.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_begin export
