@@ -142,6 +142,7 @@ ALTER TABLE remora.jobs ADD CONSTRAINT jobs_state_check
 		CHECK (state IN ('queued', 'running', 'retrying',
 						 'succeeded', 'failed', 'cancelled',
 						 'outcome_unknown'));
+ALTER TABLE remora.attempts ADD COLUMN export_ledger jsonb;
 
 -- An export (remora_export): a job of source kind 'export' in
 -- remora.jobs, claimed, leased, fenced and cancelled like any job, plus
@@ -427,7 +428,14 @@ BEGIN
 		IF j.source_kind = 'export' THEN
 			-- what to publish; an export stages nothing to clean up
 			spec := spec || jsonb_build_object('export', remora._export_spec(j.job_id));
-			UPDATE remora.attempts a SET cleaned_at = now()
+			UPDATE remora.attempts a
+			   SET cleaned_at = now(),
+				   export_ledger = (SELECT jsonb_build_object(
+						'output_digest', e.output_digest, 'source_digest', e.source_digest,
+						'publication_digest', e.publication_digest, 'members', e.members,
+						'bytes', e.bytes, 'if_exists', e.if_exists, 'mode', e.mode,
+						'decision', e.decisions -> -1)
+					  FROM remora.exports e WHERE e.export_id = j.job_id)
 			 WHERE a.attempt_id = new_attempt;
 		END IF;
 		resume := CASE WHEN cp.job_id IS NULL THEN NULL
@@ -1072,6 +1080,7 @@ SELECT a.attempt_id,
 	   a.finished_at,
 	   l.expires_at AS lease_expires_at,
 	   a.error,
+	   a.export_ledger AS ledger,
 	   a.definition_hash,
 	   a.request_hash,
 	   a.access_digest,

@@ -114,6 +114,10 @@ CREATE TABLE remora.attempts (
 	cleaned_at		timestamptz,	-- staging objects deleted
 	clean_failures	integer NOT NULL DEFAULT 0,
 	clean_after		timestamptz,	-- a failed cleanup waits until then
+	-- an export's attempt: what it was to publish, recorded before it ran
+	-- (output, source and publication digests, members, bytes, mode, and
+	-- the resolution that queued it, with who decided)
+	export_ledger	jsonb,
 	UNIQUE (job_id, attempt_no),
 	UNIQUE (job_id, fencing_token)
 );
@@ -1150,7 +1154,14 @@ BEGIN
 		IF j.source_kind = 'export' THEN
 			-- what to publish; an export stages nothing to clean up
 			spec := spec || jsonb_build_object('export', remora._export_spec(j.job_id));
-			UPDATE remora.attempts a SET cleaned_at = now()
+			UPDATE remora.attempts a
+			   SET cleaned_at = now(),
+				   export_ledger = (SELECT jsonb_build_object(
+						'output_digest', e.output_digest, 'source_digest', e.source_digest,
+						'publication_digest', e.publication_digest, 'members', e.members,
+						'bytes', e.bytes, 'if_exists', e.if_exists, 'mode', e.mode,
+						'decision', e.decisions -> -1)
+					  FROM remora.exports e WHERE e.export_id = j.job_id)
 			 WHERE a.attempt_id = new_attempt;
 		END IF;
 		resume := CASE WHEN cp.job_id IS NULL THEN NULL
@@ -2324,6 +2335,7 @@ SELECT a.attempt_id,
 	   a.finished_at,
 	   l.expires_at AS lease_expires_at,
 	   a.error,
+	   a.export_ledger AS ledger,
 	   a.definition_hash,
 	   a.request_hash,
 	   a.access_digest,

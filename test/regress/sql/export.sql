@@ -163,8 +163,12 @@ SET ROLE regress_exp_ann;
 SELECT export_id = :ex2 AS ex2, state, members_done, jsonb_array_length(decisions) AS decisions,
 	   decisions -> 0 ->> 'action' AS first, decisions -> 0 ->> 'by' AS by
   FROM remora_exports WHERE export_id = :ex2;
-SELECT state, error ->> 'class' AS class FROM remora_export_attempts
- WHERE export_id = :ex2 ORDER BY attempt_no;
+-- each attempt's ledger: what it was to publish, and who queued it
+SELECT state, error ->> 'class' AS class, ledger ->> 'mode' AS mode,
+	   ledger ->> 'output_digest' = repeat('c', 64) AS output_digest,
+	   ledger ->> 'members' AS members, ledger #>> '{decision,action}' AS decision,
+	   ledger #>> '{decision,by}' AS decided_by
+  FROM remora_export_attempts WHERE export_id = :ex2 ORDER BY attempt_no;
 RESET ROLE;
 
 -- an administrator retries or fails the first export
