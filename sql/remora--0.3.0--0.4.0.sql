@@ -131,6 +131,118 @@ END
 $$;
 
 /* ------------------------------------------------------------------------
+ * Reconcile reads the jobs to rebuild the queue only after coordination
+ * state was lost (remora.coordination), not every second.
+ * ------------------------------------------------------------------------ */
+
+-- A row while the queue and the leases are whole.  Crash recovery and a
+-- promoted standby empty it with them (it is unlogged too), and a TRUNCATE
+-- of either removes it (the triggers below): reconcile then rebuilds the
+-- queue from the jobs, which it need not read otherwise (that read grows
+-- with the backlog, and reconcile runs every second).
+CREATE UNLOGGED TABLE remora.coordination (
+	intact			boolean PRIMARY KEY DEFAULT true CHECK (intact)
+);
+
+CREATE FUNCTION remora._coordination_lost() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	DELETE FROM remora.coordination;
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER queue_truncated AFTER TRUNCATE ON remora.queue
+	FOR EACH STATEMENT EXECUTE FUNCTION remora._coordination_lost();
+CREATE TRIGGER leases_truncated AFTER TRUNCATE ON remora.leases
+	FOR EACH STATEMENT EXECUTE FUNCTION remora._coordination_lost();
+
+-- Rebuild coordination state from durable state and expire lapsed leases.
+-- Returns the number of repairs made.  Safe to run at any time, by any
+-- number of callers.
+CREATE OR REPLACE FUNCTION remora.reconcile() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	repairs		integer := 0;
+	n			integer;
+	l			record;
+	v			record;
+BEGIN
+	-- an incarnation known to have stopped holds no live lease
+	UPDATE remora.leases le SET expires_at = now() - interval '1 microsecond'
+	  FROM remora.incarnations i
+	 WHERE i.incarnation = le.incarnation AND i.stopped_at IS NOT NULL
+	   AND le.expires_at >= now();
+
+	-- leases that lapsed: the attempt is lost (settled under the job lock).
+	-- A job row someone else holds (its worker renewing, its owner
+	-- cancelling in an open transaction) is left for the next round, so
+	-- that nobody can stall the reconciliation of other jobs.
+	FOR l IN SELECT le.attempt_id, le.fencing_token, le.job_id FROM remora.leases le
+			  WHERE le.expires_at < now() ORDER BY le.job_id LOOP
+		PERFORM 1 FROM remora.jobs j WHERE j.job_id = l.job_id FOR UPDATE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
+		v := remora._authorize(l.attempt_id, l.fencing_token);
+		IF v.verdict IN ('lost', 'cancelled') THEN
+			repairs := repairs + 1;
+		END IF;
+	END LOOP;
+
+	-- leases whose attempt no longer runs
+	DELETE FROM remora.leases le
+	 WHERE NOT EXISTS (SELECT 1 FROM remora.attempts a
+						JOIN remora.jobs j ON j.job_id = a.job_id
+					   WHERE a.attempt_id = le.attempt_id AND a.state = 'running'
+						 AND j.current_attempt = a.attempt_id);
+	GET DIAGNOSTICS n = ROW_COUNT;
+	repairs := repairs + n;
+
+	-- running attempts whose lease was lost with coordination state: a
+	-- fresh lease, so that a live worker keeps it and a dead one loses it
+	-- (under the lease lock: these count against remora.max_active_leases
+	-- as running jobs already)
+	PERFORM remora._lock_leases();
+	INSERT INTO remora.leases (attempt_id, job_id, fencing_token, incarnation, expires_at)
+	SELECT a.attempt_id, a.job_id, a.fencing_token, a.incarnation,
+		   clock_timestamp() + remora._setting_interval('remora.lease_duration')
+	  FROM remora.jobs j
+	  JOIN remora.attempts a ON a.attempt_id = j.current_attempt
+	 WHERE j.state = 'running' AND a.state = 'running'
+	   AND NOT EXISTS (SELECT 1 FROM remora.leases le WHERE le.attempt_id = a.attempt_id)
+	ON CONFLICT DO NOTHING;
+	GET DIAGNOSTICS n = ROW_COUNT;
+	repairs := repairs + n;
+
+	-- queue entries: exactly the jobs waiting to be claimed.  Submit,
+	-- retry, cancel and claim keep them so; they are rebuilt from the jobs
+	-- only when coordination state was lost (remora.coordination).
+	IF NOT EXISTS (SELECT 1 FROM remora.coordination) THEN
+		DELETE FROM remora.queue q
+		 WHERE NOT EXISTS (SELECT 1 FROM remora.jobs j
+						   WHERE j.job_id = q.job_id AND j.state IN ('queued', 'retrying'));
+		GET DIAGNOSTICS n = ROW_COUNT;
+		repairs := repairs + n;
+
+		INSERT INTO remora.queue (job_id, priority, not_before)
+		SELECT j.job_id, j.priority, j.not_before
+		  FROM remora.jobs j
+		 WHERE j.state IN ('queued', 'retrying')
+		   AND NOT EXISTS (SELECT 1 FROM remora.queue q WHERE q.job_id = j.job_id)
+		ON CONFLICT DO NOTHING;
+		GET DIAGNOSTICS n = ROW_COUNT;
+		repairs := repairs + n;
+		INSERT INTO remora.coordination VALUES (true) ON CONFLICT DO NOTHING;
+	END IF;
+
+	RETURN repairs;
+END
+$$;
+REVOKE ALL ON FUNCTION remora._coordination_lost() FROM PUBLIC;
+
+/* ------------------------------------------------------------------------
  * Export to stable keys with forward recovery (remora_export,
  * remora_export_resolve, remora_exports, remora_export_attempts; the state
  * outcome_unknown): an export is a job of source kind 'export', so that

@@ -264,6 +264,29 @@ CREATE UNLOGGED TABLE remora.leases (
 );
 CREATE INDEX leases_expiry_idx ON remora.leases (expires_at);
 
+-- A row while the queue and the leases are whole.  Crash recovery and a
+-- promoted standby empty it with them (it is unlogged too), and a TRUNCATE
+-- of either removes it (the triggers below): reconcile then rebuilds the
+-- queue from the jobs, which it need not read otherwise (that read grows
+-- with the backlog, and reconcile runs every second).
+CREATE UNLOGGED TABLE remora.coordination (
+	intact			boolean PRIMARY KEY DEFAULT true CHECK (intact)
+);
+
+CREATE FUNCTION remora._coordination_lost() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	DELETE FROM remora.coordination;
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER queue_truncated AFTER TRUNCATE ON remora.queue
+	FOR EACH STATEMENT EXECUTE FUNCTION remora._coordination_lost();
+CREATE TRIGGER leases_truncated AFTER TRUNCATE ON remora.leases
+	FOR EACH STATEMENT EXECUTE FUNCTION remora._coordination_lost();
+
 -- The lock that claimers, and renew and reconcile when they re-create a
 -- lost lease, hold while they count leases against
 -- remora.max_active_leases: this one row, locked FOR UPDATE.  No role but
@@ -1963,21 +1986,26 @@ BEGIN
 	GET DIAGNOSTICS n = ROW_COUNT;
 	repairs := repairs + n;
 
-	-- queue entries: exactly the jobs waiting to be claimed
-	DELETE FROM remora.queue q
-	 WHERE NOT EXISTS (SELECT 1 FROM remora.jobs j
-					   WHERE j.job_id = q.job_id AND j.state IN ('queued', 'retrying'));
-	GET DIAGNOSTICS n = ROW_COUNT;
-	repairs := repairs + n;
+	-- queue entries: exactly the jobs waiting to be claimed.  Submit,
+	-- retry, cancel and claim keep them so; they are rebuilt from the jobs
+	-- only when coordination state was lost (remora.coordination).
+	IF NOT EXISTS (SELECT 1 FROM remora.coordination) THEN
+		DELETE FROM remora.queue q
+		 WHERE NOT EXISTS (SELECT 1 FROM remora.jobs j
+						   WHERE j.job_id = q.job_id AND j.state IN ('queued', 'retrying'));
+		GET DIAGNOSTICS n = ROW_COUNT;
+		repairs := repairs + n;
 
-	INSERT INTO remora.queue (job_id, priority, not_before)
-	SELECT j.job_id, j.priority, j.not_before
-	  FROM remora.jobs j
-	 WHERE j.state IN ('queued', 'retrying')
-	   AND NOT EXISTS (SELECT 1 FROM remora.queue q WHERE q.job_id = j.job_id)
-	ON CONFLICT DO NOTHING;
-	GET DIAGNOSTICS n = ROW_COUNT;
-	repairs := repairs + n;
+		INSERT INTO remora.queue (job_id, priority, not_before)
+		SELECT j.job_id, j.priority, j.not_before
+		  FROM remora.jobs j
+		 WHERE j.state IN ('queued', 'retrying')
+		   AND NOT EXISTS (SELECT 1 FROM remora.queue q WHERE q.job_id = j.job_id)
+		ON CONFLICT DO NOTHING;
+		GET DIAGNOSTICS n = ROW_COUNT;
+		repairs := repairs + n;
+		INSERT INTO remora.coordination VALUES (true) ON CONFLICT DO NOTHING;
+	END IF;
 
 	RETURN repairs;
 END

@@ -94,7 +94,7 @@ q "SELECT pg_reload_conf()" >/dev/null
 no_workers() { [ "$(workers)" = 0 ]; }
 check "and stops them when remora.max_workers drops to 0" wait_for 15 no_workers
 E2E_DB=upgraded q "UPDATE remora.jobs SET state = 'queued', not_before = now(), attempts_used = 0 WHERE job_id = $job;
-	DELETE FROM remora.attempts WHERE job_id = $job; DELETE FROM remora.queue;
+	DELETE FROM remora.attempts WHERE job_id = $job; TRUNCATE remora.queue;
 	SELECT remora.reconcile()" >/dev/null
 check_eq "the job submitted before the update is still there" \
 	"$(E2E_DB=upgraded q "SELECT count(*) || ' ' || delete_failures FROM remora.jobs WHERE job_id = $job GROUP BY delete_failures")" "1 0"

@@ -61,3 +61,17 @@ CREATE TEMP TABLE claimed AS
 SELECT count(*) AS claimed, count(DISTINCT job_id) AS distinct_jobs FROM claimed;
 SELECT count(*) AS claimed_again FROM remora.claim('11111111-1111-1111-1111-111111111111', 10);
 SELECT state, count(*) FROM remora.jobs GROUP BY state ORDER BY state;
+
+-- reconcile marks coordination state whole, and rebuilds the queue only
+-- when that mark is gone: a truncate of the leases alone removes it too
+SELECT count(remora_submit('https://example.com/late' || g || '.bin', 'target')) AS submitted
+  FROM generate_series(1, 3) g;
+SELECT remora.reconcile() >= 0 AS reconciled, (SELECT count(*) FROM remora.coordination) AS intact;
+DELETE FROM remora.queue WHERE job_id = (SELECT max(job_id) FROM remora.jobs);
+SELECT remora.reconcile() AS repairs_while_intact;
+SELECT count(*) AS queue_rows FROM remora.queue;
+TRUNCATE remora.leases;
+SELECT count(*) AS intact_after_truncate FROM remora.coordination;
+SELECT remora.reconcile() > 0 AS repaired;
+SELECT (SELECT count(*) FROM remora.queue) AS queue_rows,
+	   (SELECT count(*) FROM remora.coordination) AS intact;
