@@ -114,6 +114,24 @@ check_eq "stable/amb2/b.bin has the member's SHA-256" \
 check_eq "the retry's token is greater than the verify's" \
 	"$(q "SELECT max(fencing_token) FILTER (WHERE state = 'succeeded') > max(fencing_token) FILTER (WHERE state <> 'succeeded') FROM remora_export_attempts WHERE export_id = $ex")" "t"
 
+# --- kill -9 of the worker while a copy is in flight: the attempt is
+# lost, and a lost export attempt is outcome_unknown (the database cannot
+# know whether a copy went out), never retried
+rule "$S3_PROXY" "match=PUT%20/target/stable/kill/&method=PUT&action=hold&count=1"
+ex=$(q "SELECT remora_export($job, 'target', 'stable/kill', '{\"if_exists\": \"overwrite\"}')")
+held_copy() { [ "$(hits "$S3_PROXY" PUT%20/target/stable/kill/)" -ge 1 ]; }
+check "kill: a copy is held at the proxy" wait_for 30 held_copy
+pid=$(q "SELECT i.pid FROM remora.jobs j JOIN remora.attempts a ON a.attempt_id = j.current_attempt
+		 JOIN remora.incarnations i ON i.incarnation = a.incarnation WHERE j.job_id = $ex")
+kill -9 "$pid"
+check "kill -9 mid-dispatch: outcome_unknown" wait_state "$ex" outcome_unknown 60
+q "SELECT remora.reconcile()" >/dev/null
+check_eq "the attempt is lost, and no other was made" \
+	"$(q "SELECT count(*), min(state) FROM remora_export_attempts WHERE export_id = $ex")" "1|lost"
+check_eq "after a crash the idempotency key still returns its export" \
+	"$(q "SELECT remora_export($job, 'target', 'stable/llama', '{}', 'llama-v1')")" "$(q "SELECT min(export_id) FROM remora_exports WHERE idempotency_key = 'llama-v1'")"
+curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
+
 # --- hard-deleting the job leaves the stable keys alone
 q "SELECT remora_delete($job, true)" >/dev/null
 hard_deleted() { [ "$(q "SELECT hard_deleted_at IS NOT NULL FROM remora.jobs WHERE job_id = $job")" = t ]; }

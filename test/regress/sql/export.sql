@@ -124,6 +124,10 @@ UPDATE remora.leases SET expires_at = now() - interval '1 second';
 SELECT remora.reconcile() > 0 AS repaired;
 SELECT state, attempts_used FROM remora_exports;
 SELECT count(*) AS claimed_again FROM remora.claim('33333333-3333-3333-3333-333333333333', 5);
+SET ROLE regress_exp_ann;
+SELECT remora_export(:job, 'stable', 'models/llama', '{"if_exists": "overwrite"}', 'k1') = :ex
+	AS replay_outcome_unknown;
+RESET ROLE;
 
 -- the worker says a copy went out without a conclusive answer
 SET ROLE regress_exp_ann;
@@ -186,6 +190,10 @@ RESET ROLE;
 SELECT remora.commit(:'ratt', :rtok, jsonb_build_object('sha256', repeat('c', 64),
 	'references', '[{"path": "sub/b.bin", "key": "models/llama/sub/b.bin", "etag": "\"e-b\"", "size": 4}]'::jsonb));
 SELECT state FROM remora_exports WHERE export_id = :ex;
+SET ROLE regress_exp_ann;
+SELECT remora_export(:job, 'stable', 'models/llama', '{"if_exists": "overwrite"}', 'k1') = :ex
+	AS replay_cancelled;
+RESET ROLE;
 SET ROLE regress_exp_admin;
 SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, 'fail')$$, :ex));
 RESET ROLE;
