@@ -2,13 +2,15 @@
 #
 # Export to stable keys, end to end: a real worker exports a committed
 # result of three members to <prefix>/<path> and the AWS CLI reads each
-# back with its SHA-256; if_exists fail, skip_identical and overwrite do
+# back with its SHA-256, and one of 1,095 members; if_exists fail, skip_identical and overwrite do
 # what they say (requests counted at the fault proxy); a copy that the
 # store made but whose answer is cut short leaves the export
 # outcome_unknown and not retried, and a verify concludes succeeded; a copy
 # refused with a 500 the store never saw leaves it outcome_unknown, a
 # verify says which member is missing, and an administrator's retry
-# publishes it; a hard delete of the job leaves the exported keys.
+# publishes it; kill -9 of the worker mid-dispatch leaves it
+# outcome_unknown and unretried; a hard delete of the job leaves the
+# exported keys.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_begin export
@@ -113,6 +115,25 @@ check_eq "stable/amb2/b.bin has the member's SHA-256" \
 	"$(sum_key stable/amb2/b.bin)" "$(sum_file "$T/src/b.bin")"
 check_eq "the retry's token is greater than the verify's" \
 	"$(q "SELECT max(fencing_token) FILTER (WHERE state = 'succeeded') > max(fencing_token) FILTER (WHERE state <> 'succeeded') FROM remora_export_attempts WHERE export_id = $ex")" "t"
+
+# --- a result of 1,095 members, exported whole
+mkdir -p "$T/big"
+for i in $(seq 1 1095); do
+	d=$T/big/d$((i % 10))
+	mkdir -p "$d"
+	printf 'member %d of 1095\n' "$i" >"$d/f$i.txt"
+done
+aws_s3 s3 cp --quiet --recursive "$T/big" s3://target/big/
+big=$(q "SELECT remora_submit('s3://target/big/')")
+check "a job of 1,095 members succeeds" wait_state "$big" succeeded 300
+ex=$(q "SELECT remora_export($big, 'target', 'stable/big')")
+check "its export succeeds" wait_state "$ex" succeeded 300
+check_eq "every member answered" \
+	"$(q "SELECT members, members_done, jsonb_array_length(\"references\") FROM remora_exports WHERE export_id = $ex")" \
+	"1095|1095|1095"
+check_eq "the AWS CLI lists 1,095 objects under the stable prefix" \
+	"$(aws_s3 s3 ls --recursive s3://target/stable/big/ | wc -l)" "1095"
+check_eq "and reads one back intact" "$(sum_key stable/big/d7/f1077.txt)" "$(sum_file "$T/big/d7/f1077.txt")"
 
 # --- kill -9 of the worker while a copy is in flight: the attempt is
 # lost, and a lost export attempt is outcome_unknown (the database cannot
