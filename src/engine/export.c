@@ -35,6 +35,7 @@
  *
  *-------------------------------------------------------------------------
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,13 +141,20 @@ note_ambiguous(Export *x, const Member *mb, RemoraTaskError *err)
 	x->ambiguous = true;
 }
 
+static void note_failuref(Export *x, const char *class, bool retryable,
+						  long status, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
 static void
 note_failuref(Export *x, const char *class, bool retryable, long status,
-			  const char *fmt, const char *arg)
+			  const char *fmt, ...)
 {
 	RemoraTaskError err;
+	va_list         ap;
 
-	remora_error_set(&err, class, retryable, status, fmt, arg);
+	va_start(ap, fmt);
+	remora_error_vset(&err, class, retryable, status, fmt, ap);
+	va_end(ap);
 	note_failure(x, &err);
 }
 
@@ -164,7 +172,7 @@ conclude(Export *x, Member *mb, const char *etag, const char *version,
 	x->bytes_done += mb->m.size;
 	if (grown == NULL)
 	{
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 		return;
 	}
 	x->refs = grown;
@@ -182,7 +190,7 @@ conclude(Export *x, Member *mb, const char *etag, const char *version,
 	{
 		free(r->path);
 		free(r->key);
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s", "out of memory");
+		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 		return;
 	}
 	x->nrefs++;
@@ -449,7 +457,7 @@ start_hash(Export *x, Member *mb)
 	{
 		remora_req_cancel(mb->req);
 		mb->req = NULL;
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s",
+		note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
 					  "could not start a read of an export's target");
 		return;
 	}
