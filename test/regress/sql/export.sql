@@ -183,6 +183,10 @@ SELECT spec #> '{export,members}' -> 0 -> 'ref' ->> 'version_id' AS earlier_ref,
 	   attempt_id AS ratt, fencing_token AS rtok
   FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :ex \gset
 SELECT :'earlier_ref';
+-- the lost first attempt, back like a zombie, commits: refused (stale token)
+SELECT remora.commit(:'xatt', :xtok, jsonb_build_object('sha256', repeat('c', 64),
+	'references', '[{"path": "sub/b.bin", "key": "models/llama/sub/b.bin", "etag": "\"e-b\"", "size": 4}]'::jsonb))
+	AS zombie_commit, :rtok > :xtok AS greater_token;
 -- cancel wins over a commit that comes after it
 SET ROLE regress_exp_ann;
 SELECT remora_cancel(:ex);
