@@ -401,8 +401,11 @@ static size_t
 hash_data(Request *req, char *ptr, size_t len)
 {
 	Member *mb = req->data;
+	long    status = 0;
 
-	if (req->status < 200 || req->status >= 300)
+	/* (req->status is set when the exchange ends) */
+	curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
+	if (status != 200)
 		return len; /* an error body: judged in hash_done */
 	remora_sha256_update(mb->hsha, ptr, len);
 	mb->hbytes += (int64_t) len;

@@ -268,6 +268,9 @@ test_answers(void)
 #define OBJ_SHA                                                                \
 	"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
 
+#define OBJ_SHA_OTHER                                                          \
+	"0000000000000000000000000000000000000000000000000000000000000000"
+
 typedef struct FakeS3
 {
 	int       fd;
@@ -341,6 +344,10 @@ serve_one(FakeS3 *s3, int c)
 					"2026-01-01T00:00:00.000Z</LastModified><ETag>" OBJ_ETAG
 					"</ETag><Size>5</Size></Contents></ListBucketResult>");
 	}
+	else if (strncmp(req, "PUT /bkt/amb/", 13) == 0)
+		return; /* read, and no answer at all */
+	else if (strncmp(req, "GET /bkt/out/present.bin ", 25) == 0)
+		answer_with(c, "200 OK", OBJ_ETAG, OBJ_BODY);
 	else if (strncmp(req, "GET /bkt/src/a.bin", 18) == 0)
 	{
 		__atomic_add_fetch(&s3->gets, 1, __ATOMIC_SEQ_CST);
@@ -655,6 +662,31 @@ test_export(FakeS3 *s3)
 			  strstr(why, "verify_mismatch: 1 of 2") == why &&
 			  strstr(why, "out/new.bin (missing)") != NULL && nrefs == 1,
 		  "a verify names the member that is not there: %s", why);
+
+	/* an ETag that cannot tell (a multipart member's copy): read and hash */
+	spec.members = &m[1];
+	spec.nmembers = 1;
+	m[1].etag = "\"0123456789abcdef0123456789abcdef-2\"";
+	CHECK(run_export(engine, &spec, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_SUCCEEDED &&
+			  nrefs == 1,
+		  "a verify hashes a key whose ETag cannot tell, and finds it: %s",
+		  why);
+	m[1].sha256 = OBJ_SHA_OTHER;
+	CHECK(run_export(engine, &spec, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_FAILED &&
+			  strstr(why, "out/present.bin (other content)") != NULL,
+		  "and names it when its SHA-256 differs: %s", why);
+
+	/* a copy sent and never answered */
+	m[1].sha256 = OBJ_SHA;
+	spec.verify = false;
+	spec.prefix = "amb";
+	spec.if_exists = REMORA_IF_EXISTS_OVERWRITE;
+	CHECK(run_export(engine, &spec, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_FAILED &&
+			  strncmp(why, "outcome_unknown: amb/present.bin:", 33) == 0,
+		  "a copy without an answer is outcome_unknown: %s", why);
 	remora_engine_free(engine);
 }
 
