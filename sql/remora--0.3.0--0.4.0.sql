@@ -1143,6 +1143,8 @@ SELECT count(*) FILTER (WHERE state = 'queued') AS queued,
 		  FROM (SELECT a.error ->> 'class' AS class, count(*) AS n
 				  FROM remora.attempts a
 				 WHERE a.error IS NOT NULL
+				   AND NOT EXISTS (SELECT 1 FROM remora.exports e
+									WHERE e.export_id = a.job_id)
 				 GROUP BY 1) f) AS failures_by_class,
 	   (SELECT count(*) FROM remora.leases) AS active_leases,
 	   current_setting('remora.max_active_leases')::integer AS max_active_leases
