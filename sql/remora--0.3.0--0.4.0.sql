@@ -291,8 +291,9 @@ GRANT SELECT ON remora.exports TO remora_user;
 -- cancelled if cancellation was requested, retrying while budget remains
 -- and the failure is retryable, failed otherwise.  Caller holds the job lock.
 -- An export whose writes may have been sent without a conclusive answer
--- (the worker says class 'outcome_unknown', or the attempt was lost) and
--- an export being verified end outcome_unknown instead: never retried.
+-- (the worker says class 'outcome_unknown', the attempt was lost, or a
+-- stopping worker handed it back, class 'worker') and an export being
+-- verified end outcome_unknown instead: never retried.
 CREATE OR REPLACE FUNCTION remora._settle(j remora.jobs, a remora.attempts, outcome text,
 							   err jsonb, retryable boolean)
 RETURNS text
@@ -325,7 +326,7 @@ BEGIN
 	ELSIF outcome = 'cancelled' OR j.cancel_requested_at IS NOT NULL THEN
 		next_state := 'cancelled';
 	ELSIF ex_mode IS NOT NULL
-		AND (outcome = 'lost' OR err ->> 'class' = 'outcome_unknown') THEN
+		AND (outcome = 'lost' OR err ->> 'class' IN ('outcome_unknown', 'worker')) THEN
 		next_state := 'outcome_unknown';
 	ELSIF retryable AND j.attempts_used < j.max_attempts THEN
 		next_state := 'retrying';

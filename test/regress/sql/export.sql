@@ -216,6 +216,14 @@ SELECT state, last_error ->> 'class' AS class, last_error ->> 'message' AS messa
   FROM remora_exports WHERE export_id = :ex3;
 RESET ROLE;
 
+-- a stopping worker hands an export back: outcome_unknown, not retrying
+SET ROLE regress_exp_ann;
+SELECT remora_export(:job, 'stable', 'models/stop') AS ex5 \gset
+RESET ROLE;
+SELECT attempt_id AS x5att, fencing_token AS x5tok
+  FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :ex5 \gset
+SELECT remora.fail(:'x5att', :x5tok, '{"class": "worker", "message": "the worker was stopped"}', true);
+
 -- a conclusive refusal is retried under the budget, then fails
 SET ROLE regress_exp_ann;
 SELECT remora_export(:job, 'stable', 'models/four', '{"max_attempts": 1}') AS ex4 \gset
