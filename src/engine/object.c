@@ -6,7 +6,8 @@
  *
  * Phases, each driven by the completion of the requests of the one before:
  *
- *	  VERIFY	HEAD the segments a replacement wants to reuse (segments.c)
+ *	  VERIFY	HEAD the segments a replacement wants to reuse; one missing
+ *				or changed: start from zero
  *	  SOURCE	GET the source (from the resume offset, with If-Range);
  *				bytes fill segment buffers; full buffers are PUT as segment
  *				objects while the next one fills (the source is paused when
@@ -30,29 +31,8 @@
 #include "engine/source_uri.h"
 #include "engine/transfer.h"
 
-/* Stop every request of the task (on failure or abort). */
-static void
-cancel_requests(Transfer *task)
-{
-	remora_req_cancel_owner(&task->base.engine->loop, task);
-	task->src = NULL;
-	task->uploads = 0;
-	task->copies = 0;
-}
-
-/* After any completion: if the task failed, stop what is still running. */
-void
-remora_xfer_settle(Transfer *task)
-{
-	if (task->status.state == REMORA_TASK_FAILED)
-		cancel_requests(task);
-}
-
-bool
-remora_etag_is_strong(const char *etag)
-{
-	return etag[0] == '"';
-}
+static void start_source(Transfer *task);
+static void start_verify(Transfer *task);
 
 /*
  * Does a 206 answer to a resume request continue the object the checkpoint
@@ -215,7 +195,7 @@ source_done(Request *req, CURLcode rc)
 		task->rerequest = false;
 		task->src_checked = false;
 		task->src_discard = false;
-		remora_xfer_start_source(task);
+		start_source(task);
 		remora_xfer_settle(task);
 		return;
 	}
@@ -270,7 +250,7 @@ source_done(Request *req, CURLcode rc)
 				task->trusted_source = false;
 				task->src_checked = false;
 				task->src_discard = false;
-				remora_xfer_start_source(task);
+				start_source(task);
 			}
 		}
 		remora_xfer_settle(task);
@@ -339,8 +319,8 @@ source_done(Request *req, CURLcode rc)
 	remora_xfer_settle(task);
 }
 
-void
-remora_xfer_start_source(Transfer *task)
+static void
+start_source(Transfer *task)
 {
 	Request *req = remora_req_new(&task->base.engine->loop, task, source_done);
 	struct curl_slist *h = NULL;
@@ -398,6 +378,71 @@ remora_xfer_start_source(Transfer *task)
 	}
 }
 
+/* ------------------------------------------------------------- verify */
+
+static void
+verify_done(Request *req, CURLcode rc)
+{
+	Transfer *task = req->owner;
+	Segment  *seg = &task->segs[req->index - 1];
+
+	RemoraTaskError err;
+
+	if (rc != CURLE_OK || req->status >= 500 || req->status == 429)
+	{
+		/* the store did not answer: try again later, the checkpoint holds */
+		remora_s3_failed(req, rc, &err, "checking a segment of the checkpoint");
+		remora_fail_with(&task->status, &err);
+		return;
+	}
+	if (req->status != 200 || !remora_etag_equal(req->hdr.etag, seg->etag) ||
+		req->hdr.content_length != seg->size)
+	{
+		char why[160];
+
+		snprintf(
+			why, sizeof(why),
+			"segment %d of the checkpoint is missing or changed in the store",
+			req->index);
+		remora_xfer_restart(task, why);
+		start_source(task);
+		return;
+	}
+	task->verify_next++;
+	start_verify(task);
+}
+
+static void
+start_verify(Transfer *task)
+{
+	S3Call   call;
+	Request *req;
+	char     err[256];
+	Segment *seg;
+
+	task->phase = P_VERIFY;
+	if (task->verify_next > task->nsegs)
+	{
+		start_source(task);
+		return;
+	}
+	seg = &task->segs[task->verify_next - 1];
+	call = (S3Call){"HEAD", task->bucket, seg->key, NULL,  0,   NULL,
+					0,      NULL,         0,        false, true};
+	req = remora_target_request(task->base.engine, task, &call, verify_done,
+								err, sizeof(err));
+	if (req == NULL || !remora_req_start(req))
+	{
+		if (req)
+			remora_req_cancel(req);
+		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+					"could not check a segment");
+		return;
+	}
+	req->kind = K_HEAD;
+	req->index = task->verify_next;
+}
+
 /* ------------------------------------------------------------ the kind */
 
 static RemoraTaskState
@@ -453,7 +498,7 @@ xfer_abort(RemoraTask *t, bool delete_staging)
 	Transfer *task = (Transfer *) t;
 
 	(void) delete_staging;
-	cancel_requests(task);
+	remora_xfer_cancel_requests(task);
 	remora_xfer_abort_upload(task);
 	if (task->status.state == REMORA_TASK_RUNNING)
 		task->status.state = REMORA_TASK_ABORTED;
@@ -474,7 +519,7 @@ xfer_free(RemoraTask *t)
 {
 	Transfer *task = (Transfer *) t;
 
-	cancel_requests(task);
+	remora_xfer_cancel_requests(task);
 	remora_xfer_abort_upload(task);
 	if (task->part_etags)
 		for (int i = 0; i < task->nsegs; i++)
@@ -574,8 +619,8 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	remora_xfer_adopt_resume(task, spec->resume);
 	task->verify_next = 1;
 	if (task->nsegs > 0)
-		remora_xfer_start_verify(task);
+		start_verify(task);
 	else
-		remora_xfer_start_source(task);
+		start_source(task);
 	return &task->base;
 }

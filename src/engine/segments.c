@@ -2,8 +2,9 @@
  *
  * segments.c
  *	  A member transfer's segments: the buffers the source fills, their PUTs
- *	  as segment objects, the verification of an earlier attempt's segments
- *	  before they are reused, and the checkpoints of validated progress.
+ *	  as segment objects, an earlier attempt's segments adopted for a
+ *	  resume (object.c verifies them), and the checkpoints of validated
+ *	  progress.
  *
  * Validated progress is the longest run of segments, from the first, that
  * the store has acknowledged; with it go the source validators and the
@@ -233,69 +234,6 @@ remora_xfer_begin_buffer(Transfer *task, Buffer *b)
 	b->len = 0;
 	EVP_DigestInit_ex(b->md5, EVP_md5(), NULL);
 	task->fill = b;
-}
-
-static void
-verify_done(Request *req, CURLcode rc)
-{
-	Transfer *task = req->owner;
-	Segment  *seg = &task->segs[req->index - 1];
-
-	RemoraTaskError err;
-
-	if (rc != CURLE_OK || req->status >= 500 || req->status == 429)
-	{
-		/* the store did not answer: try again later, the checkpoint holds */
-		remora_s3_failed(req, rc, &err, "checking a segment of the checkpoint");
-		remora_fail_with(&task->status, &err);
-		return;
-	}
-	if (req->status != 200 || !remora_etag_equal(req->hdr.etag, seg->etag) ||
-		req->hdr.content_length != seg->size)
-	{
-		char why[160];
-
-		snprintf(
-			why, sizeof(why),
-			"segment %d of the checkpoint is missing or changed in the store",
-			req->index);
-		remora_xfer_restart(task, why);
-		remora_xfer_start_source(task);
-		return;
-	}
-	task->verify_next++;
-	remora_xfer_start_verify(task);
-}
-
-void
-remora_xfer_start_verify(Transfer *task)
-{
-	S3Call   call;
-	Request *req;
-	char     err[256];
-	Segment *seg;
-
-	task->phase = P_VERIFY;
-	if (task->verify_next > task->nsegs)
-	{
-		remora_xfer_start_source(task);
-		return;
-	}
-	seg = &task->segs[task->verify_next - 1];
-	call = (S3Call){"HEAD", task->bucket, seg->key, NULL,  0,   NULL,
-					0,      NULL,         0,        false, true};
-	req = remora_target_request(task->base.engine, task, &call, verify_done,
-								err, sizeof(err));
-	if (req == NULL || !remora_req_start(req))
-	{
-		if (req)
-			remora_req_cancel(req);
-		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
-					"could not check a segment");
-		return;
-	}
-	req->kind = K_HEAD;
-	req->index = task->verify_next;
 }
 
 /* Take over the resume offered at claim (a copy of it). */

@@ -33,151 +33,6 @@
 #include "engine/set.h"
 #include "engine/source_uri.h"
 
-static void stop(RemoraSet *set);
-
-void
-remora_set_fail(RemoraSet *set, const char *class, bool retryable,
-				long http_status, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (set->status.state != REMORA_TASK_RUNNING)
-		return;
-	va_start(ap, fmt);
-	remora_vfail(&set->status, class, retryable, http_status, fmt, ap);
-	va_end(ap);
-	stop(set); /* the rest: the state stays failed */
-}
-
-/*
- * A retryable failure with tries left: when to try again (at least the
- * answer's Retry-After), and a wake-up then.  False when it is final.
- */
-bool
-remora_set_retry_at(RemoraSet *set, const RemoraTaskError *err, int *tries,
-					int64_t *at)
-{
-	int64_t wait;
-
-	if (!err->retryable || ++*tries >= REMORA_SET_TRIES)
-		return false;
-	wait = RETRY_BASE_MS << *tries;
-	if (err->retry_after > 0 && err->retry_after * 1000 > wait)
-		wait = err->retry_after * 1000;
-	*at = remora_now_ms() + wait;
-	remora_loop_wake_at(&set->base.engine->loop, *at);
-	return true;
-}
-
-void
-remora_set_fail_with(RemoraSet *set, const RemoraTaskError *err,
-					 const char *path)
-{
-	char msg[sizeof(err->message)];
-
-	if (set->status.state != REMORA_TASK_RUNNING)
-		return;
-	if (path)
-	{
-		char shown[300];
-
-		remora_set_shown(shown, sizeof(shown), path);
-		snprintf(msg, sizeof(msg), "member \"%.150s\": %.340s", shown,
-				 err->message);
-	}
-	else
-		snprintf(msg, sizeof(msg), "%s", err->message);
-	remora_set_fail(set, err->class, err->retryable, err->http_status, "%s",
-					msg);
-	set->status.error.curl_code = err->curl_code;
-	set->status.error.retry_after = err->retry_after;
-	snprintf(set->status.error.s3_code, sizeof(set->status.error.s3_code), "%s",
-			 err->s3_code);
-	remora_utf8_scrub(set->status.error.s3_code);
-}
-
-/* ------------------------------------------------------------- lookups */
-
-static void
-drop_lookup(RemoraSet *set)
-{
-	free(set->lookup_entries);
-	free(set->lookup_paths);
-	set->lookup_entries = NULL;
-	set->lookup_paths = NULL;
-	set->lookup = NULL;
-	set->lookup_first = NULL;
-}
-
-/*
- * The host answered which of the page's entries an earlier attempt
- * completed: keep those whose validators still match, to be copied instead
- * of transferred.
- */
-static void
-lookup_answered(RemoraTask *t, RemoraLookup *lookup)
-{
-	RemoraSet *set = (RemoraSet *) t;
-
-	for (int i = 0; i < lookup->n && set->status.state == REMORA_TASK_RUNNING;
-		 i++)
-	{
-		Entry       *e = set->lookup_entries[i];
-		RemoraPrior *p = &lookup->out[i];
-		bool         same;
-
-		if (!p->found || p->size != e->size)
-			continue;
-		if (set->kind == REMORA_SET_S3)
-			same = remora_etag_equal(p->source_etag, e->src_etag);
-		else
-			same = e->oid && p->source_oid[0] &&
-				   strcmp(p->source_oid, e->oid) == 0;
-		if (!same)
-			continue;
-		e->prior = malloc(sizeof(RemoraPrior));
-		if (e->prior)
-			*e->prior = *p;
-	}
-	drop_lookup(set);
-}
-
-/*
- * A page was listed, its first new entry `first`: ask the host which of
- * its entries an earlier attempt completed.  Those entries wait until the
- * answer (remora_set_start_entries stops at lookup_first).
- */
-void
-remora_set_listed_page(RemoraSet *set, Entry *first)
-{
-	int n = 0;
-
-	if (!set->earlier_attempts || first == NULL ||
-		set->status.state != REMORA_TASK_RUNNING)
-		return;
-	for (Entry *e = first; e; e = e->next)
-		n++;
-	set->lookup_entries = calloc(n, sizeof(Entry *));
-	set->lookup_paths = calloc(n, sizeof(char *));
-	if (set->lookup_entries != NULL && set->lookup_paths != NULL)
-	{
-		int i = 0;
-
-		for (Entry *e = first; e; e = e->next, i++)
-		{
-			set->lookup_entries[i] = e;
-			set->lookup_paths[i] = e->path;
-		}
-		set->lookup = remora_lookup_queue(
-			set->base.engine, &set->base, set->host_arg,
-			(const char *const *) set->lookup_paths, n, lookup_answered);
-	}
-	if (set->lookup == NULL)
-		drop_lookup(set); /* nothing reused: still correct */
-	else
-		set->lookup_first = first;
-}
-
 /* The next page of the listing, when the window has room for it. */
 static void
 list_next(RemoraSet *set)
@@ -408,43 +263,14 @@ set_error(const RemoraTask *t)
 	return &((const RemoraSet *) t)->status.error;
 }
 
-/*
- * Stop every request and member (on failure or abort); the state stays
- * failed, or becomes aborted.  A lookup the host holds stays valid until
- * it is handed back (or the job is aborted or freed, see engine.c).
- */
-static void
-stop(RemoraSet *set)
-{
-	if (set->list_req)
-		remora_req_cancel(set->list_req);
-	set->list_req = NULL;
-	if (set->mreq)
-		remora_req_cancel(set->mreq);
-	set->mreq = NULL;
-	for (Entry *e = set->head; e; e = e->next)
-	{
-		if (e->child)
-			remora_task_abort(e->child, false);
-		if (e->copy)
-			remora_req_cancel(e->copy);
-		e->copy = NULL;
-		if (e->hash_req)
-			remora_req_cancel(e->hash_req);
-		e->hash_req = NULL;
-	}
-	if (set->status.state == REMORA_TASK_RUNNING)
-		set->status.state = REMORA_TASK_ABORTED;
-}
-
 static void
 set_abort(RemoraTask *t, bool delete_staging)
 {
 	RemoraSet *set = (RemoraSet *) t;
 
 	(void) delete_staging;
-	drop_lookup(set); /* the engine withdrew it */
-	stop(set);
+	remora_set_drop_lookup(set); /* the engine withdrew it */
+	remora_set_stop(set);
 }
 
 static void
@@ -452,8 +278,8 @@ set_free(RemoraTask *t)
 {
 	RemoraSet *set = (RemoraSet *) t;
 
-	drop_lookup(set); /* the engine withdrew it */
-	stop(set);
+	remora_set_drop_lookup(set); /* the engine withdrew it */
+	remora_set_stop(set);
 	while (set->head)
 	{
 		Entry *e = set->head;

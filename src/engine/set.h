@@ -4,13 +4,17 @@
  *	  A job of many members (a job of kind "set"), shared by the files that
  *	  drive it:
  *
- *	  set.c           the job: spec, scheduling, lookups, the kind
- *	  set_window.c    what enters the window: path checks, patterns,
- *	                  duplicates
+ *	  set.c           the job: spec, scheduling of the listing, the kind
+ *	  set_window.c    the window: what enters it (path checks, patterns,
+ *	                  duplicates), the lookup of each listed page, and
+ *	                  failing the set (which stops everything in it)
  *	  list_s3.c       listing an S3 prefix, a page at a time
  *	  list_hf.c       resolving a Hub revision and listing its tree
  *	  set_members.c   running members: transfers, reuse, server-side copies
  *	  set_manifest.c  the manifest as members complete, uploaded in parts
+ *
+ * set.c calls the others; they call set_window.c (and list_hf.c calls
+ * set_manifest.c for the header once the commit is known), never set.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -184,6 +188,8 @@ extern bool remora_set_add_entry(RemoraSet *set, Entry *e);
 extern bool remora_set_take_listed(RemoraSet *set, Entry *e, bool complete,
 								   Entry **first);
 extern void remora_set_listed_page(RemoraSet *set, Entry *first);
+extern void remora_set_drop_lookup(RemoraSet *set);
+extern void remora_set_stop(RemoraSet *set);
 
 /* list_s3.c, list_hf.c: the next page (next_page) */
 extern void remora_list_s3_next(RemoraSet *set);

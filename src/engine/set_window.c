@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * set_window.c
- *	  What enters a set's window: listed entries whose member path is safe
- *	  and short enough, selected by the include and exclude patterns, and
- *	  not seen before.
+ *	  A set's window of listed entries: what enters it (a member path that
+ *	  is safe and short enough, selected by the include and exclude
+ *	  patterns, not seen before), the lookup of each listed page, and the
+ *	  failure of the set, which stops everything in the window.
  *
  * Duplicates are told by 64-bit hashes of member paths and their contents,
  * keyed with a random key of the set's, so that a source cannot name two
@@ -16,6 +17,7 @@
 #include <fnmatch.h>
 #include <fnmatch.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +144,19 @@ remora_set_entry_free(Entry *e)
 	free(e);
 }
 
+/* Fail the set for a listed member's path (shown escaped); frees e. */
+static bool
+refuse(RemoraSet *set, Entry *e, const char *before, const char *after)
+{
+	char shown[300];
+
+	remora_set_shown(shown, sizeof(shown), e->path);
+	remora_set_entry_free(e);
+	remora_set_fail(set, REMORA_ERR_SOURCE, false, 0, "%s\"%s\"%s", before,
+					shown, after);
+	return false;
+}
+
 /*
  * Add a listed member to the window.  Returns false when the set failed
  * (a bad path, a conflict).
@@ -153,19 +168,11 @@ remora_set_add_entry(RemoraSet *set, Entry *e)
 	int  dup;
 
 	if (!remora_member_path_valid(e->path))
-	{
-		char shown[300];
-
-		remora_set_shown(shown, sizeof(shown), e->path);
-		remora_set_entry_free(e);
-		remora_set_fail(
-			set, REMORA_ERR_SOURCE, false, 0,
-			"the source lists a member path that cannot be used safely: "
-			"\"%s\" (absolute, empty, \".\" or \"..\" segments, "
-			"backslashes and control characters are refused)",
-			shown);
-		return false;
-	}
+		return refuse(set, e,
+					  "the source lists a member path that cannot be used "
+					  "safely: ",
+					  " (absolute, empty, \".\" or \"..\" segments, "
+					  "backslashes and control characters are refused)");
 	if (!selected(set, e->path))
 	{
 		remora_set_entry_free(e);
@@ -174,16 +181,13 @@ remora_set_add_entry(RemoraSet *set, Entry *e)
 	if (strlen(set->staging) + strlen("data/") + strlen(e->path) >
 		REMORA_MAX_S3_KEY_LEN)
 	{
-		char shown[300];
+		char after[100];
 
-		remora_set_shown(shown, sizeof(shown), e->path);
-		remora_set_entry_free(e);
-		remora_set_fail(
-			set, REMORA_ERR_SOURCE, false, 0,
-			"the member path \"%s\" is too long: its key in the target "
-			"store would be longer than %d bytes",
-			shown, REMORA_MAX_S3_KEY_LEN);
-		return false;
+		snprintf(after, sizeof(after),
+				 " is too long: its key in the target store would be longer "
+				 "than %d bytes",
+				 REMORA_MAX_S3_KEY_LEN);
+		return refuse(set, e, "the member path ", after);
 	}
 	snprintf(content, sizeof(content), "%" PRId64 "/%s/%s", e->size,
 			 e->src_etag ? e->src_etag : "", e->oid ? e->oid : "");
@@ -195,17 +199,10 @@ remora_set_add_entry(RemoraSet *set, Entry *e)
 		return false;
 	}
 	if (dup == -1)
-	{
-		char shown[300];
-
-		remora_set_shown(shown, sizeof(shown), e->path);
-		remora_set_entry_free(e);
-		remora_set_fail(set, REMORA_ERR_SOURCE, false, 0,
-						"two source objects with different content map to the "
-						"member path \"%s\"",
-						shown);
-		return false;
-	}
+		return refuse(set, e,
+					  "two source objects with different content map to the "
+					  "member path ",
+					  "");
 	if (dup == 1)
 	{
 		set->duplicates++;
@@ -243,4 +240,178 @@ remora_set_take_listed(RemoraSet *set, Entry *e, bool complete, Entry **first)
 	if (*first == NULL && set->tail == e)
 		*first = e;
 	return true;
+}
+
+/* ---------------------------------------------------------- failures */
+
+void
+remora_set_fail(RemoraSet *set, const char *class, bool retryable,
+				long http_status, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (set->status.state != REMORA_TASK_RUNNING)
+		return;
+	va_start(ap, fmt);
+	remora_vfail(&set->status, class, retryable, http_status, fmt, ap);
+	va_end(ap);
+	remora_set_stop(set); /* the rest: the state stays failed */
+}
+
+/*
+ * A retryable failure with tries left: when to try again (at least the
+ * answer's Retry-After), and a wake-up then.  False when it is final.
+ */
+bool
+remora_set_retry_at(RemoraSet *set, const RemoraTaskError *err, int *tries,
+					int64_t *at)
+{
+	int64_t wait;
+
+	if (!err->retryable || ++*tries >= REMORA_SET_TRIES)
+		return false;
+	wait = RETRY_BASE_MS << *tries;
+	if (err->retry_after > 0 && err->retry_after * 1000 > wait)
+		wait = err->retry_after * 1000;
+	*at = remora_now_ms() + wait;
+	remora_loop_wake_at(&set->base.engine->loop, *at);
+	return true;
+}
+
+void
+remora_set_fail_with(RemoraSet *set, const RemoraTaskError *err,
+					 const char *path)
+{
+	char msg[sizeof(err->message)];
+
+	if (set->status.state != REMORA_TASK_RUNNING)
+		return;
+	if (path)
+	{
+		char shown[300];
+
+		remora_set_shown(shown, sizeof(shown), path);
+		snprintf(msg, sizeof(msg), "member \"%.150s\": %.340s", shown,
+				 err->message);
+	}
+	else
+		snprintf(msg, sizeof(msg), "%s", err->message);
+	remora_set_fail(set, err->class, err->retryable, err->http_status, "%s",
+					msg);
+	set->status.error.curl_code = err->curl_code;
+	set->status.error.retry_after = err->retry_after;
+	snprintf(set->status.error.s3_code, sizeof(set->status.error.s3_code), "%s",
+			 err->s3_code);
+	remora_utf8_scrub(set->status.error.s3_code);
+}
+
+/*
+ * Stop every request and member (on failure or abort); the state stays
+ * failed, or becomes aborted.  A lookup the host holds stays valid until
+ * it is handed back (or the job is aborted or freed, see engine.c).
+ */
+void
+remora_set_stop(RemoraSet *set)
+{
+	if (set->list_req)
+		remora_req_cancel(set->list_req);
+	set->list_req = NULL;
+	if (set->mreq)
+		remora_req_cancel(set->mreq);
+	set->mreq = NULL;
+	for (Entry *e = set->head; e; e = e->next)
+	{
+		if (e->child)
+			remora_task_abort(e->child, false);
+		if (e->copy)
+			remora_req_cancel(e->copy);
+		e->copy = NULL;
+		if (e->hash_req)
+			remora_req_cancel(e->hash_req);
+		e->hash_req = NULL;
+	}
+	if (set->status.state == REMORA_TASK_RUNNING)
+		set->status.state = REMORA_TASK_ABORTED;
+}
+
+/* ------------------------------------------------------------- lookups */
+
+void
+remora_set_drop_lookup(RemoraSet *set)
+{
+	free(set->lookup_entries);
+	free(set->lookup_paths);
+	set->lookup_entries = NULL;
+	set->lookup_paths = NULL;
+	set->lookup = NULL;
+	set->lookup_first = NULL;
+}
+
+/*
+ * The host answered which of the page's entries an earlier attempt
+ * completed: keep those whose validators still match, to be copied instead
+ * of transferred.
+ */
+static void
+lookup_answered(RemoraTask *t, RemoraLookup *lookup)
+{
+	RemoraSet *set = (RemoraSet *) t;
+
+	for (int i = 0; i < lookup->n && set->status.state == REMORA_TASK_RUNNING;
+		 i++)
+	{
+		Entry       *e = set->lookup_entries[i];
+		RemoraPrior *p = &lookup->out[i];
+		bool         same;
+
+		if (!p->found || p->size != e->size)
+			continue;
+		if (set->kind == REMORA_SET_S3)
+			same = remora_etag_equal(p->source_etag, e->src_etag);
+		else
+			same = e->oid && p->source_oid[0] &&
+				   strcmp(p->source_oid, e->oid) == 0;
+		if (!same)
+			continue;
+		e->prior = malloc(sizeof(RemoraPrior));
+		if (e->prior)
+			*e->prior = *p;
+	}
+	remora_set_drop_lookup(set);
+}
+
+/*
+ * A page was listed, its first new entry `first`: ask the host which of
+ * its entries an earlier attempt completed.  Those entries wait until the
+ * answer (remora_set_start_entries stops at lookup_first).
+ */
+void
+remora_set_listed_page(RemoraSet *set, Entry *first)
+{
+	int n = 0;
+
+	if (!set->earlier_attempts || first == NULL ||
+		set->status.state != REMORA_TASK_RUNNING)
+		return;
+	for (Entry *e = first; e; e = e->next)
+		n++;
+	set->lookup_entries = calloc(n, sizeof(Entry *));
+	set->lookup_paths = calloc(n, sizeof(char *));
+	if (set->lookup_entries != NULL && set->lookup_paths != NULL)
+	{
+		int i = 0;
+
+		for (Entry *e = first; e; e = e->next, i++)
+		{
+			set->lookup_entries[i] = e;
+			set->lookup_paths[i] = e->path;
+		}
+		set->lookup = remora_lookup_queue(
+			set->base.engine, &set->base, set->host_arg,
+			(const char *const *) set->lookup_paths, n, lookup_answered);
+	}
+	if (set->lookup == NULL)
+		remora_set_drop_lookup(set); /* nothing reused: still correct */
+	else
+		set->lookup_first = first;
 }

@@ -4,10 +4,13 @@
  *	  One member's transfer (a job of kind "transfer"), shared by the three
  *	  files that drive it:
  *
- *	  object.c    the job: the spec, the source GET, redirects, validators
- *	  segments.c  buffers, segment PUTs, resume verification, checkpoints
+ *	  object.c    the job: the spec, verification of a resume, the source
+ *	              GET, redirects, validators
+ *	  segments.c  buffers, segment PUTs, resumes adopted, checkpoints
  *	  assemble.c  the member object (one PUT or a multipart upload of the
  *	              segments) and, for a job of one member, its manifest
+ *
+ * Calls go one way: object.c -> segments.c -> assemble.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -137,10 +140,30 @@ enum
 	K_MANIFEST
 };
 
-/* object.c */
-extern void remora_xfer_settle(Transfer *task);
-extern void remora_xfer_start_source(Transfer *task);
-extern bool remora_etag_is_strong(const char *etag);
+/* Stop every request of the task (on failure or abort). */
+static inline void
+remora_xfer_cancel_requests(Transfer *task)
+{
+	remora_req_cancel_owner(&task->base.engine->loop, task);
+	task->src = NULL;
+	task->uploads = 0;
+	task->copies = 0;
+}
+
+/* After any completion: if the task failed, stop what is still running. */
+static inline void
+remora_xfer_settle(Transfer *task)
+{
+	if (task->status.state == REMORA_TASK_FAILED)
+		remora_xfer_cancel_requests(task);
+}
+
+/* A strong ETag validates a byte range; a weak one (W/"...") does not. */
+static inline bool
+remora_etag_is_strong(const char *etag)
+{
+	return etag[0] == '"';
+}
 
 /* segments.c */
 extern void    remora_xfer_restart(Transfer *task, const char *why);
@@ -151,7 +174,6 @@ extern void    remora_xfer_upload_segment(Transfer *task, Buffer *buf);
 extern void    remora_xfer_pump(Transfer *task);
 extern void    remora_xfer_take(Transfer *task, const char *p, size_t n);
 extern void    remora_xfer_begin_buffer(Transfer *task, Buffer *b);
-extern void    remora_xfer_start_verify(Transfer *task);
 extern void    remora_xfer_adopt_resume(Transfer *task, const RemoraResume *r);
 extern bool remora_xfer_checkpoint(Transfer *task, RemoraTaskCheckpoint *out);
 

@@ -140,8 +140,7 @@ check_eq "cancel: no object remains under the job's prefix" "$(staging_objects "
 # backend; a replacement attempt with a greater token resumes
 j=$(q "SELECT remora_submit('$SRC/slow/crash.bin')")
 check "crash: two segments are validated" wait_for 30 validated_at_least "$j" 10000000
-pid=$(worker_of "$j")
-kill -9 "$pid"
+kill_worker "$(worker_of "$j")"
 check "crash: the job still succeeds" wait_state "$j" succeeded 60
 check_eq "crash: a second attempt with a greater token committed" \
 	"$(q "SELECT a.attempt_no > 1 AND a.fencing_token > 1 FROM remora.results r JOIN remora.attempts a USING (attempt_id) WHERE r.job_id = $j")" "t"

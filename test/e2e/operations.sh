@@ -42,7 +42,7 @@ rule "$S3_PROXY" "match=DELETE%20/target/remora/$j/&action=hold&count=1"
 q "SELECT remora_delete($j, true)" >/dev/null
 held() { [ "$(hits "$S3_PROXY" "DELETE%20/target/remora/$j/")" -ge 1 ]; }
 check "hard delete: a worker is deleting the job's objects" wait_for 30 held
-kill -9 "$(q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'remora worker' LIMIT 1")"
+kill_worker "$(q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'remora worker' LIMIT 1")"
 curl -s "http://127.0.0.1:$S3_PROXY/__release" >/dev/null
 deleted() { [ "$(q "SELECT hard_deleted_at IS NOT NULL FROM remora.jobs WHERE job_id = $j" 2>/dev/null)" = t ]; }
 check "hard delete: completed after the crash" wait_for 60 deleted

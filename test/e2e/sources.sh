@@ -229,9 +229,7 @@ curl -s "$HUBCTL/__rate?bps=150000" >/dev/null
 k=$(q "SELECT remora_submit('hf://acme/many')")
 recorded() { [ "$(q "SELECT coalesce(members_done, 0) FROM remora_jobs WHERE job_id = $k")" -ge 8 ]; }
 check "crash: members are recorded as they complete" wait_for 60 recorded
-kill -9 "$(q "SELECT worker_pid FROM remora_progress WHERE job_id = $k")"
-up() { q "SELECT 1" >/dev/null 2>&1; }
-wait_for 60 up
+kill_worker "$(worker_of "$k")"
 before=$(curl -s "$HUBCTL/__hits?match=/acme/many/resolve/")
 done_before=$(q "SELECT count(*) FROM remora.members m JOIN remora.attempts a USING (attempt_id) WHERE a.job_id = $k")
 curl -s "$HUBCTL/__rate?bps=0" >/dev/null

@@ -20,7 +20,7 @@ j=$(q "SELECT remora_submit('$SRC/parts.bin')")
 held() { [ "$(hits "$S3_PROXY" "/data/parts.bin?uploadId=")" -ge 1 ]; }
 check "the first attempt's completion is held by the store" wait_for 60 held
 first=$(q "SELECT current_attempt FROM remora.jobs WHERE job_id = $j")
-kill -9 "$(worker_of "$j")"
+kill_worker "$(worker_of "$j")"
 check "the job succeeds on a replacement attempt" wait_state "$j" succeeded 90
 verify "$j" parts.bin
 check_eq "the committed attempt is not the killed one" \

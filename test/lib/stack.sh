@@ -56,6 +56,18 @@ validated_at_least() { [ "$(q "SELECT coalesce(bytes_done, 0) FROM remora.checkp
 live_at_least() { [ "$(q "SELECT coalesce(max(bytes_done), 0) FROM remora_progress WHERE job_id = $1")" -ge "$2" ]; }
 worker_of() { q "SELECT worker_pid FROM remora_progress WHERE job_id = $1"; }
 
+# kill_worker PID: SIGKILL a worker, as a crash would (PostgreSQL then
+# restarts every backend), and return once the server answers again after
+# that restart.  The pid is reaped first, so an answer never comes from
+# before the restart began.
+kill_worker() {
+	local pid=$1
+	kill -9 "$pid"
+	reaped() { ! kill -0 "$pid" 2>/dev/null; }
+	answers() { q "SELECT 1" >/dev/null 2>&1; }
+	wait_for 30 reaped && wait_for 60 answers
+}
+
 # verify JOB FILE: the committed member, downloaded with the AWS CLI, has
 # the file's SHA-256, and so does the manifest's record of it
 verify() {
