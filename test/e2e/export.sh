@@ -144,7 +144,7 @@ held_copy() { [ "$(hits "$S3_PROXY" PUT%20/target/stable/kill/)" -ge 1 ]; }
 check "kill: a copy is held at the proxy" wait_for 30 held_copy
 pid=$(q "SELECT i.pid FROM remora.jobs j JOIN remora.attempts a ON a.attempt_id = j.current_attempt
 		 JOIN remora.incarnations i ON i.incarnation = a.incarnation WHERE j.job_id = $ex")
-kill -9 "$pid"
+kill_worker "$pid"
 check "kill -9 mid-dispatch: outcome_unknown" wait_state "$ex" outcome_unknown 60
 q "SELECT remora.reconcile()" >/dev/null
 check_eq "the attempt is lost, and no other was made" \
