@@ -16,13 +16,21 @@ PG_OBJS = \
 	src/pg/shmem.o \
 	src/pg/launcher.o \
 	src/pg/worker.o \
+	src/pg/attempt.o \
 	src/pg/presign.o \
+	src/pg/protocol.o \
+	src/pg/jobspec.o \
 	src/pg/export.o
 ENGINE_OBJS = \
 	src/engine/source_uri.o \
+	src/engine/names.o \
 	src/engine/netpolicy.o \
-	src/engine/sigv4.o \
-	src/engine/s3xml.o \
+	src/engine/sigv4_check.o \
+	src/engine/sigv4_canon.o \
+	src/engine/sigv4_sign.o \
+	src/engine/s3xml_parse.o \
+	src/engine/s3xml_list.o \
+	src/engine/s3xml_body.o \
 	src/engine/hash.o \
 	src/engine/util.o \
 	src/engine/http.o \

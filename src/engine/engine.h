@@ -48,8 +48,6 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "engine/netpolicy.h"
-
 #define REMORA_SEGMENTS_IN_FLIGHT 2
 #define REMORA_MAX_REDIRECTS      10
 #define REMORA_MAX_SEGMENTS       10000 /* S3's part limit */

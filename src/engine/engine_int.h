@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "engine/hash.h"
 #include "engine/loop.h"
+#include "engine/netpolicy.h"
 #include "engine/s3.h"
 #include "engine/util.h"
 

@@ -16,7 +16,7 @@
 #include <curl/curl.h>
 
 #include "engine/http.h"
-#include "engine/source_uri.h"
+#include "engine/util.h"
 
 void
 remora_http_headers_init(RemoraHttpHeaders *h)

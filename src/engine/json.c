@@ -10,7 +10,7 @@
  *-------------------------------------------------------------------------
  */
 #include "engine/json.h"
-#include "engine/source_uri.h"
+#include "engine/util.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,23 +29,21 @@ typedef struct Parser
 
 static RemoraJson *parse_value(Parser *ps);
 
-static void seterr(Parser *ps, const char *fmt, ...)
+static void parse_error(Parser *ps, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* The first error stops the parse and is the one reported. */
 static void
-seterr(Parser *ps, const char *fmt, ...)
+parse_error(Parser *ps, const char *fmt, ...)
 {
+	va_list ap;
+
 	if (ps->failed)
 		return;
 	ps->failed = true;
-	if (ps->errbuf && ps->errlen)
-	{
-		va_list ap;
-
-		va_start(ap, fmt);
-		vsnprintf(ps->errbuf, ps->errlen, fmt, ap);
-		va_end(ap);
-	}
+	va_start(ap, fmt);
+	remora_errbuf_vset(ps->errbuf, ps->errlen, fmt, ap);
+	va_end(ap);
 }
 
 static void
@@ -62,7 +60,7 @@ node(Parser *ps, RemoraJsonType type)
 	RemoraJson *n = calloc(1, sizeof(RemoraJson));
 
 	if (n == NULL)
-		seterr(ps, "out of memory");
+		parse_error(ps, "out of memory");
 	else
 		n->type = type;
 	return n;
@@ -132,22 +130,26 @@ put_utf8(char *out, unsigned int cp)
 static char *
 parse_string(Parser *ps)
 {
-	const char *start = ps->p;
-	char       *out;
-	size_t      n = 0;
+	/* the one-letter escapes and what each stands for */
+	static const char escapes[] = "\"\\/bfnrt";
+	static const char escaped[] = "\"\\/\b\f\n\r\t";
+	const char       *esc;
+	const char       *start = ps->p;
+	char             *out;
+	size_t            n = 0;
 
 	/* decoded text is never longer than the escaped text */
 	while (ps->p < ps->end && *ps->p != '"')
 		ps->p += (*ps->p == '\\' && ps->p + 1 < ps->end) ? 2 : 1;
 	if (ps->p >= ps->end)
 	{
-		seterr(ps, "an unterminated string");
+		parse_error(ps, "an unterminated string");
 		return NULL;
 	}
 	out = malloc(ps->p - start + 1);
 	if (out == NULL)
 	{
-		seterr(ps, "out of memory");
+		parse_error(ps, "out of memory");
 		return NULL;
 	}
 	ps->p = start;
@@ -164,49 +166,27 @@ parse_string(Parser *ps)
 			continue;
 		}
 		c = (unsigned char) *ps->p++;
-		switch (c)
+		if (c != '\0' && (esc = strchr(escapes, c)) != NULL)
+			out[n++] = escaped[esc - escapes];
+		else if (c == 'u')
 		{
-			case '"':
-			case '\\':
-			case '/':
-				out[n++] = (char) c;
-				break;
-			case 'b':
-				out[n++] = '\b';
-				break;
-			case 'f':
-				out[n++] = '\f';
-				break;
-			case 'n':
-				out[n++] = '\n';
-				break;
-			case 'r':
-				out[n++] = '\r';
-				break;
-			case 't':
-				out[n++] = '\t';
-				break;
-			case 'u':
-				if (!read_u4(ps, &cp) || cp == 0 ||
-					(cp >= 0xdc00 && cp <= 0xdfff))
-					goto bad;
-				if (cp >= 0xd800 && cp <= 0xdbff)
-				{
-					unsigned int lo;
-
-					if (ps->end - ps->p < 6 || ps->p[0] != '\\' ||
-						ps->p[1] != 'u')
-						goto bad;
-					ps->p += 2;
-					if (!read_u4(ps, &lo) || lo < 0xdc00 || lo > 0xdfff)
-						goto bad;
-					cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-				}
-				n += put_utf8(out + n, cp);
-				break;
-			default:
+			if (!read_u4(ps, &cp) || cp == 0 || (cp >= 0xdc00 && cp <= 0xdfff))
 				goto bad;
+			if (cp >= 0xd800 && cp <= 0xdbff)
+			{
+				unsigned int lo;
+
+				if (ps->end - ps->p < 6 || ps->p[0] != '\\' || ps->p[1] != 'u')
+					goto bad;
+				ps->p += 2;
+				if (!read_u4(ps, &lo) || lo < 0xdc00 || lo > 0xdfff)
+					goto bad;
+				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+			}
+			n += put_utf8(out + n, cp);
 		}
+		else
+			goto bad;
 	}
 	ps->p++;
 	out[n] = '\0';
@@ -214,8 +194,22 @@ parse_string(Parser *ps)
 
 bad:
 	free(out);
-	seterr(ps, "a malformed string");
+	parse_error(ps, "a malformed string");
 	return NULL;
+}
+
+/* One or more digits; false (and a parse error) if there is none. */
+static bool
+digits(Parser *ps)
+{
+	if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9')
+	{
+		parse_error(ps, "a malformed number");
+		return false;
+	}
+	while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
+		ps->p++;
+	return true;
 }
 
 static RemoraJson *
@@ -226,45 +220,30 @@ parse_number(Parser *ps)
 
 	if (ps->p < ps->end && *ps->p == '-')
 		ps->p++;
-	if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9')
-	{
-		seterr(ps, "a malformed number");
-		return NULL;
-	}
-	if (*ps->p == '0')
+	/* no leading zeros: "0" stands alone */
+	if (ps->p < ps->end && *ps->p == '0')
 		ps->p++;
-	else
-		while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
-			ps->p++;
+	else if (!digits(ps))
+		return NULL;
 	if (ps->p < ps->end && *ps->p == '.')
 	{
 		ps->p++;
-		if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9')
-		{
-			seterr(ps, "a malformed number");
+		if (!digits(ps))
 			return NULL;
-		}
-		while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
-			ps->p++;
 	}
 	if (ps->p < ps->end && (*ps->p == 'e' || *ps->p == 'E'))
 	{
 		ps->p++;
 		if (ps->p < ps->end && (*ps->p == '+' || *ps->p == '-'))
 			ps->p++;
-		if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9')
-		{
-			seterr(ps, "a malformed number");
+		if (!digits(ps))
 			return NULL;
-		}
-		while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
-			ps->p++;
 	}
 	n = node(ps, RJ_NUMBER);
 	if (n && (n->string = strndup(s, ps->p - s)) == NULL)
 	{
 		free(n);
-		seterr(ps, "out of memory");
+		parse_error(ps, "out of memory");
 		return NULL;
 	}
 	return n;
@@ -293,7 +272,7 @@ parse_container(Parser *ps, bool object)
 		return NULL;
 	if (++ps->depth > REMORA_JSON_MAX_DEPTH)
 	{
-		seterr(ps, "nesting deeper than %d", REMORA_JSON_MAX_DEPTH);
+		parse_error(ps, "nesting deeper than %d", REMORA_JSON_MAX_DEPTH);
 		return c;
 	}
 	tail = &c->child;
@@ -314,7 +293,7 @@ parse_container(Parser *ps, bool object)
 		{
 			if (ps->p >= ps->end || *ps->p != '"')
 			{
-				seterr(ps, "an object member without a name");
+				parse_error(ps, "an object member without a name");
 				break;
 			}
 			ps->p++;
@@ -324,7 +303,7 @@ parse_container(Parser *ps, bool object)
 			if (ps->p >= ps->end || *ps->p != ':')
 			{
 				free(key);
-				seterr(ps, "a member name without ':'");
+				parse_error(ps, "a member name without ':'");
 				break;
 			}
 			ps->p++;
@@ -349,7 +328,7 @@ parse_container(Parser *ps, bool object)
 			ps->p++;
 			break;
 		}
-		seterr(ps, "a missing ',' or '%c'", close);
+		parse_error(ps, "a missing ',' or '%c'", close);
 	}
 	ps->depth--;
 	return c;
@@ -363,7 +342,7 @@ parse_value(Parser *ps)
 	skip_ws(ps);
 	if (ps->p >= ps->end)
 	{
-		seterr(ps, "a value is missing");
+		parse_error(ps, "a value is missing");
 		return NULL;
 	}
 	switch (*ps->p)
@@ -398,7 +377,7 @@ parse_value(Parser *ps)
 		default:
 			return parse_number(ps);
 	}
-	seterr(ps, "an unknown literal");
+	parse_error(ps, "an unknown literal");
 	return NULL;
 }
 
@@ -411,18 +390,19 @@ remora_json_parse(const char *text, size_t len, char *errbuf, size_t errlen)
 	if (text == NULL || len == 0 || len > REMORA_JSON_MAX_INPUT ||
 		memchr(text, '\0', len) != NULL)
 	{
-		seterr(&ps, "the document is empty, too large or holds a NUL byte");
+		parse_error(&ps,
+					"the document is empty, too large or holds a NUL byte");
 		return NULL;
 	}
 	if (!remora_utf8_valid(text, len))
 	{
-		seterr(&ps, "the document is not UTF-8");
+		parse_error(&ps, "the document is not UTF-8");
 		return NULL;
 	}
 	v = parse_value(&ps);
 	skip_ws(&ps);
 	if (!ps.failed && ps.p != ps.end)
-		seterr(&ps, "text after the document");
+		parse_error(&ps, "text after the document");
 	if (ps.failed)
 	{
 		remora_json_free(v);

@@ -11,10 +11,10 @@
  *-------------------------------------------------------------------------
  */
 #include "engine/netpolicy.h"
+#include "engine/util.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,21 +49,6 @@ static const char *const default_deny[] = {
 	"fec0::/10",       /* site-local (deprecated) */
 	"ff00::/8",        /* multicast */
 };
-
-static void seterr(char *errbuf, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void
-seterr(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (errbuf == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(errbuf, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static bool
 cidr_parse(const char *text, RemoraCidr *out)
@@ -131,6 +116,7 @@ remora_cidr_list_parse(const char *text, RemoraCidr **out, int *n, char *errbuf,
 {
 	const char *p = text ? text : "";
 	int         cap = 0;
+	RemoraCidr *grown;
 
 	*out = NULL;
 	*n = 0;
@@ -146,28 +132,23 @@ remora_cidr_list_parse(const char *text, RemoraCidr **out, int *n, char *errbuf,
 		}
 		if (len >= sizeof(item))
 		{
-			seterr(errbuf, errlen, "network list entry is too long");
+			remora_errbuf_set(errbuf, errlen, "network list entry is too long");
 			goto fail;
 		}
 		memcpy(item, p, len);
 		item[len] = '\0';
-		if (*n == cap)
+		grown = remora_array_grow(*out, *n, &cap, sizeof(**out));
+		if (grown == NULL)
 		{
-			RemoraCidr *grown;
-
-			cap = cap ? cap * 2 : 8;
-			grown = realloc(*out, cap * sizeof(RemoraCidr));
-			if (grown == NULL)
-			{
-				seterr(errbuf, errlen, "out of memory");
-				goto fail;
-			}
-			*out = grown;
+			remora_errbuf_set(errbuf, errlen, "out of memory");
+			goto fail;
 		}
+		*out = grown;
 		if (!cidr_parse(item, &(*out)[*n]))
 		{
-			seterr(errbuf, errlen,
-				   "\"%s\" is not an IP address or CIDR network", item);
+			remora_errbuf_set(errbuf, errlen,
+							  "\"%s\" is not an IP address or CIDR network",
+							  item);
 			goto fail;
 		}
 		(*n)++;
@@ -190,8 +171,9 @@ bool
 remora_port_list_parse(const char *text, RemoraPortRange **out, int *n,
 					   char *errbuf, size_t errlen)
 {
-	const char *p = text ? text : "";
-	int         cap = 0;
+	const char      *p = text ? text : "";
+	int              cap = 0;
+	RemoraPortRange *grown;
 
 	*out = NULL;
 	*n = 0;
@@ -218,19 +200,13 @@ remora_port_list_parse(const char *text, RemoraPortRange **out, int *n,
 		if (lo < 1 || hi > 65535 || lo > hi ||
 			(*end && !strchr(", \t\n", *end)))
 			goto bad;
-		if (*n == cap)
+		grown = remora_array_grow(*out, *n, &cap, sizeof(**out));
+		if (grown == NULL)
 		{
-			RemoraPortRange *grown;
-
-			cap = cap ? cap * 2 : 8;
-			grown = realloc(*out, cap * sizeof(RemoraPortRange));
-			if (grown == NULL)
-			{
-				seterr(errbuf, errlen, "out of memory");
-				goto fail;
-			}
-			*out = grown;
+			remora_errbuf_set(errbuf, errlen, "out of memory");
+			goto fail;
 		}
+		*out = grown;
 		(*out)[*n].lo = (int) lo;
 		(*out)[*n].hi = (int) hi;
 		(*n)++;
@@ -238,14 +214,15 @@ remora_port_list_parse(const char *text, RemoraPortRange **out, int *n,
 	}
 	if (*n == 0)
 	{
-		seterr(errbuf, errlen, "the port list is empty");
+		remora_errbuf_set(errbuf, errlen, "the port list is empty");
 		goto fail;
 	}
 	return true;
 
 bad:
-	seterr(errbuf, errlen,
-		   "a port list holds ports 1-65535 and ranges such as 8000-8999");
+	remora_errbuf_set(
+		errbuf, errlen,
+		"a port list holds ports 1-65535 and ranges such as 8000-8999");
 fail:
 	free(*out);
 	*out = NULL;
@@ -261,7 +238,7 @@ remora_netpolicy_new(const char *allow, const char *deny, const char *ports,
 
 	if (p == NULL)
 	{
-		seterr(errbuf, errlen, "out of memory");
+		remora_errbuf_set(errbuf, errlen, "out of memory");
 		return NULL;
 	}
 	if (!remora_cidr_list_parse(allow, &p->allow, &p->nallow, errbuf, errlen) ||
@@ -359,16 +336,18 @@ decide(const RemoraNetPolicy *policy, int family, const unsigned char *raw,
 
 	if (policy && list_contains(policy->deny, policy->ndeny, family, addr))
 	{
-		seterr(why, whylen, "the address is in remora.deny_networks");
+		remora_errbuf_set(why, whylen,
+						  "the address is in remora.deny_networks");
 		return false;
 	}
 	if (policy && list_contains(policy->allow, policy->nallow, family, addr))
 		return true;
 	if (in_default_deny(family, addr))
 	{
-		seterr(why, whylen,
-			   "the address is in a private, loopback, link-local or otherwise "
-			   "reserved range");
+		remora_errbuf_set(
+			why, whylen,
+			"the address is in a private, loopback, link-local or otherwise "
+			"reserved range");
 		return false;
 	}
 	return true;
@@ -387,7 +366,8 @@ remora_netpolicy_allows(const RemoraNetPolicy *policy,
 	if (policy && policy->nports > 0 &&
 		!remora_netpolicy_port_allowed(policy, port))
 	{
-		seterr(why, whylen, "port %d is not in remora.allow_ports", port);
+		remora_errbuf_set(why, whylen, "port %d is not in remora.allow_ports",
+						  port);
 		return false;
 	}
 	if (sa->sa_family == AF_INET)
@@ -401,7 +381,8 @@ remora_netpolicy_allows(const RemoraNetPolicy *policy,
 			(const unsigned char *) &((const struct sockaddr_in6 *) sa)
 				->sin6_addr,
 			why, whylen);
-	seterr(why, whylen, "only IPv4 and IPv6 connections are allowed");
+	remora_errbuf_set(why, whylen,
+					  "only IPv4 and IPv6 connections are allowed");
 	return false;
 }
 

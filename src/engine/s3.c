@@ -23,7 +23,6 @@
 
 #include "engine/s3.h"
 #include "engine/s3xml.h"
-#include "engine/source_uri.h"
 #include "engine/util.h"
 
 #define MAX_SIGNED_HEADERS 16

@@ -306,7 +306,7 @@ set_free(RemoraTask *t)
 	remora_sha256_free(set->lsha);
 	free(set->seen_path);
 	free(set->seen_content);
-	free(set->mbuf);
+	remora_buf_free(&set->mtext);
 	free(set->part_body);
 	free(set->upload_id);
 	free(set->list_token);

@@ -162,11 +162,9 @@ struct RemoraSet
 	int64_t          duplicates;
 
 	/* the manifest */
-	char         *mbuf;
-	size_t        mlen;
-	size_t        mcap;
-	RemoraSha256 *msha; /* the whole manifest */
-	RemoraSha256 *lsha; /* the member lines: the root digest */
+	RemoraBuf     mtext; /* not yet uploaded */
+	RemoraSha256 *msha;  /* the whole manifest */
+	RemoraSha256 *lsha;  /* the member lines: the root digest */
 	char         *upload_id;
 	Request      *mreq;
 	char         *part_body; /* the part in flight */

@@ -36,22 +36,8 @@ manifest_part(const RemoraSet *set)
 static bool
 mappend(RemoraSet *set, const char *s, size_t n)
 {
-	if (set->mlen + n + 1 > set->mcap)
-	{
-		size_t cap = set->mcap ? set->mcap : 65536;
-		char  *nb;
-
-		while (set->mlen + n + 1 > cap)
-			cap *= 2;
-		nb = realloc(set->mbuf, cap);
-		if (nb == NULL)
-			return false;
-		set->mbuf = nb;
-		set->mcap = cap;
-	}
-	memcpy(set->mbuf + set->mlen, s, n);
-	set->mlen += n;
-	set->mbuf[set->mlen] = '\0';
+	if (!remora_buf_append(&set->mtext, s, n))
+		return false;
 	remora_sha256_update(set->msha, s, n);
 	return true;
 }
@@ -76,20 +62,16 @@ static bool
 emit_member(RemoraSet *set, Entry *e)
 {
 	RemoraSetMember *m;
+	RemoraSetMember *grown;
 	char            *src = source_json(set, e);
 	RemoraBuf        line = {0};
 	bool             ok = false;
 
-	if (set->ncpq == set->cpq_cap)
-	{
-		int              cap = set->cpq_cap ? set->cpq_cap * 2 : 64;
-		RemoraSetMember *nq = realloc(set->cpq, cap * sizeof(*nq));
-
-		if (nq == NULL)
-			goto done;
-		set->cpq = nq;
-		set->cpq_cap = cap;
-	}
+	grown = remora_array_grow(set->cpq, set->ncpq, &set->cpq_cap,
+							  sizeof(*set->cpq));
+	if (grown == NULL)
+		goto done;
+	set->cpq = grown;
 	if (src == NULL ||
 		!remora_manifest_member(&line, e->path, e->key, e->size, e->sha256,
 								e->etag, src, e->reused) ||
@@ -124,7 +106,8 @@ remora_set_pop_done(RemoraSet *set)
 {
 	while (set->head && set->status.state == REMORA_TASK_RUNNING &&
 		   set->ncpq < CHECKPOINT_QUEUE_MAX &&
-		   set->mlen < 2 * manifest_part(set) && set->head->state == E_DONE)
+		   set->mtext.len < 2 * manifest_part(set) &&
+		   set->head->state == E_DONE)
 	{
 		Entry *e = set->head;
 
@@ -297,15 +280,17 @@ remora_set_manifest_flush(RemoraSet *set)
 
 	if (set->mreq || set->status.state != REMORA_TASK_RUNNING)
 		return;
-	if (!last && set->mlen < manifest_part(set))
+	if (!last && set->mtext.len < manifest_part(set))
 		return;
 	if (last && set->upload_id == NULL)
 	{
 		/* the whole manifest fits one PUT */
-		set->part_body = set->mbuf;
-		n = set->mlen;
-		set->mbuf = NULL;
-		set->mlen = set->mcap = 0;
+		set->part_body = remora_buf_release(&set->mtext, &n);
+		if (set->part_body == NULL)
+		{
+			remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+			return;
+		}
 		call =
 			(S3Call){"PUT", set->bucket, set->result.manifest_key, NULL, 0,
 					 NULL,  0,           set->part_body,           n,    false,
@@ -325,19 +310,19 @@ remora_set_manifest_flush(RemoraSet *set)
 			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
 							set, &call, minit_done, errbuf, sizeof(errbuf));
 	}
-	else if (set->mlen > 0 && (set->mlen >= manifest_part(set) || last))
+	else if (set->mtext.len > 0 &&
+			 (set->mtext.len >= manifest_part(set) || last))
 	{
-		n = set->mlen < manifest_part(set) || last ? set->mlen
-												   : manifest_part(set);
+		n = set->mtext.len < manifest_part(set) || last ? set->mtext.len
+														: manifest_part(set);
 		set->part_body = malloc(n);
 		if (set->part_body == NULL)
 		{
 			remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 			return;
 		}
-		memcpy(set->part_body, set->mbuf, n);
-		memmove(set->mbuf, set->mbuf + n, set->mlen - n);
-		set->mlen -= n;
+		memcpy(set->part_body, set->mtext.data, n);
+		remora_buf_consume(&set->mtext, n);
 		snprintf(partno, sizeof(partno), "%d", set->nparts + 1);
 		q[0] = (RemoraKV){"partNumber", partno};
 		q[1] = (RemoraKV){"uploadId", set->upload_id};

@@ -1,7 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * source_uri.c
- *	  Parsing and validation of source locations, bucket names and prefixes.
+ *	  Parsing and validation of source locations (http(s)://, s3://,
+ *	  hf://).  The names a copy is stored under (bucket names, target
+ *	  prefixes, member paths) are checked in names.c.
  *
  * http(s) URLs are parsed by libcurl's URL API, the same parser that later
  * connects, so that what is validated here is what is fetched.  The s3://
@@ -14,9 +16,9 @@
  *-------------------------------------------------------------------------
  */
 #include "engine/source_uri.h"
+#include "engine/util.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,123 +28,6 @@
 
 #define HF_NAME_MAX 96
 #define HF_REV_MAX  255
-
-static void seterr(char *errbuf, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void
-seterr(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (errbuf == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(errbuf, errlen, fmt, ap);
-	va_end(ap);
-}
-
-static char *
-xstrndup(const char *s, size_t n)
-{
-	char *r = malloc(n + 1);
-
-	if (r == NULL)
-		return NULL;
-	memcpy(r, s, n);
-	r[n] = '\0';
-	return r;
-}
-
-/* Does s contain a C0 control character, DEL, or a space? */
-static bool
-has_ctrl_or_space(const char *s, bool space_allowed)
-{
-	for (; *s; s++)
-	{
-		unsigned char c = (unsigned char) *s;
-
-		if (c < 0x20 || c == 0x7f || (!space_allowed && c == ' '))
-			return true;
-	}
-	return false;
-}
-
-/*
- * Length of the UTF-8 sequence at p (before end) if it is valid, else 0.
- * Strict: no overlong forms, no surrogates, nothing past U+10FFFF.
- */
-static int
-utf8_sequence(const unsigned char *p, const unsigned char *end)
-{
-	unsigned char c = *p;
-	int           n;
-	unsigned int  cp;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		n = 1, cp = c & 0x1f;
-	else if (c >= 0xe0 && c <= 0xef)
-		n = 2, cp = c & 0x0f;
-	else if (c >= 0xf0 && c <= 0xf4)
-		n = 3, cp = c & 0x07;
-	else
-		return 0;
-	if (end - p <= n)
-		return 0;
-	for (int i = 1; i <= n; i++)
-	{
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (p[i] & 0x3f);
-	}
-	if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
-		(cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n + 1;
-}
-
-bool
-remora_utf8_valid(const char *s, size_t len)
-{
-	const unsigned char *p = (const unsigned char *) s;
-	const unsigned char *end = p + len;
-
-	while (p < end)
-	{
-		int n = utf8_sequence(p, end);
-
-		if (n == 0)
-			return false;
-		p += n;
-	}
-	return true;
-}
-
-/*
- * Make s, in place, valid UTF-8 without control characters: each byte of
- * an invalid sequence and each control character becomes '?'.  For text a
- * server chose (headers, error messages) on its way into jsonb and logs.
- */
-void
-remora_utf8_scrub(char *s)
-{
-	unsigned char *p = (unsigned char *) s;
-	unsigned char *end = p + strlen(s);
-
-	while (p < end)
-	{
-		int n = utf8_sequence(p, end);
-
-		if (n == 0 || *p < 0x20 || *p == 0x7f)
-		{
-			*p++ = '?';
-			continue;
-		}
-		p += n;
-	}
-}
 
 const char *
 remora_source_kind_name(RemoraSourceKind kind)
@@ -189,153 +74,7 @@ file_name_ok(const char *name)
 		return false;
 	if (strchr(name, '/') != NULL || strchr(name, '\\') != NULL)
 		return false;
-	return !has_ctrl_or_space(name, true);
-}
-
-/*
- * S3 general-purpose bucket naming rules: 3-63 characters of lower-case
- * letters, digits, '.' and '-'; starts and ends with a letter or digit; no
- * "..", not an IPv4 address, none of the reserved prefixes and suffixes.
- */
-bool
-remora_bucket_name_valid(const char *name, char *errbuf, size_t errlen)
-{
-	size_t                   len;
-	static const char *const bad_prefix[] = {"xn--", "sthree-",
-											 "amzn-s3-demo-"};
-	static const char *const bad_suffix[] = {"-s3alias", "--ol-s3", ".mrap",
-											 "--x-s3", "--table-s3"};
-	int                      dots = 0;
-	bool                     all_digits_dots = true;
-
-	if (name == NULL || (len = strlen(name)) < 3 || len > 63)
-	{
-		seterr(errbuf, errlen, "a bucket name must be 3 to 63 characters long");
-		return false;
-	}
-	for (size_t i = 0; i < len; i++)
-	{
-		char c = name[i];
-
-		if (!(islower((unsigned char) c) || isdigit((unsigned char) c) ||
-			  c == '.' || c == '-') ||
-			(c & 0x80))
-		{
-			seterr(errbuf, errlen,
-				   "a bucket name may contain only lower-case letters, digits, "
-				   "'.' and '-'");
-			return false;
-		}
-		if (c == '.')
-		{
-			dots++;
-			if (i > 0 && name[i - 1] == '.')
-			{
-				seterr(errbuf, errlen,
-					   "a bucket name must not contain two adjacent periods");
-				return false;
-			}
-		}
-		else if (!isdigit((unsigned char) c))
-			all_digits_dots = false;
-	}
-	if (!isalnum((unsigned char) name[0]) ||
-		!isalnum((unsigned char) name[len - 1]))
-	{
-		seterr(errbuf, errlen,
-			   "a bucket name must begin and end with a letter or digit");
-		return false;
-	}
-	if (all_digits_dots && dots == 3)
-	{
-		seterr(errbuf, errlen,
-			   "a bucket name must not look like an IP address");
-		return false;
-	}
-	for (size_t i = 0; i < sizeof(bad_prefix) / sizeof(bad_prefix[0]); i++)
-		if (strncmp(name, bad_prefix[i], strlen(bad_prefix[i])) == 0)
-		{
-			seterr(errbuf, errlen, "a bucket name must not begin with \"%s\"",
-				   bad_prefix[i]);
-			return false;
-		}
-	for (size_t i = 0; i < sizeof(bad_suffix) / sizeof(bad_suffix[0]); i++)
-	{
-		size_t sl = strlen(bad_suffix[i]);
-
-		if (len > sl && strcmp(name + len - sl, bad_suffix[i]) == 0)
-		{
-			seterr(errbuf, errlen, "a bucket name must not end with \"%s\"",
-				   bad_suffix[i]);
-			return false;
-		}
-	}
-	return true;
-}
-
-/*
- * Normalise a target prefix: trailing slashes are dropped; a leading slash,
- * empty, "." or ".." segments, control characters and backslashes are
- * refused.  Returns a malloc'd string (possibly "") or NULL with errbuf set.
- */
-char *
-remora_prefix_normalize(const char *prefix, char *errbuf, size_t errlen)
-{
-	size_t      len = strlen(prefix);
-	const char *seg;
-
-	if (len > REMORA_MAX_PREFIX_LEN)
-	{
-		seterr(errbuf, errlen, "a prefix must be at most %d bytes long",
-			   REMORA_MAX_PREFIX_LEN);
-		return NULL;
-	}
-	if (!remora_utf8_valid(prefix, len))
-	{
-		seterr(errbuf, errlen, "a prefix must be valid UTF-8");
-		return NULL;
-	}
-	if (has_ctrl_or_space(prefix, true))
-	{
-		seterr(errbuf, errlen, "a prefix must not contain control characters");
-		return NULL;
-	}
-	if (strchr(prefix, '\\') != NULL)
-	{
-		seterr(errbuf, errlen, "a prefix must not contain backslashes");
-		return NULL;
-	}
-	if (prefix[0] == '/')
-	{
-		seterr(errbuf, errlen, "a prefix must not begin with '/'");
-		return NULL;
-	}
-	while (len > 0 && prefix[len - 1] == '/')
-		len--;
-
-	seg = prefix;
-	while (seg < prefix + len)
-	{
-		const char *slash = memchr(seg, '/', prefix + len - seg);
-		size_t      sl = (slash ? slash : prefix + len) - seg;
-
-		/* cppcheck-suppress knownConditionTrueFalse ; "//" gives sl == 0 */
-		if (sl == 0)
-		{
-			seterr(errbuf, errlen,
-				   "a prefix must not contain empty segments (\"//\")");
-			return NULL;
-		}
-		if ((sl == 1 && seg[0] == '.') ||
-			(sl == 2 && seg[0] == '.' && seg[1] == '.'))
-		{
-			seterr(errbuf, errlen,
-				   "a prefix must not contain \".\" or \"..\" segments");
-			return NULL;
-		}
-		seg += sl + 1;
-	}
-	return xstrndup(prefix, len);
+	return !remora_has_ctrl(name, true);
 }
 
 /* ---------------------------------------------------------------- http(s) */
@@ -351,34 +90,36 @@ parse_http(const char *text, RemoraSourceUri *out, char *errbuf, size_t errlen)
 
 	if (u == NULL)
 	{
-		seterr(errbuf, errlen, "out of memory");
+		remora_errbuf_set(errbuf, errlen, "out of memory");
 		return false;
 	}
 	rc = curl_url_set(u, CURLUPART_URL, text, 0);
 	if (rc != CURLUE_OK)
 	{
-		seterr(errbuf, errlen, "the URL is malformed (%s)",
-			   curl_url_strerror(rc));
+		remora_errbuf_set(errbuf, errlen, "the URL is malformed (%s)",
+						  curl_url_strerror(rc));
 		goto done;
 	}
 	if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
 		(strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0))
 	{
-		seterr(errbuf, errlen, "the URL scheme must be http or https");
+		remora_errbuf_set(errbuf, errlen,
+						  "the URL scheme must be http or https");
 		goto done;
 	}
 	if (curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK ||
 		curl_url_get(u, CURLUPART_PASSWORD, &password, 0) == CURLUE_OK)
 	{
-		seterr(errbuf, errlen,
-			   "the URL must not contain credentials (user information before "
-			   "'@')");
+		remora_errbuf_set(
+			errbuf, errlen,
+			"the URL must not contain credentials (user information before "
+			"'@')");
 		goto done;
 	}
 	if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
 		host[0] == '\0')
 	{
-		seterr(errbuf, errlen, "the URL has no host");
+		remora_errbuf_set(errbuf, errlen, "the URL has no host");
 		goto done;
 	}
 	if (curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK)
@@ -396,7 +137,8 @@ parse_http(const char *text, RemoraSourceUri *out, char *errbuf, size_t errlen)
 			ascii == NULL)
 		{
 			curl_free(ascii);
-			seterr(errbuf, errlen, "the URL host is not a valid host name");
+			remora_errbuf_set(errbuf, errlen,
+							  "the URL host is not a valid host name");
 			goto done;
 		}
 		curl_free(host);
@@ -406,7 +148,7 @@ parse_http(const char *text, RemoraSourceUri *out, char *errbuf, size_t errlen)
 		*h = tolower((unsigned char) *h);
 	if (curl_url_set(u, CURLUPART_HOST, host, 0) != CURLUE_OK)
 	{
-		seterr(errbuf, errlen, "the URL host is invalid");
+		remora_errbuf_set(errbuf, errlen, "the URL host is invalid");
 		goto done;
 	}
 	{
@@ -422,7 +164,7 @@ parse_http(const char *text, RemoraSourceUri *out, char *errbuf, size_t errlen)
 	curl_url_set(u, CURLUPART_FRAGMENT, NULL, 0);
 	if (curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK)
 	{
-		seterr(errbuf, errlen, "the URL cannot be normalised");
+		remora_errbuf_set(errbuf, errlen, "the URL cannot be normalised");
 		goto done;
 	}
 
@@ -436,29 +178,30 @@ parse_http(const char *text, RemoraSourceUri *out, char *errbuf, size_t errlen)
 		decoded = curl_easy_unescape(NULL, last, 0, &dlen);
 		if (decoded == NULL)
 		{
-			seterr(errbuf, errlen, "out of memory");
+			remora_errbuf_set(errbuf, errlen, "out of memory");
 			goto done;
 		}
 		if ((size_t) dlen != strlen(decoded) || !file_name_ok(decoded) ||
 			!remora_utf8_valid(decoded, dlen))
 		{
 			curl_free(decoded);
-			seterr(errbuf, errlen,
-				   "the URL path must end in a file name (its last segment "
-				   "names the result member)");
+			remora_errbuf_set(
+				errbuf, errlen,
+				"the URL path must end in a file name (its last segment "
+				"names the result member)");
 			goto done;
 		}
-		out->file_name = xstrndup(decoded, dlen);
+		out->file_name = remora_xstrndup(decoded, dlen);
 		curl_free(decoded);
 	}
 
 	out->kind = REMORA_SOURCE_HTTP;
-	out->canonical = xstrndup(url, strlen(url));
-	out->display = xstrndup(url, strcspn(url, "?"));
-	out->host = xstrndup(host, strlen(host));
+	out->canonical = remora_xstrndup(url, strlen(url));
+	out->display = remora_xstrndup(url, strcspn(url, "?"));
+	out->host = remora_xstrndup(host, strlen(host));
 	ok = out->canonical && out->display && out->host && out->file_name;
 	if (!ok)
-		seterr(errbuf, errlen, "out of memory");
+		remora_errbuf_set(errbuf, errlen, "out of memory");
 
 done:
 	curl_free(scheme);
@@ -498,7 +241,7 @@ parse_http_stable(const char *text, RemoraSourceUri *out, char *errbuf,
 		remora_source_uri_free(out);
 		*out = again;
 	}
-	seterr(errbuf, errlen, "the URL has no stable normal form");
+	remora_errbuf_set(errbuf, errlen, "the URL has no stable normal form");
 	return false;
 }
 
@@ -515,43 +258,47 @@ parse_s3(const char *rest, RemoraSourceUri *out, char *errbuf, size_t errlen)
 
 	if (slash == NULL)
 	{
-		seterr(errbuf, errlen,
-			   "an s3:// source must name an object (s3://bucket/key) or a "
-			   "prefix ending in '/' (s3://bucket/prefix/)");
+		remora_errbuf_set(
+			errbuf, errlen,
+			"an s3:// source must name an object (s3://bucket/key) or a "
+			"prefix ending in '/' (s3://bucket/prefix/)");
 		return false;
 	}
-	bucket = xstrndup(rest, slash - rest);
+	bucket = remora_xstrndup(rest, slash - rest);
 	if (bucket == NULL)
 	{
-		seterr(errbuf, errlen, "out of memory");
+		remora_errbuf_set(errbuf, errlen, "out of memory");
 		return false;
 	}
 	if (!remora_bucket_name_valid(bucket, berr, sizeof(berr)))
 	{
-		seterr(errbuf, errlen, "the source bucket is invalid: %s", berr);
+		remora_errbuf_set(errbuf, errlen, "the source bucket is invalid: %s",
+						  berr);
 		free(bucket);
 		return false;
 	}
 	key = slash + 1;
 	klen = strlen(key);
 	if (klen > REMORA_MAX_S3_KEY_LEN || !remora_utf8_valid(key, klen) ||
-		has_ctrl_or_space(key, true))
+		remora_has_ctrl(key, true))
 	{
-		seterr(errbuf, errlen,
-			   "the source key must be valid UTF-8 of at most %d bytes without "
-			   "control characters",
-			   REMORA_MAX_S3_KEY_LEN);
+		remora_errbuf_set(
+			errbuf, errlen,
+			"the source key must be valid UTF-8 of at most %d bytes without "
+			"control characters",
+			REMORA_MAX_S3_KEY_LEN);
 		free(bucket);
 		return false;
 	}
 
 	out->bucket = bucket;
-	out->key = xstrndup(key, klen);
+	out->key = remora_xstrndup(key, klen);
 	if (klen == 0 || key[klen - 1] == '/')
 	{
 		if (klen > 0 && key[0] == '/')
 		{
-			seterr(errbuf, errlen, "the source prefix must not begin with '/'");
+			remora_errbuf_set(errbuf, errlen,
+							  "the source prefix must not begin with '/'");
 			return false;
 		}
 		out->kind = REMORA_SOURCE_S3_PREFIX;
@@ -561,24 +308,25 @@ parse_s3(const char *rest, RemoraSourceUri *out, char *errbuf, size_t errlen)
 		const char *last = strrchr(key, '/');
 
 		out->kind = REMORA_SOURCE_S3_OBJECT;
-		out->file_name =
-			xstrndup(last ? last + 1 : key, strlen(last ? last + 1 : key));
+		out->file_name = remora_xstrndup(last ? last + 1 : key,
+										 strlen(last ? last + 1 : key));
 		if (out->file_name == NULL || !file_name_ok(out->file_name))
 		{
-			seterr(errbuf, errlen,
-				   "the last segment of the source key must be a usable file "
-				   "name");
+			remora_errbuf_set(
+				errbuf, errlen,
+				"the last segment of the source key must be a usable file "
+				"name");
 			return false;
 		}
 	}
 	out->canonical = malloc(strlen(bucket) + klen + 7);
 	if (out->canonical == NULL || out->key == NULL)
 	{
-		seterr(errbuf, errlen, "out of memory");
+		remora_errbuf_set(errbuf, errlen, "out of memory");
 		return false;
 	}
 	sprintf(out->canonical, "s3://%s/%s", bucket, key);
-	out->display = xstrndup(out->canonical, strlen(out->canonical));
+	out->display = remora_xstrndup(out->canonical, strlen(out->canonical));
 	return out->display != NULL;
 }
 
@@ -648,8 +396,8 @@ parse_hf(const char *rest, RemoraSourceUri *out, char *errbuf, size_t errlen)
 		rest += 7;
 	else if (strncmp(rest, "spaces/", 7) == 0)
 	{
-		seterr(errbuf, errlen,
-			   "Hugging Face spaces are not a supported source");
+		remora_errbuf_set(errbuf, errlen,
+						  "Hugging Face spaces are not a supported source");
 		return false;
 	}
 
@@ -661,18 +409,20 @@ parse_hf(const char *rest, RemoraSourceUri *out, char *errbuf, size_t errlen)
 				  (slash - rest == 6 && strncmp(rest, "models", 6) == 0) ||
 				  (slash - rest == 6 && strncmp(rest, "spaces", 6) == 0)))
 	{
-		seterr(errbuf, errlen,
-			   "\"datasets\", \"models\" and \"spaces\" are not owner names on "
-			   "the Hugging Face Hub");
+		remora_errbuf_set(
+			errbuf, errlen,
+			"\"datasets\", \"models\" and \"spaces\" are not owner names on "
+			"the Hugging Face Hub");
 		return false;
 	}
 	if (slash == NULL || !hf_name_ok(rest, slash - rest) ||
 		!hf_name_ok(slash + 1, repolen - (slash + 1 - rest)))
 	{
-		seterr(errbuf, errlen,
-			   "an hf:// source must be hf://owner/name[@revision] or "
-			   "hf://datasets/owner/name[@revision] with names of letters, "
-			   "digits, '_', '.' and '-'");
+		remora_errbuf_set(
+			errbuf, errlen,
+			"an hf:// source must be hf://owner/name[@revision] or "
+			"hf://datasets/owner/name[@revision] with names of letters, "
+			"digits, '_', '.' and '-'");
 		return false;
 	}
 	if (at != NULL)
@@ -680,26 +430,27 @@ parse_hf(const char *rest, RemoraSourceUri *out, char *errbuf, size_t errlen)
 		rev = at + 1;
 		if (!hf_revision_ok(rev))
 		{
-			seterr(errbuf, errlen,
-				   "the Hugging Face revision must be a branch, tag or commit "
-				   "of letters, digits, '_', '.', '-' and '/'");
+			remora_errbuf_set(
+				errbuf, errlen,
+				"the Hugging Face revision must be a branch, tag or commit "
+				"of letters, digits, '_', '.', '-' and '/'");
 			return false;
 		}
 	}
 
 	out->kind = REMORA_SOURCE_HF;
-	out->repo_type = xstrndup(type, strlen(type));
-	out->repo = xstrndup(rest, repolen);
-	out->revision = xstrndup(rev, strlen(rev));
+	out->repo_type = remora_xstrndup(type, strlen(type));
+	out->repo = remora_xstrndup(rest, repolen);
+	out->revision = remora_xstrndup(rev, strlen(rev));
 	out->canonical = malloc(repolen + strlen(rev) + 32);
 	if (!out->repo_type || !out->repo || !out->revision || !out->canonical)
 	{
-		seterr(errbuf, errlen, "out of memory");
+		remora_errbuf_set(errbuf, errlen, "out of memory");
 		return false;
 	}
 	sprintf(out->canonical, "hf://%s%s@%s",
 			strcmp(type, "dataset") == 0 ? "datasets/" : "", out->repo, rev);
-	out->display = xstrndup(out->canonical, strlen(out->canonical));
+	out->display = remora_xstrndup(out->canonical, strlen(out->canonical));
 	return out->display != NULL;
 }
 
@@ -717,24 +468,25 @@ remora_source_uri_parse(const char *text, RemoraSourceUri *out, char *errbuf,
 	memset(out, 0, sizeof(*out));
 	if (text == NULL || (len = strlen(text)) == 0)
 	{
-		seterr(errbuf, errlen, "the source is empty");
+		remora_errbuf_set(errbuf, errlen, "the source is empty");
 		return false;
 	}
 	if (len > REMORA_MAX_URL_LEN)
 	{
-		seterr(errbuf, errlen, "the source is longer than %d bytes",
-			   REMORA_MAX_URL_LEN);
+		remora_errbuf_set(errbuf, errlen, "the source is longer than %d bytes",
+						  REMORA_MAX_URL_LEN);
 		return false;
 	}
-	if (has_ctrl_or_space(text, false))
+	if (remora_has_ctrl(text, false))
 	{
-		seterr(errbuf, errlen,
-			   "the source must not contain spaces or control characters");
+		remora_errbuf_set(
+			errbuf, errlen,
+			"the source must not contain spaces or control characters");
 		return false;
 	}
 	if (!remora_utf8_valid(text, len))
 	{
-		seterr(errbuf, errlen, "the source must be valid UTF-8");
+		remora_errbuf_set(errbuf, errlen, "the source must be valid UTF-8");
 		return false;
 	}
 
@@ -747,7 +499,7 @@ remora_source_uri_parse(const char *text, RemoraSourceUri *out, char *errbuf,
 		ok = parse_http_stable(text, out, errbuf, errlen);
 	else
 	{
-		seterr(
+		remora_errbuf_set(
 			errbuf, errlen,
 			"the source must be an http://, https://, s3:// or hf:// location");
 		ok = false;
@@ -755,34 +507,4 @@ remora_source_uri_parse(const char *text, RemoraSourceUri *out, char *errbuf,
 	if (!ok)
 		remora_source_uri_free(out);
 	return ok;
-}
-
-/*
- * A member path from a listing (an S3 key below a prefix, a Hub file): is
- * it safe to place under a staging prefix?
- */
-bool
-remora_member_path_valid(const char *path)
-{
-	size_t      len = strlen(path);
-	const char *seg = path;
-
-	if (len == 0 || len > 1024 || !remora_utf8_valid(path, len))
-		return false;
-	for (const char *p = path;; p++)
-	{
-		if (*p == '/' || *p == '\0')
-		{
-			size_t slen = p - seg;
-
-			if (slen == 0 || (slen == 1 && seg[0] == '.') ||
-				(slen == 2 && seg[0] == '.' && seg[1] == '.'))
-				return false;
-			if (*p == '\0')
-				return true;
-			seg = p + 1;
-		}
-		else if (*p == '\\' || (unsigned char) *p < 0x20 || *p == 0x7f)
-			return false;
-	}
 }

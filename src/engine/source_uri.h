@@ -60,8 +60,6 @@ extern bool  remora_bucket_name_valid(const char *name, char *errbuf,
 									  size_t errlen);
 extern char *remora_prefix_normalize(const char *prefix, char *errbuf,
 									 size_t errlen);
-extern bool  remora_utf8_valid(const char *s, size_t len);
-extern void  remora_utf8_scrub(char *s);
 
 /*
  * Is path a safe member path: relative, UTF-8, no empty, "." or ".."

@@ -1,22 +1,154 @@
 /*-------------------------------------------------------------------------
  *
  * util.c
- *	  String copies, error records, growable buffers and the JSON string
- *	  writer shared by every file of the engine.
+ *	  String copies, error messages and records, UTF-8 checks, growable
+ *	  buffers and the JSON string writer shared by every file of the
+ *	  engine.
  *
  *-------------------------------------------------------------------------
  */
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/source_uri.h"
 #include "engine/util.h"
 
 char *
 remora_xstrdup(const char *s)
 {
 	return s ? strdup(s) : NULL;
+}
+
+char *
+remora_xstrndup(const char *s, size_t n)
+{
+	char *r = malloc(n + 1);
+
+	if (r == NULL)
+		return NULL;
+	memcpy(r, s, n);
+	r[n] = '\0';
+	return r;
+}
+
+void
+remora_hex_encode(const unsigned char *bytes, size_t n, char *out)
+{
+	static const char hexdigits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++)
+	{
+		out[2 * i] = hexdigits[bytes[i] >> 4];
+		out[2 * i + 1] = hexdigits[bytes[i] & 0x0f];
+	}
+	out[2 * n] = '\0';
+}
+
+void
+remora_errbuf_vset(char *errbuf, size_t errlen, const char *fmt, va_list ap)
+{
+	if (errbuf == NULL || errlen == 0)
+		return;
+	vsnprintf(errbuf, errlen, fmt, ap);
+}
+
+void
+remora_errbuf_set(char *errbuf, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	remora_errbuf_vset(errbuf, errlen, fmt, ap);
+	va_end(ap);
+}
+
+int
+remora_utf8_decode(const unsigned char *p, const unsigned char *end,
+				   unsigned int *cp)
+{
+	unsigned char c = *p;
+	int           n;
+	unsigned int  v;
+
+	if (c < 0x80)
+	{
+		*cp = c;
+		return 1;
+	}
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 1, v = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 2, v = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 3, v = c & 0x07;
+	else
+		return 0;
+	if (end - p <= n)
+		return 0;
+	for (int i = 1; i <= n; i++)
+	{
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		v = (v << 6) | (p[i] & 0x3f);
+	}
+	if ((n == 2 && v < 0x800) || (n == 3 && v < 0x10000) || v > 0x10ffff ||
+		(v >= 0xd800 && v <= 0xdfff))
+		return 0;
+	*cp = v;
+	return n + 1;
+}
+
+bool
+remora_utf8_valid(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *) s;
+	const unsigned char *end = p + len;
+	unsigned int         cp;
+
+	while (p < end)
+	{
+		int n = remora_utf8_decode(p, end, &cp);
+
+		if (n == 0)
+			return false;
+		p += n;
+	}
+	return true;
+}
+
+void
+remora_utf8_scrub(char *s)
+{
+	unsigned char *p = (unsigned char *) s;
+	unsigned char *end = p + strlen(s);
+	unsigned int   cp;
+
+	while (p < end)
+	{
+		int n = remora_utf8_decode(p, end, &cp);
+
+		if (n == 0 || *p < 0x20 || *p == 0x7f)
+		{
+			*p++ = '?';
+			continue;
+		}
+		p += n;
+	}
+}
+
+bool
+remora_has_ctrl(const char *s, bool space_allowed)
+{
+	for (; *s; s++)
+	{
+		unsigned char c = (unsigned char) *s;
+
+		if (c < 0x20 || c == 0x7f || (!space_allowed && c == ' '))
+			return true;
+	}
+	return false;
 }
 
 void
@@ -75,6 +207,27 @@ remora_fail_with(RemoraJobStatus *st, const RemoraTaskError *err)
 	st->state = REMORA_TASK_FAILED;
 }
 
+void *
+remora_array_grow(void *items, int n, int *cap, size_t size)
+{
+	int   newcap;
+	char *grown;
+
+	if (n < *cap)
+		return items;
+	if (*cap > INT_MAX / 2)
+		return NULL;
+	newcap = *cap ? *cap * 2 : 8;
+	if ((size_t) newcap > SIZE_MAX / size)
+		return NULL;
+	grown = realloc(items, (size_t) newcap * size);
+	if (grown == NULL)
+		return NULL;
+	memset(grown + (size_t) *cap * size, 0, (size_t) (newcap - *cap) * size);
+	*cap = newcap;
+	return grown;
+}
+
 /* Room for n more bytes and the terminating NUL. */
 static bool
 reserve(RemoraBuf *b, size_t n)
@@ -84,6 +237,11 @@ reserve(RemoraBuf *b, size_t n)
 
 	if (b->failed)
 		return false;
+	if (n > SIZE_MAX - b->len - 1)
+	{
+		b->failed = true;
+		return false;
+	}
 	if (b->len + n + 1 <= b->cap)
 		return true;
 	cap = b->cap ? b->cap : 256;
@@ -122,6 +280,12 @@ bool
 remora_buf_puts(RemoraBuf *b, const char *s)
 {
 	return remora_buf_append(b, s, strlen(s));
+}
+
+bool
+remora_buf_putc(RemoraBuf *b, char c)
+{
+	return remora_buf_append(b, &c, 1);
 }
 
 bool
@@ -172,6 +336,18 @@ remora_buf_json_string(RemoraBuf *b, const char *s)
 			remora_buf_append(b, (const char *) &c, 1);
 	}
 	return remora_buf_append(b, "\"", 1);
+}
+
+void
+remora_buf_consume(RemoraBuf *b, size_t n)
+{
+	if (b->data == NULL)
+		return;
+	if (n > b->len)
+		n = b->len;
+	memmove(b->data, b->data + n, b->len - n);
+	b->len -= n;
+	b->data[b->len] = '\0';
 }
 
 char *

@@ -14,8 +14,11 @@
  * previous server lifetime: none of them can still be running, and their
  * attempts need not wait for their leases to lapse.
  *
- * Errors are reported and survived: the launcher aborts the transaction
- * and tries again on the next round.
+ * Every statement is a call of protocol.c, a short transaction inside its
+ * error boundary: one that fails is logged and the rest of the round still
+ * runs, so that workers are kept running whatever one call does.  An ERROR
+ * outside a call is reported, the transaction aborted, and the next round
+ * tries again.
  *
  * Like the workers, the launcher runs with search_path pg_catalog, pg_temp
  * and names every operator and function by schema, so that nothing a user
@@ -29,8 +32,6 @@
  */
 #include "remora.h"
 
-#include "access/xact.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -41,12 +42,12 @@
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
-#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
 #include <signal.h>
 
+#include "pg/protocol.h"
 #include "pg/shmem.h"
 #include "pg/worker.h"
 
@@ -73,58 +74,6 @@ remora_register_launcher(void)
 }
 
 /*
- * Run one statement in its own transaction; returns the first column.  An
- * ERROR (a lock or statement timeout behind a user's lock, say) is reported
- * and the transaction aborted, and false returned: the rest of the round
- * still runs, so that workers are kept running whatever one call does.
- */
-static bool
-run_sql(const char *activity, const char *sql, int nargs, Oid *types,
-		Datum *values, int64 *result)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	volatile bool ok = false;
-
-	PG_TRY();
-	{
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		pgstat_report_activity(STATE_RUNNING, activity);
-		if (remora_spi_execute(sql, nargs, types, values, NULL, false, 0) >= 0)
-		{
-			ok = true;
-			if (result && SPI_processed > 0)
-			{
-				bool  isnull;
-				Datum d = SPI_getbinval(SPI_tuptable->vals[0],
-										SPI_tuptable->tupdesc, 1, &isnull);
-
-				*result = isnull ? 0 : DatumGetInt64(d);
-			}
-		}
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(cxt);
-		EmitErrorReport();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		QueryCancelPending = false;
-		ok = false;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	pgstat_report_stat(false);
-	pgstat_report_activity(STATE_IDLE, NULL);
-	return ok;
-}
-
-/*
  * Is the extension installed, at the version of this library?  After an
  * upgrade of the library the schema must be updated first: until then the
  * launcher does nothing and says so, once.
@@ -133,19 +82,8 @@ static bool
 extension_ready(void)
 {
 	static bool warned = false;
-	char       *version = NULL;
+	char       *version = remora_protocol_extension_version();
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (remora_spi_execute("SELECT extversion FROM pg_catalog.pg_extension "
-						   "WHERE extname OPERATOR(pg_catalog.=) 'remora'",
-						   0, NULL, NULL, NULL, true, 1) >= 0 &&
-		SPI_processed > 0)
-		version = MemoryContextStrdup(
-			TopTransactionContext,
-			SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 	if (version && strcmp(version, REMORA_VERSION) != 0 && !warned)
 		ereport(
 			WARNING,
@@ -156,24 +94,7 @@ extension_ready(void)
 			 errdetail("No transfer runs until the extension is updated."),
 			 errhint("Run ALTER EXTENSION remora UPDATE in that database.")));
 	warned = version && strcmp(version, REMORA_VERSION) != 0;
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	pgstat_report_activity(STATE_IDLE, NULL);
 	return version && !warned;
-}
-
-static void
-record_stop(pg_uuid_t *incarnation)
-{
-	Oid   types[1] = {UUIDOID};
-	Datum values[1] = {UUIDPGetDatum(incarnation)};
-
-	run_sql("remora: recording a stopped worker",
-			"UPDATE remora.incarnations SET stopped_at = pg_catalog.now() "
-			"WHERE incarnation OPERATOR(pg_catalog.=) $1 "
-			"AND stopped_at IS NULL",
-			1, types, values, NULL);
 }
 
 /* Workers that exited: record it, and free their slots. */
@@ -214,7 +135,7 @@ collect_exited_workers(void)
 			for (int b = 0; b < UUID_LEN; b++)
 				zero = zero && incarnation.data[b] == 0;
 			if (!zero)
-				record_stop(&incarnation);
+				remora_protocol_end_incarnation(&incarnation);
 			LWLockAcquire(remora_shared->lock, LW_EXCLUSIVE);
 			slot->stop_unrecorded = false;
 			memset(&slot->incarnation, 0, sizeof(pg_uuid_t));
@@ -279,46 +200,12 @@ static bool
 worker_role_usable(void)
 {
 	static bool warned = false;
-	Oid         types[1] = {TEXTOID};
-	Datum       values[1];
 	const char *why = NULL;
 
 	if (remora_worker_role == NULL || remora_worker_role[0] == '\0')
 		return true;
-	values[0] = CStringGetTextDatum(remora_worker_role);
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (remora_spi_execute(
-			"SELECT r.rolcanlogin, pg_catalog.pg_has_role(r.oid, "
-			"'remora_worker', 'MEMBER'), r.rolsuper FROM pg_catalog.pg_roles r "
-			"WHERE r.rolname OPERATOR(pg_catalog.=) $1",
-			1, types, values, NULL, true, 1) < 0 ||
-		SPI_processed != 1)
-		why = "The role does not exist.";
-	else
-	{
-		bool  isnull;
-		Datum login = SPI_getbinval(SPI_tuptable->vals[0],
-									SPI_tuptable->tupdesc, 1, &isnull);
-		Datum member = SPI_getbinval(SPI_tuptable->vals[0],
-									 SPI_tuptable->tupdesc, 2, &isnull);
-		Datum super = SPI_getbinval(SPI_tuptable->vals[0],
-									SPI_tuptable->tupdesc, 3, &isnull);
-
-		if (!DatumGetBool(login))
-			why = "The role has no LOGIN attribute.";
-		else if (!DatumGetBool(member))
-			why = "The role is not a member of remora_worker.";
-		else if (DatumGetBool(super))
-			why = "The role is a superuser.";
-	}
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	pgstat_report_activity(STATE_IDLE, NULL);
-
+	if (!remora_protocol_check_role(remora_worker_role, &why))
+		return false; /* cannot be told now: next round */
 	if (why && !warned)
 		ereport(WARNING,
 				(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
@@ -366,17 +253,11 @@ round_of_work(bool *first)
 		return;
 	if (*first)
 	{
-		run_sql("remora: recording workers of the previous server lifetime",
-				"UPDATE remora.incarnations SET stopped_at = pg_catalog.now() "
-				"WHERE kind OPERATOR(pg_catalog.=) 'worker' "
-				"AND stopped_at IS NULL",
-				0, NULL, NULL, NULL);
+		remora_protocol_end_previous_lifetime();
 		*first = false;
 	}
 	collect_exited_workers();
-	run_sql("remora: reconciling", "SELECT remora.reconcile()", 0, NULL, NULL,
-			&repairs);
-	if (repairs > 0)
+	if (remora_protocol_reconcile(&repairs) && repairs > 0)
 	{
 		ereport(DEBUG1, (errmsg("remora reconcile made %lld repairs",
 								(long long) repairs)));
@@ -393,8 +274,7 @@ round_of_work(bool *first)
 	{
 		int64 pruned = 0;
 
-		run_sql("remora: pruning old history", "SELECT remora.prune(100)", 0,
-				NULL, NULL, &pruned);
+		(void) remora_protocol_prune(100, &pruned);
 		last_prune = pruned == 100 ? 0 : GetCurrentTimestamp();
 	}
 }
@@ -452,11 +332,7 @@ remora_launcher_main(Datum main_arg)
 		PG_CATCH();
 		{
 			/* report, clean up, and try again next round */
-			MemoryContextSwitchTo(cxt);
-			EmitErrorReport();
-			FlushErrorState();
-			AbortCurrentTransaction();
-			pgstat_report_activity(STATE_IDLE, NULL);
+			remora_tx_recover(cxt);
 		}
 		PG_END_TRY();
 		MemoryContextReset(cxt);

@@ -24,18 +24,17 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
-#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "nodes/value.h"
 #include "parser/parse_func.h"
 #include "utils/builtins.h"
-#include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
 #include "engine/netpolicy.h"
 #include "engine/source_uri.h"
+#include "pg/jobspec.h"
 #include "pg/shmem.h"
 
 PG_FUNCTION_INFO_V1(remora_submit);
@@ -51,20 +50,6 @@ PG_FUNCTION_INFO_V1(remora_delete);
 static const char *const option_names =
 	"max_attempts, priority, include, exclude, endpoint, expected_sha256, "
 	"label";
-
-/* Validated options; "given" ones make up the canonical request. */
-typedef struct SubmitOptions
-{
-	bool  has_max_attempts;
-	int   max_attempts;
-	bool  has_priority;
-	int   priority;
-	char *include; /* JSON array text, or NULL */
-	char *exclude;
-	char *endpoint;
-	char *expected_sha256;
-	char *label;
-} SubmitOptions;
 
 static void
 bad_option(const char *key, const char *detail)
@@ -115,21 +100,19 @@ option_int(const char *key, JsonbValue *v, int min, int max)
 	return (int) val;
 }
 
-/* A glob list: a JSON array of non-empty strings, returned as JSON text. */
-static char *
-option_patterns(const char *key, JsonbValue *v)
+/* A glob list: a JSON array of non-empty strings. */
+static char **
+option_patterns(const char *key, JsonbValue *v, int *n)
 {
 	JsonbIterator     *it;
 	JsonbValue         elem;
 	JsonbIteratorToken tok;
-	StringInfoData     out;
-	int                n = 0;
+	char             **out;
 
 	if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
 		bad_option(key, "The value must be an array of glob patterns.");
-
-	initStringInfo(&out);
-	appendStringInfoChar(&out, '[');
+	out = palloc0(sizeof(char *) * (JsonContainerSize(v->val.binary.data) + 1));
+	*n = 0;
 	it = JsonbIteratorInit(v->val.binary.data);
 	while ((tok = JsonbIteratorNext(&it, &elem, true)) != WJB_DONE)
 	{
@@ -144,19 +127,16 @@ option_patterns(const char *key, JsonbValue *v)
 			bad_option(key, psprintf("A pattern must be 1 to %d bytes without "
 									 "control characters.",
 									 MAX_PATTERN_LEN));
-		if (++n > MAX_PATTERNS)
+		if (*n >= MAX_PATTERNS)
 			bad_option(key, psprintf("At most %d patterns are allowed.",
 									 MAX_PATTERNS));
-		if (n > 1)
-			appendStringInfoString(&out, ", ");
-		escape_json(&out, pat);
+		out[(*n)++] = pat;
 	}
-	appendStringInfoChar(&out, ']');
-	return out.data;
+	return out;
 }
 
 static void
-parse_options(Jsonb *jb, RemoraSourceKind kind, SubmitOptions *o)
+parse_options(Jsonb *jb, RemoraSourceKind kind, RemoraJobOptions *o)
 {
 	JsonbIterator     *it;
 	JsonbValue         v;
@@ -198,15 +178,24 @@ parse_options(Jsonb *jb, RemoraSourceKind kind, SubmitOptions *o)
 		}
 		else if (strcmp(key, "include") == 0 || strcmp(key, "exclude") == 0)
 		{
-			char *pats = option_patterns(key, &v);
+			int    n;
+			char **pats = option_patterns(key, &v, &n);
 
 			if (!set_kind)
 				bad_option(key, "include and exclude apply only to s3:// "
 								"prefix sources and hf:// sources.");
 			if (key[0] == 'i')
+			{
+				o->has_include = true;
 				o->include = pats;
+				o->ninclude = n;
+			}
 			else
+			{
+				o->has_exclude = true;
 				o->exclude = pats;
+				o->nexclude = n;
+			}
 		}
 		else if (strcmp(key, "endpoint") == 0)
 		{
@@ -253,89 +242,6 @@ parse_options(Jsonb *jb, RemoraSourceKind kind, SubmitOptions *o)
 							errmsg("unknown option \"%.64s\"", key),
 							errhint("Valid options are: %s.", option_names)));
 	}
-}
-
-static void
-json_key(StringInfo buf, bool *first, const char *key)
-{
-	if (!*first)
-		appendStringInfoString(buf, ", ");
-	*first = false;
-	escape_json(buf, key);
-	appendStringInfoString(buf, ": ");
-}
-
-static void
-json_str(StringInfo buf, bool *first, const char *key, const char *val)
-{
-	json_key(buf, first, key);
-	if (val)
-		escape_json(buf, val);
-	else
-		appendStringInfoString(buf, "null");
-}
-
-/* Options as JSON; with defaults applied when "resolved". */
-static void
-append_options(StringInfo buf, const SubmitOptions *o, bool resolved)
-{
-	bool first = true;
-
-	appendStringInfoChar(buf, '{');
-	if (o->has_max_attempts || resolved)
-	{
-		json_key(buf, &first, "max_attempts");
-		appendStringInfo(buf, "%d",
-						 o->has_max_attempts ? o->max_attempts
-											 : remora_max_attempts);
-	}
-	if (o->has_priority || resolved)
-	{
-		json_key(buf, &first, "priority");
-		appendStringInfo(buf, "%d", o->priority);
-	}
-	if (o->include)
-	{
-		json_key(buf, &first, "include");
-		appendStringInfoString(buf, o->include);
-	}
-	if (o->exclude)
-	{
-		json_key(buf, &first, "exclude");
-		appendStringInfoString(buf, o->exclude);
-	}
-	if (o->endpoint)
-		json_str(buf, &first, "endpoint", o->endpoint);
-	if (o->expected_sha256)
-		json_str(buf, &first, "expected_sha256", o->expected_sha256);
-	if (o->label)
-		json_str(buf, &first, "label", o->label);
-	appendStringInfoChar(buf, '}');
-}
-
-static void
-append_source(StringInfo buf, const RemoraSourceUri *u)
-{
-	bool first = true;
-
-	appendStringInfoChar(buf, '{');
-	json_str(buf, &first, "kind", remora_source_kind_name(u->kind));
-	json_str(buf, &first, "uri", u->display);
-	if (u->host)
-		json_str(buf, &first, "host", u->host);
-	if (u->bucket)
-		json_str(buf, &first, "bucket", u->bucket);
-	if (u->key)
-		json_str(buf, &first, "key", u->key);
-	if (u->repo_type)
-		json_str(buf, &first, "repo_type", u->repo_type);
-	if (u->repo)
-		json_str(buf, &first, "repo", u->repo);
-	if (u->revision)
-		json_str(buf, &first, "revision", u->revision);
-	if (u->file_name)
-		json_str(buf, &first, "file_name", u->file_name);
-	appendStringInfoChar(buf, '}');
 }
 
 /* The internal function is missing: say whether the schema is absent or old. */
@@ -472,12 +378,10 @@ remora_submit(PG_FUNCTION_ARGS)
 	RemoraSourceKind kind;
 	char            *source_url = NULL;
 	char            *denied = NULL;
-	SubmitOptions    opts;
-	SubmitOptions    req_opts;
-	StringInfoData   source;
-	StringInfoData   spec;
-	StringInfoData   request;
-	bool             first;
+	RemoraJobOptions opts;
+	RemoraJobOptions req_opts;
+	Jsonb           *source = NULL;
+	RemoraJobOptions resolved;
 	Oid   argtypes[5] = {OIDOID, JSONBOID, JSONBOID, TEXTOID, TEXTOID};
 	Datum args[5];
 	bool  nulls[5] = {false, false, false, false, false};
@@ -500,8 +404,7 @@ remora_submit(PG_FUNCTION_ARGS)
 	kind = uri.kind;
 	PG_TRY();
 	{
-		initStringInfo(&source);
-		append_source(&source, &uri);
+		source = remora_jobspec_source(&uri);
 		/* the whole URL only where it differs from what users see */
 		if (strcmp(uri.canonical, uri.display) != 0)
 			source_url = pstrdup(uri.canonical);
@@ -576,29 +479,18 @@ remora_submit(PG_FUNCTION_ARGS)
 			prefix_arg = NULL;
 		free(def);
 	}
-	initStringInfo(&request);
-	appendStringInfo(&request, "{\"source\": %s", source.data);
-	first = false;
-	json_str(&request, &first, "url", source_url);
-	json_str(&request, &first, "bucket", bucket_arg);
-	json_str(&request, &first, "prefix", prefix_arg ? prefix : NULL);
-	json_key(&request, &first, "options");
-	append_options(&request, &req_opts, false);
-	appendStringInfoChar(&request, '}');
-
 	/* the job definition: the request with every default resolved */
-	initStringInfo(&spec);
-	appendStringInfo(&spec, "{\"source\": %s", source.data);
-	first = false;
-	json_str(&spec, &first, "bucket", bucket);
-	json_str(&spec, &first, "prefix", prefix);
-	json_key(&spec, &first, "options");
-	append_options(&spec, &opts, true);
-	appendStringInfoChar(&spec, '}');
+	resolved = opts;
+	resolved.max_attempts =
+		opts.has_max_attempts ? opts.max_attempts : remora_max_attempts;
+	resolved.has_max_attempts = true;
+	resolved.has_priority = true;
 
 	args[0] = ObjectIdGetDatum(caller);
-	args[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(spec.data));
-	args[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(request.data));
+	args[1] = JsonbPGetDatum(
+		remora_jobspec_definition(source, bucket, prefix, &resolved));
+	args[2] = JsonbPGetDatum(remora_jobspec_request(
+		source, source_url, bucket_arg, prefix_arg ? prefix : NULL, &req_opts));
 	args[3] = idem ? CStringGetTextDatum(idem) : (Datum) 0;
 	nulls[3] = idem == NULL;
 	args[4] = source_url ? CStringGetTextDatum(source_url) : (Datum) 0;

@@ -201,6 +201,9 @@ q "SELECT pg_reload_conf()" >/dev/null
 check "the worker stops and hands the attempts back" wait_for 30 no_workers
 q "UPDATE remora.checkpoints SET state = jsonb_set(state, '{segments,0}', (state #> '{segments,0}') - 'size') WHERE job_id = $m1;
    UPDATE remora.checkpoints SET state = '\"not an object\"' WHERE job_id = $m2" >/dev/null
+# a spec a submit cannot have made (read by key, every type checked)
+bad=$(q "SELECT remora_submit('$SRC/small.bin', options => '{\"max_attempts\": 1}')")
+q "UPDATE remora.jobs SET spec = jsonb_set(spec, '{source,kind}', '\"ftp\"') WHERE job_id = $bad" >/dev/null
 q "ALTER SYSTEM RESET remora.max_workers" >/dev/null
 q "SELECT pg_reload_conf()" >/dev/null
 check "with a segment missing its size, the job still succeeds" wait_state "$m1" succeeded 60
@@ -209,6 +212,10 @@ verify "$m1" m1.bin
 verify "$m2" m2.bin
 check_eq "both restarted from zero and said why" \
 	"$(q "SELECT count(*) FROM remora.attempts WHERE job_id IN ($m1, $m2) AND restart_reason LIKE '%malformed%'")" "2"
+check "a job whose spec names no kind of source fails" wait_state "$bad" failed 30
+check_eq "its error says which key, as an attempt's error" \
+	"$(q "SELECT last_error ->> 'message' FROM remora.jobs WHERE job_id = $bad")" \
+	'the job'"'"'s specification could not be read: invalid job specification: The key "source.kind" names no kind of source.'
 check_eq "no process crashed" "$(grep -c 'terminated by signal' "$LOG" || true)" "0"
 
 # --- secrets: a presigned source's query string, the target's secret

@@ -1,5 +1,5 @@
 /*
- * Unit tests of AWS Signature Version 4 (src/engine/sigv4.c).  Plain C,
+ * Unit tests of AWS Signature Version 4 (src/engine/sigv4_*.c).  Plain C,
  * built with AddressSanitizer and UBSan.
  *
  * The point is known answers: a round trip through our own code would pass

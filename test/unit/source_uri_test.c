@@ -8,6 +8,7 @@
 
 #include "engine/netpolicy.h"
 #include "engine/source_uri.h"
+#include "engine/util.h"
 #include "unit.h"
 
 static void
@@ -309,9 +310,80 @@ test_scrub(void)
 	scrubs("a\tb\x1b[0m\x7f", "a?b?[0m?", "control characters become '?'");
 }
 
+/* util.c's helpers that the pure files (URIs, SigV4, XML) share */
+static void
+test_util(void)
+{
+	char                err[8] = "unset";
+	char                hex[9];
+	unsigned int        cp = 0;
+	const unsigned char euro[] = "\xe2\x82\xac";
+	const unsigned char bytes[] = {0x00, 0x7f, 0xab, 0xff};
+	char               *s;
+	RemoraBuf           b = {0};
+	int                *ints = NULL;
+	int                 cap = 0;
+
+	s = remora_xstrndup("abcdef", 3);
+	CHECK_STR(s, "abc", "xstrndup copies n bytes");
+	free(s);
+
+	remora_errbuf_set(NULL, 0, "ignored %d", 1);
+	remora_errbuf_set(err, 0, "ignored");
+	CHECK_STR(err, "unset", "errbuf_set leaves a zero-length buffer alone");
+	remora_errbuf_set(err, sizeof(err), "port %d refused", 8080);
+	CHECK_STR(err, "port 80", "errbuf_set truncates to the buffer");
+
+	CHECK(remora_utf8_decode(euro, euro + 3, &cp) == 3 && cp == 0x20ac,
+		  "utf8_decode reads U+20AC in three bytes");
+	CHECK(remora_utf8_decode(euro, euro + 2, &cp) == 0,
+		  "utf8_decode refuses a sequence cut by its end");
+
+	remora_hex_encode(bytes, sizeof(bytes), hex);
+	CHECK_STR(hex, "007fabff", "hex_encode, lower case");
+
+	CHECK(remora_has_ctrl("a b", false), "has_ctrl: a space when not allowed");
+	CHECK(!remora_has_ctrl("a b", true), "has_ctrl: a space when allowed");
+	CHECK(remora_has_ctrl("a\x7f", true), "has_ctrl: DEL");
+
+	s = remora_buf_release(&b, NULL);
+	CHECK_STR(s, "", "an empty buffer releases \"\"");
+	free(s);
+	remora_buf_putc(&b, 'x');
+	remora_buf_puts(&b, "yz");
+	s = remora_buf_release(&b, NULL);
+	CHECK_STR(s, "xyz", "putc and puts append");
+	free(s);
+
+	/* a manifest's text hands its head out as a part, keeps the rest */
+	remora_buf_puts(&b, "part-one|rest");
+	remora_buf_consume(&b, 9);
+	CHECK(b.len == 4 && strcmp(b.data, "rest") == 0,
+		  "consume drops the head and keeps the rest terminated");
+	remora_buf_consume(&b, 100);
+	CHECK(b.len == 0 && b.data[0] == '\0', "consume stops at the end");
+	remora_buf_free(&b);
+
+	for (int i = 0; i < 20; i++)
+	{
+		int *grown = remora_array_grow(ints, i, &cap, sizeof(int));
+
+		if (grown == NULL)
+			break;
+		ints = grown;
+		ints[i] = i;
+	}
+	CHECK(ints != NULL && cap == 32 && ints[19] == 19,
+		  "array_grow doubles from 8 and keeps the items");
+	CHECK(ints != NULL && ints[20] == 0 && ints[31] == 0,
+		  "array_grow zeroes the new items");
+	free(ints);
+}
+
 int
 main(void)
 {
+	test_util();
 	test_scrub();
 	test_sources();
 	test_bucket_prefix();
