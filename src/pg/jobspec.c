@@ -234,7 +234,10 @@ decode_export(JsonbContainer *root, RemoraJobSpec *out)
 
 		if (e == NULL || e->type != jbvBinary ||
 			!JsonContainerIsObject(e->val.binary.data))
+		{
 			bad_spec("export.members", "holds something not an object");
+			return; /* not reached */
+		}
 		c = e->val.binary.data;
 		m->path = spec_string(c, "export.members[].path", "path", true);
 		m->bucket = spec_string(c, "export.members[].bucket", "bucket", true);
