@@ -255,17 +255,16 @@ report_success(Attempt *a, const RemoraTaskResult *r)
 
 	if (a->commit_doc == NULL)
 	{
-		MemoryContext old;
+		MemoryContext        old;
+		RemoraTaskCheckpoint cp;
+		bool                 more =
+			(a->is_set || a->is_export) && remora_task_checkpoint(a->task, &cp);
 
-		if (a->is_set || a->is_export)
-		{
-			RemoraTaskCheckpoint cp;
-
-			if (remora_task_checkpoint(a->task, &cp) && a->is_export)
-				keep_refs(a, cp.refs, cp.nrefs);
-			else if (a->is_set)
-				keep_members(a, cp.members, cp.nmembers);
-		}
+		/* what the engine hands out last goes with the commit */
+		if (more && a->is_export)
+			keep_refs(a, cp.refs, cp.nrefs);
+		else if (more)
+			keep_members(a, cp.members, cp.nmembers);
 		old = MemoryContextSwitchTo(attempt_cxt);
 		a->commit_doc =
 			a->is_export ? remora_jobspec_export_descriptor(r, a->unsent)
