@@ -35,6 +35,7 @@ ENGINE_OBJS = \
 	src/engine/util.o \
 	src/engine/http.o \
 	src/engine/loop.o \
+	src/engine/egress.o \
 	src/engine/s3.o \
 	src/engine/engine.o \
 	src/engine/object.o \
@@ -50,7 +51,15 @@ ENGINE_OBJS = \
 	src/engine/set_window.o \
 	src/engine/set_members.o \
 	src/engine/set_manifest.o
-OBJS = $(PG_OBJS) $(ENGINE_OBJS)
+# the web client and API (the worker "remora http"); only httpd.o is
+# PostgreSQL-facing, the rest runs in libmicrohttpd's threads
+HTTP_OBJS = \
+	src/http/httpd.o \
+	src/http/server.o \
+	src/http/session.o \
+	src/http/api.o \
+	src/http/assets.o
+OBJS = $(PG_OBJS) $(ENGINE_OBJS) $(HTTP_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 # earlier releases and the upgrade path from each
@@ -58,12 +67,14 @@ DATA = sql/$(EXTENSION)--0.1.0.sql sql/$(EXTENSION)--0.1.0--0.2.0.sql \
 	sql/$(EXTENSION)--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql \
 	sql/$(EXTENSION)--0.3.0.sql sql/$(EXTENSION)--0.3.0--0.4.0.sql
 EXTRA_CLEAN = results regression.diffs regression.out output_iso \
-	test/unit/obj $(UNIT_TESTS) test/engine/fetch
+	test/unit/obj $(UNIT_TESTS) test/engine/fetch \
+	src/http/assets.c
 
 PKG_LIBS = libcurl openssl libxml-2.0
-PG_CPPFLAGS = -I$(srcdir)/src -DREMORA_VERSION='"$(EXTVERSION)"' $(shell pkg-config --cflags $(PKG_LIBS))
+HTTP_PKG_LIBS = libmicrohttpd libpq
+PG_CPPFLAGS = -I$(srcdir)/src -DREMORA_VERSION='"$(EXTVERSION)"' $(shell pkg-config --cflags $(PKG_LIBS) $(HTTP_PKG_LIBS))
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
-SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS))
+SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS) $(HTTP_PKG_LIBS)) -lpthread
 
 # pg_regress finds test/regress/sql/<name>.sql and ./expected/<name>.out
 REGRESS = submit protocol security coordination retention views \
@@ -81,13 +92,20 @@ include $(PGXS)
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	cp $< $@
 
+# the web client, compiled into the library (src/http/embed.sh)
+WEB_FILES = $(sort $(wildcard $(srcdir)/web/*.html $(srcdir)/web/*.js \
+	$(srcdir)/web/*.css $(srcdir)/web/*.svg))
+src/http/assets.c: $(WEB_FILES) src/http/embed.sh
+	sh src/http/embed.sh $@ $(WEB_FILES)
+
 # Engine unit tests: plain C, no PostgreSQL, built with the sanitizers.
 UNIT_CFLAGS = -g -O1 -Wall -Wextra -Werror -fsanitize=address,undefined \
 	-fno-omit-frame-pointer -I$(srcdir)/src \
 	$(shell pkg-config --cflags $(PKG_LIBS))
 UNIT_LIBS = $(shell pkg-config --libs $(PKG_LIBS))
-UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_test \
+ENGINE_UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_test \
 	test/unit/s3xml_test test/unit/engine_test test/unit/json_test
+UNIT_TESTS = $(ENGINE_UNIT_TESTS) test/unit/http_test
 ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)
 
 # The engine's objects once more, with the sanitizers, in an archive: each
@@ -103,8 +121,15 @@ $(UNIT_LIB): $(UNIT_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-$(UNIT_TESTS): %: %.c test/unit/unit.h $(UNIT_LIB)
+$(ENGINE_UNIT_TESTS): %: %.c test/unit/unit.h $(UNIT_LIB)
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(UNIT_LIB) $(UNIT_LIBS)
+
+# the HTTP server's threads, without PostgreSQL (src/http but httpd.c)
+test/unit/http_test: test/unit/http_test.c src/http/server.c \
+		src/http/session.c src/http/api.c src/http/assets.c $(UNIT_LIB)
+	$(CC) $(UNIT_CFLAGS) -Wno-unused-parameter $(shell pkg-config --cflags $(HTTP_PKG_LIBS)) \
+		-o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS) \
+		$(shell pkg-config --libs $(HTTP_PKG_LIBS)) -lpthread
 
 # the engine driver for end-to-end tests and benchmarks
 test/engine/fetch: test/engine/fetch.c $(ENGINE_SRCS)

@@ -243,6 +243,37 @@ $$;
 REVOKE ALL ON FUNCTION remora._coordination_lost() FROM PUBLIC;
 
 /* ------------------------------------------------------------------------
+ * TLS trust (issue 17): a registered source endpoint may carry its own CA
+ * certificates, set by remora.set_source_endpoint_ca and read only by the
+ * workers.
+ * ------------------------------------------------------------------------ */
+ALTER TABLE remora.source_endpoints ADD COLUMN ca_pem text;
+
+-- Trust a private CA for a registered source endpoint: PEM certificates
+-- its TLS certificate may chain to (besides remora.ca_file); NULL forgets
+-- them.  Only the workers read them: no view shows them.
+CREATE FUNCTION remora.set_source_endpoint_ca(name text, ca_pem text)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF $2 IS NOT NULL AND ($2 !~ '-----BEGIN CERTIFICATE-----' OR length($2) > 1048576) THEN
+		RAISE EXCEPTION 'invalid endpoint CA' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'Give PEM certificates ("-----BEGIN CERTIFICATE-----"), at most 1 MB, or NULL.';
+	END IF;
+	UPDATE remora.source_endpoints e SET ca_pem = $2 WHERE e.name = $1;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'source endpoint "%" does not exist', $1
+			USING ERRCODE = 'undefined_object',
+				  HINT = 'Register it first with remora.register_source_endpoint().';
+	END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION remora.set_source_endpoint_ca(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION remora.set_source_endpoint_ca(text, text) TO remora_admin;
+
+/* ------------------------------------------------------------------------
  * Export to stable keys with forward recovery (remora_export,
  * remora_export_resolve, remora_exports, remora_export_attempts; the state
  * outcome_unknown): an export is a job of source kind 'export', so that

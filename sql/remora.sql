@@ -175,7 +175,8 @@ CREATE TABLE remora.source_endpoints (
 	path_style		boolean NOT NULL DEFAULT true,
 	access_key_id	text,
 	secret_access_key text,
-	created_at		timestamptz NOT NULL DEFAULT now()
+	created_at		timestamptz NOT NULL DEFAULT now(),
+	ca_pem			text	-- CAs its TLS certificate may chain to, besides remora.ca_file
 );
 
 -- The whole source URL of a job whose URL has a query string (which may
@@ -938,6 +939,28 @@ BEGIN
 		   path_style = EXCLUDED.path_style,
 		   access_key_id = EXCLUDED.access_key_id,
 		   secret_access_key = EXCLUDED.secret_access_key;
+END
+$$;
+
+-- Trust a private CA for a registered source endpoint: PEM certificates
+-- its TLS certificate may chain to (besides remora.ca_file); NULL forgets
+-- them.  Only the workers read them: no view shows them.
+CREATE FUNCTION remora.set_source_endpoint_ca(name text, ca_pem text)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF $2 IS NOT NULL AND ($2 !~ '-----BEGIN CERTIFICATE-----' OR length($2) > 1048576) THEN
+		RAISE EXCEPTION 'invalid endpoint CA' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'Give PEM certificates ("-----BEGIN CERTIFICATE-----"), at most 1 MB, or NULL.';
+	END IF;
+	UPDATE remora.source_endpoints e SET ca_pem = $2 WHERE e.name = $1;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'source endpoint "%" does not exist', $1
+			USING ERRCODE = 'undefined_object',
+				  HINT = 'Register it first with remora.register_source_endpoint().';
+	END IF;
 END
 $$;
 
@@ -2436,6 +2459,7 @@ GRANT EXECUTE ON FUNCTION remora._checkpoint_stats(), remora.prune(integer),
 	remora.register_source_endpoint(text, text, text, boolean, text, text),
 	remora.drop_source_endpoint(text), remora._source_endpoints()
 	TO remora_admin;
+GRANT EXECUTE ON FUNCTION remora.set_source_endpoint_ca(text, text) TO remora_admin;
 GRANT EXECUTE ON FUNCTION remora.grant_source(name, text, text, text),
 	remora.revoke_source(name, text, text, text) TO remora_admin;
 GRANT EXECUTE ON FUNCTION remora.reconcile() TO remora_admin;

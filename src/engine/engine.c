@@ -62,9 +62,9 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 	engine->access_key_id = remora_xstrdup(cfg->target.access_key_id);
 	engine->secret_access_key = remora_xstrdup(cfg->target.secret_access_key);
 	engine->target = (S3Endpoint){
-		engine->base_url,         engine->host,   https,
-		cfg->target.path_style,   engine->region, engine->access_key_id,
-		engine->secret_access_key};
+		engine->base_url,          engine->host,   https,
+		cfg->target.path_style,    engine->region, engine->access_key_id,
+		engine->secret_access_key, NULL,           "remora.ca_file"};
 	engine->part_size = cfg->part_size;
 	if (cfg->part_size < 64 * 1024 || cfg->part_size % 1024 != 0)
 	{
@@ -85,6 +85,9 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 	if (!remora_loop_init(&engine->loop, cfg->user_agent,
 						  cfg->connect_timeout_ms, cfg->stall_timeout_ms,
 						  engine->policy) ||
+		!remora_loop_set_egress(&engine->loop, cfg->ca_file, cfg->ca_path,
+								cfg->http_proxy, cfg->https_proxy,
+								cfg->no_proxy) ||
 		!remora_loop_add_hook(&engine->loop, pump_jobs, engine) ||
 		engine->region == NULL)
 	{

@@ -63,6 +63,8 @@ typedef struct RemoraTargetConfig
 	bool        path_style;
 	const char *access_key_id;
 	const char *secret_access_key;
+	const char *ca_pem; /* PEM of CAs trusted for this store besides
+						 * remora.ca_file (a source endpoint's), or NULL */
 } RemoraTargetConfig;
 
 typedef struct RemoraEngineConfig
@@ -75,6 +77,24 @@ typedef struct RemoraEngineConfig
 	long               connect_timeout_ms;
 	long        stall_timeout_ms; /* no byte for this long: the source failed */
 	const char *user_agent;
+
+	/*
+	 * TLS trust: a CA bundle file and/or a directory of hashed CA files for
+	 * every connection (NULL or "": the system's bundle).  TLS 1.2 at least.
+	 */
+	const char *ca_file;
+	const char *ca_path;
+
+	/*
+	 * Egress proxies for sources and the Hub, by the URL's scheme
+	 * ("http://[user:password@]host:port"; NULL or "": none), and the
+	 * hosts reached directly ("host,.domain,address"; "*": all).  A
+	 * proxied source is judged by the outbound policy on the addresses its
+	 * host resolves to here, before the request is sent.
+	 */
+	const char *http_proxy;
+	const char *https_proxy;
+	const char *no_proxy;
 } RemoraEngineConfig;
 
 /*
@@ -129,6 +149,7 @@ typedef struct RemoraTaskSpec
 	const char *auth_host;   /* to this origin, "scheme://host:port" */
 	const char *if_match;    /* the source's ETag when it was listed: a
 							  * changed source answers 412 */
+	const char *ca_pem;      /* a trusted source's own CAs (PEM), or NULL */
 } RemoraTaskSpec;
 
 /*
@@ -267,6 +288,7 @@ typedef enum RemoraTaskState
 
 /* Error classes, as recorded in the job's error history. */
 #define REMORA_ERR_NETWORK  "network"
+#define REMORA_ERR_TLS      "tls" /* certificate or protocol: not retried */
 #define REMORA_ERR_HTTP     "http"
 #define REMORA_ERR_S3       "s3"
 #define REMORA_ERR_CHECKSUM "checksum"

@@ -66,18 +66,6 @@ node(Parser *ps, RemoraJsonType type)
 	return n;
 }
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static bool
 read_u4(Parser *ps, unsigned int *out)
 {
@@ -87,7 +75,7 @@ read_u4(Parser *ps, unsigned int *out)
 		return false;
 	for (int i = 0; i < 4; i++)
 	{
-		int h = hexval(ps->p[i]);
+		int h = remora_hex_value(ps->p[i]);
 
 		if (h < 0)
 			return false;

@@ -24,7 +24,8 @@ hub_get(RemoraSet *set, const char *url, RequestDone done)
 
 	if (req == NULL)
 		return NULL;
-	curl_easy_setopt(req->easy, CURLOPT_PROXY, "");
+	/* the egress proxy, unless remora.no_proxy names the Hub */
+	remora_req_set_proxy(req, url);
 	curl_easy_setopt(req->easy, CURLOPT_URL, url);
 	if (set->auth_header)
 		req->headers = curl_slist_append(NULL, set->auth_header);
@@ -49,11 +50,9 @@ hub_failed(RemoraSet *set, Request *req, CURLcode rc, const char *what)
 	err.retry_after = req->hdr.retry_after;
 	if (rc != CURLE_OK)
 	{
-		err.class = REMORA_ERR_NETWORK;
-		err.curl_code = rc;
-		err.retryable = true;
-		snprintf(err.message, sizeof(err.message), "%s: %s", what,
-				 curl_easy_strerror(rc));
+		/* a certificate or protocol failure is class tls: not retried */
+		remora_req_transport_error(req, rc, &err, what, NULL);
+		err.retry_after = req->hdr.retry_after;
 	}
 	else
 	{

@@ -17,18 +17,24 @@
  * itself, up to REQ_BODY_LIMIT bytes of body for parsing.  The loop knows
  * nothing of S3, transfers, sets or the Hub.
  *
+ * Every request verifies its peer's certificate and host name against the
+ * configured CAs (remora.ca_file, remora.ca_path, or the system's bundle)
+ * with TLS 1.2 at least, and goes direct unless its owner asks for the
+ * egress proxy (remora_req_set_source_options, remora_req_set_proxy): no
+ * proxy is ever taken from the environment.
+ *
  *-------------------------------------------------------------------------
  */
-#include <arpa/inet.h>
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem, strcasestr */
+#endif
 #include <ctype.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -125,6 +131,11 @@ remora_loop_destroy(RemoraLoop *loop)
 	if (loop->epfd >= 0)
 		close(loop->epfd);
 	free(loop->user_agent);
+	free(loop->ca_file);
+	free(loop->ca_path);
+	free(loop->http_proxy);
+	free(loop->https_proxy);
+	free(loop->no_proxy);
 	memset(loop, 0, sizeof(*loop));
 	loop->epfd = -1;
 }
@@ -335,77 +346,25 @@ remora_req_new(RemoraLoop *loop, void *owner, RequestDone done)
 					 (loop->stall_timeout_ms + 999) / 1000);
 	curl_easy_setopt(req->easy, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(req->easy, CURLOPT_FOLLOWLOCATION, 0L);
-	return req;
-}
-
-/*
- * The policy decision on the address actually connected to: every
- * connection of a source request, redirects included, comes through here.
- */
-static curl_socket_t
-opensocket_cb(void *clientp, curlsocktype purpose,
-			  struct curl_sockaddr *address)
-{
-	Request *req = clientp;
-
-	(void) purpose;
-	if (!remora_netpolicy_allows(req->loop->policy, &address->addr,
-								 req->policy_why, sizeof(req->policy_why)))
+	curl_easy_setopt(req->easy, CURLOPT_ERRORBUFFER, req->curl_error);
+	curl_easy_setopt(req->easy, CURLOPT_SSLVERSION,
+					 (long) CURL_SSLVERSION_TLSv1_2);
+	/* the same trust for an https:// proxy as for the servers behind it */
+	curl_easy_setopt(req->easy, CURLOPT_PROXY_SSLVERSION,
+					 (long) CURL_SSLVERSION_TLSv1_2);
+	if (loop->ca_file)
 	{
-		req->policy_denied = true;
-		return CURL_SOCKET_BAD;
+		curl_easy_setopt(req->easy, CURLOPT_CAINFO, loop->ca_file);
+		curl_easy_setopt(req->easy, CURLOPT_PROXY_CAINFO, loop->ca_file);
 	}
-	return socket(address->family, address->socktype, address->protocol);
-}
-
-/*
- * The same decision again for every request, on the connection it is about
- * to be sent on: curl may hand a request a pooled connection that another
- * request opened (one to the target store, which the policy does not
- * judge), and then no socket is opened for it.
- */
-static int
-prereq_cb(void *clientp, char *primary_ip, char *local_ip, int primary_port,
-		  int local_port)
-{
-	Request                *req = clientp;
-	struct sockaddr_storage ss;
-	struct sockaddr_in     *in4 = (struct sockaddr_in *) &ss;
-	struct sockaddr_in6    *in6 = (struct sockaddr_in6 *) &ss;
-
-	(void) local_ip;
-	(void) local_port;
-	memset(&ss, 0, sizeof(ss));
-	if (inet_pton(AF_INET, primary_ip, &in4->sin_addr) == 1)
+	if (loop->ca_path)
 	{
-		in4->sin_family = AF_INET;
-		in4->sin_port = htons((uint16_t) primary_port);
+		curl_easy_setopt(req->easy, CURLOPT_CAPATH, loop->ca_path);
+		curl_easy_setopt(req->easy, CURLOPT_PROXY_CAPATH, loop->ca_path);
 	}
-	else if (inet_pton(AF_INET6, primary_ip, &in6->sin6_addr) == 1)
-	{
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = htons((uint16_t) primary_port);
-	}
-	if (!remora_netpolicy_allows(req->loop->policy, (struct sockaddr *) &ss,
-								 req->policy_why, sizeof(req->policy_why)))
-	{
-		req->policy_denied = true;
-		return CURL_PREREQFUNC_ABORT;
-	}
-	return CURL_PREREQFUNC_OK;
-}
-
-/* Options for requests to user-supplied locations. */
-void
-remora_req_set_source_options(Request *req)
-{
-	curl_easy_setopt(req->easy, CURLOPT_OPENSOCKETFUNCTION, opensocket_cb);
-	curl_easy_setopt(req->easy, CURLOPT_OPENSOCKETDATA, req);
-	curl_easy_setopt(req->easy, CURLOPT_PREREQFUNCTION, prereq_cb);
-	curl_easy_setopt(req->easy, CURLOPT_PREREQDATA, req);
-	/* a proxy would make the policy judge the proxy, not the source */
-	curl_easy_setopt(req->easy, CURLOPT_NOPROXY, "*");
+	/* direct unless the owner asks for the proxy; never the environment's */
 	curl_easy_setopt(req->easy, CURLOPT_PROXY, "");
+	return req;
 }
 
 bool

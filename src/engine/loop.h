@@ -16,6 +16,7 @@
 
 #include <curl/curl.h>
 
+#include "engine/engine.h"
 #include "engine/http.h"
 #include "engine/netpolicy.h"
 
@@ -53,8 +54,11 @@ struct Request
 
 	/* streaming: when set, receives the body instead of the buffer above */
 	size_t (*on_data)(Request *req, char *ptr, size_t len);
-	bool policy_denied; /* a connection was refused by policy */
-	char policy_why[256];
+	bool        policy_denied; /* a connection was refused by policy */
+	char        policy_why[256];
+	bool        proxied; /* sent through an egress proxy */
+	const char *trust;   /* the setting that trusts its CA, for messages */
+	char        curl_error[CURL_ERROR_SIZE]; /* curl's own words on a failure */
 
 	bool     linked; /* on the multi handle and the list */
 	Request *prev;
@@ -81,6 +85,13 @@ struct RemoraLoop
 	long                   stall_timeout_ms;
 	char                  *user_agent;
 	const RemoraNetPolicy *policy; /* for source requests; not owned */
+
+	/* TLS trust and egress proxies (engine.h), owned; NULL: none */
+	char *ca_file;
+	char *ca_path;
+	char *http_proxy;
+	char *https_proxy;
+	char *no_proxy;
 };
 
 extern bool    remora_loop_init(RemoraLoop *loop, const char *user_agent,
@@ -98,6 +109,20 @@ extern Request *remora_req_new(RemoraLoop *loop, void *owner, RequestDone done);
 extern bool     remora_req_start(Request *req);
 extern void     remora_req_cancel(Request *req);
 extern void     remora_req_cancel_owner(RemoraLoop *loop, const void *owner);
-extern void     remora_req_set_source_options(Request *req);
+extern bool     remora_loop_set_egress(RemoraLoop *loop, const char *ca_file,
+									   const char *ca_path, const char *http_proxy,
+									   const char *https_proxy,
+									   const char *no_proxy);
+extern bool     remora_req_set_source_options(Request *req, const char *url);
+extern void     remora_req_set_proxy(Request *req, const char *url);
+extern void     remora_req_set_ca_pem(Request *req, const char *pem);
+extern void     remora_req_transport_error(const Request *req, CURLcode rc,
+										   RemoraTaskError *err, const char *what,
+										   const char *trust);
+
+/* Pure helpers, for the unit tests too. */
+extern bool remora_curl_is_tls_failure(CURLcode rc, const char *detail);
+extern bool remora_no_proxy_matches(const char *no_proxy, const char *host);
+extern void remora_redact_userinfo(char *text, const char *proxy_url);
 
 #endif /* REMORA_LOOP_H */

@@ -166,7 +166,17 @@ source_failed_http(Transfer *task, Request *req)
 	bool retryable =
 		req->status >= 500 || req->status == 429 || req->status == 408;
 
-	snprintf(msg, sizeof(msg), "the source answered HTTP %ld", req->status);
+	if (req->status == 407)
+		snprintf(msg, sizeof(msg),
+				 "the egress proxy refused the request (HTTP 407): check the "
+				 "credentials in remora.http_proxy and remora.https_proxy");
+	else if (req->proxied)
+		snprintf(msg, sizeof(msg),
+				 "the source answered HTTP %ld through the egress proxy (the "
+				 "proxy itself may have answered)",
+				 req->status);
+	else
+		snprintf(msg, sizeof(msg), "the source answered HTTP %ld", req->status);
 	memset(&task->status.error, 0, sizeof(task->status.error));
 	remora_fail(&task->status, REMORA_ERR_HTTP, retryable, req->status, "%s",
 				msg);
@@ -210,10 +220,11 @@ source_done(Request *req, CURLcode rc)
 	}
 	if (rc != CURLE_OK)
 	{
-		memset(&task->status.error, 0, sizeof(task->status.error));
-		remora_fail(&task->status, REMORA_ERR_NETWORK, true, 0,
-					"reading the source: %s", curl_easy_strerror(rc));
-		task->status.error.curl_code = rc;
+		RemoraTaskError err;
+
+		/* a certificate or protocol failure is class tls: not retried */
+		remora_req_transport_error(req, rc, &err, "reading the source", NULL);
+		remora_fail_with(&task->status, &err);
 		remora_xfer_settle(task);
 		return;
 	}
@@ -333,9 +344,22 @@ start_source(Transfer *task)
 		return;
 	}
 	if (task->trusted_source)
+	{
+		/* an administrator's endpoint: direct, with its own CAs if any */
 		curl_easy_setopt(req->easy, CURLOPT_PROXY, "");
-	else
-		remora_req_set_source_options(req);
+		remora_req_set_ca_pem(req, task->ca_pem);
+		req->trust = "remora.ca_file, or the endpoint's CA "
+					 "(remora.set_source_endpoint_ca)";
+	}
+	else if (!remora_req_set_source_options(req, task->url))
+	{
+		/* a proxied source whose host resolves to a denied address */
+		remora_fail(&task->status, REMORA_ERR_POLICY, false, 0,
+					"the outbound-source policy refused the connection: %s",
+					req->policy_why);
+		remora_req_cancel(req);
+		return;
+	}
 	req->kind = K_SOURCE;
 	req->on_data = source_data;
 	curl_easy_setopt(req->easy, CURLOPT_URL, task->url);
@@ -545,6 +569,7 @@ xfer_free(RemoraTask *t)
 	free(task->segment_prefix);
 	free(task->auth_header);
 	free(task->auth_host);
+	free(task->ca_pem);
 	free(task->if_match);
 	free(task->upload_id);
 	free(task->manifest);
@@ -579,6 +604,7 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	task->segment_prefix = remora_xstrdup(spec->segment_prefix);
 	task->no_manifest = spec->no_manifest;
 	task->trusted_source = spec->trusted_source;
+	task->ca_pem = remora_xstrdup(spec->ca_pem);
 	task->auth_header = remora_xstrdup(spec->auth_header);
 	task->auth_host = remora_xstrdup(spec->auth_host);
 	task->if_match = remora_xstrdup(spec->if_match);

@@ -324,8 +324,10 @@ remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
 		goto fail;
 	}
 	curl_easy_setopt(req->easy, CURLOPT_URL, url);
-	/* the target is the administrator's: no proxy from the environment */
+	/* the store is the administrator's: direct, with its own CAs if any */
 	curl_easy_setopt(req->easy, CURLOPT_PROXY, "");
+	remora_req_set_ca_pem(req, ep->ca_pem);
+	req->trust = ep->trust;
 	for (int i = 0; i < nh; i++)
 		if (!add_header(req, signed_headers[i].key, signed_headers[i].value))
 			goto oom;
@@ -390,8 +392,8 @@ retryable_s3_code(const char *code)
 }
 
 /*
- * Did an S3 request fail?  If so, describe it in err (class s3 or network,
- * retryable or not) and return true.
+ * Did an S3 request fail?  If so, describe it in err (class s3, network or
+ * tls, retryable or not) and return true.
  */
 bool
 remora_s3_failed(const Request *req, CURLcode rc, RemoraTaskError *err,
@@ -403,11 +405,7 @@ remora_s3_failed(const Request *req, CURLcode rc, RemoraTaskError *err,
 	err->retry_after = -1;
 	if (rc != CURLE_OK)
 	{
-		err->class = REMORA_ERR_NETWORK;
-		err->curl_code = rc;
-		err->retryable = true;
-		snprintf(err->message, sizeof(err->message), "%s: %s", what,
-				 curl_easy_strerror(rc));
+		remora_req_transport_error(req, rc, err, what, NULL);
 		return true;
 	}
 	if (req->status >= 200 && req->status < 300)
@@ -544,13 +542,6 @@ remora_etag_is_multipart(const char *etag, int nparts)
 	return true;
 }
 
-static int
-hexval(char c)
-{
-	return isdigit((unsigned char) c) ? c - '0'
-									  : tolower((unsigned char) c) - 'a' + 10;
-}
-
 /*
  * The ETag S3 gives an object completed from parts whose ETags are the
  * parts' MD5s: the MD5 of the concatenated binary MD5s, "-" and the count.
@@ -578,8 +569,8 @@ remora_etag_of_parts(const char *const *part_etags, int nparts, char *dst,
 			break;
 		etag_inner(part_etags[i], &s, &n);
 		for (int j = 0; j < 16; j++)
-			bin[j] =
-				(unsigned char) (hexval(s[2 * j]) << 4 | hexval(s[2 * j + 1]));
+			bin[j] = (unsigned char) (remora_hex_value(s[2 * j]) << 4 |
+									  remora_hex_value(s[2 * j + 1]));
 		ok = EVP_DigestUpdate(ctx, bin, sizeof(bin));
 	}
 	ok = ok && EVP_DigestFinal_ex(ctx, md, &mdlen) && mdlen == 16;

@@ -48,6 +48,8 @@ typedef struct S3Endpoint
 	const char *region;
 	const char *access_key_id;
 	const char *secret_access_key;
+	const char *ca_pem; /* its own CAs (PEM) besides remora.ca_file, or NULL */
+	const char *trust;  /* the setting that trusts its CA, for messages */
 } S3Endpoint;
 
 extern bool     remora_s3_target_parse(const RemoraTargetConfig *cfg,

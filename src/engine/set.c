@@ -150,24 +150,30 @@ set_source(RemoraSet *set, const RemoraSetSpec *spec, RemoraEngine *engine,
 		set->src_region = remora_xstrdup(spec->source_store->region);
 		set->src_akid = remora_xstrdup(spec->source_store->access_key_id);
 		set->src_secret = remora_xstrdup(spec->source_store->secret_access_key);
-		set->source_ep = (S3Endpoint){set->src_base_url,
-									  set->src_host,
-									  https,
-									  spec->source_store->path_style,
-									  set->src_region,
-									  set->src_akid,
-									  set->src_secret};
+		set->src_ca_pem = remora_xstrdup(spec->source_store->ca_pem);
+		set->source_ep =
+			(S3Endpoint){set->src_base_url,
+						 set->src_host,
+						 https,
+						 spec->source_store->path_style,
+						 set->src_region,
+						 set->src_akid,
+						 set->src_secret,
+						 set->src_ca_pem,
+						 "the endpoint's CA (remora.set_source_endpoint_ca) or "
+						 "remora.ca_file"};
 		set->source_cfg = (RemoraTargetConfig){
 			set->src_endpoint, set->src_region, spec->source_store->path_style,
-			set->src_akid, set->src_secret};
+			set->src_akid,     set->src_secret, set->src_ca_pem};
 	}
 	else
 	{
 		set->same_store = true;
 		set->source_ep = engine->target;
 		set->source_cfg = (RemoraTargetConfig){
-			engine->base_url, engine->region, engine->target.path_style,
-			engine->access_key_id, engine->secret_access_key};
+			engine->base_url,          engine->region,
+			engine->target.path_style, engine->access_key_id,
+			engine->secret_access_key, NULL};
 	}
 	return set->source_bucket && set->source_key &&
 		   (!set->single || set->file_name);
@@ -321,6 +327,7 @@ set_free(RemoraTask *t)
 	free(set->src_region);
 	free(set->src_akid);
 	free(set->src_secret);
+	free(set->src_ca_pem);
 	free(set->hub_url);
 	free(set->hub_host);
 	free(set->repo_type);

@@ -94,7 +94,7 @@ struct RemoraSet
 	RemoraTargetConfig source_cfg; /* the presigning view of the source */
 	S3Endpoint         source_ep;
 	char *src_base_url, *src_host, *src_endpoint, *src_region, *src_akid,
-		*src_secret;
+		*src_secret, *src_ca_pem;
 	char   *hub_url;
 	char   *hub_host;
 	char   *repo_type;

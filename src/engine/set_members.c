@@ -57,6 +57,7 @@ start_child(RemoraSet *set, Entry *e)
 									e->src_key, time(NULL), PRESIGN_SECONDS,
 									errbuf, sizeof(errbuf));
 		spec.trusted_source = true;
+		spec.ca_pem = set->src_ca_pem;
 		spec.if_match = e->src_etag && e->src_etag[0] ? e->src_etag : NULL;
 	}
 	else
@@ -430,6 +431,7 @@ start_server_copy(RemoraSet *set, Entry *e)
 		return; /* streamed instead */
 	}
 	curl_easy_setopt(req->easy, CURLOPT_PROXY, "");
+	remora_req_set_ca_pem(req, set->src_ca_pem);
 	curl_easy_setopt(req->easy, CURLOPT_URL, url);
 	free(url);
 	req->on_data = hash_data;

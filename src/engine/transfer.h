@@ -76,6 +76,7 @@ typedef struct Transfer
 	char   *segment_prefix;
 	bool    no_manifest;
 	bool    trusted_source;
+	char   *ca_pem; /* a trusted source's own CAs, or NULL */
 	char   *auth_header;
 	char   *auth_host;
 	char   *if_match;

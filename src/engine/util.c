@@ -33,6 +33,19 @@ remora_xstrndup(const char *s, size_t n)
 	return r;
 }
 
+/* The value of one hexadecimal digit, -1 for anything else. */
+int
+remora_hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 void
 remora_hex_encode(const unsigned char *bytes, size_t n, char *out)
 {
@@ -310,10 +323,16 @@ remora_buf_printf(RemoraBuf *b, const char *fmt, ...)
 	b->len += (size_t) n;
 	return true;
 }
-
-bool
-remora_buf_json_string(RemoraBuf *b, const char *s)
+/*
+ * s as a JSON string.  html_safe also writes <, > and & (and DEL) as \u
+ * escapes, so that the text is safe wherever a browser might read it, and
+ * NULL as null.
+ */
+static bool
+json_string(RemoraBuf *b, const char *s, bool html_safe)
 {
+	if (s == NULL && html_safe)
+		return remora_buf_append(b, "null", 4);
 	if (!remora_buf_append(b, "\"", 1))
 		return false;
 	for (; *s; s++)
@@ -327,7 +346,8 @@ remora_buf_json_string(RemoraBuf *b, const char *s)
 			esc[1] = (char) c;
 			remora_buf_append(b, esc, 2);
 		}
-		else if (c < 0x20)
+		else if (c < 0x20 ||
+				 (html_safe && (c == '<' || c == '>' || c == '&' || c == 0x7f)))
 		{
 			snprintf(esc, sizeof(esc), "\\u%04x", c);
 			remora_buf_append(b, esc, 6);
@@ -336,6 +356,18 @@ remora_buf_json_string(RemoraBuf *b, const char *s)
 			remora_buf_append(b, (const char *) &c, 1);
 	}
 	return remora_buf_append(b, "\"", 1);
+}
+
+bool
+remora_buf_json_string(RemoraBuf *b, const char *s)
+{
+	return json_string(b, s, false);
+}
+
+bool
+remora_buf_json_string_html(RemoraBuf *b, const char *s)
+{
+	return json_string(b, s, true);
 }
 
 void

@@ -27,6 +27,7 @@ extern char *remora_xstrndup(const char *s, size_t n);
 
 /* n bytes as 2n lower-case hex digits and a NUL into out */
 extern void remora_hex_encode(const unsigned char *bytes, size_t n, char *out);
+extern int  remora_hex_value(char c);
 
 /*
  * Write a one-sentence message into a caller's error buffer (printf-style,
@@ -118,6 +119,8 @@ extern bool remora_buf_printf(RemoraBuf *b, const char *fmt, ...)
 
 /* s as a JSON string, quotes included (the engine's one JSON writer) */
 extern bool remora_buf_json_string(RemoraBuf *b, const char *s);
+/* the same, also escaping <, > and &, and NULL as null (for a browser) */
+extern bool remora_buf_json_string_html(RemoraBuf *b, const char *s);
 
 /* Drop the first n bytes (at most len) of the buffer, keeping the rest. */
 extern void remora_buf_consume(RemoraBuf *b, size_t n);

@@ -51,6 +51,11 @@ int   remora_presign_max_ttl_s = 86400;
 int   remora_retention_s = 30 * 86400;
 char *remora_worker_role = NULL;
 char *remora_s3_secret_access_key_file = NULL;
+char *remora_ca_file = NULL;
+char *remora_ca_path = NULL;
+char *remora_http_proxy = NULL;
+char *remora_https_proxy = NULL;
+char *remora_no_proxy = NULL;
 
 static bool
 check_networks(char **newval, void **extra, GucSource source)
@@ -133,6 +138,49 @@ check_base_url(char **newval, void **extra, GucSource source)
 		return false;
 	}
 	return true;
+}
+
+/*
+ * An egress proxy: empty, or http(s)://[user:password@]host[:port][/].
+ * The message never repeats the value: it may hold a password.
+ */
+static bool
+check_proxy(char **newval, void **extra, GucSource source)
+{
+	const char *v = *newval;
+	const char *rest;
+
+	if (v == NULL || v[0] == '\0')
+		return true;
+	if (strncmp(v, "http://", 7) == 0)
+		rest = v + 7;
+	else if (strncmp(v, "https://", 8) == 0)
+		rest = v + 8;
+	else
+		rest = NULL;
+	if (rest == NULL || rest[0] == '\0' || rest[0] == '/' || rest[0] == '@' ||
+		strpbrk(v, " \t\r\n?#") != NULL ||
+		(strchr(rest, '/') != NULL && strchr(rest, '/')[1] != '\0'))
+	{
+		/* PostgreSQL's own message would repeat the value */
+		GUC_check_errmsg("invalid egress proxy URL (not repeated here: it "
+						 "may hold a password)");
+		GUC_check_errdetail("A proxy is an http:// or https:// URL with a "
+							"host, an optional port and optional "
+							"user:password, and nothing else.");
+		return false;
+	}
+	return true;
+}
+
+/* A CA file or directory: empty, or an absolute path. */
+static bool
+check_ca(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0' || (*newval)[0] == '/')
+		return true;
+	GUC_check_errdetail("Give an absolute path.");
+	return false;
 }
 
 void
@@ -281,6 +329,42 @@ remora_define_gucs(void)
 		"superuser.",
 		"The role needs LOGIN and membership in remora_worker.",
 		&remora_worker_role, "", PGC_POSTMASTER, GUC_SUPERUSER_ONLY, NULL, NULL,
+		NULL);
+
+	DefineCustomStringVariable(
+		"remora.ca_file",
+		"CA certificates (a PEM bundle) that TLS peers must chain to.",
+		"Used for sources, the Hub and the target store in place of the "
+		"system's bundle; empty means the system's bundle.",
+		&remora_ca_file, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY, check_ca, NULL,
+		NULL);
+
+	DefineCustomStringVariable(
+		"remora.ca_path",
+		"Directory of CA certificates (hashed names, as c_rehash makes them) "
+		"that TLS peers may chain to.",
+		NULL, &remora_ca_path, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY, check_ca,
+		NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.http_proxy",
+		"Proxy for http:// sources and the Hub: "
+		"http://[user:password@]host:port; empty means direct.",
+		NULL, &remora_http_proxy, "", PGC_SIGHUP,
+		GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL, check_proxy, NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.https_proxy",
+		"Proxy for https:// sources and the Hub: "
+		"http://[user:password@]host:port; empty means direct.",
+		NULL, &remora_https_proxy, "", PGC_SIGHUP,
+		GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL, check_proxy, NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.no_proxy",
+		"Hosts reached directly although a proxy is set: names (with their "
+		"subdomains) and addresses, comma-separated; * means all.",
+		NULL, &remora_no_proxy, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL,
 		NULL);
 
 	MarkGUCPrefixReserved("remora");

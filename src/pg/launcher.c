@@ -59,18 +59,7 @@ static TimestampTz             last_prune = 0;
 void
 remora_register_launcher(void)
 {
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags =
-		BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 5;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "remora");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "remora_launcher_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "remora launcher");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "remora launcher");
-	RegisterBackgroundWorker(&worker);
+	remora_register_static_worker("remora_launcher_main", "remora launcher");
 }
 
 /*

@@ -491,7 +491,7 @@ read_endpoint(void *arg)
 	values[0] = CStringGetTextDatum(cl->job.endpoint);
 	sql("SELECT url, region, path_style, "
 		"coalesce(access_key_id, '') AS access_key_id, "
-		"coalesce(secret_access_key, '') AS secret_access_key "
+		"coalesce(secret_access_key, '') AS secret_access_key, ca_pem "
 		"FROM remora.source_endpoints WHERE name" OP_EQ "$1",
 		1, types, values, NULL);
 	if (SPI_processed != 1 || col_text(0, "url") == NULL)
@@ -503,6 +503,8 @@ read_endpoint(void *arg)
 	cl->endpoint.path_style = col_bool(0, "path_style");
 	cl->endpoint.access_key_id = keep_str(col_text(0, "access_key_id"));
 	cl->endpoint.secret_access_key = keep_str(col_text(0, "secret_access_key"));
+	/* its own CAs, if any (NULL: remora.ca_file alone) */
+	cl->endpoint.ca_pem = keep_str(col_text(0, "ca_pem"));
 }
 
 static void

@@ -17,6 +17,7 @@
 #include "miscadmin.h"
 #include "parser/analyze.h"
 #include "pgstat.h"
+#include "postmaster/bgworker.h"
 #include "tcop/tcopprot.h"
 #include "utils/backend_status.h"
 #include "utils/elog.h"
@@ -24,6 +25,7 @@
 
 #include <curl/curl.h>
 
+#include "http/httpd.h"
 #include "pg/shmem.h"
 #include "pg/worker.h"
 
@@ -49,8 +51,10 @@ mentions_remora(const char *s)
  * (presigned sources carry their signature there), in the current context;
  * NULL when there is none.  A statement that calls
  * remora.register_source_endpoint carries a secret key among its
- * arguments: it is replaced as a whole.  The field of a message keeps its
- * text, but for its URLs' query strings: it goes to the client too.
+ * arguments: it is replaced as a whole, and so is one that sets an egress
+ * proxy with credentials (ALTER SYSTEM SET remora.https_proxy = ...).  The
+ * field of a message keeps its text, but for its URLs' query strings: it
+ * goes to the client too.
  */
 static char *
 redact_urls(const char *s, bool statement)
@@ -64,6 +68,12 @@ redact_urls(const char *s, bool statement)
 	if (statement && strcasestr(s, "register_source_endpoint") != NULL)
 		return pstrdup("(a call of remora.register_source_endpoint, "
 					   "hidden: it may carry credentials)");
+	if (statement &&
+		(strcasestr(s, "http_proxy") != NULL ||
+		 strcasestr(s, "https_proxy") != NULL) &&
+		strchr(s, '@') != NULL)
+		return pstrdup("(a statement that names an egress proxy with "
+					   "credentials, hidden)");
 	initStringInfo(&buf);
 	while (*p)
 	{
@@ -129,16 +139,47 @@ redact(char *s, const char *secret)
 }
 
 /*
- * The target's secret and the Hub token never reach the server log, whoever
- * writes the message: PostgreSQL itself logs "parameter ... changed to ..."
- * when the configuration is reloaded.  Every process has this hook (the library
- * is preloaded).
+ * The user information of a proxy URL ("user:password") and its password
+ * alone, copied into the two buffers ("" when there is none).
+ */
+static void
+proxy_secrets(const char *url, char *userinfo, char *password, size_t len)
+{
+	const char *start = url ? strstr(url, "://") : NULL;
+	const char *at;
+	const char *colon;
+
+	userinfo[0] = password[0] = '\0';
+	if (start == NULL || (at = strchr(start + 3, '@')) == NULL)
+		return;
+	start += 3;
+	snprintf(userinfo, len, "%.*s", (int) (at - start), start);
+	colon = memchr(start, ':', at - start);
+	if (colon)
+		snprintf(password, len, "%.*s", (int) (at - colon - 1), colon + 1);
+}
+
+/*
+ * The target's secret, the Hub token and proxy credentials never reach the
+ * server log, whoever writes the message: PostgreSQL itself logs "parameter
+ * ... changed to ..." when the configuration is reloaded.  Every process has
+ * this hook (the library is preloaded).
  */
 static void
 redact_secrets(ErrorData *edata)
 {
-	const char *secrets[3] = {remora_s3_secret_access_key, remora_hf_token,
-							  remora_target_secret_loaded};
+	char        proxy[4][256];
+	const char *secrets[7] = {remora_s3_secret_access_key,
+							  remora_hf_token,
+							  remora_target_secret_loaded,
+							  proxy[0],
+							  proxy[1],
+							  proxy[2],
+							  proxy[3]};
+
+	/* proxy credentials: user:password first, then the password alone */
+	proxy_secrets(remora_http_proxy, proxy[0], proxy[2], sizeof(proxy[0]));
+	proxy_secrets(remora_https_proxy, proxy[1], proxy[3], sizeof(proxy[1]));
 
 	/*
 	 * A statement that names Remora is logged (the STATEMENT line, and
@@ -173,7 +214,7 @@ redact_secrets(ErrorData *edata)
 		MemoryContextSwitchTo(old);
 	}
 
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 7; i++)
 	{
 		const char   *secret = secrets[i];
 		MemoryContext old;
@@ -235,6 +276,7 @@ _PG_init(void)
 		ereport(ERROR, (errcode(ERRCODE_SYSTEM_ERROR),
 						errmsg("could not initialize libcurl")));
 
+	remora_http_define_gucs(); /* before the prefix is reserved */
 	remora_define_gucs();
 	prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = redact_secrets;
@@ -243,4 +285,27 @@ _PG_init(void)
 	remora_shmem_init();
 	remora_xact_init();
 	remora_register_launcher();
+	remora_register_http();
+}
+
+/*
+ * A background worker of this library that the postmaster starts once
+ * recovery has finished and restarts 5 s after it exits (the launcher, the
+ * web server).  name is also its pg_stat_activity.backend_type.
+ */
+void
+remora_register_static_worker(const char *function, const char *name)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags =
+		BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "remora");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", name);
+	RegisterBackgroundWorker(&worker);
 }

@@ -45,6 +45,11 @@ extern int   remora_presign_max_ttl_s;
 extern int   remora_retention_s;
 extern char *remora_worker_role;
 extern char *remora_s3_secret_access_key_file;
+extern char *remora_ca_file;
+extern char *remora_ca_path;
+extern char *remora_http_proxy;
+extern char *remora_https_proxy;
+extern char *remora_no_proxy;
 
 extern void        remora_define_gucs(void);
 extern int         remora_protocol_lock_timeout_ms(void);
@@ -52,6 +57,8 @@ extern int         remora_protocol_statement_timeout_ms(void);
 extern void        remora_pin_session(void);
 extern const char *remora_target_secret(void);
 extern const char *remora_target_secret_loaded;
+extern void        remora_register_static_worker(const char *function,
+												 const char *name);
 extern int         remora_spi_execute(const char *query, int nargs, Oid *types,
 									  Datum *values, const char *nulls, bool read_only,
 									  long count);

@@ -186,6 +186,11 @@ make_engine(void)
 	cfg.connect_timeout_ms = 10000;
 	cfg.stall_timeout_ms = remora_stall_timeout_ms;
 	cfg.user_agent = "remora/" REMORA_VERSION;
+	cfg.ca_file = remora_ca_file;
+	cfg.ca_path = remora_ca_path;
+	cfg.http_proxy = remora_http_proxy;
+	cfg.https_proxy = remora_https_proxy;
+	cfg.no_proxy = remora_no_proxy;
 	e = remora_engine_new(&cfg, err, sizeof(err));
 	if (e == NULL)
 		ereport(

@@ -49,4 +49,21 @@ run missing "http://127.0.0.1:$NGINX_PORT/missing.bin" missing.bin 1
 run denied "http://127.0.0.2:$NGINX_PORT/small.bin" small.bin 1
 check "valgrind: the denied run was refused by policy" grep -q "class policy" "$T/denied.out"
 
+# TLS with a private CA, and an egress proxy (test/e2e/tls.sh has the rest)
+mkdir -p "$T/ca"
+make_ca "$T/ca" ca
+make_cert "$T/ca" ca server
+HTTPS_PORT=$(free_port)
+start_nginx_tls "$T/https" "$HTTPS_PORT" "$T/ca/server.pem" "$T/ca/server.key" "$T/nginx/www"
+run untrusted "https://127.0.0.1:$HTTPS_PORT/small.bin" small.bin 1
+check "valgrind: the untrusted certificate failed as class tls" grep -q "class tls" "$T/untrusted.out"
+REMORA_CA_FILE=$T/ca/ca.pem run trusted "https://127.0.0.1:$HTTPS_PORT/multi.bin" multi.bin 0
+PROXY_PORT=$(free_port)
+start_tinyproxy "$T/proxy" "$PROXY_PORT" vg vg-proxy-pass
+export REMORA_HTTP_PROXY="http://vg:vg-proxy-pass@127.0.0.1:$PROXY_PORT" REMORA_HTTPS_PROXY="http://vg:vg-proxy-pass@127.0.0.1:$PROXY_PORT"
+REMORA_CA_FILE=$T/ca/ca.pem run proxied "https://127.0.0.1:$HTTPS_PORT/small.bin" small.bin 0
+check "valgrind: the proxied run went through the proxy" grep -q "CONNECT 127.0.0.1:$HTTPS_PORT" "$T/proxy/tinyproxy.log"
+run proxied-denied "http://127.0.0.2:$NGINX_PORT/small.bin" small.bin 1
+check "valgrind: the proxied denied run was refused by policy" grep -q "class policy" "$T/proxied-denied.out"
+
 e2e_finish

@@ -5,7 +5,10 @@
  *   fetch ENDPOINT BUCKET STAGING_PREFIX URL FILE_NAME [PART_SIZE]
  *
  * Credentials from REMORA_KEY / REMORA_SECRET (default S3RVER), sources
- * allowed on 127.0.0.1.  Prints the result or the error, exits 0 on success.
+ * allowed on 127.0.0.1; TLS trust and egress proxies from REMORA_CA_FILE,
+ * REMORA_HTTP_PROXY, REMORA_HTTPS_PROXY and REMORA_NO_PROXY (unset: the
+ * system's bundle, direct).  Prints the result or the error, exits 0 on
+ * success.
  */
 #include <poll.h>
 #include <stdio.h>
@@ -47,6 +50,10 @@ main(int argc, char **argv)
 	cfg.allow_ports = "1-65535";
 	cfg.connect_timeout_ms = 5000;
 	cfg.stall_timeout_ms = 10000;
+	cfg.ca_file = getenv("REMORA_CA_FILE");
+	cfg.http_proxy = getenv("REMORA_HTTP_PROXY");
+	cfg.https_proxy = getenv("REMORA_HTTPS_PROXY");
+	cfg.no_proxy = getenv("REMORA_NO_PROXY");
 	engine = remora_engine_new(&cfg, err, sizeof(err));
 	if (engine == NULL)
 	{

@@ -158,3 +158,95 @@ aws_s3() {
 s3_status() {
 	curl -s -o /dev/null -w '%{http_code}' "$(aws_s3 s3 presign "$1")"
 }
+
+# make_ca DIR NAME: a throwaway certificate authority, DIR/NAME.pem and
+# DIR/NAME.key (openssl)
+make_ca() {
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=remora test CA $2" \
+		-keyout "$1/$2.key" -out "$1/$2.pem" >/dev/null 2>&1
+}
+
+# make_cert DIR CA NAME [SAN [DAYS]]: a server certificate DIR/NAME.pem
+# (key DIR/NAME.key) signed by DIR/CA.pem, for SAN (by default 127.0.0.1
+# and localhost), valid for DAYS (2; -1 makes one that has expired)
+make_cert() {
+	local dir=$1 ca=$2 name=$3 san=${4:-IP:127.0.0.1,DNS:localhost} days=${5:-2}
+	openssl req -newkey rsa:2048 -nodes -subj "/CN=$name" \
+		-keyout "$dir/$name.key" -out "$dir/$name.csr" >/dev/null 2>&1
+	printf 'subjectAltName=%s\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' "$san" >"$dir/$name.ext"
+	openssl x509 -req -in "$dir/$name.csr" -CA "$dir/$ca.pem" -CAkey "$dir/$ca.key" \
+		-CAcreateserial -days "$days" -extfile "$dir/$name.ext" -out "$dir/$name.pem" >/dev/null 2>&1
+}
+
+# start_nginx_tls DIR PORT CERT KEY WHAT: nginx over TLS (1.2 and 1.3) on
+# PORT with CERT and KEY, in front of WHAT: a directory it serves, or the
+# port of a plain-HTTP server on 127.0.0.1 it passes every request to
+# (the target store: the Host header is passed as the client signed it)
+start_nginx_tls() {
+	local dir=$1 port=$2 cert=$3 key=$4 what=$5 serve
+	mkdir -p "$dir/tmp"
+	chmod 755 "$dir"
+	if [[ $what =~ ^[0-9]+$ ]]; then
+		serve="location / {
+			proxy_pass http://127.0.0.1:$what;
+			proxy_set_header Host \$http_host;
+			proxy_http_version 1.1;
+			proxy_set_header Connection \"\";
+			proxy_request_buffering off;
+			proxy_buffering off;
+			client_max_body_size 0;
+		}"
+	else
+		serve="root $what;"
+	fi
+	cat >"$dir/nginx.conf" <<CONF
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log;
+events { worker_connections 256; }
+http {
+	access_log $dir/access.log;
+	client_body_temp_path $dir/tmp/body;
+	proxy_temp_path $dir/tmp/proxy;
+	fastcgi_temp_path $dir/tmp/fastcgi;
+	uwsgi_temp_path $dir/tmp/uwsgi;
+	scgi_temp_path $dir/tmp/scgi;
+	server {
+		listen 127.0.0.1:$port ssl;
+		ssl_certificate $cert;
+		ssl_certificate_key $key;
+		ssl_protocols TLSv1.2 TLSv1.3;
+		$serve
+	}
+}
+CONF
+	nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' >"$dir/nginx.out" 2>&1 &
+	echo $! >>"$SERVICES_DIR/pids"
+	wait_port "$port"
+}
+
+# start_tinyproxy DIR PORT [USER PASSWORD]: a forward proxy (Debian's
+# tinyproxy) on 127.0.0.1:PORT, for clients on 127.0.0.1 only, with HTTP
+# Basic authentication when USER is given; it logs every request it
+# forwards (GET http://..., CONNECT host:port) to DIR/tinyproxy.log
+start_tinyproxy() {
+	local dir=$1 port=$2 user=${3:-} password=${4:-}
+	mkdir -p "$dir"
+	chmod 777 "$dir"	# it drops to nobody and writes its log there
+	cat >"$dir/tinyproxy.conf" <<CONF
+User nobody
+Group nogroup
+Port $port
+Listen 127.0.0.1
+Timeout 60
+LogFile "$dir/tinyproxy.log"
+LogLevel Connect
+MaxClients 50
+Allow 127.0.0.1
+DisableViaHeader Yes
+CONF
+	[ -n "$user" ] && echo "BasicAuth $user $password" >>"$dir/tinyproxy.conf"
+	tinyproxy -d -c "$dir/tinyproxy.conf" >"$dir/tinyproxy.out" 2>&1 &
+	echo $! >>"$SERVICES_DIR/pids"
+	wait_port "$port"
+}

@@ -173,6 +173,32 @@ SET ROLE regress_alice;
 SELECT pg_temp.try($$SELECT remora_submit('s3://data/raw/x.bin')$$);
 RESET ROLE;
 
+-- an endpoint's own CA: an administrator sets it, no view shows it, a
+-- user may not set it, and it must be PEM certificates
+SELECT remora.register_source_endpoint('private', 'https://192.0.2.20');
+SET ROLE regress_carol;
+SELECT remora.set_source_endpoint_ca('private',
+	E'-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+SELECT pg_temp.try($$SELECT remora.set_source_endpoint_ca('private', 'not a certificate')$$);
+SELECT pg_temp.try($$SELECT remora.set_source_endpoint_ca('nosuch', NULL)$$);
+SELECT name, url FROM remora_source_endpoints WHERE name = 'private';
+SELECT pg_temp.try($$SELECT ca_pem FROM remora.source_endpoints$$);
+RESET ROLE;
+SELECT ca_pem IS NOT NULL AS stored FROM remora.source_endpoints WHERE name = 'private';
+SET ROLE regress_alice;
+SELECT pg_temp.try($$SELECT remora.set_source_endpoint_ca('private', NULL)$$);
+SELECT pg_temp.try($$SHOW remora.https_proxy$$);
+SELECT pg_temp.try($$SHOW remora.ca_file$$);
+SELECT count(*) FROM pg_settings WHERE name IN ('remora.http_proxy', 'remora.https_proxy');
+RESET ROLE;
+SELECT remora.set_source_endpoint_ca('private', NULL);
+SELECT ca_pem IS NULL AS forgotten FROM remora.source_endpoints WHERE name = 'private';
+SELECT remora.drop_source_endpoint('private');
+-- a proxy is a URL with a host, credentials optional; the refusal never
+-- repeats the value
+ALTER SYSTEM SET remora.https_proxy = 'socks5://u:hunter22@proxy:1080';
+ALTER SYSTEM SET remora.http_proxy = 'http://u:hunter22@proxy:3128/some/path';
+
 -- clean up
 ALTER DATABASE contrib_regression RESET remora.default_bucket;
 TRUNCATE remora.target_grants, remora.source_grants;

@@ -1,0 +1,990 @@
+/*-------------------------------------------------------------------------
+ *
+ * api.c
+ *	  The JSON API of the remora HTTP server (DESIGN §6).
+ *
+ * Each endpoint is one call of the SQL contract (remora_submit,
+ * remora_cancel, remora_delete, remora_result, remora_presign, the views)
+ * on a connection of the signed-in role, so that grants and row-level
+ * security decide, exactly as in psql.  Parameters travel as query
+ * parameters, never spliced into SQL; JSON answers are built by
+ * PostgreSQL (to_json of the views' rows), so a job's label or source
+ * reaches the client as a JSON string, whatever it contains.
+ *
+ * Errors: {"error", "sqlstate", "detail"?, "hint"?, "field"?} with the
+ * status of the SQLSTATE: class 22 and 23502/23514 -> 400 (22023 names the
+ * field), 23505 -> 409, 42501 and RM001 -> 403, P0002 -> 404, class 28 ->
+ * 401, 53xxx, 57xxx and 08xxx -> 503, anything else 500.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "http/request.h"
+
+#include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/json.h"
+
+#define SSE_POLL_MS     1000
+#define SSE_KEEPALIVE_S 5
+#define SSE_MAX_JOBS    1000
+#define LIST_MAX_LIMIT  1000
+#define LIST_DEFAULT    50
+
+#define Max(a, b) ((a) > (b) ? (a) : (b))
+#define Min(a, b) ((a) < (b) ? (a) : (b))
+
+/* --- errors and queries -------------------------------------------------- */
+
+static int
+status_for(const char *sqlstate)
+{
+	if (sqlstate == NULL)
+		return 500;
+	if (strcmp(sqlstate, "23505") == 0)
+		return 409;
+	if (strcmp(sqlstate, "42501") == 0 || strcmp(sqlstate, "RM001") == 0)
+		return 403;
+	if (strcmp(sqlstate, "P0002") == 0)
+		return 404;
+	if (strncmp(sqlstate, "22", 2) == 0 || strcmp(sqlstate, "23502") == 0 ||
+		strcmp(sqlstate, "23514") == 0)
+		return 400;
+	if (strncmp(sqlstate, "28", 2) == 0)
+		return 401;
+	if (strncmp(sqlstate, "53", 2) == 0 || strncmp(sqlstate, "57", 2) == 0 ||
+		strncmp(sqlstate, "08", 2) == 0)
+		return 503;
+	return 500;
+}
+
+/*
+ * The request field a 22023 message names: 'invalid option "priority"' ->
+ * options.priority, 'invalid source' -> source.
+ */
+static void
+field_of(const char *message, char *field, size_t len)
+{
+	const char *q;
+
+	field[0] = '\0';
+	if (message == NULL)
+		return;
+	if ((strncmp(message, "invalid option \"", 16) == 0 ||
+		 strncmp(message, "unknown option \"", 16) == 0) &&
+		(q = strchr(message + 16, '"')) != NULL)
+	{
+		snprintf(field, len, "options.%.*s", (int) (q - message - 16),
+				 message + 16);
+		return;
+	}
+	if (strncmp(message, "invalid ", 8) == 0)
+	{
+		const char *w = message + 8;
+		size_t      n = strspn(w, "abcdefghijklmnopqrstuvwxyz_");
+
+		if (n > 0 && w[n] == '\0')
+			snprintf(field, len, "%.*s", (int) n, w);
+	}
+}
+
+static void
+respond_pg_error(RemoraRequest *req, const PGresult *res, PGconn *conn)
+{
+	const char *sqlstate =
+		res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	const char *message =
+		res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	char field[80] = "";
+
+	if (sqlstate == NULL)
+	{
+		/* no answer from the server: the connection was lost */
+		remora_respond_error(req, 503, "08006",
+							 "the database connection was lost", NULL, NULL,
+							 NULL);
+		return;
+	}
+	if (strcmp(sqlstate, "22023") == 0)
+		field_of(message, field, sizeof(field));
+	remora_respond_error(
+		req, status_for(sqlstate), sqlstate, message ? message : "error",
+		PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL),
+		PQresultErrorField(res, PG_DIAG_MESSAGE_HINT), field[0] ? field : NULL);
+}
+
+/* The request's connection, from its role's pool; NULL: answered. */
+static PGconn *
+db(RemoraRequest *req)
+{
+	bool refused;
+
+	if (req->db)
+		return req->db;
+	req->db = remora_pool_acquire(req->pool, &refused);
+	if (req->db == NULL)
+	{
+		if (refused)
+			remora_respond_error(req, 401, "28P01",
+								 "the database no longer accepts the "
+								 "credentials of this session",
+								 NULL, "Sign in again.", NULL);
+		else
+			remora_respond_error(req, 503, "53300",
+								 "no database connection is available", NULL,
+								 "Try again later.", NULL);
+	}
+	return req->db;
+}
+
+/*
+ * Run sql with text parameters (NULL entries are SQL NULLs).  Returns the
+ * result (the caller clears it), or NULL when the request has been
+ * answered with the error.  A read whose connection turns out to be dead
+ * (the server restarted) is tried once more on a new one.
+ */
+static PGresult *
+query(RemoraRequest *req, const char *sql, int nparams,
+	  const char *const *params)
+{
+	for (int round = 0; round < 2; round++)
+	{
+		PGconn        *conn = db(req);
+		PGresult      *res;
+		ExecStatusType st;
+
+		if (conn == NULL)
+			return NULL;
+		res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+		st = PQresultStatus(res);
+		if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
+			return res;
+		if (PQstatus(conn) != CONNECTION_OK && round == 0 &&
+			strcmp(req->method, "GET") == 0)
+		{
+			PQclear(res);
+			remora_pool_release(req->pool, conn);
+			req->db = NULL;
+			continue;
+		}
+		respond_pg_error(req, res, conn);
+		PQclear(res);
+		return NULL;
+	}
+	return NULL;
+}
+
+/* Answer with the first column of the only row (SQL-built JSON). */
+static void
+respond_value(RemoraRequest *req, int status, PGresult *res,
+			  const char *missing)
+{
+	RemoraBuf b = {0};
+
+	if (PQntuples(res) < 1 || PQgetisnull(res, 0, 0))
+	{
+		remora_respond_error(req, 404, "P0002", missing, NULL, NULL, NULL);
+		PQclear(res);
+		return;
+	}
+	remora_buf_puts(&b, PQgetvalue(res, 0, 0));
+	PQclear(res);
+	remora_respond_json(req, status, &b);
+	remora_buf_free(&b);
+}
+
+static void
+not_signed_in(RemoraRequest *req)
+{
+	remora_respond_error(req, 401, "28000", "not signed in", NULL,
+						 "Sign in with POST /api/session, or send HTTP Basic "
+						 "credentials.",
+						 NULL);
+}
+
+static void
+method_not_allowed(RemoraRequest *req, const char *allow)
+{
+	RemoraBuf            b = {0};
+	struct MHD_Response *response;
+
+	remora_buf_puts(&b, "{\"error\":\"method not allowed\",\"sqlstate\":"
+						"\"0A000\"}");
+	response =
+		MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_COPY);
+	remora_buf_free(&b);
+	if (response == NULL)
+		return;
+	MHD_add_response_header(response, "Allow", allow);
+	MHD_add_response_header(response, "Content-Type",
+							"application/json; charset=utf-8");
+	remora_add_security_headers(req, response, false);
+	remora_respond_response(req, 405, response);
+}
+
+static void
+bad_request(RemoraRequest *req, const char *sqlstate, const char *message,
+			const char *field)
+{
+	remora_respond_error(req, 400, sqlstate, message, NULL, NULL, field);
+}
+
+/* The body as a JSON object; NULL: answered 400. */
+static RemoraJson *
+json_body(RemoraRequest *req)
+{
+	char        err[128];
+	RemoraJson *v;
+
+	if (req->body.len == 0)
+	{
+		bad_request(req, "22P02", "a JSON object is expected as the body",
+					NULL);
+		return NULL;
+	}
+	v = remora_json_parse(req->body.data, req->body.len, err, sizeof(err));
+	if (v == NULL)
+	{
+		remora_respond_error(req, 400, "22P02", "invalid JSON in the body", err,
+							 NULL, NULL);
+		return NULL;
+	}
+	if (v->type != RJ_OBJECT)
+	{
+		remora_json_free(v);
+		bad_request(req, "22P02", "a JSON object is expected as the body",
+					NULL);
+		return NULL;
+	}
+	return v;
+}
+
+static bool
+is_admin(RemoraRequest *req, bool *admin)
+{
+	PGresult *res = query(req,
+						  "SELECT pg_catalog.pg_has_role('remora_admin', "
+						  "'MEMBER')",
+						  0, NULL);
+
+	if (res == NULL)
+		return false;
+	*admin = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	return true;
+}
+
+/* --- sessions ----------------------------------------------------------------
+ */
+
+static void
+session_info(RemoraRequest *req, int status, const char *csrf,
+			 const char *set_cookie)
+{
+	RemoraBuf b = {0};
+	bool      admin;
+
+	if (!is_admin(req, &admin))
+		return;
+	remora_buf_puts(&b, "{\"user\":");
+	remora_buf_json_string_html(&b, remora_pool_role(req->pool));
+	remora_buf_printf(&b, ",\"admin\":%s", admin ? "true" : "false");
+	if (csrf)
+	{
+		remora_buf_puts(&b, ",\"csrf\":");
+		remora_buf_json_string_html(&b, csrf);
+	}
+	remora_buf_printf(&b, ",\"idle_timeout\":%d,\"max_age\":%d}",
+					  atomic_load(&remora_http_config.session_idle_s),
+					  atomic_load(&remora_http_config.session_max_age_s));
+	if (b.failed)
+		remora_respond_error(req, 500, "53200", "out of memory", NULL, NULL,
+							 NULL);
+	else
+		remora_respond(req, status, "application/json; charset=utf-8", b.data,
+					   b.len, NULL, set_cookie, NULL);
+	remora_buf_free(&b);
+}
+
+static void
+sign_in(RemoraRequest *req)
+{
+	RemoraJson      *v = json_body(req);
+	const char      *user, *password;
+	RemoraPool      *pool = NULL;
+	RemoraAuthResult r;
+	int              retry_after = 0;
+	char             err[256];
+	char             id[REMORA_SESSION_ID_LEN + 1];
+	char             csrf[REMORA_SESSION_ID_LEN + 1];
+	char             cookie[256];
+
+	if (v == NULL)
+		return;
+	user = remora_json_string(v, "user");
+	password = remora_json_string(v, "password");
+	if (user == NULL || password == NULL)
+	{
+		remora_json_free(v);
+		bad_request(req, "22023", "\"user\" and \"password\" are required",
+					user == NULL ? "user" : "password");
+		return;
+	}
+	r = remora_http_login(user, password, req->address, &pool, &retry_after,
+						  err, sizeof(err));
+	remora_json_free(v);
+	if (r != REMORA_AUTH_OK)
+	{
+		remora_respond_error(req,
+							 r == REMORA_AUTH_THROTTLED     ? 429
+							 : r == REMORA_AUTH_UNAVAILABLE ? 503
+															: 401,
+							 r == REMORA_AUTH_UNAVAILABLE ? "57P03" : "28P01",
+							 err, NULL, NULL, NULL);
+		return;
+	}
+	/* a fresh session every time: an id known before sign-in is worthless */
+	if (req->by_session)
+		remora_session_delete(req->session_id);
+	if (!remora_session_create(pool, id, csrf))
+	{
+		remora_pool_unref(pool);
+		remora_respond_error(req, 500, "53200", "could not create a session",
+							 NULL, NULL, NULL);
+		return;
+	}
+	/* the request now speaks for the new session */
+	if (req->db)
+	{
+		remora_pool_release(req->pool, req->db);
+		req->db = NULL;
+	}
+	remora_pool_unref(req->pool);
+	req->pool = remora_session_lookup(id, true, NULL);
+	if (req->pool == NULL)
+	{
+		remora_respond_error(req, 500, "XX000", "session vanished", NULL, NULL,
+							 NULL);
+		return;
+	}
+	remora_session_cookie(req, cookie, sizeof(cookie), id);
+	session_info(req, 200, csrf, cookie);
+}
+
+static void
+api_session(RemoraRequest *req)
+{
+	char cookie[256];
+
+	if (strcmp(req->method, "POST") == 0)
+	{
+		sign_in(req);
+		return;
+	}
+	if (req->pool == NULL)
+	{
+		not_signed_in(req);
+		return;
+	}
+	if (strcmp(req->method, "GET") == 0)
+	{
+		char        csrf[REMORA_SESSION_ID_LEN + 1];
+		RemoraPool *p = req->by_session ? remora_session_lookup(req->session_id,
+																false, csrf)
+										: NULL;
+
+		remora_pool_unref(p);
+		session_info(req, 200, p ? csrf : NULL, NULL);
+	}
+	else if (strcmp(req->method, "DELETE") == 0)
+	{
+		if (req->by_session)
+			remora_session_delete(req->session_id);
+		remora_session_cookie(req, cookie, sizeof(cookie), NULL);
+		remora_respond(req, 200, "application/json; charset=utf-8", "{}", 2,
+					   NULL, cookie, NULL);
+	}
+	else
+		method_not_allowed(req, "GET, POST, DELETE");
+}
+
+/* --- jobs ------------------------------------------------------------------
+ */
+
+/*
+ * The page's job ids come from remora.jobs itself (row-level security
+ * applies there as in the view), walking its primary key backwards, and
+ * only the page's rows go through the view: the first page and the
+ * thousandth cost the same on a long history.
+ */
+static const char *LIST_SQL =
+	"WITH page AS (SELECT job_id FROM remora.jobs "
+	"WHERE deleted_at IS NULL "
+	"AND ($1::text IS NULL OR state = ANY (string_to_array($1, ','))) "
+	"AND ($2::text IS NULL OR strpos(lower(source), lower($2)) > 0 "
+	"OR strpos(lower(coalesce(label, '')), lower($2)) > 0 "
+	"OR job_id::text = $2) "
+	"AND ($3::bigint IS NULL OR job_id < $3::bigint) "
+	"ORDER BY job_id DESC LIMIT $4::integer) "
+	"SELECT json_build_object('jobs', "
+	"coalesce((SELECT json_agg(to_json(j) ORDER BY j.job_id DESC) "
+	"FROM remora_jobs j WHERE j.job_id IN (SELECT job_id FROM page)), "
+	"'[]'), 'next', (SELECT CASE WHEN count(*) = $4::integer "
+	"THEN min(job_id) END FROM page))";
+
+static void
+list_jobs(RemoraRequest *req)
+{
+	const char *state = remora_req_arg(req, "state");
+	const char *q = remora_req_arg(req, "q");
+	const char *after = remora_req_arg(req, "after");
+	const char *limit = remora_req_arg(req, "limit");
+	char        lim[16];
+	const char *params[4];
+	PGresult   *res;
+	long        n = LIST_DEFAULT;
+
+	if (limit && limit[0])
+	{
+		char *end;
+
+		n = strtol(limit, &end, 10);
+		if (*end != '\0' || n < 1 || n > LIST_MAX_LIMIT)
+		{
+			remora_respond_error(req, 400, "22023", "invalid limit",
+								 "The limit must be an integer from 1 to "
+								 "1000.",
+								 NULL, "limit");
+			return;
+		}
+	}
+	snprintf(lim, sizeof(lim), "%ld", n);
+	params[0] = state && state[0] ? state : NULL;
+	params[1] = q && q[0] ? q : NULL;
+	params[2] = after && after[0] ? after : NULL;
+	params[3] = lim;
+	res = query(req, LIST_SQL, 4, params);
+	if (res)
+		respond_value(req, 200, res, "no jobs");
+}
+
+static const char *ALLOWED_SUBMIT_KEYS[] = {
+	"source", "bucket", "prefix", "options", "idempotency_key", NULL};
+
+static void
+submit_job(RemoraRequest *req)
+{
+	RemoraJson *v = json_body(req);
+	const char *params[1];
+	PGresult   *res;
+	char        location[64];
+	RemoraBuf   b = {0};
+
+	if (v == NULL)
+		return;
+	for (const RemoraJson *m = v->child; m; m = m->next)
+	{
+		bool known = false;
+
+		for (int i = 0; ALLOWED_SUBMIT_KEYS[i]; i++)
+			known = known || strcmp(m->key, ALLOWED_SUBMIT_KEYS[i]) == 0;
+		if (!known)
+		{
+			char msg[128];
+
+			snprintf(msg, sizeof(msg), "unknown field \"%.64s\"", m->key);
+			remora_json_free(v);
+			remora_respond_error(req, 400, "22023", msg,
+								 "The fields are source, bucket, prefix, "
+								 "options and idempotency_key.",
+								 NULL, NULL);
+			return;
+		}
+		if (strcmp(m->key, "options") == 0
+				? (m->type != RJ_OBJECT && m->type != RJ_NULL)
+				: (m->type != RJ_STRING &&
+				   (m->type != RJ_NULL || strcmp(m->key, "source") == 0)))
+		{
+			char msg[128];
+
+			snprintf(msg, sizeof(msg), "invalid %.64s", m->key);
+			remora_respond_error(req, 400, "22023", msg,
+								 strcmp(m->key, "options") == 0
+									 ? "It must be a JSON object."
+									 : "It must be a JSON string.",
+								 NULL, m->key);
+			remora_json_free(v);
+			return;
+		}
+	}
+	if (remora_json_string(v, "source") == NULL)
+	{
+		remora_json_free(v);
+		remora_respond_error(req, 400, "22023", "invalid source",
+							 "The field \"source\" is required.", NULL,
+							 "source");
+		return;
+	}
+	remora_json_free(v);
+	params[0] = req->body.data;
+	res = query(req,
+				"SELECT remora_submit(b ->> 'source', b ->> 'bucket', "
+				"b ->> 'prefix', coalesce(nullif(b -> 'options', "
+				"'null'::jsonb), '{}'), b ->> 'idempotency_key') "
+				"FROM (SELECT $1::jsonb AS b) s",
+				1, params);
+	if (res == NULL)
+		return;
+	remora_buf_printf(&b, "{\"job_id\":%s}", PQgetvalue(res, 0, 0));
+	snprintf(location, sizeof(location), "/api/jobs/%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	if (!b.failed)
+		remora_respond(req, 201, "application/json; charset=utf-8", b.data,
+					   b.len, NULL, NULL, location);
+	remora_buf_free(&b);
+}
+
+static const char *JOB_SQL =
+	"SELECT to_jsonb(j) || jsonb_build_object("
+	"'attempts', (SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY "
+	"a.attempt_no), "
+	"'[]') FROM remora_attempts a WHERE a.job_id = j.job_id), "
+	"'progress', (SELECT to_jsonb(p) FROM remora_progress p "
+	"WHERE p.job_id = j.job_id LIMIT 1)) "
+	"FROM remora_jobs j WHERE j.job_id = $1::bigint";
+
+static void
+one_job(RemoraRequest *req, const char *id, const char *rest)
+{
+	const char *params[3] = {id, NULL, NULL};
+	PGresult   *res;
+	char        missing[64];
+
+	snprintf(missing, sizeof(missing), "job %s does not exist", id);
+	if (rest[0] == '\0')
+	{
+		if (strcmp(req->method, "GET") == 0)
+		{
+			if ((res = query(req, JOB_SQL, 1, params)) != NULL)
+				respond_value(req, 200, res, missing);
+		}
+		else if (strcmp(req->method, "DELETE") == 0)
+		{
+			const char *hard = remora_req_arg(req, "hard");
+
+			if (hard && strcmp(hard, "true") != 0 && strcmp(hard, "false") != 0)
+			{
+				remora_respond_error(req, 400, "22023", "invalid hard",
+									 "hard is true or false.", NULL, "hard");
+				return;
+			}
+			params[1] = hard ? hard : "false";
+			if ((res =
+					 query(req, "SELECT remora_delete($1::bigint, $2::boolean)",
+						   2, params)) != NULL)
+			{
+				PQclear(res);
+				remora_respond(req, 204, NULL, "", 0, NULL, NULL, NULL);
+			}
+		}
+		else
+			method_not_allowed(req, "GET, DELETE");
+	}
+	else if (strcmp(rest, "/cancel") == 0)
+	{
+		if (strcmp(req->method, "POST") != 0)
+		{
+			method_not_allowed(req, "POST");
+			return;
+		}
+		if ((res = query(req,
+						 "SELECT json_build_object('state', "
+						 "remora_cancel($1::bigint))",
+						 1, params)) != NULL)
+			respond_value(req, 200, res, missing);
+	}
+	else if (strcmp(rest, "/result") == 0)
+	{
+		if (strcmp(req->method, "GET") != 0)
+		{
+			method_not_allowed(req, "GET");
+			return;
+		}
+		if ((res = query(req,
+						 "SELECT json_build_object('members', "
+						 "coalesce(json_agg(to_json(r) ORDER BY r.path), "
+						 "'[]')) FROM remora_result($1::bigint) r",
+						 1, params)) != NULL)
+			respond_value(req, 200, res, missing);
+	}
+	else if (strcmp(rest, "/result/url") == 0)
+	{
+		const char *ttl = remora_req_arg(req, "ttl");
+
+		if (strcmp(req->method, "GET") != 0)
+		{
+			method_not_allowed(req, "GET");
+			return;
+		}
+		params[1] = remora_req_arg(req, "path");
+		if (params[1] == NULL || params[1][0] == '\0')
+		{
+			remora_respond_error(req, 400, "22023", "invalid path",
+								 "The query parameter path names a member of "
+								 "the result.",
+								 NULL, "path");
+			return;
+		}
+		params[2] = ttl && ttl[0] ? ttl : NULL;
+		if ((res = query(
+				 req,
+				 "SELECT json_build_object('url', remora_presign($1::bigint, "
+				 "$2, CASE WHEN $3::text IS NULL THEN interval '15 minutes' "
+				 "WHEN $3 ~ '^[0-9]+$' THEN make_interval(secs => "
+				 "$3::double precision) ELSE $3::interval END))",
+				 3, params)) != NULL)
+			respond_value(req, 200, res, missing);
+	}
+	else
+		remora_respond_error(req, 404, "P0002", "no such path", NULL, NULL,
+							 NULL);
+}
+
+/* --- administration --------------------------------------------------------
+ */
+
+static void
+admin_view(RemoraRequest *req, const char *sql)
+{
+	bool      admin;
+	PGresult *res;
+
+	if (strcmp(req->method, "GET") != 0)
+	{
+		method_not_allowed(req, "GET");
+		return;
+	}
+	if (!is_admin(req, &admin))
+		return;
+	if (!admin)
+	{
+		remora_respond_error(req, 403, "42501",
+							 "permission denied: remora_admin only", NULL,
+							 "GRANT remora_admin to the role.", NULL);
+		return;
+	}
+	if ((res = query(req, sql, 0, NULL)) != NULL)
+		respond_value(req, 200, res, "nothing");
+}
+
+/* --- Server-Sent Events ----------------------------------------------------
+ */
+
+typedef struct SeenJob
+{
+	long long id;
+	uint64_t  hash;
+} SeenJob;
+
+typedef struct Sse
+{
+	RemoraPool *pool;
+	bool        by_session;
+	char        session_id[REMORA_SESSION_ID_LEN + 1];
+	RemoraBuf   pending;
+	size_t      off;
+	time_t      last_write;
+	SeenJob    *seen; /* the jobs of the last look worth another */
+	int         nseen;
+	long long   max_id; /* the highest job id at the last look; -1: none */
+	bool        ended;
+} Sse;
+
+/*
+ * The jobs an event stream looks at each second, without scanning a long
+ * history: running and retrying ones (a partial index), the newest queued
+ * ones, the ones created since the last look ($1: the highest id then,
+ * less a margin for transactions that commit late), and the ones the
+ * last look kept ($2).  "keep": still worth looking at next time (active,
+ * or ended less than a minute ago).
+ */
+static const char *EVENTS_SQL =
+	"SELECT job_id, json_build_object('job_id', job_id, 'state', state, "
+	"'source', source, 'label', label, 'bytes_done', bytes_done, "
+	"'bytes_total', bytes_total, 'bytes_per_second', bytes_per_second, "
+	"'cancel_requested', cancel_requested, 'attempts_used', attempts_used, "
+	"'max_attempts', max_attempts, 'restarted_from_zero', "
+	"restarted_from_zero, 'last_error', last_error, 'finished_at', "
+	"finished_at)::text, "
+	"state IN ('queued', 'running', 'retrying') "
+	"OR finished_at > now() - interval '60 seconds' "
+	"FROM remora_jobs WHERE job_id IN ("
+	"SELECT job_id FROM remora.jobs WHERE state IN ('running', 'retrying') "
+	"UNION ALL (SELECT job_id FROM remora.jobs WHERE state = 'queued' "
+	"ORDER BY job_id DESC LIMIT 100) "
+	"UNION ALL SELECT job_id FROM remora.jobs "
+	"WHERE job_id > $1::bigint - 100 "
+	"UNION ALL SELECT unnest($2::bigint[])) "
+	"ORDER BY job_id DESC LIMIT 1000";
+
+static const char *EVENTS_MAX_SQL =
+	"SELECT coalesce(max(job_id), 0) FROM remora.jobs";
+
+static uint64_t
+fnv1a(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (; *s; s++)
+	{
+		h ^= (unsigned char) *s;
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+/* One look at the jobs: an event for each that changed since the last. */
+static bool
+sse_poll(Sse *s)
+{
+	bool        refused;
+	PGconn     *conn = remora_pool_acquire(s->pool, &refused);
+	PGresult   *res;
+	SeenJob    *now_seen;
+	int         n, kept = 0;
+	char        max_id[24];
+	long long   next_max = s->max_id;
+	RemoraBuf   ids = {0};
+	const char *params[2];
+
+	if (conn == NULL)
+		return !refused; /* busy: try again next time */
+	res = PQexec(conn, EVENTS_MAX_SQL);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+		next_max = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	if (s->max_id < 0)
+		s->max_id = next_max; /* the first look starts from now */
+	snprintf(max_id, sizeof(max_id), "%lld", s->max_id);
+	remora_buf_puts(&ids, "{");
+	for (int k = 0; k < s->nseen; k++)
+		remora_buf_printf(&ids, "%s%lld", k ? "," : "", s->seen[k].id);
+	remora_buf_puts(&ids, "}");
+	params[0] = max_id;
+	params[1] = ids.failed ? "{}" : ids.data;
+	res = PQexecParams(conn, EVENTS_SQL, 2, NULL, params, NULL, NULL, 0);
+	remora_buf_free(&ids);
+	remora_pool_release(s->pool, conn);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		PQclear(res);
+		return true;
+	}
+	s->max_id = next_max;
+	n = PQntuples(res);
+	now_seen = calloc(n > 0 ? n : 1, sizeof(SeenJob));
+	if (now_seen == NULL)
+	{
+		PQclear(res);
+		return false;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		const char *json = PQgetvalue(res, i, 1);
+		long long   id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+		uint64_t    hash = fnv1a(json);
+		bool        same = false;
+
+		for (int k = 0; k < s->nseen && !same; k++)
+			same = s->seen[k].id == id && s->seen[k].hash == hash;
+		if (!same)
+		{
+			remora_buf_puts(&s->pending, "event: job\ndata: ");
+			remora_buf_puts(&s->pending, json);
+			remora_buf_puts(&s->pending, "\n\n");
+		}
+		if (strcmp(PQgetvalue(res, i, 2), "t") == 0)
+		{
+			now_seen[kept].id = id;
+			now_seen[kept].hash = hash;
+			kept++;
+		}
+	}
+	PQclear(res);
+	free(s->seen);
+	s->seen = now_seen;
+	s->nseen = kept;
+	return !s->pending.failed;
+}
+
+static ssize_t
+sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	Sse   *s = cls;
+	size_t n;
+
+	while (s->off >= s->pending.len)
+	{
+		time_t now = time(NULL);
+
+		s->pending.len = 0;
+		s->off = 0;
+		if (s->ended || remora_http_stopping())
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (s->by_session)
+		{
+			RemoraPool *p = remora_session_lookup(s->session_id, false, NULL);
+
+			if (p == NULL)
+			{
+				/* signed out or expired: say so, then end */
+				remora_buf_puts(&s->pending, "event: signed-out\ndata: {}\n\n");
+				s->ended = true;
+				break;
+			}
+			remora_pool_unref(p);
+		}
+		if (pos == 0 && s->last_write == 0)
+			remora_buf_puts(&s->pending, "retry: 3000\n\n");
+		if (!sse_poll(s))
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		/* often enough for the connection not to look idle */
+		if (s->pending.len == 0 &&
+			now - s->last_write >=
+				Max(1, Min(SSE_KEEPALIVE_S,
+						   remora_http_config.client_timeout_s / 2)))
+			remora_buf_puts(&s->pending, ": keepalive\n\n");
+		if (s->pending.len == 0)
+			remora_http_sleep(SSE_POLL_MS);
+	}
+	n = s->pending.len - s->off;
+	if (n > max)
+		n = max;
+	memcpy(buf, s->pending.data + s->off, n);
+	s->off += n;
+	s->last_write = time(NULL);
+	return (ssize_t) n;
+}
+
+static void
+sse_free(void *cls)
+{
+	Sse *s = cls;
+
+	remora_pool_unref(s->pool);
+	remora_buf_free(&s->pending);
+	free(s->seen);
+	free(s);
+}
+
+static void
+events(RemoraRequest *req)
+{
+	Sse                 *s;
+	struct MHD_Response *response;
+	RemoraPool          *p;
+
+	if (strcmp(req->method, "GET") != 0)
+	{
+		method_not_allowed(req, "GET");
+		return;
+	}
+	s = calloc(1, sizeof(Sse));
+	if (s == NULL)
+		return;
+	/* the stream keeps its own reference to the role's pool */
+	p = req->by_session ? remora_session_lookup(req->session_id, false, NULL)
+						: NULL;
+	if (p == NULL)
+	{
+		/* HTTP Basic: the request's reference is lent to the stream */
+		p = req->pool;
+		req->pool = NULL;
+		if (req->db)
+		{
+			remora_pool_release(p, req->db);
+			req->db = NULL;
+		}
+	}
+	s->pool = p;
+	s->max_id = -1;
+	s->by_session = req->by_session;
+	memcpy(s->session_id, req->session_id, sizeof(s->session_id));
+	response = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
+												 sse_read, s, sse_free);
+	if (response == NULL)
+	{
+		sse_free(s);
+		return;
+	}
+	MHD_add_response_header(response, "Content-Type",
+							"text/event-stream; charset=utf-8");
+	MHD_add_response_header(response, "Cache-Control", "no-store");
+	MHD_add_response_header(response, "X-Accel-Buffering", "no");
+	remora_add_security_headers(req, response, false);
+	remora_respond_response(req, 200, response);
+}
+
+/* --- routing ---------------------------------------------------------------
+ */
+
+void
+remora_api_dispatch(RemoraRequest *req)
+{
+	const char *path = req->path;
+
+	if (strcmp(path, "/api/session") == 0)
+	{
+		api_session(req);
+		return;
+	}
+	if (req->pool == NULL)
+	{
+		not_signed_in(req);
+		return;
+	}
+	if (strcmp(path, "/api/jobs") == 0)
+	{
+		if (strcmp(req->method, "GET") == 0)
+			list_jobs(req);
+		else if (strcmp(req->method, "POST") == 0)
+			submit_job(req);
+		else
+			method_not_allowed(req, "GET, POST");
+	}
+	else if (strncmp(path, "/api/jobs/", 10) == 0)
+	{
+		const char *p = path + 10;
+		size_t      n = strspn(p, "0123456789");
+		char        id[24];
+
+		if (n == 0 || n > 18 || (p[n] != '\0' && p[n] != '/'))
+		{
+			remora_respond_error(req, 400, "22023", "invalid job id",
+								 "A job id is a positive integer.", NULL,
+								 "job_id");
+			return;
+		}
+		memcpy(id, p, n);
+		id[n] = '\0';
+		one_job(req, id, p + n);
+	}
+	else if (strcmp(path, "/api/events") == 0)
+		events(req);
+	else if (strcmp(path, "/api/stats") == 0)
+		admin_view(req,
+				   "SELECT to_jsonb(s) || jsonb_build_object('checkpoints', "
+				   "(SELECT to_jsonb(c) FROM remora_checkpoint_stats c)) "
+				   "FROM remora_stats s");
+	else if (strcmp(path, "/api/workers") == 0)
+		admin_view(req, "SELECT json_build_object('workers', "
+						"coalesce(json_agg(to_json(w) ORDER BY w.started_at "
+						"DESC), '[]')) FROM (SELECT * FROM remora_workers "
+						"ORDER BY started_at DESC LIMIT 200) w");
+	else
+		remora_respond_error(req, 404, "P0002", "no such path", NULL, NULL,
+							 NULL);
+}

@@ -1,0 +1,108 @@
+/*-------------------------------------------------------------------------
+ *
+ * http.h
+ *	  The web client and JSON API of remora: the part that runs in threads.
+ *
+ * The background worker "remora http" (httpd.c, the only file of this
+ * folder that includes PostgreSQL's server headers) reads the settings,
+ * fills a RemoraHttpConfig and starts the server (server.c).  From then
+ * on, libmicrohttpd's threads serve requests with plain C: they never
+ * call a function of the PostgreSQL server (no palloc, no ereport, no
+ * SPI), and reach the database only through libpq connections made as
+ * the signed-in role (session.c), so that grants and row-level security
+ * decide what a request sees.  Memory is malloc'd and freed on every path.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REMORA_HTTP_H
+#define REMORA_HTTP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <libpq-fe.h>
+
+#include "engine/util.h" /* RemoraBuf */
+
+/*
+ * What the server needs to know, copied out of the GUCs by the worker
+ * before any thread starts.  The atomics may change while it runs (a
+ * configuration reload); the rest is fixed for the life of the server.
+ */
+typedef struct RemoraHttpConfig
+{
+	struct sockaddr_storage addr; /* where to listen */
+	socklen_t               addrlen;
+	char                   *tls_cert_pem; /* both NULL: plain HTTP */
+	char                   *tls_key_pem;
+	char                   *pg_host;   /* socket directory (or address) */
+	int                     pg_port;   /* the server's port */
+	char                   *database;  /* remora.database */
+	int                     pool_size; /* connections per role */
+	int                     client_timeout_s; /* idle connection */
+	int                     max_connections;
+	atomic_int              session_idle_s;
+	atomic_int              session_max_age_s;
+	atomic_int              max_body;       /* bytes */
+	atomic_int              login_failures; /* before a lockout */
+	atomic_int              login_lockout_s;
+} RemoraHttpConfig;
+
+extern RemoraHttpConfig remora_http_config;
+
+/* server.c */
+extern bool remora_http_parse_listen(const char *listen, RemoraHttpConfig *cfg,
+									 bool *loopback, char *err, size_t errlen);
+extern bool remora_http_start(char *err, size_t errlen);
+extern void remora_http_stop(void);
+extern void remora_http_tick(void);
+extern bool remora_http_stopping(void);
+extern void remora_http_sleep(int ms);
+
+/* session.c: connection pools per role, sessions, sign-in throttling */
+typedef struct RemoraPool RemoraPool;
+
+typedef enum RemoraAuthResult
+{
+	REMORA_AUTH_OK,
+	REMORA_AUTH_REFUSED,     /* wrong credentials, or pg_hba said no */
+	REMORA_AUTH_NO_PASSWORD, /* the server did not ask for the password */
+	REMORA_AUTH_THROTTLED,   /* too many failures: try later */
+	REMORA_AUTH_UNAVAILABLE  /* the database cannot be reached */
+} RemoraAuthResult;
+
+extern RemoraAuthResult remora_http_login(const char  *user,
+										  const char  *password,
+										  const char  *address,
+										  RemoraPool **pool, int *retry_after,
+										  char *err, size_t errlen);
+extern void             remora_pool_unref(RemoraPool *pool);
+extern const char      *remora_pool_role(const RemoraPool *pool);
+extern PGconn          *remora_pool_acquire(RemoraPool *pool, bool *refused);
+extern void             remora_pool_release(RemoraPool *pool, PGconn *conn);
+
+#define REMORA_SESSION_ID_LEN 64 /* hex characters */
+
+extern bool remora_session_create(RemoraPool *pool, char *id, char *csrf);
+extern RemoraPool *remora_session_lookup(const char *id, bool touch,
+										 char *csrf);
+extern void        remora_session_delete(const char *id);
+extern void        remora_sessions_tick(void);
+extern void        remora_sessions_shutdown(void);
+extern bool        remora_equal_secret(const char *a, const char *b);
+
+/* assets.c (generated from web/ by src/http/embed.sh) */
+typedef struct RemoraAsset
+{
+	const char          *path;
+	const char          *type;
+	const unsigned char *data;
+	size_t               len;
+} RemoraAsset;
+
+extern const RemoraAsset remora_assets[];
+
+#endif /* REMORA_HTTP_H */

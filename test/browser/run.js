@@ -1,0 +1,310 @@
+// The web client in a real browser: Debian's chromium, headless, driven
+// through the Chrome DevTools Protocol over its WebSocket (Node's own
+// WebSocket client, node --experimental-websocket: no npm package, no
+// browser download).  Run by test/e2e/browser.sh against the real stack;
+// prints TAP-style lines.
+//
+// Environment: H (the web server's base URL), SRC (nginx's base URL), WWW
+// (the folder nginx serves), SHOTS (a folder for screenshots, optional),
+// CHROMIUM (the browser binary).
+"use strict";
+const { spawn } = require("node:child_process");
+const crypto = require("node:crypto");
+const fs = require("node:fs");
+const os = require("node:os");
+const path = require("node:path");
+
+const H = process.env.H, SRC = process.env.SRC, WWW = process.env.WWW;
+const SHOTS = process.env.SHOTS || "";
+let failed = 0;
+const ok = (name) => console.log("ok - browser: " + name);
+const notOk = (name, why) => { failed++; console.log("not ok - browser: " + name + (why ? " (" + why + ")" : "")); };
+
+function launch() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "remora-chromium-"));
+  const args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+    "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--remote-debugging-port=0",
+    "--remote-debugging-address=127.0.0.1", "--window-size=1280,900",
+    "--user-data-dir=" + dir, "about:blank"];
+  const proc = spawn(process.env.CHROMIUM || "chromium", args, { stdio: ["ignore", "ignore", "pipe"] });
+  return new Promise((resolve, reject) => {
+    let err = "";
+    const timer = setTimeout(() => reject(new Error("chromium did not start: " + err.slice(-500))), 30000);
+    proc.stderr.on("data", (d) => {
+      err += d;
+      const m = err.match(/DevTools listening on (ws:\/\/\S+)/);
+      if (m) { clearTimeout(timer); resolve({ proc, url: m[1], dir }); }
+    });
+    proc.on("exit", (code) => { clearTimeout(timer); reject(new Error("chromium exited " + code + ": " + err.slice(-500))); });
+  });
+}
+
+class Cdp {
+  constructor(url) {
+    this.ws = new WebSocket(url);
+    this.id = 0; this.pending = new Map(); this.handlers = [];
+    this.ws.onmessage = (m) => {
+      const msg = JSON.parse(m.data);
+      if (msg.id && this.pending.has(msg.id)) {
+        const { resolve, reject } = this.pending.get(msg.id);
+        this.pending.delete(msg.id);
+        if (msg.error) reject(new Error(JSON.stringify(msg.error))); else resolve(msg.result);
+      } else if (msg.method) for (const h of this.handlers) h(msg);
+    };
+  }
+  open() { return new Promise((res, rej) => { this.ws.onopen = res; this.ws.onerror = rej; }); }
+  send(method, params, sessionId) {
+    const id = ++this.id;
+    this.ws.send(JSON.stringify({ id, method, params: params || {}, sessionId }));
+    return new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
+  }
+}
+
+// A tab in its own browser context (its own cookies): one signed-in user.
+class Tab {
+  constructor(cdp, sessionId) { this.cdp = cdp; this.sid = sessionId; }
+  static async open(cdp) {
+    const { browserContextId } = await cdp.send("Target.createBrowserContext");
+    const { targetId } = await cdp.send("Target.createTarget", { url: "about:blank", browserContextId });
+    const { sessionId } = await cdp.send("Target.attachToTarget", { targetId, flatten: true });
+    const t = new Tab(cdp, sessionId);
+    await t.send("Page.enable");
+    await t.send("Runtime.enable");
+    // confirm() dialogs are accepted, as a user would
+    cdp.handlers.push((msg) => {
+      if (msg.sessionId === sessionId && msg.method === "Page.javascriptDialogOpening")
+        t.send("Page.handleJavaScriptDialog", { accept: true }).catch(() => {});
+    });
+    return t;
+  }
+  send(m, p) { return this.cdp.send(m, p, this.sid); }
+  async eval(expr) {
+    const r = await this.send("Runtime.evaluate", { expression: expr, awaitPromise: true, returnByValue: true });
+    if (r.exceptionDetails) throw new Error("page: " + (r.exceptionDetails.exception ? r.exceptionDetails.exception.description : r.exceptionDetails.text));
+    return r.result.value;
+  }
+  async waitFor(expr, seconds) {
+    const deadline = Date.now() + (seconds || 20) * 1000;
+    let last;
+    for (;;) {
+      try { last = await this.eval(expr); if (last) return last; } catch (e) { last = e.message; }
+      if (Date.now() > deadline) throw new Error("timed out waiting for " + expr + " (last: " + last + ")");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  async goto(url) {
+    await this.send("Page.navigate", { url });
+    await this.waitFor("document.readyState === 'complete'");
+  }
+  async fill(id, value) {
+    await this.eval(`(() => { const e = document.getElementById(${JSON.stringify(id)}); e.focus(); e.value = ${JSON.stringify(value)}; e.dispatchEvent(new Event('input', {bubbles: true})); })()`);
+  }
+  async click(selector) {
+    await this.eval(`document.querySelector(${JSON.stringify(selector)}).click()`);
+  }
+  text(selector) { return this.eval(`(document.querySelector(${JSON.stringify(selector)}) || {}).textContent || ""`); }
+  visible(id) { return this.eval(`!document.getElementById(${JSON.stringify(id)}).hidden`); }
+  async shot(name) {
+    if (!SHOTS) return;
+    const { data } = await this.send("Page.captureScreenshot", { format: "png" });
+    fs.writeFileSync(path.join(SHOTS, name + ".png"), Buffer.from(data, "base64"));
+  }
+  async signIn(user, password) {
+    await this.goto(H + "/");
+    await this.waitFor("!document.getElementById('signin-view').hidden");
+    await this.fill("si-user", user);
+    await this.fill("si-password", password);
+    await this.click("#signin-form button[type=submit]");
+  }
+}
+
+async function step(name, fn) {
+  try { await fn(); ok(name); } catch (e) { notOk(name, e.message.slice(0, 300)); }
+}
+
+function sha256(buf) { return crypto.createHash("sha256").update(buf).digest("hex"); }
+
+async function submit(tab, source, label) {
+  await tab.goto(H + "/#/submit");
+  await tab.waitFor("!document.getElementById('submit-view').hidden");
+  await tab.fill("s-source", source);
+  await tab.fill("s-label", label || "");
+  await tab.click("#submit-form button[type=submit]");
+  const id = await tab.waitFor("(location.hash.match(/^#\\/jobs\\/(\\d+)$/) || [])[1] || " +
+    "[...document.querySelectorAll('#submit-form .error')].map((e) => e.textContent).join(' ').trim()");
+  if (!/^\d+$/.test(id)) throw new Error("refused: " + id);
+  await tab.waitFor("document.getElementById('job-h').textContent.startsWith('Job #" + id + "')");
+  return id;
+}
+
+async function main() {
+  const { proc, url, dir } = await launch();
+  const cdp = new Cdp(url);
+  await cdp.open();
+  try {
+    const alice = await Tab.open(cdp);
+    let job, slowJob;
+
+    await step("the sign-in form is shown", async () => {
+      await alice.goto(H + "/");
+      await alice.waitFor("!document.getElementById('signin-view').hidden");
+      await alice.shot("web-signin");
+    });
+    await step("a wrong password is refused, with a message", async () => {
+      await alice.signIn("alice", "wrong");
+      await alice.waitFor("document.getElementById('signin-error').textContent.length > 0");
+      if (!(await alice.visible("signin-view"))) throw new Error("left the sign-in page");
+    });
+    await step("the right password signs in and shows the jobs", async () => {
+      await alice.signIn("alice", "alice-pw");
+      await alice.waitFor("!document.getElementById('jobs-view').hidden");
+      const who = await alice.text("#who");
+      if (who !== "Signed in as alice") throw new Error(who);
+    });
+    await step("the session cookie is not readable by scripts (HttpOnly)", async () => {
+      const c = await alice.eval("document.cookie");
+      if (c.includes("remora_session")) throw new Error(c);
+    });
+    await step("SQL's validation message is shown beside the field", async () => {
+      await alice.goto(H + "/#/submit");
+      await alice.waitFor("!document.getElementById('submit-view').hidden");
+      await alice.fill("s-source", SRC + "/web.bin");
+      await alice.fill("s-conn", "500");
+      await alice.click("#submit-form button[type=submit]");
+      await alice.waitFor("document.getElementById('s-conn-err').textContent.includes('connections')");
+      await alice.waitFor("document.getElementById('s-conn').getAttribute('aria-invalid') === 'true'");
+      await alice.shot("web-submit-error");
+      await alice.fill("s-conn", "");
+    });
+    const label = "<img src=x onerror=\"window.__xss=1\">web";
+    await step("a download submitted from the form opens its page", async () => {
+      job = await submit(alice, SRC + "/web.bin", label);
+    });
+    await step("a label with markup is shown as text", async () => {
+      await alice.waitFor("document.getElementById('job-h').textContent.includes('<img')");
+      const imgs = await alice.eval("document.querySelectorAll('main img').length");
+      const xss = await alice.eval("window.__xss === 1");
+      if (imgs !== 0 || xss) throw new Error("markup was rendered");
+    });
+    await step("the job finishes and its page shows it without a reload", async () => {
+      await alice.eval("window.__stay = 1");
+      await alice.waitFor("document.querySelector('#job-body .state') && document.querySelector('#job-body .state').textContent === 'succeeded'", 60);
+      if (!(await alice.eval("window.__stay === 1"))) throw new Error("the page was reloaded");
+      await alice.waitFor("document.querySelector('#members-table .download')", 20);
+      await alice.shot("web-job");
+    });
+    await step("the member's download link gives the file (same SHA-256)", async () => {
+      await alice.click("#members-table .download");
+      const href = await alice.waitFor("(document.querySelector('#members-table a.download-link') || {}).href");
+      const r = await fetch(href);
+      const got = sha256(Buffer.from(await r.arrayBuffer()));
+      const want = sha256(fs.readFileSync(path.join(WWW, "web.bin")));
+      if (got !== want) throw new Error("sha256 " + got + " != " + want);
+    });
+    await step("a slow download's progress moves on the page without a reload", async () => {
+      slowJob = await submit(alice, SRC + "/slow/webslow.bin", "slow");
+      await alice.eval("window.__stay = 2");
+      await alice.waitFor("document.querySelector('#job-body .state').textContent === 'running'", 30);
+      const first = await alice.waitFor("(() => { const p = document.querySelector('#job-progress progress'); return p && p.value > 0 && p.value; })()", 30);
+      await alice.waitFor("(() => { const p = document.querySelector('#job-progress progress'); return p && p.value > " + first + "; })()", 30);
+      if (!(await alice.eval("window.__stay === 2"))) throw new Error("the page was reloaded");
+      await alice.shot("web-progress");
+    });
+    await step("cancel stops the running job", async () => {
+      await alice.click("#act-cancel");
+      await alice.waitFor("document.querySelector('#job-body .state').textContent === 'cancelled'", 30);
+    });
+    await step("the jobs list shows both jobs, with a state filter", async () => {
+      await alice.goto(H + "/#/jobs");
+      await alice.waitFor(`document.querySelector('tr[data-job="${job}"]') && document.querySelector('tr[data-job="${slowJob}"]')`);
+      await alice.shot("web-jobs");
+      await alice.eval("document.getElementById('f-state').value = 'succeeded'");
+      await alice.click("#filter-form button[type=submit]");
+      await alice.waitFor(`!document.querySelector('tr[data-job="${slowJob}"]') && document.querySelector('tr[data-job="${job}"]')`);
+    });
+
+    await step("cancel of the selected jobs, then delete of all that match a search", async () => {
+      const ids = await alice.eval(`Promise.all([1, 2].map((i) => api("POST", "/api/jobs",
+        { source: ${JSON.stringify(SRC + "/slow/webslow.bin")}, options: { label: "bulk " + i } })
+        .then((r) => String(r.job_id))))`);
+      await alice.eval("document.getElementById('f-state').value = ''; document.getElementById('f-q').value = 'bulk'");
+      await alice.click("#filter-form button[type=submit]");
+      await alice.waitFor(ids.map((id) => `document.querySelector('tr[data-job="${id}"] .sel')`).join(" && "));
+      for (const id of ids) await alice.click(`tr[data-job="${id}"] .sel`);
+      await alice.click("#bulk-cancel");
+      await alice.waitFor("document.getElementById('bulk-status').textContent.startsWith('cancel: 2 done')");
+      for (const id of ids)
+        await alice.waitFor(`fetch('/api/jobs/${id}').then((r) => r.json()).then((j) => j.state === 'cancelled')`, 30);
+      await alice.click("#bulk-delete-all");
+      await alice.waitFor("document.getElementById('bulk-status').textContent.startsWith('delete: 2 done')");
+      await alice.waitFor(ids.map((id) => `!document.querySelector('tr[data-job="${id}"]')`).join(" && "));
+      for (const id of ids) {
+        const st = await alice.eval(`fetch('/api/jobs/${id}').then((r) => r.status)`);
+        if (st !== 404) throw new Error("job " + id + " still there: " + st);
+      }
+      await alice.eval("document.getElementById('f-q').value = ''");
+      await alice.click("#filter-form button[type=submit]");
+    });
+
+    for (const [kind, source, members] of [["an S3 object", "s3://sources/one.bin", 1],
+      ["an S3 prefix", "s3://sources/dir/", 2], ["a Hugging Face snapshot", "hf://acme/tiny", 2]]) {
+      await step("submit " + kind + " from the form: it succeeds with " + members + " member(s)", async () => {
+        const id = await submit(alice, source, kind);
+        await alice.waitFor("document.querySelector('#job-body .state') && document.querySelector('#job-body .state').textContent === 'succeeded'", 60);
+        await alice.waitFor("document.querySelectorAll('#members-table tbody tr').length === " + members, 20);
+        if (id === undefined) throw new Error("no job");
+      });
+    }
+
+    const bob = await Tab.open(cdp);
+    await step("bob, signed in beside alice, does not see her jobs", async () => {
+      await bob.signIn("bob", "bob-pw");
+      await bob.waitFor("!document.getElementById('jobs-view').hidden");
+      await bob.waitFor("document.getElementById('jobs-table').tBodies[0] !== null");
+      const n = await bob.eval(`document.querySelectorAll('tr[data-job="${job}"], tr[data-job="${slowJob}"]').length`);
+      if (n !== 0) throw new Error("bob sees " + n + " of alice's jobs");
+      await bob.goto(H + "/#/jobs/" + job);
+      await bob.waitFor("document.querySelector('#job-body .error')");
+    });
+    await step("a remora_user has no Admin page", async () => {
+      if (!(await bob.eval("document.getElementById('nav-admin').hidden"))) throw new Error("shown");
+    });
+
+    const carol = await Tab.open(cdp);
+    await step("an admin sees statistics, workers and everyone's jobs", async () => {
+      await carol.signIn("carol", "carol-pw");
+      await carol.waitFor("!document.getElementById('jobs-view').hidden");
+      await carol.waitFor(`document.querySelector('tr[data-job="${job}"]')`);
+      await carol.goto(H + "/#/admin");
+      await carol.waitFor("document.querySelector('#stats dl') && document.querySelector('#workers table')");
+      await carol.shot("web-admin");
+    });
+
+    await step("hard delete (confirmed) removes the job", async () => {
+      await alice.goto(H + "/#/jobs/" + job);
+      await alice.waitFor("document.getElementById('job-h').textContent.startsWith('Job #" + job + " ') && document.getElementById('act-hard-delete')");
+      await alice.click("#act-hard-delete");
+      await alice.waitFor("location.hash === '#/jobs'");
+      const r = await alice.eval(`fetch('/api/jobs/${job}').then(r => r.status)`);
+      if (r !== 404) throw new Error("status " + r + "; " + await alice.text("#live"));
+      await alice.waitFor(`!document.querySelector('tr[data-job="${job}"]')`);
+      if (r !== 404) throw new Error("status " + r);
+    });
+    await step("sign-out returns to the sign-in form and ends the session", async () => {
+      await alice.click("#signout");
+      await alice.waitFor("!document.getElementById('signin-view').hidden");
+      const r = await alice.eval("fetch('/api/jobs').then(r => r.status)");
+      if (r !== 401) throw new Error("status " + r);
+    });
+  } finally {
+    try { await cdp.send("Browser.close"); } catch (e) { /* already gone */ }
+    const exited = new Promise((r) => { proc.on("exit", r); setTimeout(r, 5000); });
+    proc.kill("SIGKILL");
+    await exited;
+    try { fs.rmSync(dir, { recursive: true, force: true, maxRetries: 5 }); } catch (e) { /* a temporary folder */ }
+  }
+}
+
+main().then(() => process.exit(failed ? 1 : 0),
+  (e) => { notOk("the browser test runs", e.message); process.exit(1); });

@@ -1,0 +1,362 @@
+#!/usr/bin/env bash
+#
+# The web server "remora http" and its JSON API (DESIGN §6), end to end
+# with curl against a real cluster, workers, nginx and the S3 server:
+#   - the worker shows in pg_stat_activity, serves the web client, and is
+#     restarted after it is terminated;
+#   - sign-in by PostgreSQL authentication (pg_hba.conf: scram-sha-256):
+#     right and wrong passwords, a role whose pg_hba line is trust is
+#     refused (no password was checked), the cookie is HttpOnly and
+#     SameSite=Strict, a fresh session id at every sign-in, sign-out,
+#     idle expiry (changed by a reload), throttling after failures;
+#   - HTTP Basic on /api/; CSRF: a cookie-authenticated change without the
+#     token, or from another Origin, is refused;
+#   - every endpoint, and every status mapping: 201, 200, 204, 304 (ETag),
+#     400 (bad JSON, unknown field, 22023 with the field, bad ids),
+#     401, 403 (42501, RM001, CSRF, admin-only), 404 (P0002, unknown path),
+#     409 (23505), 413, 405;
+#   - row-level security: a remora_user sees only their own jobs, an
+#     admin sees everyone's;
+#   - a download submitted over the API finishes, its member read through
+#     the presigned link has the file's SHA-256; Server-Sent Events report
+#     its progress;
+#   - hostile input: huge bodies (declared and chunked), bad cookies, path
+#     traversal on static files, a slow client, 100 concurrent clients;
+#   - without TLS a non-loopback address is refused (logged); with
+#     remora.http_tls_cert_file/key_file it serves HTTPS.
+#
+. "$(dirname "$0")/../lib/e2e.sh"
+. "$(dirname "$0")/../lib/http.sh"
+e2e_begin http
+
+stack_up
+check "remora.http_listen is empty by default: no web server" \
+	test -z "$(q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'remora http'")"
+# no request of this test may hang it (a later --max-time wins)
+curl() { command curl --max-time 30 "$@"; }
+restart() { cluster_stop "$T/pg" fast; cluster_start "$T/pg"; }
+http_up <<CONF
+remora.http_client_timeout = '2s'
+remora.http_max_body = '64kB'
+remora.http_login_max_failures = 3
+remora.http_login_lockout = '3s'
+CONF
+check "the worker shows in pg_stat_activity as 'remora http'" http_running
+
+B=$T/body
+HDR=$T/headers
+# call METHOD PATH [curl args]: the status; body in $B, headers in $HDR
+call() {
+	local m=$1 p=$2
+	shift 2
+	curl -s -o "$B" -D "$HDR" -w '%{http_code}' -X "$m" "$@" "$H$p"
+}
+body() { cat "$B"; }
+field() { jq -r "$1" "$B"; }
+header() { grep -i "^$1:" "$HDR" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+as() { local who=$1; shift; call "$@" -u "$who:$who-pw"; }
+
+# --- static files and traversal ---------------------------------------------
+check_eq "GET / serves the web client" "$(call GET /)" 200
+check "the page has a Content-Security-Policy without inline scripts" \
+	grep -qi "^content-security-policy: default-src 'self'; script-src 'self';" "$HDR"
+check "the page says nosniff and DENY framing" \
+	grep -qi '^x-frame-options: DENY' "$HDR"
+check_eq "the client's script is served" "$(call GET /app.js)" 200
+check_eq "its type is JavaScript" "$(header Content-Type)" "text/javascript; charset=utf-8"
+for p in '/../../../../etc/passwd' '/%2e%2e/%2e%2e/etc/passwd' '/..%2f..%2fetc%2fpasswd' \
+	'/web/index.html' '/index.html/..' '/%00' '//etc/passwd' '/app.js%00.html'; do
+	code=$(curl -s --path-as-is -o "$B" -w '%{http_code}' "$H$p")
+	if [ "$code" = 404 ] || [ "$code" = 400 ]; then
+		if grep -q 'root:' "$B"; then not_ok "static path $p leaks a file"; else ok "static path $p: $code"; fi
+	else
+		not_ok "static path $p answered $code"
+	fi
+done
+
+# --- not signed in, sign-in ----------------------------------------------------
+check_eq "GET /api/jobs without credentials: 401" "$(call GET /api/jobs)" 401
+check_eq "  with sqlstate 28000" "$(field .sqlstate)" 28000
+check_eq "a wrong password: 401" \
+	"$(call POST /api/session -H 'Content-Type: application/json' -d '{"user":"alice","password":"nope"}')" 401
+check "  with no Set-Cookie" bash -c "! grep -qi '^set-cookie' '$HDR'"
+check_eq "a role that pg_hba lets in without password cannot sign in (401)" \
+	"$(call POST /api/session -d '{"user":"trusty","password":"anything"}')" 401
+check "  and the answer says why" grep -q 'did not ask for a password' "$B"
+check_eq "a body that is not JSON: 400" "$(call POST /api/session -d '{user:')" 400
+check_eq "  sqlstate 22P02" "$(field .sqlstate)" 22P02
+check_eq "no password field: 400" "$(call POST /api/session -d '{"user":"alice"}')" 400
+
+signin() {	# signin USER: sets COOKIE and CSRF
+	call POST /api/session -H 'Content-Type: application/json' \
+		-d "{\"user\":\"$1\",\"password\":\"$1-pw\"}" >/dev/null
+	COOKIE=$(header Set-Cookie | sed 's/;.*//')
+	CSRF=$(field .csrf)
+}
+check_eq "the right password: 200" \
+	"$(call POST /api/session -d '{"user":"alice","password":"alice-pw"}')" 200
+SETC=$(header Set-Cookie)
+check "the cookie is HttpOnly and SameSite=Strict" \
+	bash -c "[[ '$SETC' == remora_session=*HttpOnly* && '$SETC' == *SameSite=Strict* ]]"
+check_eq "the body names the user" "$(field .user)" alice
+check "the body carries a CSRF token" test "$(field .csrf | wc -c)" -gt 60
+FIRST=$(echo "$SETC" | sed 's/;.*//')
+signin alice
+check "a second sign-in gets a new session id" test "$COOKIE" != "$FIRST"
+check_eq "GET /api/session with the cookie" "$(call GET /api/session -b "$COOKIE")" 200
+check_eq "  is alice" "$(field .user)" alice
+check_eq "  not an admin" "$(field .admin)" false
+
+# --- CSRF ----------------------------------------------------------------------
+check_eq "a submit by cookie without the CSRF token: 403" \
+	"$(call POST /api/jobs -b "$COOKIE" -d "{\"source\":\"$SRC/a.bin\"}")" 403
+check "  says CSRF" grep -q CSRF "$B"
+check_eq "with a wrong token: 403" \
+	"$(call POST /api/jobs -b "$COOKIE" -H 'X-CSRF-Token: 00' -d "{\"source\":\"$SRC/a.bin\"}")" 403
+check_eq "with the token but from another Origin: 403" \
+	"$(call POST /api/jobs -b "$COOKIE" -H "X-CSRF-Token: $CSRF" -H 'Origin: http://evil.example' -d "{\"source\":\"$SRC/a.bin\"}")" 403
+check_eq "sign-out without the token: 403" "$(call DELETE /api/session -b "$COOKIE")" 403
+
+# --- submit and read ---------------------------------------------------------------
+make_file a.bin 3000000
+make_file big.bin 40000000
+ja() { call "$@" -b "$COOKIE" -H "X-CSRF-Token: $CSRF"; }
+check_eq "POST /api/jobs with cookie and token: 201" \
+	"$(ja POST /api/jobs -H 'Content-Type: application/json' -d "{\"source\":\"$SRC/a.bin\",\"options\":{\"label\":\"<b>first</b>\"}}")" 201
+JOB=$(field .job_id)
+check "  returns the job id" test "$JOB" -gt 0
+check_eq "  and Location" "$(header Location)" "/api/jobs/$JOB"
+wait_job() {	# wait_job JOB STATE: through the API
+	[ "$(as alice GET "/api/jobs/$1")" = 200 ] && [ "$(field .state)" = "$2" ]
+}
+check "the download finishes (seen through the API)" wait_for 60 wait_job "$JOB" succeeded
+check_eq "GET /api/jobs/$JOB: 200" "$(ja GET "/api/jobs/$JOB")" 200
+check_eq "  job_id" "$(field .job_id)" "$JOB"
+check_eq "  the label comes back as JSON text" "$(field .label)" "<b>first</b>"
+check "  with its attempts" test "$(field '.attempts | length')" -ge 1
+ETAG=$(header ETag)
+check "  with an ETag" test -n "$ETAG"
+check_eq "If-None-Match with the ETag: 304" "$(ja GET "/api/jobs/$JOB" -H "If-None-Match: $ETAG")" 304
+check_eq "GET /api/jobs/$JOB/result: 200" "$(ja GET "/api/jobs/$JOB/result")" 200
+check_eq "  one member" "$(field '.members | length')" 1
+check_eq "  with the file's SHA-256" "$(field '.members[0].sha256')" "$(sha256sum "$WWW/a.bin" | cut -d' ' -f1)"
+check_eq "GET .../result/url?path=a.bin: 200" "$(ja GET "/api/jobs/$JOB/result/url?path=a.bin&ttl=300")" 200
+URL=$(field .url)
+check_eq "  the presigned link gives the file" \
+	"$(curl -s "$URL" | sha256sum | cut -d' ' -f1)" "$(sha256sum "$WWW/a.bin" | cut -d' ' -f1)"
+check_eq "  a path that is not a member: 404" "$(ja GET "/api/jobs/$JOB/result/url?path=nope")" 404
+check_eq "  no path: 400" "$(ja GET "/api/jobs/$JOB/result/url")" 400
+check_eq "  a bad ttl: 400" "$(ja GET "/api/jobs/$JOB/result/url?path=a.bin&ttl=soon")" 400
+
+# --- errors ------------------------------------------------------------------------
+check_eq "bad JSON: 400" "$(ja POST /api/jobs -d '{"source":')" 400
+check_eq "  sqlstate 22P02" "$(field .sqlstate)" 22P02
+check_eq "an unknown field: 400" "$(ja POST /api/jobs -d '{"source":"x","color":1}')" 400
+check_eq "source not a string: 400" "$(ja POST /api/jobs -d '{"source":5}')" 400
+check_eq "  the field is named" "$(field .field)" source
+check_eq "an invalid option (22023): 400" \
+	"$(ja POST /api/jobs -d "{\"source\":\"$SRC/a.bin\",\"options\":{\"priority\":\"high\"}}")" 400
+check_eq "  sqlstate 22023" "$(field .sqlstate)" 22023
+check_eq "  field options.priority" "$(field .field)" options.priority
+check_eq "an unknown option: 400 naming it" \
+	"$(ja POST /api/jobs -d "{\"source\":\"$SRC/a.bin\",\"options\":{\"colour\":1}}") $(field .field)" "400 options.colour"
+check_eq "a bad source: 400" "$(ja POST /api/jobs -d '{"source":"ftp://x/y"}')" 400
+check_eq "the metadata address (RM001): 403" \
+	"$(ja POST /api/jobs -d '{"source":"http://169.254.169.254/latest"}') $(field .sqlstate)" "403 RM001"
+ja POST /api/jobs -d "{\"source\":\"$SRC/a.bin\",\"idempotency_key\":\"k1\"}" >/dev/null
+check_eq "an idempotency key reused for another request: 409" \
+	"$(ja POST /api/jobs -d "{\"source\":\"$SRC/b.bin\",\"idempotency_key\":\"k1\"}") $(field .sqlstate)" "409 23505"
+check_eq "a job that does not exist: 404 P0002" \
+	"$(ja GET /api/jobs/999999) $(field .sqlstate)" "404 P0002"
+check_eq "a job id that is not a number: 400" "$(ja GET /api/jobs/abc)" 400
+check_eq "an unknown API path: 404" "$(ja GET /api/nothing)" 404
+check_eq "a wrong method: 405" "$(ja PUT /api/jobs)" 405
+check_eq "hard=maybe: 400" "$(ja DELETE "/api/jobs/$JOB?hard=maybe")" 400
+check_eq "limit=0: 400" "$(ja GET '/api/jobs?limit=0')" 400
+check_eq "after=x: 400" "$(ja GET '/api/jobs?after=x')" 400
+check_eq "a role without remora_user (42501): 403" "$(as dave GET /api/jobs) $(field .sqlstate)" "403 42501"
+check_eq "stats for a remora_user: 403" "$(ja GET /api/stats)" 403
+check_eq "workers for a remora_user: 403" "$(ja GET /api/workers)" 403
+check_eq "stats for an admin: 200" "$(as carol GET /api/stats)" 200
+check "  counts the succeeded job" test "$(field .succeeded)" -ge 1
+check_eq "workers for an admin: 200" "$(as carol GET /api/workers)" 200
+check "  lists the workers" test "$(field '.workers | length')" -ge 1
+
+# --- row-level security, Basic -----------------------------------------------------------
+check_eq "Basic with a wrong password: 401" "$(call GET /api/jobs -u bob:wrong)" 401
+check_eq "bob submits over Basic (no CSRF token needed): 201" \
+	"$(as bob POST /api/jobs -d "{\"source\":\"$SRC/slow/big.bin\"}")" 201
+BJOB=$(field .job_id)
+check_eq "alice does not see bob's job: 404" "$(ja GET "/api/jobs/$BJOB")" 404
+check_eq "alice cannot cancel it: 404" "$(ja POST "/api/jobs/$BJOB/cancel")" 404
+check_eq "nor delete it: 404" "$(ja DELETE "/api/jobs/$BJOB")" 404
+ja GET '/api/jobs?limit=1000' >/dev/null
+check_eq "alice's list holds only her jobs" "$(field '[.jobs[].owner] | unique | join(",")')" alice
+as bob GET '/api/jobs' >/dev/null
+check_eq "bob's list holds only his" "$(field '[.jobs[].owner] | unique | join(",")')" bob
+as carol GET '/api/jobs?limit=1000' >/dev/null
+check_eq "the admin sees both" "$(field '[.jobs[].owner] | unique | join(",")')" alice,bob
+as carol GET "/api/jobs?state=succeeded" >/dev/null
+check_eq "state filter" "$(field '[.jobs[].state] | unique | join(",")')" succeeded
+as carol GET "/api/jobs?q=slow" >/dev/null
+check_eq "search by source" "$(field '[.jobs[].job_id] | join(",")')" "$BJOB"
+as carol GET "/api/jobs?q=%3Cb%3Efirst" >/dev/null
+check_eq "search by label" "$(field '[.jobs[].job_id] | join(",")')" "$JOB"
+as alice GET '/api/jobs?limit=1' >/dev/null
+NEXT=$(field .next)
+FIRSTID=$(field '.jobs[0].job_id')
+as alice GET "/api/jobs?limit=1&after=$NEXT" >/dev/null
+check "keyset paging: the next page is older" test "$(field '.jobs[0].job_id')" -lt "$FIRSTID"
+
+# --- Server-Sent Events ---------------------------------------------------------------
+curl -s -N --max-time 3 -u bob:bob-pw "$H/api/events" >"$T/events" 2>/dev/null || true
+check "GET /api/events streams bob's job" grep -q "\"job_id\" *: *$BJOB" "$T/events"
+check "  and nothing of alice's" bash -c "! grep -q '\"job_id\" *: *$JOB,' '$T/events'"
+curl -s -N --max-time 3 -b "$COOKIE" -D "$HDR" "$H/api/events" >"$T/events" 2>/dev/null || true
+check_eq "  it is text/event-stream" "$(header Content-Type)" "text/event-stream; charset=utf-8"
+
+# --- cancel, delete --------------------------------------------------------------------
+check_eq "bob cancels his running job: 200" "$(as bob POST "/api/jobs/$BJOB/cancel")" 200
+check "  the answer is the state: running until the worker stops, or cancelled" \
+	bash -c "[[ '$(field .state)' =~ ^(running|cancelled)$ ]]"
+bob_cancelled() { [ "$(as bob GET "/api/jobs/$BJOB")" = 200 ] && [ "$(field .state)" = cancelled ]; }
+check "  the job ends cancelled" wait_for 30 bob_cancelled
+check_eq "  cancel again: 200 cancelled (idempotent)" "$(as bob POST "/api/jobs/$BJOB/cancel") $(field .state)" "200 cancelled"
+check_eq "bob deletes it: 204" "$(as bob DELETE "/api/jobs/$BJOB?hard=true")" 204
+check_eq "  then it is gone: 404" "$(as bob GET "/api/jobs/$BJOB")" 404
+
+# --- hostile input ----------------------------------------------------------------------
+head -c 200000 /dev/zero | tr '\0' 'a' >"$T/big"
+check_eq "a body above remora.http_max_body: 413" \
+	"$(ja POST /api/jobs --data-binary @"$T/big")" 413
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -b "$COOKIE" -H "X-CSRF-Token: $CSRF" \
+	-H 'Transfer-Encoding: chunked' --data-binary @"$T/big" "$H/api/jobs" || true)
+check "a chunked body above the limit is not accepted ($code)" \
+	bash -c "[ '$code' = 413 ] || [ '$code' = 000 ]"
+check_eq "a huge declared body is refused before it is sent" \
+	"$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Length: 10000000000' -H 'Expect:' -X POST "$H/api/session" --max-time 5 || true)" 413
+check_eq "a made-up session cookie: 401" "$(call GET /api/jobs -b "remora_session=$(printf '%064d' 0)")" 401
+check_eq "a cookie with junk: 401" "$(call GET /api/jobs -b 'remora_session=../../;%00<script>')" 401
+LONG=$(head -c 20000 /dev/zero | tr '\0' 'x')
+code=$(call GET /api/jobs -b "remora_session=$LONG")
+check "a 20 kB cookie is refused, not a crash ($code)" bash -c "[ '$code' -ge 400 ] && [ '$code' -lt 500 ] || [ '$code' = 431 ]"
+check_eq "the server still answers" "$(call GET /api/session -b "$COOKIE")" 200
+slow_client() {	# a client that sends half a request line and waits
+	local t0
+	t0=$(date +%s)
+	exec 3<>"/dev/tcp/127.0.0.1/$HTTP_PORT"
+	printf 'GET /api/jobs HTTP/1.1\r\nHost: x\r\n' >&3
+	timeout 20 cat <&3 >/dev/null
+	exec 3<&-
+	[ $(($(date +%s) - t0)) -le 10 ]
+}
+check "a slow client is disconnected after remora.http_client_timeout" slow_client
+hundred() {
+	local i fails=0 pids=()
+	for i in $(seq 100); do
+		curl -s -o /dev/null -w '%{http_code}\n' --max-time 60 -u alice:alice-pw "$H/api/jobs?limit=5" >"$T/c$i" &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+	for i in $(seq 100); do [ "$(cat "$T/c$i")" = 200 ] || fails=$((fails + 1)); done
+	[ "$fails" = 0 ] || { echo "# $fails of 100 failed: $(sort "$T"/c* | uniq -c | tr '\n' ' ')"; return 1; }
+}
+check "100 concurrent clients are all answered 200" hundred
+check "the pool keeps alice's connections bounded (remora.http_pool_size)" \
+	test "$(q "SELECT count(*) FROM pg_stat_activity WHERE usename = 'alice' AND application_name = 'remora http'")" -le 4
+
+# --- throttling ------------------------------------------------------------------------
+for i in 1 2 3; do call POST /api/session -d '{"user":"erin","password":"bad"}' >/dev/null; done
+check_eq "after 3 failures even the right password waits: 429" \
+	"$(call POST /api/session -d '{"user":"erin","password":"erin-pw"}')" 429
+check "  with Retry-After" test -n "$(header Retry-After)"
+erin_in() { [ "$(call POST /api/session -d '{"user":"erin","password":"erin-pw"}')" = 200 ]; }
+check "after the lockout the right password works" wait_for 10 erin_in
+
+# --- sign-out, expiry -------------------------------------------------------------------
+check_eq "sign-out: 200" "$(ja DELETE /api/session)" 200
+check "  clears the cookie" bash -c "grep -qi '^set-cookie: remora_session=;' '$HDR'"
+check_eq "  the old cookie no longer works: 401" "$(call GET /api/jobs -b "$COOKIE")" 401
+signin alice
+IDLE=$COOKIE
+signin alice
+echo "remora.http_session_idle_timeout = '2s'" >>"$T/pg/data/postgresql.conf"
+q "SELECT pg_reload_conf()" >/dev/null
+# the event stream does not count as activity: it ends when the session does
+curl -s -N --max-time 20 -b "$IDLE" "$H/api/events" >"$T/events" 2>/dev/null || true
+check "an idle session expires (remora.http_session_idle_timeout, reloaded)" \
+	grep -q '^event: signed-out' "$T/events" || tail -5 "$T/events"
+check_eq "  its cookie then gets 401" "$(call GET /api/session -b "$IDLE")" 401
+sed -i '/http_session_idle_timeout/d' "$T/pg/data/postgresql.conf"
+echo "remora.http_session_max_age = '3s'" >>"$T/pg/data/postgresql.conf"
+q "SELECT pg_reload_conf()" >/dev/null
+expired() { [ "$(call GET /api/session -b "$COOKIE")" = 401 ]; }
+check "a session in use still ends at remora.http_session_max_age" wait_for 15 expired
+sed -i '/http_session_max_age/d' "$T/pg/data/postgresql.conf"
+q "SELECT pg_reload_conf()" >/dev/null
+
+# --- a long history --------------------------------------------------------------------
+# 100,000 jobs that no worker takes: every page of the list costs the same
+echo "remora.max_workers = 0" >>"$T/pg/data/postgresql.conf"
+q "SELECT pg_reload_conf()" >/dev/null
+no_workers() { [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora worker'")" = 0 ]; }
+wait_for 30 no_workers
+q "SELECT remora.grant_target('erin', 'target', '*')" >/dev/null
+psql -X -q -d postgres -c "SET ROLE erin; SELECT count(remora_submit('$SRC/many/' || g, options => jsonb_build_object('label', 'many ' || g))) FROM generate_series(1, 100000) g" >/dev/null
+q "ANALYZE remora.jobs" >/dev/null
+page_time() { curl -s -o /dev/null -w '%{time_total}' -u erin:erin-pw "$H/api/jobs?$1"; }
+fast_pages() {
+	local t worst=0 u
+	for u in 'limit=50' 'limit=50&after=50000' 'limit=50&after=200' 'state=queued&limit=50&after=30000' 'limit=1000&after=90000'; do
+		page_time "$u" >/dev/null
+		t=$(page_time "$u")
+		echo "# $u: $t s"
+		worst=$(echo "if ($t > $worst) $t else $worst" | bc)
+	done
+	[ "$(echo "$worst < 0.5" | bc)" = 1 ]
+}
+check "over 100,000 jobs every page of the list answers in under 0.5 s" fast_pages
+as erin GET '/api/jobs?limit=50&after=50000' >/dev/null
+check_eq "  the page after job 50000 starts at the next older job" "$(field '.jobs[0].job_id') $(field '.jobs | length')" \
+	"$(q "SELECT max(job_id) FROM remora.jobs WHERE job_id < 50000 AND owner = 'erin'::regrole") 50"
+sse_quick() {
+	curl -s -N --max-time 3 -u erin:erin-pw "$H/api/events" >"$T/events" 2>/dev/null || true
+	[ "$(grep -c '^event: job' "$T/events")" -le 300 ]
+}
+check "the event stream does not replay a long queue (at most the newest jobs)" sse_quick
+
+# --- restart, TLS, refusal --------------------------------------------------------------
+OLD=$(http_pid)
+q "SELECT pg_terminate_backend($OLD)" >/dev/null
+restarted() { local p; p=$(http_pid); [ -n "$p" ] && [ "$p" != "$OLD" ] && http_serving; }
+check "terminated, the worker is restarted and serves again" wait_for 30 restarted
+
+sed -i '/remora.http_listen/d' "$T/pg/data/postgresql.conf"
+echo "remora.http_listen = '0.0.0.0:$HTTP_PORT'" >>"$T/pg/data/postgresql.conf"
+restart
+refused() { grep -q 'remora http refuses to listen on "0.0.0.0:' "$LOG"; }
+check "without TLS a non-loopback address is refused, and logged" wait_for 20 refused
+check_eq "  and nothing serves" "$(curl -s -o /dev/null -w '%{http_code}' "$H/" || true)" 000
+
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
+	-addext subjectAltName=IP:127.0.0.1 -keyout "$T/pg/key.pem" -out "$T/pg/cert.pem" >/dev/null 2>&1
+chown postgres "$T/pg/key.pem" "$T/pg/cert.pem"
+chmod 600 "$T/pg/key.pem"
+sed -i '/remora.http_listen/d' "$T/pg/data/postgresql.conf"
+cat >>"$T/pg/data/postgresql.conf" <<CONF
+remora.http_listen = '127.0.0.1:$HTTP_PORT'
+remora.http_tls_cert_file = '$T/pg/cert.pem'
+remora.http_tls_key_file = '$T/pg/key.pem'
+CONF
+restart
+tls_up() { curl -s -o /dev/null --cacert "$T/pg/cert.pem" "https://127.0.0.1:$HTTP_PORT/"; }
+check "with a certificate and key it serves HTTPS" wait_for 20 tls_up
+code=$(curl -s -o "$B" -D "$HDR" -w '%{http_code}' --cacert "$T/pg/cert.pem" \
+	-d '{"user":"alice","password":"alice-pw"}' "https://127.0.0.1:$HTTP_PORT/api/session")
+check_eq "  sign-in over HTTPS" "$code" 200
+check "  the cookie is Secure" bash -c "grep -qi '^set-cookie:.*; Secure' '$HDR'"
+check "  and HSTS is sent" bash -c "grep -qi '^strict-transport-security' '$HDR'"
+check_eq "  plain HTTP is not answered" "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$H/" || true)" 000
+
+check "no secret in the server log" bash -c "! grep -q 'alice-pw\|bob-pw\|carol-pw' '$LOG'"
+e2e_finish

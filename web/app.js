@@ -1,0 +1,464 @@
+/*
+ * Remora web client: one page, no build step, no external assets.
+ *
+ * Every request goes to the JSON API of the same server (DESIGN §6) with
+ * the session cookie; every change carries the session's CSRF token.
+ * Text from the server (sources, labels, error messages) is only ever put
+ * into the page as text (textContent), never as markup.  Live progress
+ * comes from Server-Sent Events (/api/events); when the stream fails, the
+ * page polls instead.
+ */
+"use strict";
+
+const S = { user: null, csrf: null, admin: false, filter: { state: "", q: "", limit: "50" },
+  pages: [], next: null, listSeq: 0, jobs: new Map(), events: null, poll: null, view: null, jobId: null };
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of kids.flat(Infinity)) {
+    if (c === null || c === undefined) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+function say(msg) { $("live").textContent = msg; }
+
+class ApiError extends Error {
+  constructor(status, data) {
+    super((data && data.error) || "HTTP " + status);
+    this.status = status; this.data = data || {};
+  }
+}
+
+async function api(method, path, body) {
+  const opts = { method, headers: {}, credentials: "same-origin" };
+  if (body !== undefined) {
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  if (method !== "GET" && S.csrf) opts.headers["X-CSRF-Token"] = S.csrf;
+  const r = await fetch(path, opts);
+  let data = null;
+  if (r.status !== 204 && r.status !== 304) data = await r.json().catch(() => null);
+  if (r.status === 401 && path !== "/api/session") { signedOut(); throw new ApiError(401, data); }
+  if (!r.ok) throw new ApiError(r.status, data);
+  return data;
+}
+
+/* ---- formatting ---- */
+function bytes(n) {
+  if (n === null || n === undefined) return "";
+  const u = ["B", "kB", "MB", "GB", "TB"];
+  let i = 0, v = Number(n);
+  while (v >= 1000 && i < u.length - 1) { v /= 1000; i++; }
+  return (i ? v.toFixed(1) : v) + " " + u[i];
+}
+function when(t) { return t ? new Date(t).toLocaleString() : ""; }
+function eta(j) {
+  if (!j.bytes_per_second || !j.bytes_total) return "";
+  const s = Math.max(0, (j.bytes_total - j.bytes_done) / j.bytes_per_second);
+  return s < 90 ? Math.round(s) + " s" : Math.round(s / 60) + " min";
+}
+function stateBadge(st) { return el("span", { class: "state state-" + st }, st); }
+function progressCell(j) {
+  const done = j.bytes_done || 0, total = j.bytes_total;
+  const kids = [];
+  if (total) {
+    kids.push(el("progress", { max: total, value: Math.min(done, total),
+      "aria-label": "job " + j.job_id + " progress" }));
+    kids.push(" " + Math.floor(100 * done / total) + "%");
+  } else if (done) kids.push(bytes(done));
+  if (j.state === "running" && j.bytes_per_second)
+    kids.push(el("span", { class: "rate" }, bytes(j.bytes_per_second) + "/s, ETA " + eta(j)));
+  if (j.restarted_from_zero) kids.push(el("span", { class: "rate" }, "restarted from zero"));
+  return kids;
+}
+
+/* ---- views ---- */
+function show(view) {
+  for (const v of ["signin", "jobs", "job", "submit", "admin"])
+    $(v + "-view").hidden = v !== view;
+  S.view = view;
+}
+
+function signedIn(info) {
+  S.user = info.user; S.csrf = info.csrf || S.csrf; S.admin = !!info.admin;
+  $("nav").hidden = false; $("signout").hidden = false;
+  $("who").hidden = false; $("who").textContent = "Signed in as " + S.user;
+  $("nav-admin").hidden = !S.admin;
+  startEvents();
+}
+
+function signedOut() {
+  S.user = null; S.csrf = null;
+  $("nav").hidden = true; $("signout").hidden = true; $("who").hidden = true;
+  stopEvents();
+  show("signin");
+  $("si-user").focus();
+}
+
+async function route() {
+  if (!S.user) return signedOut();
+  const h = location.hash || "#/jobs";
+  let m;
+  if ((m = h.match(/^#\/jobs\/(\d+)$/))) return showJob(m[1]);
+  if (h === "#/submit") { show("submit"); return; }
+  if (h === "#/admin" && S.admin) return showAdmin();
+  return showJobs();
+}
+
+/* jobs list */
+function jobsQuery(after) {
+  const p = new URLSearchParams();
+  if (S.filter.state) p.set("state", S.filter.state);
+  if (S.filter.q) p.set("q", S.filter.q);
+  p.set("limit", S.filter.limit);
+  if (after) p.set("after", after);
+  return "/api/jobs?" + p.toString();
+}
+
+async function showJobs(after) {
+  show("jobs");
+  if (after === undefined || after === null) after = S.pages.length ? S.pages[S.pages.length - 1] : null;
+  const seq = ++S.listSeq;
+  const data = await api("GET", jobsQuery(after));
+  if (seq !== S.listSeq) return; /* a later load is under way */
+  S.next = data.next;
+  S.jobs = new Map(data.jobs.map((j) => [String(j.job_id), j]));
+  const tb = $("jobs-table").tBodies[0];
+  tb.replaceChildren(...data.jobs.map(jobRow));
+  $("jobs-empty").hidden = data.jobs.length > 0;
+  $("page-next").disabled = !S.next;
+  $("page-first").disabled = S.pages.length === 0;
+  $("select-all").checked = false;
+}
+
+function jobRow(j) {
+  return el("tr", { "data-job": j.job_id },
+    el("td", {}, el("input", { type: "checkbox", class: "sel", value: j.job_id, "aria-label": "select job " + j.job_id })),
+    el("td", {}, el("a", { href: "#/jobs/" + j.job_id }, "#" + j.job_id)),
+    el("td", { class: "st" }, stateBadge(j.state)),
+    el("td", { class: "src mono" }, j.source),
+    el("td", {}, j.label || ""),
+    el("td", { class: "prog" }, progressCell(j)),
+    el("td", {}, when(j.submitted_at)));
+}
+
+function updateRow(ev) {
+  const tr = document.querySelector('tr[data-job="' + ev.job_id + '"]');
+  if (!tr) return false;
+  const j = Object.assign(S.jobs.get(String(ev.job_id)) || {}, ev);
+  S.jobs.set(String(ev.job_id), j);
+  tr.querySelector(".st").replaceChildren(stateBadge(j.state));
+  tr.querySelector(".prog").replaceChildren(...progressCell(j));
+  return true;
+}
+
+/* one job */
+function kv(pairs) {
+  return el("dl", { class: "kv" }, pairs.filter((p) => p[1] !== null && p[1] !== undefined && p[1] !== "")
+    .map(([k, v]) => [el("dt", {}, k), el("dd", {}, v instanceof Node ? v : String(v))]));
+}
+
+async function showJob(id) {
+  show("job");
+  if (S.jobId !== id) {
+    /* nothing of the previous job stays on the page while this one loads */
+    S.jobId = id; S.shown = null;
+    $("job-h").textContent = "Job #" + id;
+    $("job-body").replaceChildren(el("p", {}, "Loading…"));
+  }
+  let j;
+  try { j = await api("GET", "/api/jobs/" + id); }
+  catch (e) {
+    $("job-h").textContent = "Job #" + id;
+    $("job-body").replaceChildren(el("p", { class: "error", role: "alert" }, e.message));
+    return;
+  }
+  renderJob(j);
+}
+
+function renderJob(j) {
+  $("job-h").textContent = "Job #" + j.job_id + (j.label ? " — " + j.label : "");
+  const finished = ["succeeded", "failed", "cancelled"].includes(j.state);
+  const actions = el("div", { class: "actions" },
+    el("button", { type: "button", id: "act-cancel", disabled: finished || j.cancel_requested,
+      onclick: () => act("cancel", j.job_id) }, j.cancel_requested && !finished ? "Cancelling…" : "Cancel"),
+    el("button", { type: "button", class: "secondary", id: "act-delete",
+      onclick: () => act("delete", j.job_id) }, "Delete"),
+    el("button", { type: "button", class: "danger", id: "act-hard-delete",
+      onclick: () => act("hard", j.job_id) }, "Delete with its objects"));
+  const summary = kv([
+    ["State", stateBadge(j.state)], ["Source", j.source], ["Kind", j.source_kind],
+    ["Owner", j.owner], ["Target", "s3://" + (j.bucket || "") + "/" + (j.prefix || "")],
+    ["Progress", el("span", { id: "job-progress" }, progressCell(j))],
+    ["Members", j.members_total !== null && j.members_total !== undefined ? (j.members_done || 0) + " / " + j.members_total : null],
+    ["Attempts", j.attempts_used + " of " + j.max_attempts], ["Priority", j.priority],
+    ["Submitted", when(j.submitted_at)], ["Started", when(j.started_at)], ["Finished", when(j.finished_at)],
+    ["Next attempt", when(j.next_attempt_at)], ["Restart reason", j.restart_reason],
+    ["Last error", j.last_error ? JSON.stringify(j.last_error) : null],
+    ["Manifest", j.result_manifest_key], ["Manifest SHA-256", j.result_manifest_sha256],
+    ["Idempotency key", j.idempotency_key]]);
+  const attempts = el("table", {},
+    el("caption", { class: "sr-only" }, "Attempts"),
+    el("thead", {}, el("tr", {}, ["#", "Attempt", "Worker", "Token", "Started", "Finished", "State", "Error", "Resume"]
+      .map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, (j.attempts || []).map((a) => el("tr", {},
+      el("td", {}, a.attempt_no), el("td", { class: "mono" }, a.attempt_id),
+      el("td", { class: "mono" }, a.incarnation || ""), el("td", {}, a.fencing_token),
+      el("td", {}, when(a.started_at)), el("td", {}, when(a.finished_at)), el("td", {}, a.state),
+      el("td", {}, a.error ? (a.error.class ? a.error.class + ": " : "") + (a.error.message || JSON.stringify(a.error)) : ""),
+      el("td", {}, a.resumed_from ? "resumed from " + a.resumed_from : (a.restart_reason ? "from zero: " + a.restart_reason : (a.attempt_no > 1 ? "from zero" : "")))))));
+  const ledger = el("table", {},
+    el("caption", { class: "sr-only" }, "Recovery ledger"),
+    el("thead", {}, el("tr", {}, ["#", "Definition hash", "Request hash", "Access digest", "Provenance"]
+      .map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, (j.attempts || []).map((a) => el("tr", {},
+      el("td", {}, a.attempt_no), el("td", { class: "mono" }, a.definition_hash || ""),
+      el("td", { class: "mono" }, a.request_hash || ""), el("td", { class: "mono" }, a.access_digest || ""),
+      el("td", { class: "mono" }, a.provenance ? JSON.stringify(a.provenance) : "")))));
+  const members = el("div", { id: "members" }, j.state === "succeeded" ? "Loading result…" : "No committed result.");
+  $("job-body").replaceChildren(actions, summary,
+    el("h2", {}, "Attempts"), el("div", { class: "table-wrap" }, attempts),
+    el("h2", {}, "Result"), members,
+    el("h2", {}, "Recovery ledger"), el("div", { class: "table-wrap" }, ledger));
+  S.shown = j;
+  if (j.state === "succeeded") loadMembers(j.job_id);
+}
+
+async function loadMembers(id) {
+  const data = await api("GET", "/api/jobs/" + id + "/result");
+  const t = el("table", { id: "members-table" },
+    el("caption", { class: "sr-only" }, "Result members"),
+    el("thead", {}, el("tr", {}, ["Path", "Size", "SHA-256", ""].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, data.members.map((m) => el("tr", {},
+      el("td", { class: "mono" }, m.path), el("td", {}, bytes(m.size)),
+      el("td", { class: "mono" }, m.sha256),
+      el("td", {}, el("button", { type: "button", class: "secondary download", "data-path": m.path,
+        onclick: (e) => download(id, m.path, e.target) }, "Download"))))));
+  $("members").replaceChildren(el("div", { class: "table-wrap" }, t));
+}
+
+async function download(id, path, button) {
+  try {
+    const r = await api("GET", "/api/jobs/" + id + "/result/url?path=" + encodeURIComponent(path));
+    const a = el("a", { href: r.url, class: "download-link", rel: "noreferrer" }, "link for " + path);
+    button.replaceWith(a);
+    a.focus();
+    say("Download link ready (valid for 15 minutes).");
+  } catch (e) { say(e.message); }
+}
+
+async function act(what, id) {
+  try {
+    if (what === "cancel") {
+      const r = await api("POST", "/api/jobs/" + id + "/cancel");
+      say("Job " + id + ": " + r.state);
+    } else {
+      const hard = what === "hard";
+      if (!confirm(hard ? "Delete job " + id + " and the objects it wrote?" : "Delete job " + id + "?")) return;
+      await api("DELETE", "/api/jobs/" + id + "?hard=" + hard);
+      say("Job " + id + " deleted.");
+      location.hash = "#/jobs";
+      return;
+    }
+  } catch (e) { say(e.message); }
+  if (S.view === "job") showJob(id);
+}
+
+/* bulk actions */
+function selected() { return [...document.querySelectorAll("#jobs-table .sel:checked")].map((c) => c.value); }
+async function bulk(what, ids, confirmed) {
+  if (!ids.length) { $("bulk-status").textContent = "Nothing selected."; return; }
+  if (what === "delete" && !confirmed && !confirm("Delete " + ids.length + " job(s)?")) return;
+  let ok = 0, failed = 0;
+  for (const id of ids) {
+    try {
+      if (what === "cancel") await api("POST", "/api/jobs/" + id + "/cancel");
+      else await api("DELETE", "/api/jobs/" + id + "?hard=false");
+      ok++;
+    } catch (e) { failed++; }
+  }
+  $("bulk-status").textContent = what + ": " + ok + " done" + (failed ? ", " + failed + " failed" : "");
+  showJobs();
+}
+/* every job the filter matches (cancel: only the active ones), all pages */
+async function matching(activeOnly) {
+  const ids = [];
+  let after = null;
+  do {
+    const p = new URLSearchParams();
+    const st = activeOnly ? "queued,running,retrying" : S.filter.state;
+    if (st) p.set("state", st);
+    if (S.filter.q) p.set("q", S.filter.q);
+    p.set("limit", "1000");
+    if (after) p.set("after", after);
+    const d = await api("GET", "/api/jobs?" + p.toString());
+    for (const j of d.jobs)
+      if (!S.filter.state || S.filter.state.split(",").includes(j.state)) ids.push(String(j.job_id));
+    after = d.next;
+  } while (after);
+  return ids;
+}
+async function allMatching(what) {
+  const ids = await matching(what === "cancel");
+  if (!ids.length) { $("bulk-status").textContent = "No job matches."; return; }
+  if (!confirm((what === "cancel" ? "Cancel " : "Delete ") + ids.length + " job(s) that match the filter?")) return;
+  await bulk(what, ids, true);
+}
+
+/* submit */
+function clearErrors(form) {
+  for (const p of form.querySelectorAll(".field-error")) p.textContent = "";
+  for (const i of form.querySelectorAll("[aria-invalid]")) i.removeAttribute("aria-invalid");
+  $("submit-error").textContent = "";
+}
+async function submitJob(ev) {
+  ev.preventDefault();
+  const form = ev.target;
+  clearErrors(form);
+  const body = { options: {} };
+  for (const input of form.querySelectorAll("input[name]")) {
+    const v = input.value.trim();
+    if (!v) continue;
+    const [a, b] = input.name.split(".");
+    if (!b) { body[a] = v; continue; }
+    if (b === "include" || b === "exclude") body.options[b] = v.split(",").map((s) => s.trim()).filter(Boolean);
+    else if (input.type === "number") body.options[b] = Number(v);
+    else body.options[b] = v;
+  }
+  try {
+    const r = await api("POST", "/api/jobs", body);
+    form.reset();
+    say("Job " + r.job_id + " submitted.");
+    location.hash = "#/jobs/" + r.job_id;
+  } catch (e) {
+    const f = e.data && e.data.field;
+    const input = f && form.querySelector('[name="' + CSS.escape(f) + '"]');
+    const msg = e.message + (e.data && e.data.detail ? " — " + e.data.detail : "") + (e.data && e.data.hint ? " " + e.data.hint : "");
+    if (input) {
+      input.setAttribute("aria-invalid", "true");
+      $(input.getAttribute("aria-describedby")).textContent = msg;
+      input.focus();
+    } else {
+      $("submit-error").textContent = msg;
+    }
+  }
+}
+
+/* admin */
+async function showAdmin() {
+  show("admin");
+  const [st, wk] = await Promise.all([api("GET", "/api/stats"), api("GET", "/api/workers")]);
+  const failures = st.failures_by_class || {};
+  $("stats").replaceChildren(kv([
+    ["Queued", st.queued], ["Running", st.running], ["Retrying", st.retrying],
+    ["Succeeded", st.succeeded], ["Failed", st.failed], ["Cancelled", st.cancelled],
+    ["Committed", bytes(st.bytes_committed)], ["In flight", bytes(st.bytes_in_flight)],
+    ["Throughput", bytes(st.bytes_per_second) + "/s"],
+    ["Leases", st.active_leases + " of " + st.max_active_leases],
+    ["Failures by class", Object.keys(failures).length ? Object.entries(failures).map(([k, v]) => k + ": " + v).join(", ") : "none"],
+    ["Checkpoint writer", st.checkpoints ? st.checkpoints.transactions + " transactions, " + st.checkpoints.checkpoints +
+      " checkpoints, mean commit " + st.checkpoints.mean_commit_ms + " ms" : null]]));
+  $("workers").replaceChildren(el("div", { class: "table-wrap" }, el("table", {},
+    el("thead", {}, el("tr", {}, ["Incarnation", "PID", "Kind", "Started", "Heartbeat", "Stopped", "Leases"].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, wk.workers.map((w) => el("tr", {},
+      el("td", { class: "mono" }, w.incarnation), el("td", {}, w.pid), el("td", {}, w.kind),
+      el("td", {}, when(w.started_at)), el("td", {}, when(w.heartbeat_at)), el("td", {}, when(w.stopped_at)),
+      el("td", {}, w.active_leases)))))));
+}
+
+/* live updates */
+function onJobEvent(ev) {
+  if (S.view === "jobs") {
+    if (!updateRow(ev) && S.pages.length === 0 && !S.filter.q) scheduleReload();
+  } else if (S.view === "job" && String(ev.job_id) === String(S.jobId)) {
+    const prev = S.shown || {};
+    const j = Object.assign({}, prev, ev);
+    if (prev.state !== ev.state || prev.cancel_requested !== ev.cancel_requested) showJob(S.jobId);
+    else {
+      S.shown = j;
+      const p = $("job-progress");
+      if (p) p.replaceChildren(...progressCell(j));
+    }
+  }
+}
+let reloadTimer = null;
+function scheduleReload() {
+  if (reloadTimer) return;
+  reloadTimer = setTimeout(() => { reloadTimer = null; if (S.view === "jobs") showJobs().catch(() => {}); }, 500);
+}
+function startEvents() {
+  stopEvents();
+  if (!window.EventSource) return startPolling();
+  const es = new EventSource("/api/events");
+  S.events = es;
+  es.addEventListener("job", (m) => { try { onJobEvent(JSON.parse(m.data)); } catch (e) { /* ignore */ } });
+  es.addEventListener("signed-out", () => { stopEvents(); signedOut(); });
+  es.onopen = () => { if (S.poll) { clearInterval(S.poll); S.poll = null; } };
+  es.onerror = () => { if (es.readyState === EventSource.CLOSED) startPolling(); else if (!S.poll) startPolling(); };
+}
+function startPolling() {
+  if (S.poll) return;
+  S.poll = setInterval(() => {
+    if (document.hidden || !S.user) return;
+    if (S.view === "jobs") showJobs().catch(() => {});
+    else if (S.view === "job") showJob(S.jobId).catch(() => {});
+  }, 3000);
+}
+function stopEvents() {
+  if (S.events) { S.events.close(); S.events = null; }
+  if (S.poll) { clearInterval(S.poll); S.poll = null; }
+}
+
+/* wiring */
+document.addEventListener("DOMContentLoaded", async () => {
+  $("signin-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    $("signin-error").textContent = "";
+    try {
+      const info = await api("POST", "/api/session", { user: $("si-user").value, password: $("si-password").value });
+      $("si-password").value = "";
+      signedIn(info);
+      route();
+    } catch (e) {
+      $("signin-error").textContent = e.status === 429 ? "Too many failed sign-ins; try again in a minute." : e.message;
+    }
+  });
+  $("signout").addEventListener("click", async () => {
+    try { await api("DELETE", "/api/session"); } catch (e) { /* gone anyway */ }
+    signedOut();
+  });
+  $("filter-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    S.filter = { state: $("f-state").value, q: $("f-q").value.trim(), limit: $("f-limit").value };
+    S.pages = [];
+    showJobs(null).catch((e) => say(e.message));
+  });
+  $("page-next").addEventListener("click", () => { if (S.next) { S.pages.push(S.next); showJobs().catch((e) => say(e.message)); } });
+  $("page-first").addEventListener("click", () => { S.pages = []; showJobs(null).catch((e) => say(e.message)); });
+  $("select-all").addEventListener("change", (ev) => {
+    for (const c of document.querySelectorAll("#jobs-table .sel")) c.checked = ev.target.checked;
+  });
+  $("bulk-cancel").addEventListener("click", () => bulk("cancel", selected()));
+  $("bulk-delete").addEventListener("click", () => bulk("delete", selected()));
+  $("bulk-cancel-all").addEventListener("click", () => allMatching("cancel").catch((e) => say(e.message)));
+  $("bulk-delete-all").addEventListener("click", () => allMatching("delete").catch((e) => say(e.message)));
+  $("submit-form").addEventListener("submit", submitJob);
+  window.addEventListener("hashchange", () => route().catch((e) => say(e.message)));
+  try {
+    signedIn(await api("GET", "/api/session"));
+    route().catch((e) => say(e.message));
+  } catch (e) {
+    signedOut();
+  }
+});
