@@ -19,7 +19,8 @@ PG_OBJS = \
 	src/pg/attempt.o \
 	src/pg/presign.o \
 	src/pg/protocol.o \
-	src/pg/jobspec.o
+	src/pg/jobspec.o \
+	src/pg/export.o
 ENGINE_OBJS = \
 	src/engine/source_uri.o \
 	src/engine/names.o \
@@ -42,6 +43,7 @@ ENGINE_OBJS = \
 	src/engine/assemble.o \
 	src/engine/manifest.o \
 	src/engine/cleanup.o \
+	src/engine/export.o \
 	src/engine/json.o \
 	src/engine/set.o \
 	src/engine/list_s3.o \
@@ -76,10 +78,11 @@ SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS) $(HTTP_PKG_LIBS)) -lpthread
 
 # pg_regress finds test/regress/sql/<name>.sql and ./expected/<name>.out
 REGRESS = submit protocol security coordination retention views \
-	source_grants hardening
+	source_grants hardening export
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 ISOLATION = claim-race claim-order lease-limit cancel-commit stale-token \
-	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss
+	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss \
+	export-cancel
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=. --load-extension=remora
 
 PG_CONFIG ?= pg_config

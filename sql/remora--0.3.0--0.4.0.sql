@@ -280,3 +280,976 @@ GRANT EXECUTE ON FUNCTION remora.set_source_endpoint_ca(text, text) TO remora_ad
 -- the web client's list by priority (keyset over (priority, job_id))
 CREATE INDEX jobs_priority_idx ON remora.jobs (priority, job_id)
 	WHERE deleted_at IS NULL;
+
+/* ------------------------------------------------------------------------
+ * Export to stable keys with forward recovery (remora_export,
+ * remora_export_resolve, remora_exports, remora_export_attempts; the state
+ * outcome_unknown): an export is a job of source kind 'export', so that
+ * claim, renew, checkpoint, commit, fail, cancel and reconcile apply to it.
+ * ------------------------------------------------------------------------ */
+
+ALTER TABLE remora.jobs DROP CONSTRAINT jobs_state_check;
+ALTER TABLE remora.jobs ADD CONSTRAINT jobs_state_check
+		CHECK (state IN ('queued', 'running', 'retrying',
+						 'succeeded', 'failed', 'cancelled',
+						 'outcome_unknown'));
+ALTER TABLE remora.attempts ADD COLUMN export_ledger jsonb;
+
+-- An export (remora_export): a job of source kind 'export' in
+-- remora.jobs, claimed, leased, fenced and cancelled like any job, plus
+-- what it publishes.  Recorded before dispatch: the output digest (the
+-- exported result's manifest SHA-256), members and bytes, the source
+-- fingerprint (a digest of the member inventory) and the publication
+-- digest (target, if_exists, output).  refs holds each member's
+-- conclusive answer by path: {key, etag, version_id, size, outcome}.
+CREATE TABLE remora.exports (
+	export_id		bigint PRIMARY KEY REFERENCES remora.jobs ON DELETE CASCADE,
+	job_id			bigint NOT NULL REFERENCES remora.jobs,
+	result_attempt	uuid NOT NULL,	-- the exported result's attempt
+	if_exists		text NOT NULL
+		CHECK (if_exists IN ('fail', 'overwrite', 'skip_identical')),
+	output_digest	text NOT NULL CHECK (output_digest ~ '^[0-9a-f]{64}$'),
+	source_digest	text NOT NULL,
+	publication_digest text NOT NULL,
+	members			bigint NOT NULL,
+	bytes			bigint NOT NULL,
+	mode			text NOT NULL DEFAULT 'dispatch'
+		CHECK (mode IN ('dispatch', 'verify')),
+	refs			jsonb NOT NULL DEFAULT '{}',
+	committed_attempt uuid,
+	decisions		jsonb NOT NULL DEFAULT '[]'	-- resolutions: who, what, when
+);
+CREATE INDEX exports_job_idx ON remora.exports (job_id);
+SELECT pg_catalog.pg_extension_config_dump('remora.exports', '');
+ALTER TABLE remora.exports ENABLE ROW LEVEL SECURITY;
+CREATE POLICY exports_visible ON remora.exports FOR SELECT
+	USING (EXISTS (SELECT 1 FROM remora.jobs j WHERE j.job_id = exports.export_id));
+GRANT SELECT ON remora.exports TO remora_user;
+
+-- End a running attempt that did not commit, and move its job on:
+-- cancelled if cancellation was requested, retrying while budget remains
+-- and the failure is retryable, failed otherwise.  Caller holds the job lock.
+-- An export whose writes may have been sent without a conclusive answer
+-- (the worker says class 'outcome_unknown', the attempt was lost, or a
+-- stopping worker handed it back, class 'worker') and an export being
+-- verified end outcome_unknown instead: never retried.
+CREATE OR REPLACE FUNCTION remora._settle(j remora.jobs, a remora.attempts, outcome text,
+							   err jsonb, retryable boolean)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	next_state	text;
+	wait		interval;
+	recorded	jsonb;
+	ex_mode		text;
+BEGIN
+	IF err IS NOT NULL THEN
+		recorded := err || jsonb_build_object(
+			'attempt_no', a.attempt_no, 'attempt_id', a.attempt_id,
+			'retryable', retryable, 'at', now());
+	END IF;
+
+	UPDATE remora.attempts
+	   SET state = outcome, error = recorded, finished_at = now()
+	 WHERE attempt_id = a.attempt_id;
+	DELETE FROM remora.leases WHERE attempt_id = a.attempt_id;
+
+	IF j.source_kind = 'export' THEN
+		SELECT e.mode INTO ex_mode FROM remora.exports e WHERE e.export_id = j.job_id;
+	END IF;
+
+	IF ex_mode = 'verify' THEN
+		next_state := 'outcome_unknown';
+	ELSIF outcome = 'cancelled' OR j.cancel_requested_at IS NOT NULL THEN
+		next_state := 'cancelled';
+	ELSIF ex_mode IS NOT NULL
+		AND (outcome = 'lost' OR err ->> 'class' IN ('outcome_unknown', 'worker')) THEN
+		next_state := 'outcome_unknown';
+	ELSIF retryable AND j.attempts_used < j.max_attempts THEN
+		next_state := 'retrying';
+		wait := remora._backoff(a.attempt_no,
+								CASE WHEN jsonb_typeof(err -> 'retry_after') = 'number'
+									 THEN (err ->> 'retry_after')::numeric END);
+	ELSE
+		next_state := 'failed';
+	END IF;
+
+	UPDATE remora.jobs
+	   SET state = next_state,
+		   last_error = coalesce(recorded, last_error),
+		   not_before = CASE WHEN wait IS NULL THEN not_before ELSE now() + wait END,
+		   finished_at = CASE WHEN next_state = 'retrying' THEN NULL ELSE now() END
+	 WHERE job_id = j.job_id;
+
+	IF next_state = 'retrying' THEN
+		INSERT INTO remora.queue (job_id, priority, not_before)
+		VALUES (j.job_id, j.priority, now() + wait)
+		ON CONFLICT (job_id) DO UPDATE SET not_before = EXCLUDED.not_before;
+	END IF;
+	RETURN next_state;
+END
+$$;
+
+-- Does an s3:// source on the target store reach into the staging and
+-- result area of Remora's own jobs?  Every object a job writes is under
+-- <prefix>/<job id>/<attempt id>/.  Refused: a key or prefix inside such
+-- an area (by its shape, or under a job's <prefix>/<digits>/), and a
+-- prefix whose listing could return keys of an area, now or later: a
+-- parent of the directory of the default target, of an existing job's
+-- prefix or of an exact target grant, and anything that overlaps a target
+-- grant ending in '*' (jobs may be created anywhere under it).  Returns the
+-- area reached (as '<dir><job id>/' or '<dir>…/<job id>/'), or NULL.
+CREATE OR REPLACE FUNCTION remora._job_area_reached(spec jsonb) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH src AS (
+		SELECT $1 #>> '{source,bucket}' AS bucket,
+			   $1 #>> '{source,key}' AS path,
+			   $1 #>> '{source,kind}' = 's3_prefix' AS listing
+		 WHERE $1 #>> '{source,kind}' IN ('s3_object', 's3_prefix')
+		   AND ($1 #>> '{options,endpoint}' IS NULL
+				OR EXISTS (SELECT 1 FROM remora.source_endpoints e
+							WHERE e.name = $1 #>> '{options,endpoint}'
+							  AND rtrim(e.url, '/') = rtrim(current_setting('remora.s3_endpoint'), '/')))),
+	dirs AS (
+		SELECT remora._prefix_dir(current_setting('remora.default_prefix')) AS dir,
+			   false AS wild
+		  FROM src WHERE src.bucket = current_setting('remora.default_bucket')
+		UNION
+		SELECT remora._prefix_dir(j.prefix), false
+		  FROM src JOIN remora.jobs j ON j.bucket = src.bucket
+		 WHERE j.source_kind <> 'export'
+		UNION
+		SELECT CASE WHEN right(g.prefix_pattern, 1) = '*'
+					THEN rtrim(g.prefix_pattern, '*')
+					ELSE remora._prefix_dir(g.prefix_pattern) END,
+			   right(g.prefix_pattern, 1) = '*'
+		  FROM src JOIN remora.target_grants g ON g.bucket = src.bucket)
+	SELECT coalesce(
+		(SELECT d.dir || CASE WHEN d.wild THEN '…/<job id>/' ELSE '<job id>/' END
+		   FROM src, dirs d
+		  WHERE (src.listing AND left(d.dir, length(src.path)) = src.path)
+			 OR (src.listing AND d.wild AND left(src.path, length(d.dir)) = d.dir)
+			 OR (NOT d.wild AND left(src.path, length(d.dir)) = d.dir
+				 AND substr(src.path, length(d.dir) + 1) ~ '^[0-9]+/')
+		  ORDER BY d.wild, d.dir DESC LIMIT 1),
+		(SELECT '<prefix>/<job id>/<attempt id>/' FROM src
+		  WHERE src.path ~ '(^|/)[0-9]+/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/'))
+$$;
+
+-- Delete: tombstone (the job leaves the default views; objects stay).  An
+-- unfinished job is cancelled first.  hard also records the request to
+-- delete the job's objects, which the workers carry out.
+CREATE OR REPLACE FUNCTION remora._delete(caller oid, job bigint, hard boolean)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	j	remora.jobs := remora._job_for(caller, job);
+BEGIN
+	IF j.state IN ('queued', 'retrying', 'running') THEN
+		PERFORM remora._cancel(caller, job);
+	END IF;
+	UPDATE remora.jobs
+	   SET deleted_at = coalesce(deleted_at, now()),
+		   hard_delete_requested_at = CASE WHEN hard
+			   THEN coalesce(hard_delete_requested_at, now())
+			   ELSE hard_delete_requested_at END
+	 WHERE job_id = job;
+	-- a job that never ran wrote nothing: its hard delete is done; an
+	-- export stages nothing, and its stable keys are never deleted
+	IF hard AND (j.source_kind = 'export'
+				 OR NOT EXISTS (SELECT 1 FROM remora.attempts a WHERE a.job_id = job)) THEN
+		UPDATE remora.jobs SET hard_deleted_at = coalesce(hard_deleted_at, now())
+		 WHERE job_id = job;
+	END IF;
+END
+$$;
+
+-- Hand out up to max_jobs runnable jobs, by priority then age.  Each claim
+-- creates a new attempt with a fencing token greater than any before it
+-- for the job, records the recovery ledger, and takes a lease.  Leases in
+-- use never exceed remora.max_active_leases: claimers serialise on the
+-- lease lock for the count (running jobs count, so a lost lease table does
+-- not make room), and skip queue and job rows others hold.  A lease runs from when
+-- it is written (clock_timestamp()), not from a transaction start that may
+-- have waited on the lock.
+CREATE OR REPLACE FUNCTION remora.claim(incarnation uuid, max_jobs integer DEFAULT 1)
+RETURNS TABLE (job_id bigint, attempt_id uuid, fencing_token bigint,
+			   spec jsonb, resume jsonb, lease_expires_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	p_incarnation uuid := $1;
+	lim			integer := current_setting('remora.max_active_leases')::integer;
+	room		integer;
+	next_job	record;
+	j			remora.jobs;
+	cp			remora.checkpoints;
+	new_attempt uuid;
+	expires		timestamptz;
+BEGIN
+	IF incarnation IS NULL THEN
+		RAISE EXCEPTION 'incarnation must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF max_jobs IS NULL OR max_jobs < 1 OR max_jobs > 1000 THEN
+		RAISE EXCEPTION 'invalid max_jobs: %', max_jobs
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'max_jobs must be between 1 and 1000.';
+	END IF;
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'remora.claim requires the READ COMMITTED isolation level'
+			USING ERRCODE = 'active_sql_transaction';
+	END IF;
+
+	-- an incarnation seen for the first time is recorded; one that has been
+	-- marked stopped claims nothing
+	INSERT INTO remora.incarnations (incarnation) VALUES (p_incarnation)
+	ON CONFLICT DO NOTHING;
+	IF EXISTS (SELECT 1 FROM remora.incarnations i
+				WHERE i.incarnation = p_incarnation AND i.stopped_at IS NOT NULL) THEN
+		RETURN;
+	END IF;
+
+	PERFORM remora._lock_leases();
+	room := least(max_jobs, lim - remora._leases_in_use());
+	expires := clock_timestamp() + remora._setting_interval('remora.lease_duration');
+
+	-- the queue in claim order, from its index: a claim reads the rows it
+	-- hands out (and those others hold, which it skips), whatever the
+	-- backlog; the job row is only locked if nobody else holds it, so a
+	-- claim never waits on a cancel (which holds the job, then the queue row)
+	FOR next_job IN
+		SELECT qq.job_id FROM remora.queue qq
+		 WHERE qq.not_before <= now()
+		 ORDER BY qq.priority DESC, qq.job_id
+		 LIMIT greatest(room, 0)
+		   FOR UPDATE SKIP LOCKED
+	LOOP
+		SELECT * INTO j FROM remora.jobs jb WHERE jb.job_id = next_job.job_id
+		   FOR UPDATE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
+		IF j.state NOT IN ('queued', 'retrying') OR j.cancel_requested_at IS NOT NULL
+			OR j.attempts_used >= j.max_attempts THEN
+			-- an entry left behind (reconcile removes them too)
+			DELETE FROM remora.queue qq WHERE qq.job_id = j.job_id;
+			CONTINUE;
+		END IF;
+
+		new_attempt := gen_random_uuid();
+		SELECT * INTO cp FROM remora.checkpoints c WHERE c.job_id = j.job_id;
+
+		INSERT INTO remora.attempts
+			(attempt_id, job_id, attempt_no, fencing_token, incarnation,
+			 definition_hash, request_hash, access_digest, provenance,
+			 resumed_from)
+		VALUES
+			(new_attempt, j.job_id, j.attempts_used + 1, j.fencing_token + 1,
+			 p_incarnation, j.definition_hash, j.request_hash,
+			 j.access_digest, j.provenance, cp.attempt_id);
+
+		UPDATE remora.jobs jb
+		   SET state = 'running',
+			   attempts_used = jb.attempts_used + 1,
+			   fencing_token = jb.fencing_token + 1,
+			   current_attempt = new_attempt,
+			   started_at = coalesce(jb.started_at, now())
+		 WHERE jb.job_id = j.job_id;
+
+		INSERT INTO remora.leases (attempt_id, job_id, fencing_token, incarnation, expires_at)
+		VALUES (new_attempt, j.job_id, j.fencing_token + 1, p_incarnation, expires);
+		DELETE FROM remora.queue q WHERE q.job_id = j.job_id;
+
+		job_id := j.job_id;
+		attempt_id := new_attempt;
+		fencing_token := j.fencing_token + 1;
+		spec := j.spec || jsonb_build_object(
+			'job_id', j.job_id, 'attempt_no', j.attempts_used + 1,
+			'owner', j.owner,
+			'staging_prefix', remora._staging_prefix(j.prefix, j.job_id, new_attempt));
+		-- the worker gets the whole URL, query string included
+		spec := coalesce(jsonb_set(spec, '{source,uri}',
+								   to_jsonb((SELECT u.url FROM remora.source_urls u
+											  WHERE u.job_id = j.job_id))),
+						 spec);
+		IF j.source_kind = 'export' THEN
+			-- what to publish; an export stages nothing to clean up
+			spec := spec || jsonb_build_object('export', remora._export_spec(j.job_id));
+			UPDATE remora.attempts a
+			   SET cleaned_at = now(),
+				   export_ledger = (SELECT jsonb_build_object(
+						'output_digest', e.output_digest, 'source_digest', e.source_digest,
+						'publication_digest', e.publication_digest, 'members', e.members,
+						'bytes', e.bytes, 'if_exists', e.if_exists, 'mode', e.mode,
+						'decision', e.decisions -> -1)
+					  FROM remora.exports e WHERE e.export_id = j.job_id)
+			 WHERE a.attempt_id = new_attempt;
+		END IF;
+		resume := CASE WHEN cp.job_id IS NULL THEN NULL
+					   ELSE jsonb_build_object('attempt_id', cp.attempt_id,
+											   'fencing_token', cp.fencing_token,
+											   'bytes_done', cp.bytes_done,
+											   'state', cp.state) END;
+		lease_expires_at := expires;
+		RETURN NEXT;
+	END LOOP;
+END
+$$;
+
+-- Record validated resume progress and completed members of the current
+-- attempt.  checkpoint: {"state": {...}, "bytes_done": n, "bytes_total": n,
+-- "members": [{path, bucket, key, size, sha256, etag, source}]}; every key
+-- is optional.  Repeating a call records nothing new.
+CREATE OR REPLACE FUNCTION remora.checkpoint(attempt_id uuid, fencing_token bigint,
+								  checkpoint jsonb)
+RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	p_attempt	uuid := $1;
+	p_token		bigint := $2;
+	p_cp		jsonb := $3;
+	v		record;
+BEGIN
+	PERFORM remora._check_checkpoint(p_cp);
+	PERFORM remora._check_members(p_cp -> 'members');
+
+	v := remora._authorize(p_attempt, p_token);
+	IF v.verdict <> 'ok' THEN
+		RETURN false;
+	END IF;
+
+	PERFORM remora._record_members(p_attempt, p_cp -> 'members');
+	IF (v.j).source_kind = 'export' THEN
+		PERFORM remora._record_refs((v.j).job_id, p_cp -> 'references');
+	END IF;
+
+	-- the attempt could not use the checkpoint it was offered: say so, and
+	-- drop the stale one
+	IF jsonb_typeof(p_cp -> 'restart_reason') = 'string' THEN
+		UPDATE remora.attempts a
+		   SET restart_reason = coalesce(a.restart_reason, p_cp ->> 'restart_reason')
+		 WHERE a.attempt_id = p_attempt;
+		DELETE FROM remora.checkpoints c
+		 WHERE c.job_id = (v.j).job_id AND c.attempt_id <> p_attempt;
+	END IF;
+
+	IF p_cp ? 'state' THEN
+		INSERT INTO remora.checkpoints AS c
+			(job_id, attempt_id, fencing_token, state, bytes_done, bytes_total)
+		VALUES ((v.j).job_id, p_attempt, p_token,
+				p_cp -> 'state',
+				coalesce((p_cp ->> 'bytes_done')::bigint, 0),
+				(p_cp ->> 'bytes_total')::bigint)
+		ON CONFLICT ON CONSTRAINT checkpoints_pkey DO UPDATE
+		   SET attempt_id = EXCLUDED.attempt_id,
+			   fencing_token = EXCLUDED.fencing_token,
+			   state = EXCLUDED.state,
+			   bytes_done = EXCLUDED.bytes_done,
+			   bytes_total = EXCLUDED.bytes_total,
+			   writes = c.writes + 1,
+			   updated_at = now();
+	END IF;
+	RETURN true;
+END
+$$;
+
+-- The compare-and-swap that publishes a result.  True only for the current
+-- attempt and token of a running job whose cancellation was not requested
+-- (or for the exact repeat of the call that succeeded); false otherwise,
+-- changing nothing.  The descriptor must name a manifest under the
+-- attempt's own staging prefix; its member count and bytes must equal those
+-- of the members recorded for the attempt plus its "entries", exactly.
+CREATE OR REPLACE FUNCTION remora.commit(attempt_id uuid, fencing_token bigint,
+							  manifest jsonb)
+RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	p_attempt	uuid := $1;
+	p_token		bigint := $2;
+	v			record;
+	r			remora.results;
+	d			jsonb;
+	staging		text;
+	n			bigint;
+	total		bigint;
+BEGIN
+	IF EXISTS (SELECT 1 FROM remora.attempts a
+				 JOIN remora.exports e ON e.export_id = a.job_id
+				WHERE a.attempt_id = p_attempt) THEN
+		RETURN remora._commit_export(p_attempt, p_token, manifest);
+	END IF;
+	d := remora._check_manifest(manifest);
+
+	v := remora._authorize(p_attempt, p_token);
+	IF v.verdict <> 'ok' THEN
+		-- the repeat of a successful call (also one that waited for it on the
+		-- job lock) is true; everything else is refused
+		SELECT * INTO r FROM remora.results res WHERE res.attempt_id = p_attempt;
+		RETURN FOUND AND r.fencing_token = p_token AND r.descriptor = d;
+	END IF;
+
+	staging := remora._staging_prefix((v.j).prefix, (v.j).job_id, p_attempt);
+	IF left(d ->> 'key', length(staging)) <> staging
+		OR length(d ->> 'key') = length(staging) THEN
+		RAISE WARNING 'commit refused: the manifest key is not under the attempt''s staging prefix';
+		RETURN false;
+	END IF;
+
+	-- every member must be an object this attempt wrote, in the job's
+	-- bucket, and not the manifest itself
+	IF EXISTS (SELECT 1
+				 FROM (SELECT m.bucket, m.key FROM remora.members m
+						WHERE m.attempt_id = p_attempt
+					   UNION ALL
+					   SELECT e.value ->> 'bucket', e.value ->> 'key'
+						 FROM jsonb_array_elements(coalesce(d -> 'entries', '[]')) e) k
+				WHERE k.bucket <> (v.j).bucket
+				   OR left(k.key, length(staging)) <> staging
+				   OR k.key = d ->> 'key') THEN
+		RAISE WARNING 'commit refused: a member is not an object of the attempt''s staging prefix, or is the manifest';
+		RETURN false;
+	END IF;
+
+	-- the member set this commit would publish: recorded members plus the
+	-- descriptor's entries.  They must add up exactly to the descriptor's
+	-- counts, also when there are none: a descriptor that claims members
+	-- nobody recorded would publish an empty result.
+	SELECT count(*), coalesce(sum(s.size), 0) INTO n, total
+	  FROM (SELECT m.path, m.size FROM remora.members m
+			 WHERE m.attempt_id = p_attempt
+			UNION
+			SELECT e.value ->> 'path', (e.value ->> 'size')::bigint
+			  FROM jsonb_array_elements(coalesce(d -> 'entries', '[]')) e) s;
+	IF n <> (d ->> 'members')::bigint OR total <> (d ->> 'bytes')::bigint THEN
+		RAISE WARNING 'commit refused: the manifest lists % members and % bytes, the attempt recorded % and %',
+			d ->> 'members', d ->> 'bytes', n, total;
+		RETURN false;
+	END IF;
+	PERFORM remora._record_members(p_attempt, d -> 'entries');
+
+	INSERT INTO remora.results
+		(job_id, attempt_id, fencing_token, manifest_key, manifest_etag,
+		 manifest_sha256, members, bytes, descriptor)
+	VALUES ((v.j).job_id, p_attempt, p_token, d ->> 'key',
+			d ->> 'etag', d ->> 'sha256', (d ->> 'members')::bigint,
+			(d ->> 'bytes')::bigint, d);
+	UPDATE remora.attempts a SET state = 'succeeded', finished_at = now()
+	 WHERE a.attempt_id = p_attempt;
+	UPDATE remora.jobs jb SET state = 'succeeded', finished_at = now()
+	 WHERE jb.job_id = (v.j).job_id;
+	DELETE FROM remora.leases l WHERE l.attempt_id = p_attempt;
+	DELETE FROM remora.checkpoints c WHERE c.job_id = (v.j).job_id;
+	RETURN true;
+END
+$$;
+
+/* ------------------------------------------------------------------------
+ * Export to stable keys (remora_export): a job of source kind 'export'.
+ * It runs through claim, renew, checkpoint, commit, fail, cancel and
+ * reconcile like any job; what differs is here.  doc/protocol.md has its
+ * state machine.
+ * ------------------------------------------------------------------------ */
+
+-- What a claimed export publishes, for its worker: the mode, if_exists,
+-- and each member of the exported result with the reference an earlier
+-- attempt recorded for it (ref), if any.
+CREATE FUNCTION remora._export_spec(export bigint) RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT jsonb_build_object(
+		'job_id', e.job_id, 'mode', e.mode, 'if_exists', e.if_exists,
+		'output_digest', e.output_digest, 'members_total', e.members,
+		'members', coalesce((SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+							'path', m.path, 'bucket', m.bucket, 'key', m.key,
+							'size', m.size, 'sha256', m.sha256, 'etag', m.etag,
+							'ref', e.refs -> m.path)) ORDER BY m.path)
+							   FROM remora.members m
+							  WHERE m.attempt_id = e.result_attempt), '[]'))
+	  FROM remora.exports e WHERE e.export_id = $1
+$$;
+
+-- Record conclusive per-member answers of an export: [{path, key, etag,
+-- version_id, size, outcome}], by path (a later answer replaces one).
+CREATE FUNCTION remora._record_refs(export bigint, p_refs jsonb) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	r	jsonb;
+BEGIN
+	IF p_refs IS NULL THEN
+		RETURN;
+	END IF;
+	IF jsonb_typeof(p_refs) <> 'array' THEN
+		RAISE EXCEPTION 'invalid references' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'references must be a JSON array of objects.';
+	END IF;
+	FOR r IN SELECT value FROM jsonb_array_elements(p_refs) LOOP
+		IF jsonb_typeof(r) <> 'object'
+			OR jsonb_typeof(r -> 'path') IS DISTINCT FROM 'string'
+			OR jsonb_typeof(r -> 'key') IS DISTINCT FROM 'string'
+			OR jsonb_typeof(r -> 'etag') IS DISTINCT FROM 'string'
+			OR NOT remora._is_count(r -> 'size') THEN
+			RAISE EXCEPTION 'invalid reference' USING ERRCODE = 'invalid_parameter_value',
+				DETAIL = 'Each reference needs string path, key and etag and a non-negative integer size.';
+		END IF;
+	END LOOP;
+	UPDATE remora.exports e
+	   SET refs = e.refs || (SELECT jsonb_object_agg(x.value ->> 'path', x.value)
+							   FROM jsonb_array_elements(p_refs) x)
+	 WHERE e.export_id = export AND jsonb_array_length(p_refs) > 0;
+END
+$$;
+
+-- The commit of an export: true when the attempt holds authority and every
+-- member of the exported result has a conclusive reference (those
+-- checkpointed plus the descriptor's "references"), with the descriptor's
+-- sha256 the export's output digest; the references and the success are
+-- one transaction.  The exact repeat of a successful call is true.
+CREATE FUNCTION remora._commit_export(p_attempt uuid, p_token bigint,
+									  manifest jsonb)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v		record;
+	e		remora.exports;
+	missing	bigint;
+BEGIN
+	IF manifest IS NULL OR jsonb_typeof(manifest) <> 'object'
+		OR coalesce(manifest ->> 'sha256', '') !~ '^[0-9a-fA-F]{64}$' THEN
+		RAISE EXCEPTION 'invalid export descriptor' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'An export''s descriptor is a JSON object with "sha256" (the output digest) and "references".';
+	END IF;
+	v := remora._authorize(p_attempt, p_token);
+	SELECT * INTO e FROM remora.exports x
+	 WHERE x.export_id = (SELECT a.job_id FROM remora.attempts a WHERE a.attempt_id = p_attempt);
+	IF v.verdict <> 'ok' THEN
+		RETURN coalesce(e.committed_attempt = p_attempt
+						AND (v.a).fencing_token = p_token
+						AND (v.j).state = 'succeeded', false);
+	END IF;
+	IF lower(manifest ->> 'sha256') <> e.output_digest THEN
+		RAISE WARNING 'commit refused: the descriptor names output % , the export publishes %',
+			manifest ->> 'sha256', e.output_digest;
+		RETURN false;
+	END IF;
+	PERFORM remora._record_refs(e.export_id, manifest -> 'references');
+	SELECT count(*) INTO missing FROM remora.members m, remora.exports x
+	 WHERE x.export_id = e.export_id AND m.attempt_id = x.result_attempt
+	   AND NOT x.refs ? m.path;
+	IF missing > 0 THEN
+		RAISE WARNING 'commit refused: % members of the export have no conclusive answer', missing;
+		RETURN false;
+	END IF;
+	UPDATE remora.exports x SET committed_attempt = p_attempt WHERE x.export_id = e.export_id;
+	UPDATE remora.attempts a SET state = 'succeeded', finished_at = now()
+	 WHERE a.attempt_id = p_attempt;
+	UPDATE remora.jobs jb SET state = 'succeeded', finished_at = now(), last_error = NULL
+	 WHERE jb.job_id = e.export_id;
+	DELETE FROM remora.leases l WHERE l.attempt_id = p_attempt;
+	RETURN true;
+END
+$$;
+
+-- Record an export (remora_export validated bucket, prefix and key).
+-- Replaying an idempotency key returns the existing export whatever its
+-- state; 22023 names a bad option, P0002 is a job the caller cannot see or
+-- that has no committed result, 42501 a target without a grant or inside
+-- the area where Remora keeps its jobs.
+CREATE FUNCTION remora._export(caller oid, job bigint, bucket text,
+							   prefix text, options jsonb, idem_key text)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	p_job		bigint := $2;
+	p_bucket	text := $3;
+	p_prefix	text := $4;
+	opts		jsonb := coalesce($5, '{}');
+	k			text;
+	v			jsonb;
+	if_exists	text := 'fail';
+	canon		jsonb := '{}';
+	request		jsonb;
+	existing	record;
+	j			remora.jobs;
+	r			remora.results;
+	spec		jsonb;
+	new_id		bigint;
+	src_digest	text;
+	clash		text;
+BEGIN
+	IF jsonb_typeof(opts) <> 'object' THEN
+		RAISE EXCEPTION 'invalid options' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'options must be a JSON object.';
+	END IF;
+	FOR k, v IN SELECT key, value FROM jsonb_each(opts) LOOP
+		IF k = 'if_exists' THEN
+			IF jsonb_typeof(v) IS DISTINCT FROM 'string'
+				OR v #>> '{}' NOT IN ('fail', 'overwrite', 'skip_identical') THEN
+				RAISE EXCEPTION 'invalid option "if_exists"' USING ERRCODE = 'invalid_parameter_value',
+					DETAIL = 'if_exists is "fail", "overwrite" or "skip_identical".';
+			END IF;
+			if_exists := v #>> '{}';
+		ELSIF k IN ('max_attempts', 'priority') THEN
+			IF jsonb_typeof(v) IS DISTINCT FROM 'number'
+				OR (v #>> '{}')::numeric <> trunc((v #>> '{}')::numeric)
+				OR (k = 'max_attempts' AND (v #>> '{}')::numeric NOT BETWEEN 1 AND 100)
+				OR (k = 'priority' AND (v #>> '{}')::numeric NOT BETWEEN -1000 AND 1000) THEN
+				RAISE EXCEPTION 'invalid option "%"', k USING ERRCODE = 'invalid_parameter_value',
+					DETAIL = CASE WHEN k = 'max_attempts' THEN 'max_attempts is an integer from 1 to 100.'
+								  ELSE 'priority is an integer from -1000 to 1000.' END;
+			END IF;
+			canon := canon || jsonb_build_object(k, (v #>> '{}')::integer);
+		ELSIF k = 'label' THEN
+			IF jsonb_typeof(v) IS DISTINCT FROM 'string' OR length(v #>> '{}') > 256 THEN
+				RAISE EXCEPTION 'invalid option "label"' USING ERRCODE = 'invalid_parameter_value',
+					DETAIL = 'label is a string of at most 256 characters.';
+			END IF;
+			canon := canon || jsonb_build_object(k, v);
+		ELSE
+			RAISE EXCEPTION 'invalid option "%"', k USING ERRCODE = 'invalid_parameter_value',
+				DETAIL = 'An export knows the options if_exists, max_attempts, priority and label.';
+		END IF;
+	END LOOP;
+	canon := canon || jsonb_build_object('if_exists', if_exists);
+	request := jsonb_build_object('export', p_job, 'bucket', p_bucket,
+								  'prefix', p_prefix, 'options', canon);
+
+	-- a replayed key returns the export, whatever has happened since
+	IF idem_key IS NOT NULL THEN
+		SELECT jb.job_id, jb.request_hash INTO existing
+		  FROM remora.jobs jb WHERE jb.owner = caller AND jb.idempotency_key = idem_key;
+		IF FOUND THEN
+			IF existing.request_hash <> remora._sha256(request::text) THEN
+				RAISE EXCEPTION 'idempotency key "%" was already used for job %', idem_key, existing.job_id
+					USING ERRCODE = 'unique_violation',
+						  DETAIL = 'The key was reused for another request; the existing export or job is unchanged.',
+						  HINT = 'Use a new idempotency key for a different request.';
+			END IF;
+			RETURN existing.job_id;
+		END IF;
+	END IF;
+
+	SELECT * INTO j FROM remora.jobs jb WHERE jb.job_id = p_job FOR SHARE;
+	IF NOT FOUND OR NOT remora._may_act(caller, j.owner) OR j.source_kind = 'export' THEN
+		RAISE EXCEPTION 'job % does not exist', p_job USING ERRCODE = 'no_data_found';
+	END IF;
+	SELECT * INTO r FROM remora.results rr WHERE rr.job_id = p_job;
+	IF j.state <> 'succeeded' OR r.job_id IS NULL OR j.hard_delete_requested_at IS NOT NULL THEN
+		RAISE EXCEPTION 'job % has no result to export', p_job
+			USING ERRCODE = 'no_data_found',
+				  DETAIL = format('The job is %s; only a succeeded job whose result was not deleted can be exported.',
+								  CASE WHEN j.hard_delete_requested_at IS NOT NULL THEN 'deleted' ELSE j.state END);
+	END IF;
+
+	-- never onto the staging and result areas of Remora's own jobs
+	SELECT k2.key INTO clash
+	  FROM (SELECT CASE WHEN p_prefix = '' THEN m.path ELSE p_prefix || '/' || m.path END AS key
+			  FROM remora.members m WHERE m.attempt_id = r.attempt_id) k2,
+		   (SELECT remora._prefix_dir(current_setting('remora.default_prefix')) AS dir
+			 WHERE p_bucket = current_setting('remora.default_bucket')
+			UNION
+			SELECT DISTINCT remora._prefix_dir(jb.prefix) FROM remora.jobs jb
+			 WHERE jb.bucket = p_bucket AND jb.source_kind <> 'export') d
+	 WHERE left(k2.key, length(d.dir)) = d.dir
+	   AND substr(k2.key, length(d.dir) + 1) ~ '^[0-9]+/'
+	 LIMIT 1;
+	IF clash IS NOT NULL THEN
+		RAISE EXCEPTION 'permission denied for target bucket "%" key "%"', p_bucket, clash
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'The key is inside the area where Remora keeps the staging objects and results of jobs.',
+				  HINT = 'Export under a prefix of its own.';
+	END IF;
+
+	SELECT remora._sha256(coalesce(string_agg(
+			   concat_ws(' ', m.path, m.key, m.etag, m.size, m.sha256), E'\n' ORDER BY m.path), ''))
+	  INTO src_digest
+	  FROM remora.members m WHERE m.attempt_id = r.attempt_id;
+
+	spec := jsonb_build_object(
+		'source', jsonb_build_object('kind', 'export', 'uri', 'remora-job:' || p_job,
+									 'job_id', p_job),
+		'bucket', p_bucket, 'prefix', p_prefix,
+		'options', jsonb_build_object(
+			'if_exists', if_exists,
+			'max_attempts', coalesce((canon ->> 'max_attempts')::integer,
+									 current_setting('remora.max_attempts')::integer),
+			'priority', coalesce((canon ->> 'priority')::integer, 0))
+			|| CASE WHEN canon ? 'label' THEN jsonb_build_object('label', canon -> 'label')
+					ELSE '{}' END);
+	new_id := remora._submit(caller, spec, request, idem_key, NULL);
+
+	INSERT INTO remora.exports AS e
+		(export_id, job_id, result_attempt, if_exists, output_digest,
+		 source_digest, publication_digest, members, bytes)
+	VALUES (new_id, p_job, r.attempt_id, if_exists, r.manifest_sha256, src_digest,
+			remora._sha256(jsonb_build_object(
+				'bucket', p_bucket, 'prefix', p_prefix, 'if_exists', if_exists,
+				'output_digest', r.manifest_sha256, 'source_digest', src_digest)::text),
+			r.members, r.bytes)
+	ON CONFLICT (export_id) DO NOTHING;
+	RETURN new_id;
+END
+$$;
+
+-- Resolve an export that ended outcome_unknown.  'verify' (its owner or an
+-- administrator) queues an attempt that only observes the targets: it
+-- commits succeeded when every member is exactly there, and otherwise
+-- leaves the export outcome_unknown with the members that differ in its
+-- error.  'retry' (dispatch again: a new attempt with a greater token) and
+-- 'fail' are an administrator's decisions.  Each is recorded with who
+-- decided.  Returns the export's state after the call.
+CREATE FUNCTION remora._export_resolve(caller oid, export bigint, action text)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	j		remora.jobs;
+	admin	boolean := pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE');
+	new_state text;
+BEGIN
+	SELECT jb.* INTO j FROM remora.jobs jb JOIN remora.exports e ON e.export_id = jb.job_id
+	 WHERE jb.job_id = export FOR UPDATE OF jb;
+	IF NOT FOUND OR NOT remora._may_act(caller, j.owner) OR j.deleted_at IS NOT NULL THEN
+		RAISE EXCEPTION 'export % does not exist', export USING ERRCODE = 'no_data_found';
+	END IF;
+	IF action IS NULL OR action NOT IN ('verify', 'retry', 'fail') THEN
+		RAISE EXCEPTION 'invalid action' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'action is "verify", "retry" or "fail".';
+	END IF;
+	IF action IN ('retry', 'fail') AND NOT admin THEN
+		RAISE EXCEPTION 'permission denied to % export %', action, export
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Only remora_admin decides to retry or fail an export whose outcome is unknown.',
+				  HINT = 'Ask for ''verify'', which observes the targets.';
+	END IF;
+	IF j.state <> 'outcome_unknown' THEN
+		RAISE EXCEPTION 'export % is %, not outcome_unknown', export, j.state
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = 'Only an export whose outcome is unknown is resolved.';
+	END IF;
+
+	UPDATE remora.exports e
+	   SET mode = CASE WHEN action = 'verify' THEN 'verify' ELSE 'dispatch' END,
+		   decisions = e.decisions || jsonb_build_object(
+			   'action', action, 'by', pg_get_userbyid(caller), 'at', now(),
+			   'attempt_no', j.attempts_used)
+	 WHERE e.export_id = export;
+	IF action = 'fail' THEN
+		new_state := 'failed';
+		UPDATE remora.jobs jb
+		   SET state = new_state, finished_at = now(),
+			   last_error = jsonb_build_object(
+				   'class', 'resolved', 'retryable', false, 'at', now(),
+				   'message', format('%s decided that the export failed', pg_get_userbyid(caller)),
+				   'previous', j.last_error)
+		 WHERE jb.job_id = export;
+	ELSE
+		-- a new attempt: one more in the budget, whatever was spent
+		new_state := 'queued';
+		UPDATE remora.jobs jb
+		   SET state = new_state, finished_at = NULL, not_before = now(),
+			   max_attempts = greatest(jb.max_attempts, jb.attempts_used + 1)
+		 WHERE jb.job_id = export;
+		INSERT INTO remora.queue (job_id, priority, not_before)
+		VALUES (export, j.priority, now())
+		ON CONFLICT (job_id) DO UPDATE SET not_before = EXCLUDED.not_before;
+	END IF;
+	RETURN new_state;
+END
+$$;
+
+CREATE FUNCTION remora_export(job bigint, bucket text, prefix text,
+							  options jsonb DEFAULT '{}',
+							  idempotency_key text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'remora_export'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION remora_export_resolve(export bigint, action text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'remora_export_resolve'
+LANGUAGE C VOLATILE;
+
+CREATE OR REPLACE VIEW remora_jobs WITH (security_invoker = true) AS
+SELECT j.job_id,
+	   pg_catalog.pg_get_userbyid(j.owner) AS owner,
+	   j.source,
+	   j.source_kind,
+	   j.bucket,
+	   j.prefix,
+	   j.label,
+	   j.state,
+	   j.priority,
+	   j.attempts_used,
+	   j.max_attempts,
+	   j.current_attempt AS current_attempt_id,
+	   j.fencing_token,
+	   j.cancel_requested_at IS NOT NULL AS cancel_requested,
+	   j.idempotency_key,
+	   j.submitted_at,
+	   j.started_at,
+	   j.finished_at,
+	   CASE WHEN j.state = 'retrying' THEN j.not_before END AS next_attempt_at,
+	   -- validated durable progress plus the current attempt's live progress
+	   coalesce(greatest(p.bytes_done, cp.bytes_done), cp.bytes_done,
+				CASE WHEN j.state = 'succeeded' THEN r.bytes END) AS bytes_done,
+	   cp.bytes_done AS bytes_validated,
+	   coalesce(p.bytes_total, cp.bytes_total,
+				CASE WHEN j.state = 'succeeded' THEN r.bytes END) AS bytes_total,
+	   p.rate AS bytes_per_second,
+	   -- a later attempt that could not (or was not offered to) resume
+	   (ca.attempt_no > 1 AND (ca.resumed_from IS NULL OR ca.restart_reason IS NOT NULL))
+		   AS restarted_from_zero,
+	   ca.restart_reason,
+	   j.last_error,
+	   (SELECT jsonb_agg(a.error ORDER BY a.attempt_no)
+		  FROM remora.attempts a
+		 WHERE a.job_id = j.job_id AND a.error IS NOT NULL) AS error_history,
+	   r.manifest_key AS result_manifest_key,
+	   r.manifest_etag AS result_manifest_etag,
+	   r.manifest_sha256 AS result_manifest_sha256,
+	   r.members AS result_members,
+	   r.bytes AS result_bytes,
+	   r.committed_at,
+	   j.hard_delete_requested_at IS NOT NULL AS hard_delete_requested,
+	   -- many-member sources: members recorded by the current attempt
+	   CASE WHEN j.state = 'succeeded' THEN r.members
+			WHEN j.source_kind <> 'http' THEN
+				(SELECT count(*) FROM remora.members m
+				  WHERE m.attempt_id = j.current_attempt) END AS members_done,
+	   CASE WHEN j.state = 'succeeded' THEN r.members
+			WHEN j.source_kind <> 'http' THEN
+				(cp.state ->> 'members_total')::bigint END AS members_total
+  FROM remora.jobs j
+  LEFT JOIN remora.results r ON r.job_id = j.job_id
+  LEFT JOIN remora.checkpoints cp ON cp.job_id = j.job_id
+  LEFT JOIN remora.attempts ca ON ca.attempt_id = j.current_attempt
+  LEFT JOIN remora._progress() p
+		 ON p.attempt_id = j.current_attempt AND p.fencing_token = j.fencing_token
+			AND j.state = 'running'
+ WHERE j.deleted_at IS NULL AND j.source_kind <> 'export';
+
+CREATE OR REPLACE VIEW remora_attempts WITH (security_invoker = true) AS
+SELECT a.attempt_id,
+	   a.job_id,
+	   a.attempt_no,
+	   a.fencing_token,
+	   a.incarnation,
+	   a.state,
+	   a.started_at,
+	   a.finished_at,
+	   l.expires_at AS lease_expires_at,
+	   l.renewed_at AS lease_renewed_at,
+	   a.resumed_from,
+	   a.restart_reason,
+	   a.cleaned_at AS staging_cleaned_at,
+	   a.error,
+	   a.definition_hash,
+	   a.request_hash,
+	   a.access_digest,
+	   a.provenance
+  FROM remora.attempts a
+  LEFT JOIN remora.leases l ON l.attempt_id = a.attempt_id
+ WHERE NOT EXISTS (SELECT 1 FROM remora.exports e WHERE e.export_id = a.job_id);
+
+CREATE OR REPLACE VIEW remora_stats WITH (security_invoker = true) AS
+SELECT count(*) FILTER (WHERE state = 'queued') AS queued,
+	   count(*) FILTER (WHERE state = 'running') AS running,
+	   count(*) FILTER (WHERE state = 'retrying') AS retrying,
+	   count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
+	   count(*) FILTER (WHERE state = 'failed') AS failed,
+	   count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
+	   (SELECT coalesce(sum(r.bytes), 0) FROM remora.results r) AS bytes_committed,
+	   (SELECT coalesce(sum(p.bytes_done), 0) FROM remora_progress p) AS bytes_in_flight,
+	   (SELECT coalesce(sum(p.bytes_per_second), 0) FROM remora_progress p)
+		   AS bytes_per_second,
+	   (SELECT coalesce(jsonb_object_agg(f.class, f.n), '{}')
+		  FROM (SELECT a.error ->> 'class' AS class, count(*) AS n
+				  FROM remora.attempts a
+				 WHERE a.error IS NOT NULL
+				   AND NOT EXISTS (SELECT 1 FROM remora.exports e
+									WHERE e.export_id = a.job_id)
+				 GROUP BY 1) f) AS failures_by_class,
+	   (SELECT count(*) FROM remora.leases) AS active_leases,
+	   current_setting('remora.max_active_leases')::integer AS max_active_leases
+  FROM remora.jobs
+ WHERE deleted_at IS NULL AND source_kind <> 'export';
+
+CREATE VIEW remora_exports WITH (security_invoker = true) AS
+SELECT j.job_id AS export_id,
+	   e.job_id,
+	   pg_catalog.pg_get_userbyid(j.owner) AS owner,
+	   j.bucket,
+	   j.prefix,
+	   j.state,
+	   e.output_digest,
+	   e.publication_digest,
+	   e.source_digest,
+	   e.members,
+	   e.bytes,
+	   (SELECT count(*) FROM jsonb_object_keys(e.refs)) AS members_done,
+	   (SELECT jsonb_agg(x.value ORDER BY x.key) FROM jsonb_each(e.refs) x) AS "references",
+	   e.if_exists,
+	   e.mode = 'verify' AND j.state IN ('queued', 'running') AS verifying,
+	   j.label,
+	   j.idempotency_key,
+	   j.attempts_used,
+	   j.max_attempts,
+	   j.current_attempt AS current_attempt_id,
+	   j.fencing_token,
+	   j.cancel_requested_at IS NOT NULL AS cancel_requested,
+	   j.last_error,
+	   e.decisions,
+	   j.submitted_at AS created_at,
+	   j.started_at,
+	   j.finished_at
+  FROM remora.jobs j
+  JOIN remora.exports e ON e.export_id = j.job_id
+ WHERE j.deleted_at IS NULL;
+
+CREATE VIEW remora_export_attempts WITH (security_invoker = true) AS
+SELECT a.attempt_id,
+	   a.job_id AS export_id,
+	   a.attempt_no,
+	   a.fencing_token,
+	   a.incarnation,
+	   a.state,
+	   a.started_at,
+	   a.finished_at,
+	   l.expires_at AS lease_expires_at,
+	   a.error,
+	   a.export_ledger AS ledger,
+	   a.definition_hash,
+	   a.request_hash,
+	   a.access_digest,
+	   a.provenance
+  FROM remora.attempts a
+  JOIN remora.exports e ON e.export_id = a.job_id
+  LEFT JOIN remora.leases l ON l.attempt_id = a.attempt_id;
+
+REVOKE ALL ON FUNCTION remora._export_spec(bigint),
+	remora._record_refs(bigint, jsonb), remora._commit_export(uuid, bigint, jsonb),
+	remora._export(oid, bigint, text, text, jsonb, text),
+	remora._export_resolve(oid, bigint, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION remora_export(bigint, text, text, jsonb, text),
+	remora_export_resolve(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION remora_export(bigint, text, text, jsonb, text),
+	remora_export_resolve(bigint, text) TO remora_user;
+GRANT SELECT ON remora_exports, remora_export_attempts TO remora_user;
+REVOKE ALL ON remora_exports, remora_export_attempts FROM PUBLIC;

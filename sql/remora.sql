@@ -60,7 +60,8 @@ CREATE TABLE remora.jobs (
 	provenance		jsonb NOT NULL,
 	state			text NOT NULL DEFAULT 'queued'
 		CHECK (state IN ('queued', 'running', 'retrying',
-						 'succeeded', 'failed', 'cancelled')),
+						 'succeeded', 'failed', 'cancelled',
+						 'outcome_unknown')),
 	attempts_used	integer NOT NULL DEFAULT 0,
 	fencing_token	bigint NOT NULL DEFAULT 0,	-- highest token ever issued
 	current_attempt uuid,
@@ -116,6 +117,10 @@ CREATE TABLE remora.attempts (
 	cleaned_at		timestamptz,	-- staging objects deleted
 	clean_failures	integer NOT NULL DEFAULT 0,
 	clean_after		timestamptz,	-- a failed cleanup waits until then
+	-- an export's attempt: what it was to publish, recorded before it ran
+	-- (output, source and publication digests, members, bytes, mode, and
+	-- the resolution that queued it, with who decided)
+	export_ledger	jsonb,
 	UNIQUE (job_id, attempt_no),
 	UNIQUE (job_id, fencing_token)
 );
@@ -212,6 +217,32 @@ CREATE TABLE remora.source_grants (
 	UNIQUE NULLS NOT DISTINCT (grantee, bucket, prefix_pattern, endpoint)
 );
 
+-- An export (remora_export): a job of source kind 'export' in
+-- remora.jobs, claimed, leased, fenced and cancelled like any job, plus
+-- what it publishes.  Recorded before dispatch: the output digest (the
+-- exported result's manifest SHA-256), members and bytes, the source
+-- fingerprint (a digest of the member inventory) and the publication
+-- digest (target, if_exists, output).  refs holds each member's
+-- conclusive answer by path: {key, etag, version_id, size, outcome}.
+CREATE TABLE remora.exports (
+	export_id		bigint PRIMARY KEY REFERENCES remora.jobs ON DELETE CASCADE,
+	job_id			bigint NOT NULL REFERENCES remora.jobs,
+	result_attempt	uuid NOT NULL,	-- the exported result's attempt
+	if_exists		text NOT NULL
+		CHECK (if_exists IN ('fail', 'overwrite', 'skip_identical')),
+	output_digest	text NOT NULL CHECK (output_digest ~ '^[0-9a-f]{64}$'),
+	source_digest	text NOT NULL,
+	publication_digest text NOT NULL,
+	members			bigint NOT NULL,
+	bytes			bigint NOT NULL,
+	mode			text NOT NULL DEFAULT 'dispatch'
+		CHECK (mode IN ('dispatch', 'verify')),
+	refs			jsonb NOT NULL DEFAULT '{}',
+	committed_attempt uuid,
+	decisions		jsonb NOT NULL DEFAULT '[]'	-- resolutions: who, what, when
+);
+CREATE INDEX exports_job_idx ON remora.exports (job_id);
+
 /* ------------------------------------------------------------------------
  * Coordination state: reconstructible, emptied by a crash
  * ------------------------------------------------------------------------ */
@@ -279,6 +310,7 @@ SELECT pg_catalog.pg_extension_config_dump('remora.source_endpoints', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.source_urls', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.target_grants', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.source_grants', '');
+SELECT pg_catalog.pg_extension_config_dump('remora.exports', '');
 
 /* ------------------------------------------------------------------------
  * Row-level security: a user sees only their own jobs, an admin sees all.
@@ -311,6 +343,10 @@ ALTER TABLE remora.leases ENABLE ROW LEVEL SECURITY;
 CREATE POLICY leases_visible ON remora.leases FOR SELECT
 	USING (EXISTS (SELECT 1 FROM remora.jobs j WHERE j.job_id = leases.job_id));
 
+ALTER TABLE remora.exports ENABLE ROW LEVEL SECURITY;
+CREATE POLICY exports_visible ON remora.exports FOR SELECT
+	USING (EXISTS (SELECT 1 FROM remora.jobs j WHERE j.job_id = exports.export_id));
+
 ALTER TABLE remora.source_endpoints ENABLE ROW LEVEL SECURITY;
 ALTER TABLE remora.source_urls ENABLE ROW LEVEL SECURITY;
 ALTER TABLE remora.target_grants ENABLE ROW LEVEL SECURITY;
@@ -322,6 +358,7 @@ CREATE POLICY source_grants_admin ON remora.source_grants FOR SELECT
 
 GRANT SELECT ON remora.jobs, remora.attempts, remora.checkpoints,
 	remora.results, remora.members, remora.leases TO remora_user;
+GRANT SELECT ON remora.exports TO remora_user;
 GRANT SELECT ON remora.incarnations, remora.target_grants TO remora_admin;
 GRANT SELECT ON remora.source_grants TO remora_admin;
 
@@ -413,6 +450,10 @@ $$;
 -- End a running attempt that did not commit, and move its job on:
 -- cancelled if cancellation was requested, retrying while budget remains
 -- and the failure is retryable, failed otherwise.  Caller holds the job lock.
+-- An export whose writes may have been sent without a conclusive answer
+-- (the worker says class 'outcome_unknown', the attempt was lost, or a
+-- stopping worker handed it back, class 'worker') and an export being
+-- verified end outcome_unknown instead: never retried.
 CREATE FUNCTION remora._settle(j remora.jobs, a remora.attempts, outcome text,
 							   err jsonb, retryable boolean)
 RETURNS text
@@ -423,6 +464,7 @@ DECLARE
 	next_state	text;
 	wait		interval;
 	recorded	jsonb;
+	ex_mode		text;
 BEGIN
 	IF err IS NOT NULL THEN
 		recorded := err || jsonb_build_object(
@@ -435,8 +477,17 @@ BEGIN
 	 WHERE attempt_id = a.attempt_id;
 	DELETE FROM remora.leases WHERE attempt_id = a.attempt_id;
 
-	IF outcome = 'cancelled' OR j.cancel_requested_at IS NOT NULL THEN
+	IF j.source_kind = 'export' THEN
+		SELECT e.mode INTO ex_mode FROM remora.exports e WHERE e.export_id = j.job_id;
+	END IF;
+
+	IF ex_mode = 'verify' THEN
+		next_state := 'outcome_unknown';
+	ELSIF outcome = 'cancelled' OR j.cancel_requested_at IS NOT NULL THEN
 		next_state := 'cancelled';
+	ELSIF ex_mode IS NOT NULL
+		AND (outcome = 'lost' OR err ->> 'class' IN ('outcome_unknown', 'worker')) THEN
+		next_state := 'outcome_unknown';
 	ELSIF retryable AND j.attempts_used < j.max_attempts THEN
 		next_state := 'retrying';
 		wait := remora._backoff(a.attempt_no,
@@ -542,6 +593,7 @@ AS $$
 		UNION
 		SELECT remora._prefix_dir(j.prefix), false
 		  FROM src JOIN remora.jobs j ON j.bucket = src.bucket
+		 WHERE j.source_kind <> 'export'
 		UNION
 		SELECT CASE WHEN right(g.prefix_pattern, 1) = '*'
 					THEN rtrim(g.prefix_pattern, '*')
@@ -772,8 +824,10 @@ BEGIN
 			   THEN coalesce(hard_delete_requested_at, now())
 			   ELSE hard_delete_requested_at END
 	 WHERE job_id = job;
-	-- a job that never ran wrote nothing: its hard delete is done
-	IF hard AND NOT EXISTS (SELECT 1 FROM remora.attempts a WHERE a.job_id = job) THEN
+	-- a job that never ran wrote nothing: its hard delete is done; an
+	-- export stages nothing, and its stable keys are never deleted
+	IF hard AND (j.source_kind = 'export'
+				 OR NOT EXISTS (SELECT 1 FROM remora.attempts a WHERE a.job_id = job)) THEN
 		UPDATE remora.jobs SET hard_deleted_at = coalesce(hard_deleted_at, now())
 		 WHERE job_id = job;
 	END IF;
@@ -1147,6 +1201,19 @@ BEGIN
 								   to_jsonb((SELECT u.url FROM remora.source_urls u
 											  WHERE u.job_id = j.job_id))),
 						 spec);
+		IF j.source_kind = 'export' THEN
+			-- what to publish; an export stages nothing to clean up
+			spec := spec || jsonb_build_object('export', remora._export_spec(j.job_id));
+			UPDATE remora.attempts a
+			   SET cleaned_at = now(),
+				   export_ledger = (SELECT jsonb_build_object(
+						'output_digest', e.output_digest, 'source_digest', e.source_digest,
+						'publication_digest', e.publication_digest, 'members', e.members,
+						'bytes', e.bytes, 'if_exists', e.if_exists, 'mode', e.mode,
+						'decision', e.decisions -> -1)
+					  FROM remora.exports e WHERE e.export_id = j.job_id)
+			 WHERE a.attempt_id = new_attempt;
+		END IF;
 		resume := CASE WHEN cp.job_id IS NULL THEN NULL
 					   ELSE jsonb_build_object('attempt_id', cp.attempt_id,
 											   'fencing_token', cp.fencing_token,
@@ -1234,6 +1301,9 @@ BEGIN
 	END IF;
 
 	PERFORM remora._record_members(p_attempt, p_cp -> 'members');
+	IF (v.j).source_kind = 'export' THEN
+		PERFORM remora._record_refs((v.j).job_id, p_cp -> 'references');
+	END IF;
 
 	-- the attempt could not use the checkpoint it was offered: say so, and
 	-- drop the stale one
@@ -1411,6 +1481,11 @@ DECLARE
 	n			bigint;
 	total		bigint;
 BEGIN
+	IF EXISTS (SELECT 1 FROM remora.attempts a
+				 JOIN remora.exports e ON e.export_id = a.job_id
+				WHERE a.attempt_id = p_attempt) THEN
+		RETURN remora._commit_export(p_attempt, p_token, manifest);
+	END IF;
 	d := remora._check_manifest(manifest);
 
 	v := remora._authorize(p_attempt, p_token);
@@ -1545,6 +1620,340 @@ BEGIN
 						  retryable);
 END
 $$;
+
+/* ------------------------------------------------------------------------
+ * Export to stable keys (remora_export): a job of source kind 'export'.
+ * It runs through claim, renew, checkpoint, commit, fail, cancel and
+ * reconcile like any job; what differs is here.  doc/protocol.md has its
+ * state machine.
+ * ------------------------------------------------------------------------ */
+
+-- What a claimed export publishes, for its worker: the mode, if_exists,
+-- and each member of the exported result with the reference an earlier
+-- attempt recorded for it (ref), if any.
+CREATE FUNCTION remora._export_spec(export bigint) RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT jsonb_build_object(
+		'job_id', e.job_id, 'mode', e.mode, 'if_exists', e.if_exists,
+		'output_digest', e.output_digest, 'members_total', e.members,
+		'members', coalesce((SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+							'path', m.path, 'bucket', m.bucket, 'key', m.key,
+							'size', m.size, 'sha256', m.sha256, 'etag', m.etag,
+							'ref', e.refs -> m.path)) ORDER BY m.path)
+							   FROM remora.members m
+							  WHERE m.attempt_id = e.result_attempt), '[]'))
+	  FROM remora.exports e WHERE e.export_id = $1
+$$;
+
+-- Record conclusive per-member answers of an export: [{path, key, etag,
+-- version_id, size, outcome}], by path (a later answer replaces one).
+CREATE FUNCTION remora._record_refs(export bigint, p_refs jsonb) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	r	jsonb;
+BEGIN
+	IF p_refs IS NULL THEN
+		RETURN;
+	END IF;
+	IF jsonb_typeof(p_refs) <> 'array' THEN
+		RAISE EXCEPTION 'invalid references' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'references must be a JSON array of objects.';
+	END IF;
+	FOR r IN SELECT value FROM jsonb_array_elements(p_refs) LOOP
+		IF jsonb_typeof(r) <> 'object'
+			OR jsonb_typeof(r -> 'path') IS DISTINCT FROM 'string'
+			OR jsonb_typeof(r -> 'key') IS DISTINCT FROM 'string'
+			OR jsonb_typeof(r -> 'etag') IS DISTINCT FROM 'string'
+			OR NOT remora._is_count(r -> 'size') THEN
+			RAISE EXCEPTION 'invalid reference' USING ERRCODE = 'invalid_parameter_value',
+				DETAIL = 'Each reference needs string path, key and etag and a non-negative integer size.';
+		END IF;
+	END LOOP;
+	UPDATE remora.exports e
+	   SET refs = e.refs || (SELECT jsonb_object_agg(x.value ->> 'path', x.value)
+							   FROM jsonb_array_elements(p_refs) x)
+	 WHERE e.export_id = export AND jsonb_array_length(p_refs) > 0;
+END
+$$;
+
+-- The commit of an export: true when the attempt holds authority and every
+-- member of the exported result has a conclusive reference (those
+-- checkpointed plus the descriptor's "references"), with the descriptor's
+-- sha256 the export's output digest; the references and the success are
+-- one transaction.  The exact repeat of a successful call is true.
+CREATE FUNCTION remora._commit_export(p_attempt uuid, p_token bigint,
+									  manifest jsonb)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v		record;
+	e		remora.exports;
+	missing	bigint;
+BEGIN
+	IF manifest IS NULL OR jsonb_typeof(manifest) <> 'object'
+		OR coalesce(manifest ->> 'sha256', '') !~ '^[0-9a-fA-F]{64}$' THEN
+		RAISE EXCEPTION 'invalid export descriptor' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'An export''s descriptor is a JSON object with "sha256" (the output digest) and "references".';
+	END IF;
+	v := remora._authorize(p_attempt, p_token);
+	SELECT * INTO e FROM remora.exports x
+	 WHERE x.export_id = (SELECT a.job_id FROM remora.attempts a WHERE a.attempt_id = p_attempt);
+	IF v.verdict <> 'ok' THEN
+		RETURN coalesce(e.committed_attempt = p_attempt
+						AND (v.a).fencing_token = p_token
+						AND (v.j).state = 'succeeded', false);
+	END IF;
+	IF lower(manifest ->> 'sha256') <> e.output_digest THEN
+		RAISE WARNING 'commit refused: the descriptor names output % , the export publishes %',
+			manifest ->> 'sha256', e.output_digest;
+		RETURN false;
+	END IF;
+	PERFORM remora._record_refs(e.export_id, manifest -> 'references');
+	SELECT count(*) INTO missing FROM remora.members m, remora.exports x
+	 WHERE x.export_id = e.export_id AND m.attempt_id = x.result_attempt
+	   AND NOT x.refs ? m.path;
+	IF missing > 0 THEN
+		RAISE WARNING 'commit refused: % members of the export have no conclusive answer', missing;
+		RETURN false;
+	END IF;
+	UPDATE remora.exports x SET committed_attempt = p_attempt WHERE x.export_id = e.export_id;
+	UPDATE remora.attempts a SET state = 'succeeded', finished_at = now()
+	 WHERE a.attempt_id = p_attempt;
+	UPDATE remora.jobs jb SET state = 'succeeded', finished_at = now(), last_error = NULL
+	 WHERE jb.job_id = e.export_id;
+	DELETE FROM remora.leases l WHERE l.attempt_id = p_attempt;
+	RETURN true;
+END
+$$;
+
+-- Record an export (remora_export validated bucket, prefix and key).
+-- Replaying an idempotency key returns the existing export whatever its
+-- state; 22023 names a bad option, P0002 is a job the caller cannot see or
+-- that has no committed result, 42501 a target without a grant or inside
+-- the area where Remora keeps its jobs.
+CREATE FUNCTION remora._export(caller oid, job bigint, bucket text,
+							   prefix text, options jsonb, idem_key text)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	p_job		bigint := $2;
+	p_bucket	text := $3;
+	p_prefix	text := $4;
+	opts		jsonb := coalesce($5, '{}');
+	k			text;
+	v			jsonb;
+	if_exists	text := 'fail';
+	canon		jsonb := '{}';
+	request		jsonb;
+	existing	record;
+	j			remora.jobs;
+	r			remora.results;
+	spec		jsonb;
+	new_id		bigint;
+	src_digest	text;
+	clash		text;
+BEGIN
+	IF jsonb_typeof(opts) <> 'object' THEN
+		RAISE EXCEPTION 'invalid options' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'options must be a JSON object.';
+	END IF;
+	FOR k, v IN SELECT key, value FROM jsonb_each(opts) LOOP
+		IF k = 'if_exists' THEN
+			IF jsonb_typeof(v) IS DISTINCT FROM 'string'
+				OR v #>> '{}' NOT IN ('fail', 'overwrite', 'skip_identical') THEN
+				RAISE EXCEPTION 'invalid option "if_exists"' USING ERRCODE = 'invalid_parameter_value',
+					DETAIL = 'if_exists is "fail", "overwrite" or "skip_identical".';
+			END IF;
+			if_exists := v #>> '{}';
+		ELSIF k IN ('max_attempts', 'priority') THEN
+			IF jsonb_typeof(v) IS DISTINCT FROM 'number'
+				OR (v #>> '{}')::numeric <> trunc((v #>> '{}')::numeric)
+				OR (k = 'max_attempts' AND (v #>> '{}')::numeric NOT BETWEEN 1 AND 100)
+				OR (k = 'priority' AND (v #>> '{}')::numeric NOT BETWEEN -1000 AND 1000) THEN
+				RAISE EXCEPTION 'invalid option "%"', k USING ERRCODE = 'invalid_parameter_value',
+					DETAIL = CASE WHEN k = 'max_attempts' THEN 'max_attempts is an integer from 1 to 100.'
+								  ELSE 'priority is an integer from -1000 to 1000.' END;
+			END IF;
+			canon := canon || jsonb_build_object(k, (v #>> '{}')::integer);
+		ELSIF k = 'label' THEN
+			IF jsonb_typeof(v) IS DISTINCT FROM 'string' OR length(v #>> '{}') > 256 THEN
+				RAISE EXCEPTION 'invalid option "label"' USING ERRCODE = 'invalid_parameter_value',
+					DETAIL = 'label is a string of at most 256 characters.';
+			END IF;
+			canon := canon || jsonb_build_object(k, v);
+		ELSE
+			RAISE EXCEPTION 'invalid option "%"', k USING ERRCODE = 'invalid_parameter_value',
+				DETAIL = 'An export knows the options if_exists, max_attempts, priority and label.';
+		END IF;
+	END LOOP;
+	canon := canon || jsonb_build_object('if_exists', if_exists);
+	request := jsonb_build_object('export', p_job, 'bucket', p_bucket,
+								  'prefix', p_prefix, 'options', canon);
+
+	-- a replayed key returns the export, whatever has happened since
+	IF idem_key IS NOT NULL THEN
+		SELECT jb.job_id, jb.request_hash INTO existing
+		  FROM remora.jobs jb WHERE jb.owner = caller AND jb.idempotency_key = idem_key;
+		IF FOUND THEN
+			IF existing.request_hash <> remora._sha256(request::text) THEN
+				RAISE EXCEPTION 'idempotency key "%" was already used for job %', idem_key, existing.job_id
+					USING ERRCODE = 'unique_violation',
+						  DETAIL = 'The key was reused for another request; the existing export or job is unchanged.',
+						  HINT = 'Use a new idempotency key for a different request.';
+			END IF;
+			RETURN existing.job_id;
+		END IF;
+	END IF;
+
+	SELECT * INTO j FROM remora.jobs jb WHERE jb.job_id = p_job FOR SHARE;
+	IF NOT FOUND OR NOT remora._may_act(caller, j.owner) OR j.source_kind = 'export' THEN
+		RAISE EXCEPTION 'job % does not exist', p_job USING ERRCODE = 'no_data_found';
+	END IF;
+	SELECT * INTO r FROM remora.results rr WHERE rr.job_id = p_job;
+	IF j.state <> 'succeeded' OR r.job_id IS NULL OR j.hard_delete_requested_at IS NOT NULL THEN
+		RAISE EXCEPTION 'job % has no result to export', p_job
+			USING ERRCODE = 'no_data_found',
+				  DETAIL = format('The job is %s; only a succeeded job whose result was not deleted can be exported.',
+								  CASE WHEN j.hard_delete_requested_at IS NOT NULL THEN 'deleted' ELSE j.state END);
+	END IF;
+
+	-- never onto the staging and result areas of Remora's own jobs
+	SELECT k2.key INTO clash
+	  FROM (SELECT CASE WHEN p_prefix = '' THEN m.path ELSE p_prefix || '/' || m.path END AS key
+			  FROM remora.members m WHERE m.attempt_id = r.attempt_id) k2,
+		   (SELECT remora._prefix_dir(current_setting('remora.default_prefix')) AS dir
+			 WHERE p_bucket = current_setting('remora.default_bucket')
+			UNION
+			SELECT DISTINCT remora._prefix_dir(jb.prefix) FROM remora.jobs jb
+			 WHERE jb.bucket = p_bucket AND jb.source_kind <> 'export') d
+	 WHERE left(k2.key, length(d.dir)) = d.dir
+	   AND substr(k2.key, length(d.dir) + 1) ~ '^[0-9]+/'
+	 LIMIT 1;
+	IF clash IS NOT NULL THEN
+		RAISE EXCEPTION 'permission denied for target bucket "%" key "%"', p_bucket, clash
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'The key is inside the area where Remora keeps the staging objects and results of jobs.',
+				  HINT = 'Export under a prefix of its own.';
+	END IF;
+
+	SELECT remora._sha256(coalesce(string_agg(
+			   concat_ws(' ', m.path, m.key, m.etag, m.size, m.sha256), E'\n' ORDER BY m.path), ''))
+	  INTO src_digest
+	  FROM remora.members m WHERE m.attempt_id = r.attempt_id;
+
+	spec := jsonb_build_object(
+		'source', jsonb_build_object('kind', 'export', 'uri', 'remora-job:' || p_job,
+									 'job_id', p_job),
+		'bucket', p_bucket, 'prefix', p_prefix,
+		'options', jsonb_build_object(
+			'if_exists', if_exists,
+			'max_attempts', coalesce((canon ->> 'max_attempts')::integer,
+									 current_setting('remora.max_attempts')::integer),
+			'priority', coalesce((canon ->> 'priority')::integer, 0))
+			|| CASE WHEN canon ? 'label' THEN jsonb_build_object('label', canon -> 'label')
+					ELSE '{}' END);
+	new_id := remora._submit(caller, spec, request, idem_key, NULL);
+
+	INSERT INTO remora.exports AS e
+		(export_id, job_id, result_attempt, if_exists, output_digest,
+		 source_digest, publication_digest, members, bytes)
+	VALUES (new_id, p_job, r.attempt_id, if_exists, r.manifest_sha256, src_digest,
+			remora._sha256(jsonb_build_object(
+				'bucket', p_bucket, 'prefix', p_prefix, 'if_exists', if_exists,
+				'output_digest', r.manifest_sha256, 'source_digest', src_digest)::text),
+			r.members, r.bytes)
+	ON CONFLICT (export_id) DO NOTHING;
+	RETURN new_id;
+END
+$$;
+
+-- Resolve an export that ended outcome_unknown.  'verify' (its owner or an
+-- administrator) queues an attempt that only observes the targets: it
+-- commits succeeded when every member is exactly there, and otherwise
+-- leaves the export outcome_unknown with the members that differ in its
+-- error.  'retry' (dispatch again: a new attempt with a greater token) and
+-- 'fail' are an administrator's decisions.  Each is recorded with who
+-- decided.  Returns the export's state after the call.
+CREATE FUNCTION remora._export_resolve(caller oid, export bigint, action text)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	j		remora.jobs;
+	admin	boolean := pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE');
+	new_state text;
+BEGIN
+	SELECT jb.* INTO j FROM remora.jobs jb JOIN remora.exports e ON e.export_id = jb.job_id
+	 WHERE jb.job_id = export FOR UPDATE OF jb;
+	IF NOT FOUND OR NOT remora._may_act(caller, j.owner) OR j.deleted_at IS NOT NULL THEN
+		RAISE EXCEPTION 'export % does not exist', export USING ERRCODE = 'no_data_found';
+	END IF;
+	IF action IS NULL OR action NOT IN ('verify', 'retry', 'fail') THEN
+		RAISE EXCEPTION 'invalid action' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'action is "verify", "retry" or "fail".';
+	END IF;
+	IF action IN ('retry', 'fail') AND NOT admin THEN
+		RAISE EXCEPTION 'permission denied to % export %', action, export
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Only remora_admin decides to retry or fail an export whose outcome is unknown.',
+				  HINT = 'Ask for ''verify'', which observes the targets.';
+	END IF;
+	IF j.state <> 'outcome_unknown' THEN
+		RAISE EXCEPTION 'export % is %, not outcome_unknown', export, j.state
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = 'Only an export whose outcome is unknown is resolved.';
+	END IF;
+
+	UPDATE remora.exports e
+	   SET mode = CASE WHEN action = 'verify' THEN 'verify' ELSE 'dispatch' END,
+		   decisions = e.decisions || jsonb_build_object(
+			   'action', action, 'by', pg_get_userbyid(caller), 'at', now(),
+			   'attempt_no', j.attempts_used)
+	 WHERE e.export_id = export;
+	IF action = 'fail' THEN
+		new_state := 'failed';
+		UPDATE remora.jobs jb
+		   SET state = new_state, finished_at = now(),
+			   last_error = jsonb_build_object(
+				   'class', 'resolved', 'retryable', false, 'at', now(),
+				   'message', format('%s decided that the export failed', pg_get_userbyid(caller)),
+				   'previous', j.last_error)
+		 WHERE jb.job_id = export;
+	ELSE
+		-- a new attempt: one more in the budget, whatever was spent
+		new_state := 'queued';
+		UPDATE remora.jobs jb
+		   SET state = new_state, finished_at = NULL, not_before = now(),
+			   max_attempts = greatest(jb.max_attempts, jb.attempts_used + 1)
+		 WHERE jb.job_id = export;
+		INSERT INTO remora.queue (job_id, priority, not_before)
+		VALUES (export, j.priority, now())
+		ON CONFLICT (job_id) DO UPDATE SET not_before = EXCLUDED.not_before;
+	END IF;
+	RETURN new_state;
+END
+$$;
+
+CREATE FUNCTION remora_export(job bigint, bucket text, prefix text,
+							  options jsonb DEFAULT '{}',
+							  idempotency_key text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'remora_export'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION remora_export_resolve(export bigint, action text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'remora_export_resolve'
+LANGUAGE C VOLATILE;
 
 -- Rebuild coordination state from durable state and expire lapsed leases.
 -- Returns the number of repairs made.  Safe to run at any time, by any
@@ -1863,7 +2272,7 @@ SELECT j.job_id,
   LEFT JOIN remora._progress() p
 		 ON p.attempt_id = j.current_attempt AND p.fencing_token = j.fencing_token
 			AND j.state = 'running'
- WHERE j.deleted_at IS NULL;
+ WHERE j.deleted_at IS NULL AND j.source_kind <> 'export';
 
 CREATE VIEW remora_progress WITH (security_invoker = true) AS
 SELECT p.job_id,
@@ -1903,7 +2312,8 @@ SELECT a.attempt_id,
 	   a.access_digest,
 	   a.provenance
   FROM remora.attempts a
-  LEFT JOIN remora.leases l ON l.attempt_id = a.attempt_id;
+  LEFT JOIN remora.leases l ON l.attempt_id = a.attempt_id
+ WHERE NOT EXISTS (SELECT 1 FROM remora.exports e WHERE e.export_id = a.job_id);
 
 CREATE VIEW remora_workers WITH (security_invoker = true) AS
 SELECT i.incarnation,
@@ -1931,11 +2341,65 @@ SELECT count(*) FILTER (WHERE state = 'queued') AS queued,
 		  FROM (SELECT a.error ->> 'class' AS class, count(*) AS n
 				  FROM remora.attempts a
 				 WHERE a.error IS NOT NULL
+				   AND NOT EXISTS (SELECT 1 FROM remora.exports e
+									WHERE e.export_id = a.job_id)
 				 GROUP BY 1) f) AS failures_by_class,
 	   (SELECT count(*) FROM remora.leases) AS active_leases,
 	   current_setting('remora.max_active_leases')::integer AS max_active_leases
   FROM remora.jobs
- WHERE deleted_at IS NULL;
+ WHERE deleted_at IS NULL AND source_kind <> 'export';
+
+CREATE VIEW remora_exports WITH (security_invoker = true) AS
+SELECT j.job_id AS export_id,
+	   e.job_id,
+	   pg_catalog.pg_get_userbyid(j.owner) AS owner,
+	   j.bucket,
+	   j.prefix,
+	   j.state,
+	   e.output_digest,
+	   e.publication_digest,
+	   e.source_digest,
+	   e.members,
+	   e.bytes,
+	   (SELECT count(*) FROM jsonb_object_keys(e.refs)) AS members_done,
+	   (SELECT jsonb_agg(x.value ORDER BY x.key) FROM jsonb_each(e.refs) x) AS "references",
+	   e.if_exists,
+	   e.mode = 'verify' AND j.state IN ('queued', 'running') AS verifying,
+	   j.label,
+	   j.idempotency_key,
+	   j.attempts_used,
+	   j.max_attempts,
+	   j.current_attempt AS current_attempt_id,
+	   j.fencing_token,
+	   j.cancel_requested_at IS NOT NULL AS cancel_requested,
+	   j.last_error,
+	   e.decisions,
+	   j.submitted_at AS created_at,
+	   j.started_at,
+	   j.finished_at
+  FROM remora.jobs j
+  JOIN remora.exports e ON e.export_id = j.job_id
+ WHERE j.deleted_at IS NULL;
+
+CREATE VIEW remora_export_attempts WITH (security_invoker = true) AS
+SELECT a.attempt_id,
+	   a.job_id AS export_id,
+	   a.attempt_no,
+	   a.fencing_token,
+	   a.incarnation,
+	   a.state,
+	   a.started_at,
+	   a.finished_at,
+	   l.expires_at AS lease_expires_at,
+	   a.error,
+	   a.export_ledger AS ledger,
+	   a.definition_hash,
+	   a.request_hash,
+	   a.access_digest,
+	   a.provenance
+  FROM remora.attempts a
+  JOIN remora.exports e ON e.export_id = a.job_id
+  LEFT JOIN remora.leases l ON l.attempt_id = a.attempt_id;
 
 CREATE VIEW remora_target_grants WITH (security_invoker = true) AS
 SELECT pg_catalog.pg_get_userbyid(g.grantee) AS role,
@@ -1987,6 +2451,12 @@ GRANT EXECUTE ON FUNCTION remora.claim(uuid, integer),
 	remora.staging_cleaned(uuid, boolean),
 	remora.job_objects_deleted(bigint, boolean) TO remora_worker;
 GRANT EXECUTE ON FUNCTION remora._progress() TO remora_user;
+REVOKE ALL ON FUNCTION remora_export(bigint, text, text, jsonb, text),
+	remora_export_resolve(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION remora_export(bigint, text, text, jsonb, text),
+	remora_export_resolve(bigint, text) TO remora_user;
+GRANT SELECT ON remora_exports, remora_export_attempts TO remora_user;
+REVOKE ALL ON remora_exports, remora_export_attempts FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION remora._checkpoint_stats(), remora.prune(integer),
 	remora.grant_target(name, text, text), remora.revoke_target(name, text, text),
 	remora.register_source_endpoint(text, text, text, boolean, text, text),

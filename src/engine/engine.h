@@ -12,9 +12,10 @@
  * curl's sockets, so the host can wait on it together with its own events
  * (a latch).
  *
- * A task (a job) is of one of three kinds, behind the same remora_task_*
+ * A task (a job) is of one of four kinds, behind the same remora_task_*
  * calls: a member transfer (remora_task_start), a set of members
- * (remora_set_start) or a prefix cleanup (remora_cleanup_start).  Which
+ * (remora_set_start), a prefix cleanup (remora_cleanup_start) or an
+ * export to stable keys (remora_export_start).  Which
  * file owns what, and the state machines: src/engine/README.md.
  *
  * A member transfer moves one source object into the target store under
@@ -215,6 +216,56 @@ typedef struct RemoraSetSpec
 	void              *host_arg;         /* handed back in each RemoraLookup */
 } RemoraSetSpec;
 
+/*
+ * An export (remora_export): server-side copies of a committed result's
+ * members to <prefix>/<path> of a target bucket, or, to verify an export
+ * whose outcome is unknown, HEADs (and a GET to hash where the ETag cannot
+ * tell) of those keys.  Members are copied with CopyObject, so a member is
+ * at most 5 GiB (REMORA_COPY_OBJECT_MAX).
+ */
+#define REMORA_EXPORT_CONCURRENCY 8
+#define REMORA_COPY_OBJECT_MAX    ((int64_t) 5 * 1024 * 1024 * 1024)
+
+typedef enum RemoraIfExists
+{
+	REMORA_IF_EXISTS_FAIL,
+	REMORA_IF_EXISTS_OVERWRITE,
+	REMORA_IF_EXISTS_SKIP_IDENTICAL
+} RemoraIfExists;
+
+typedef struct RemoraExportMember
+{
+	const char *path;   /* member path: the target key is <prefix>/<path> */
+	const char *bucket; /* where the committed member is */
+	const char *key;
+	const char *etag;
+	const char *sha256;
+	int64_t     size;
+	const char *ref_etag; /* an earlier attempt's conclusive answer, or NULL */
+} RemoraExportMember;
+
+typedef struct RemoraExportSpec
+{
+	const char               *bucket; /* target */
+	const char               *prefix; /* "" or without a trailing '/' */
+	RemoraIfExists            if_exists;
+	bool                      verify; /* observe only, write nothing */
+	const RemoraExportMember *members;
+	int                       nmembers;
+	const char               *output_digest; /* the result's manifest SHA-256 */
+} RemoraExportSpec;
+
+/* A conclusive answer for one member, for remora.checkpoint/commit. */
+typedef struct RemoraExportRef
+{
+	char       *path;
+	char       *key;
+	char        etag[256];
+	char        version_id[256];
+	int64_t     size;
+	const char *outcome; /* "copied", "present" (already there), "verified" */
+} RemoraExportRef;
+
 /* A completed member, for remora.checkpoint and remora.commit. */
 typedef struct RemoraSetMember
 {
@@ -245,6 +296,10 @@ typedef enum RemoraTaskState
 #define REMORA_ERR_POLICY   "policy"
 #define REMORA_ERR_SOURCE   "source"
 #define REMORA_ERR_INTERNAL "internal"
+/* an export's write may have been sent without a conclusive answer */
+#define REMORA_ERR_OUTCOME_UNKNOWN "outcome_unknown"
+#define REMORA_ERR_EXISTS          "exists"          /* if_exists = fail */
+#define REMORA_ERR_VERIFY          "verify_mismatch" /* a target differs */
 
 typedef struct RemoraTaskError
 {
@@ -292,6 +347,10 @@ typedef struct RemoraTaskCheckpoint
 	int                    nmembers;
 	int64_t                members_done;  /* in all */
 	int64_t                members_total; /* -1 until the listing ended */
+
+	/* an export: conclusive answers since the last checkpoint */
+	const RemoraExportRef *refs;
+	int                    nrefs;
 } RemoraTaskCheckpoint;
 
 extern RemoraEngine *remora_engine_new(const RemoraEngineConfig *cfg,
@@ -342,6 +401,17 @@ extern RemoraTask *remora_cleanup_start(RemoraEngine *engine,
 										char *errbuf, size_t errlen);
 
 extern void remora_resume_free(RemoraResume *resume);
+
+/*
+ * Start an export (see RemoraExportSpec).  Its checkpoints carry the
+ * conclusive answers (refs) since the last one, which the host makes
+ * durable; after it ended, one more call hands out the rest.  It fails
+ * with class REMORA_ERR_OUTCOME_UNKNOWN (not retryable) when a copy was
+ * sent without a conclusive answer, after the copies in flight ended.
+ */
+extern RemoraTask *remora_export_start(RemoraEngine           *engine,
+									   const RemoraExportSpec *spec,
+									   char *errbuf, size_t errlen);
 
 /*
  * Start a set (see RemoraSetSpec).  It is a task to its host: the same

@@ -57,7 +57,8 @@ typedef struct Attempt
 	int64       token;
 	char       *bucket;
 	char       *file_name;
-	bool        is_set; /* many members: checkpoints carry them */
+	bool        is_set;    /* many members: checkpoints carry them */
+	bool        is_export; /* an export: checkpoints carry references */
 	int         progress_slot;
 	bool        restart_reported;
 	int64       rate_bytes; /* bytes at rate_at */
@@ -212,6 +213,21 @@ keep_members(Attempt *a, const RemoraSetMember *m, int n)
 	MemoryContextSwitchTo(old);
 }
 
+/*
+ * An export's conclusive answers the engine hands out now, kept like a
+ * set's members (in unsent) until a checkpoint or the commit that carries
+ * them has committed.
+ */
+static void
+keep_refs(Attempt *a, const RemoraExportRef *r, int n)
+{
+	MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
+
+	for (int i = 0; i < n; i++)
+		a->unsent = lappend(a->unsent, remora_jobspec_ref(&r[i]));
+	MemoryContextSwitchTo(old);
+}
+
 /* The members are recorded: forget them. */
 static void
 members_sent(Attempt *a)
@@ -239,18 +255,20 @@ report_success(Attempt *a, const RemoraTaskResult *r)
 
 	if (a->commit_doc == NULL)
 	{
-		MemoryContext old;
+		MemoryContext        old;
+		RemoraTaskCheckpoint cp;
+		bool                 more =
+			(a->is_set || a->is_export) && remora_task_checkpoint(a->task, &cp);
 
-		if (a->is_set)
-		{
-			RemoraTaskCheckpoint cp;
-
-			if (remora_task_checkpoint(a->task, &cp))
-				keep_members(a, cp.members, cp.nmembers);
-		}
+		/* what the engine hands out last goes with the commit */
+		if (more && a->is_export)
+			keep_refs(a, cp.refs, cp.nrefs);
+		else if (more)
+			keep_members(a, cp.members, cp.nmembers);
 		old = MemoryContextSwitchTo(attempt_cxt);
 		a->commit_doc =
-			a->is_set
+			a->is_export ? remora_jobspec_export_descriptor(r, a->unsent)
+			: a->is_set
 				? remora_jobspec_set_descriptor(r, a->unsent)
 				: remora_jobspec_object_descriptor(r, a->bucket, a->file_name);
 		MemoryContextSwitchTo(old);
@@ -292,6 +310,8 @@ still_authorized(Attempt *a)
 								 &cancelled) &&
 		   ok;
 }
+
+static void export_flush(Attempt *a);
 
 /* Commit what succeeded, report what failed. */
 void
@@ -348,7 +368,11 @@ remora_attempts_finish(void)
 		else if (st == REMORA_TASK_FAILED)
 		{
 			const RemoraTaskError *e = remora_task_error(a->task);
-			char *state = report_failure(a->job_id, a->attempt_id, a->token, e);
+			char                  *state;
+
+			if (a->is_export)
+				export_flush(a);
+			state = report_failure(a->job_id, a->attempt_id, a->token, e);
 
 			if (state == NULL)
 			{
@@ -445,9 +469,16 @@ checkpoint_doc(Attempt *a)
 	const char          *restarted;
 
 	if (!remora_task_checkpoint(a->task, &cp))
-		return a->unsent
-				   ? remora_jobspec_checkpoint(NULL, true, NULL, a->unsent)
-				   : NULL;
+		return a->unsent == NIL ? NULL
+			   : a->is_export
+				   ? remora_jobspec_export_checkpoint(NULL, a->unsent)
+				   : remora_jobspec_checkpoint(NULL, true, NULL, a->unsent);
+	if (a->is_export)
+	{
+		/* until the transaction commits, they count as unsent */
+		keep_refs(a, cp.refs, cp.nrefs);
+		return remora_jobspec_export_checkpoint(&cp, a->unsent);
+	}
 	if (a->is_set)
 	{
 		/* until the transaction commits, they count as unsent */
@@ -461,6 +492,28 @@ checkpoint_doc(Attempt *a)
 		why = restarted;
 	a->restart_reported = a->restart_reported || why != NULL;
 	return remora_jobspec_checkpoint(&cp, false, why, NIL);
+}
+
+/*
+ * An export that failed: record the conclusive answers it still holds
+ * before its failure is reported, so that a verify or a retry knows them.
+ * One that cannot be recorded is observed again by the verify.
+ */
+static void
+export_flush(Attempt *a)
+{
+	Jsonb *doc = checkpoint_doc(a);
+	bool   ok;
+	bool   sent;
+
+	if (doc == NULL)
+		return;
+	remora_tx_begin("checkpointing");
+	sent = remora_protocol_checkpoint(a->job_id, a->attempt_id, a->token, doc,
+									  &ok);
+	remora_tx_end();
+	if (sent)
+		members_sent(a);
 }
 
 /*
@@ -584,7 +637,10 @@ remora_attempt_start(RemoraEngine *engine, RemoraClaim *c)
 	snprintf(a->attempt_id, sizeof(a->attempt_id), "%s", job->attempt_id);
 	a->token = job->fencing_token;
 	a->is_set = job->is_set;
-	if (job->is_set)
+	a->is_export = job->is_export;
+	if (job->is_export)
+		task = remora_export_start(engine, &job->export, err, sizeof(err));
+	else if (job->is_set)
 	{
 		RemoraSetSpec *s = &job->set;
 

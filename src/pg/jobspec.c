@@ -181,6 +181,82 @@ spec_string(JsonbContainer *c, const char *path, const char *key, bool required)
 }
 
 /*
+ * An export's spec (source kind "export"): the target prefix and
+ * spec.export, the members to publish with what an earlier attempt
+ * recorded for each.  ERRORs (22023) naming the key, like the rest.
+ */
+static void
+decode_export(JsonbContainer *root, RemoraJobSpec *out)
+{
+	RemoraExportSpec   *x = &out->export;
+	JsonbContainer     *ex;
+	JsonbValue          v;
+	JsonbContainer     *a;
+	const char         *mode;
+	const char         *if_exists;
+	int                 n;
+	RemoraExportMember *members;
+
+	out->is_export = true;
+	out->prefix = spec_string(root, "prefix", "prefix", true);
+	if (!get_object(root, "export", &ex) || ex == NULL)
+		bad_spec("export", "is not an object");
+	mode = spec_string(ex, "export.mode", "mode", true);
+	if_exists = spec_string(ex, "export.if_exists", "if_exists", true);
+	if (strcmp(mode, "dispatch") != 0 && strcmp(mode, "verify") != 0)
+		bad_spec("export.mode", "is neither \"dispatch\" nor \"verify\"");
+	if (strcmp(if_exists, "fail") == 0)
+		x->if_exists = REMORA_IF_EXISTS_FAIL;
+	else if (strcmp(if_exists, "overwrite") == 0)
+		x->if_exists = REMORA_IF_EXISTS_OVERWRITE;
+	else if (strcmp(if_exists, "skip_identical") == 0)
+		x->if_exists = REMORA_IF_EXISTS_SKIP_IDENTICAL;
+	else
+		bad_spec("export.if_exists", "names no choice");
+	x->verify = strcmp(mode, "verify") == 0;
+	x->bucket = out->bucket;
+	x->prefix = out->prefix;
+	x->output_digest =
+		spec_string(ex, "export.output_digest", "output_digest", true);
+	if (!lookup(ex, "members", &v) || v.type != jbvBinary ||
+		!JsonContainerIsArray(v.val.binary.data))
+		bad_spec("export.members", "is not an array");
+	a = v.val.binary.data;
+	n = JsonContainerSize(a);
+	members = palloc0(sizeof(RemoraExportMember) * (n + 1));
+	x->members = members;
+	for (int i = 0; i < n; i++)
+	{
+		JsonbValue         *e = getIthJsonbValueFromContainer(a, i);
+		RemoraExportMember *m = &members[i];
+		JsonbContainer     *c, *ref;
+		int64               size;
+
+		if (e == NULL || e->type != jbvBinary ||
+			!JsonContainerIsObject(e->val.binary.data))
+		{
+			bad_spec("export.members", "holds something not an object");
+			return; /* not reached */
+		}
+		c = e->val.binary.data;
+		m->path = spec_string(c, "export.members[].path", "path", true);
+		m->bucket = spec_string(c, "export.members[].bucket", "bucket", true);
+		m->key = spec_string(c, "export.members[].key", "key", true);
+		m->etag = spec_string(c, "export.members[].etag", "etag", true);
+		m->sha256 = spec_string(c, "export.members[].sha256", "sha256", true);
+		if (!get_int64(c, "size", &size) || size < 0)
+			bad_spec("export.members[].size", "is not a size");
+		m->size = size;
+		if (!get_object(c, "ref", &ref))
+			bad_spec("export.members[].ref", "is not an object");
+		m->ref_etag =
+			ref ? spec_string(ref, "export.members[].ref.etag", "etag", false)
+				: NULL;
+	}
+	x->nmembers = n;
+}
+
+/*
  * The spec remora.claim hands out, as the engine takes it.  ERRORs (22023)
  * on a spec a submit cannot have made, naming the key.
  */
@@ -242,6 +318,11 @@ remora_jobspec_decode(Jsonb *spec, RemoraJobSpec *out)
 		t->staging_prefix = staging;
 		t->expected_sha256 = spec_string(options, "options.expected_sha256",
 										 "expected_sha256", false);
+		return;
+	}
+	if (strcmp(kind, "export") == 0)
+	{
+		decode_export(root, out);
 		return;
 	}
 	if (strcmp(kind, "s3_object") != 0 && strcmp(kind, "s3_prefix") != 0 &&
@@ -771,5 +852,58 @@ remora_jobspec_set_descriptor(const RemoraTaskResult *r, List *members)
 	if (r->source_commit[0])
 		put_string(&b, "source_commit", r->source_commit);
 	put_list(&b, "entries", members);
+	return JsonbValueToJsonb(end_object(&b));
+}
+
+/* An export's conclusive answer for one member, for checkpoint and commit. */
+Jsonb *
+remora_jobspec_ref(const RemoraExportRef *r)
+{
+	Build b = NULL;
+
+	begin_object(&b);
+	put_string(&b, "path", r->path);
+	put_string(&b, "key", r->key);
+	put_string(&b, "etag", r->etag);
+	put_string(&b, "version_id", r->version_id);
+	put_int(&b, "size", r->size);
+	put_string(&b, "outcome", r->outcome);
+	return JsonbValueToJsonb(end_object(&b));
+}
+
+/*
+ * An export's checkpoint: its progress and the answers not yet recorded
+ * (refs, remora_jobspec_ref documents).  cp NULL: only the answers.
+ */
+Jsonb *
+remora_jobspec_export_checkpoint(const RemoraTaskCheckpoint *cp, List *refs)
+{
+	Build b = NULL;
+
+	begin_object(&b);
+	if (cp)
+	{
+		put_int(&b, "bytes_done", cp->bytes_done);
+		if (cp->bytes_total >= 0)
+			put_int(&b, "bytes_total", cp->bytes_total);
+	}
+	put_list(&b, "references", refs);
+	return JsonbValueToJsonb(end_object(&b));
+}
+
+/*
+ * The descriptor remora.commit takes for an export: the output digest it
+ * published, and the answers not yet recorded (refs).
+ */
+Jsonb *
+remora_jobspec_export_descriptor(const RemoraTaskResult *r, List *refs)
+{
+	Build b = NULL;
+
+	begin_object(&b);
+	put_string(&b, "sha256", r->manifest_sha256);
+	put_int(&b, "members", r->members);
+	put_int(&b, "bytes", r->bytes);
+	put_list(&b, "references", refs);
 	return JsonbValueToJsonb(end_object(&b));
 }

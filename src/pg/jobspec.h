@@ -46,18 +46,22 @@ typedef struct RemoraJobOptions
  */
 typedef struct RemoraJobSpec
 {
-	int64          job_id;
-	const char    *attempt_id;
-	int64          fencing_token;
-	int64          attempt_no; /* 1 for the first; 0 if the spec omits it */
-	Oid            owner;
-	const char    *kind; /* "http", "s3_object", "s3_prefix" or "hf" */
+	int64       job_id;
+	const char *attempt_id;
+	int64       fencing_token;
+	int64       attempt_no; /* 1 for the first; 0 if the spec omits it */
+	Oid         owner;
+	const char *kind; /* "http", "s3_object", "s3_prefix", "hf" or
+					   * "export" */
 	bool           is_set;
+	bool           is_export;
 	const char    *bucket;
 	const char    *file_name; /* the member path; "" when there is none */
 	const char    *endpoint;  /* options.endpoint, or NULL */
 	RemoraTaskSpec task;      /* !is_set */
 	RemoraSetSpec  set;       /* is_set */
+	const char    *prefix;    /* is_export: the target prefix */
+	RemoraExportSpec export;  /* is_export */
 } RemoraJobSpec;
 
 /* submit: the job definition and the canonical request */
@@ -90,6 +94,11 @@ extern Jsonb *remora_jobspec_checkpoint(const RemoraTaskCheckpoint *cp,
 extern Jsonb *remora_jobspec_object_descriptor(const RemoraTaskResult *r,
 											   const char             *bucket,
 											   const char *file_name);
+extern Jsonb *remora_jobspec_ref(const RemoraExportRef *r);
+extern Jsonb *remora_jobspec_export_checkpoint(const RemoraTaskCheckpoint *cp,
+											   List *refs);
+extern Jsonb *remora_jobspec_export_descriptor(const RemoraTaskResult *r,
+											   List                   *refs);
 extern Jsonb *remora_jobspec_set_descriptor(const RemoraTaskResult *r,
 											List                   *members);
 

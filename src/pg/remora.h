@@ -63,4 +63,9 @@ extern int         remora_spi_execute(const char *query, int nargs, Oid *types,
 									  Datum *values, const char *nulls, bool read_only,
 									  long count);
 
+/* Call remora.<name> as the extension's owner (submit.c), at most 6 args. */
+extern Datum remora_call_internal(const char *name, int nargs,
+								  const Oid *argtypes, const Datum *args,
+								  const bool *nulls, bool *resnull);
+
 #endif /* REMORA_H */

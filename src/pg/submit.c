@@ -289,11 +289,11 @@ call_internal(const char *name, int nargs, const Oid *argtypes,
 	Datum    result;
 
 	/* cppcheck-suppress unusedStructMember */
-	LOCAL_FCINFO(fcinfo, 5);
+	LOCAL_FCINFO(fcinfo, 6);
 
 	if (!OidIsValid(fnoid))
 		missing_internal();
-	Assert(nargs <= 5);
+	Assert(nargs <= 6);
 	fmgr_info(fnoid, &flinfo);
 	InitFunctionCallInfoData(*fcinfo, &flinfo, nargs, InvalidOid, NULL, NULL);
 	for (int i = 0; i < nargs; i++)
@@ -304,6 +304,14 @@ call_internal(const char *name, int nargs, const Oid *argtypes,
 	result = FunctionCallInvoke(fcinfo);
 	*resnull = fcinfo->isnull;
 	return result;
+}
+
+/* The same, for the other user entry points (export.c). */
+Datum
+remora_call_internal(const char *name, int nargs, const Oid *argtypes,
+					 const Datum *args, const bool *nulls, bool *resnull)
+{
+	return call_internal(name, nargs, argtypes, args, nulls, resnull);
 }
 
 static void

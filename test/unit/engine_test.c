@@ -268,6 +268,9 @@ test_answers(void)
 #define OBJ_SHA                                                                \
 	"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
 
+#define OBJ_SHA_OTHER                                                          \
+	"0000000000000000000000000000000000000000000000000000000000000000"
+
 typedef struct FakeS3
 {
 	int       fd;
@@ -341,10 +344,24 @@ serve_one(FakeS3 *s3, int c)
 					"2026-01-01T00:00:00.000Z</LastModified><ETag>" OBJ_ETAG
 					"</ETag><Size>5</Size></Contents></ListBucketResult>");
 	}
+	else if (strncmp(req, "PUT /bkt/amb/", 13) == 0)
+		return; /* read, and no answer at all */
+	else if (strncmp(req, "GET /bkt/out/present.bin ", 25) == 0)
+		answer_with(c, "200 OK", OBJ_ETAG, OBJ_BODY);
 	else if (strncmp(req, "GET /bkt/src/a.bin", 18) == 0)
 	{
 		__atomic_add_fetch(&s3->gets, 1, __ATOMIC_SEQ_CST);
 		answer_with(c, "200 OK", OBJ_ETAG, OBJ_BODY);
+	}
+	else if (strncmp(req, "HEAD /bkt/out/present.bin ", 26) == 0)
+	{
+		static const char head[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"
+								   "ETag: " OBJ_ETAG "\r\n"
+								   "x-amz-version-id: v7\r\n"
+								   "Connection: close\r\n\r\n";
+
+		if (write(c, head, sizeof(head) - 1) != (ssize_t) sizeof(head) - 1)
+			return;
 	}
 	else if (strncmp(req, "PUT ", 4) == 0 &&
 			 strcasestr(req, "x-amz-copy-source:") != NULL)
@@ -569,6 +586,110 @@ lookup_withdrawn(FakeS3 *s3)
 	remora_engine_free(engine);
 }
 
+/* Run an export to its end; its refs by checkpoint into *nrefs. */
+static RemoraTaskState
+run_export(RemoraEngine *engine, RemoraExportSpec *spec, int *nrefs,
+		   char *outcome, size_t outlen)
+{
+	char        err[256];
+	RemoraTask *task = remora_export_start(engine, spec, err, sizeof(err));
+	RemoraTaskCheckpoint cp;
+	RemoraTaskState      st;
+
+	*nrefs = 0;
+	outcome[0] = '\0';
+	if (task == NULL)
+		return REMORA_TASK_ABORTED;
+	for (int i = 0; i < 100 && remora_task_state(task) == REMORA_TASK_RUNNING;
+		 i++)
+	{
+		turn(engine);
+		if (remora_task_checkpoint(task, &cp))
+			*nrefs += cp.nrefs;
+	}
+	if (remora_task_checkpoint(task, &cp))
+		*nrefs += cp.nrefs;
+	st = remora_task_state(task);
+	if (st == REMORA_TASK_FAILED)
+		snprintf(outcome, outlen, "%s: %s", remora_task_error(task)->class,
+				 remora_task_error(task)->message);
+	remora_task_free(task);
+	return st;
+}
+
+/*
+ * An export copies a missing member, finds a present one, refuses a
+ * present one with other content under if_exists = fail, and a verify
+ * reports what is not there.
+ */
+static void
+test_export(FakeS3 *s3)
+{
+	RemoraEngine      *engine;
+	char               endpoint[64];
+	char               why[700];
+	int                nrefs;
+	int                copies0 = s3->copies;
+	RemoraExportMember m[2] = {{"new.bin", "bkt", "stage/1/a/data/new.bin",
+								OBJ_ETAG, OBJ_SHA, 5, NULL},
+							   {"present.bin", "bkt",
+								"stage/1/a/data/present.bin", OBJ_ETAG, OBJ_SHA,
+								5, NULL}};
+	RemoraExportSpec   spec = {"bkt", "out",  REMORA_IF_EXISTS_FAIL, false, m,
+							   2,     OBJ_SHA};
+
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", s3->port);
+	engine = engine_for(endpoint, true);
+	CHECK(engine != NULL, "an engine for the export starts");
+	if (engine == NULL)
+		return;
+	CHECK(run_export(engine, &spec, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_SUCCEEDED &&
+			  nrefs == 2 && s3->copies == copies0 + 1,
+		  "an export copies the missing member and finds the present one: %s",
+		  why);
+
+	m[1].etag = "\"00000000000000000000000000000000\"";
+	CHECK(run_export(engine, &spec, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_FAILED &&
+			  strncmp(why, "exists:", 7) == 0,
+		  "if_exists = fail refuses a key with other content: %s", why);
+
+	m[1].etag = OBJ_ETAG;
+	spec.verify = true;
+	CHECK(run_export(engine, &spec, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_FAILED &&
+			  strstr(why, "verify_mismatch: 1 of 2") == why &&
+			  strstr(why, "out/new.bin (missing)") != NULL && nrefs == 1,
+		  "a verify names the member that is not there: %s", why);
+
+	/* an ETag that cannot tell (a multipart member's copy): read and hash */
+	spec.members = &m[1];
+	spec.nmembers = 1;
+	m[1].etag = "\"0123456789abcdef0123456789abcdef-2\"";
+	CHECK(run_export(engine, &spec, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_SUCCEEDED &&
+			  nrefs == 1,
+		  "a verify hashes a key whose ETag cannot tell, and finds it: %s",
+		  why);
+	m[1].sha256 = OBJ_SHA_OTHER;
+	CHECK(run_export(engine, &spec, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_FAILED &&
+			  strstr(why, "out/present.bin (other content)") != NULL,
+		  "and names it when its SHA-256 differs: %s", why);
+
+	/* a copy sent and never answered */
+	m[1].sha256 = OBJ_SHA;
+	spec.verify = false;
+	spec.prefix = "amb";
+	spec.if_exists = REMORA_IF_EXISTS_OVERWRITE;
+	CHECK(run_export(engine, &spec, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_FAILED &&
+			  strncmp(why, "outcome_unknown: amb/present.bin:", 33) == 0,
+		  "a copy without an answer is outcome_unknown: %s", why);
+	remora_engine_free(engine);
+}
+
 static void
 test_lookups(void)
 {
@@ -582,6 +703,7 @@ test_lookups(void)
 	lookup_answered(&s3, true);
 	lookup_answered(&s3, false);
 	lookup_withdrawn(&s3);
+	test_export(&s3);
 	fake_s3_stop(&s3);
 }
 

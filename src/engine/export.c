@@ -1,0 +1,700 @@
+/*-------------------------------------------------------------------------
+ *
+ * export.c
+ *	  A job of kind "export": publish a committed result's members at
+ *	  stable keys <prefix>/<path> of a target bucket with server-side
+ *	  copies, or verify that they are there.
+ *
+ *	  dispatch, per member (REMORA_EXPORT_CONCURRENCY at once):
+ *	    HEAD target (unless overwrite without an earlier answer)
+ *	      there, same size and ETag as the member or an earlier answer
+ *	          --> "present" (conclusive)
+ *	      there, other content: fail --> refused (class exists)
+ *	                            overwrite, skip_identical --> COPY
+ *	      404 --> COPY
+ *	    COPY  PUT with x-amz-copy-source, x-amz-copy-source-if-match (and
+ *	          RGW's x-amz-copy-if-match): the member's ETag
+ *	      2xx CopyObjectResult, ETag checked --> "copied" (conclusive)
+ *	      a refusal (4xx, 503, connect failure) --> conclusive failure
+ *	      no conclusive answer (timeout or reset after sending, 500, a
+ *	          2xx without a CopyObjectResult) --> outcome unknown
+ *	  verify, per member: HEAD; same size and ETag --> "verified"; same
+ *	  size, other ETag --> GET and SHA-256; anything else is a mismatch.
+ *
+ * After a conclusive failure nothing new starts.  A copy without a
+ * conclusive answer stops nothing (the other keys are independent): every
+ * other member still gets its answer, and the export then fails with
+ * class outcome_unknown, which its host never retries.  The export ends
+ * when what is in flight has answered.  Every conclusive answer is handed to
+ *the host by remora_task_checkpoint (coalesced: all since the last call).
+ * Nothing is deleted, ever: cancelling leaves what was written.
+ *
+ * If-None-Match on a copy is not sent: neither test store honours it on
+ * a copy (TESTING.md).  if_exists = fail rests on the HEAD before the
+ * copy, so a writer racing between the HEAD and the copy is overwritten.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine_int.h"
+#include "engine/source_uri.h"
+
+typedef enum
+{
+	M_WAIT,
+	M_HEAD,
+	M_COPY,
+	M_HASH,
+	M_DONE
+} MemberState;
+
+typedef struct Member
+{
+	RemoraExportMember m; /* strings owned */
+	char              *target;
+	MemberState        state;
+	Request           *req;
+	RemoraSha256      *hsha;
+	int64_t            hbytes;
+	char               head_etag[REMORA_ETAG_MAX];
+	char               head_version[256];
+} Member;
+
+typedef struct Export
+{
+	RemoraTask       base; /* kind: export_kind */
+	RemoraJobStatus  status;
+	char            *bucket;
+	char            *prefix;
+	RemoraIfExists   if_exists;
+	bool             verify;
+	char             output_digest[65];
+	Member          *members;
+	int              n;
+	int              next;     /* next member to start */
+	int              running;  /* requests in flight */
+	int              finished; /* members concluded */
+	int64_t          bytes_done;
+	int64_t          bytes_total;
+	bool             stopping;  /* a failure: start nothing new */
+	bool             ambiguous; /* a copy without a conclusive answer */
+	RemoraTaskError  first;     /* the first failure */
+	bool             has_first;
+	int              mismatches; /* verify */
+	RemoraBuf        mismatch_text;
+	RemoraExportRef *refs; /* conclusive answers not yet handed out */
+	int              nrefs;
+	RemoraExportRef *handed; /* the last batch handed out */
+	int              nhanded;
+	RemoraTaskResult result;
+} Export;
+
+static void export_pump(Export *x);
+
+static void
+refs_free(RemoraExportRef *refs, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		free(refs[i].path);
+		free(refs[i].key);
+	}
+	free(refs);
+}
+
+/* Record a failure; the first one is what the export reports. */
+static void
+note_failure(Export *x, const RemoraTaskError *err)
+{
+	if (!x->has_first && !x->ambiguous)
+	{
+		x->first = *err;
+		x->has_first = true;
+	}
+	x->stopping = true;
+}
+
+/*
+ * A copy without a conclusive answer: the export will end outcome_unknown,
+ * but the other members are independent keys, so dispatch goes on and
+ * every other member gets its conclusive answer.
+ */
+static void
+note_ambiguous(Export *x, const Member *mb, RemoraTaskError *err)
+{
+	char what[sizeof(err->message)];
+
+	snprintf(what, sizeof(what), "%s", err->message);
+	snprintf(err->message, sizeof(err->message), "%.200s: %.300s", mb->target,
+			 what);
+	err->class = REMORA_ERR_OUTCOME_UNKNOWN;
+	err->retryable = false;
+	if (!x->ambiguous)
+	{
+		x->first = *err;
+		x->has_first = true;
+	}
+	x->ambiguous = true;
+}
+
+static void note_failuref(Export *x, const char *class, bool retryable,
+						  long status, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+static void
+note_failuref(Export *x, const char *class, bool retryable, long status,
+			  const char *fmt, ...)
+{
+	RemoraTaskError err;
+	va_list         ap;
+
+	va_start(ap, fmt);
+	remora_error_vset(&err, class, retryable, status, fmt, ap);
+	va_end(ap);
+	note_failure(x, &err);
+}
+
+/* A conclusive answer for a member: queue it for the next checkpoint. */
+static void
+conclude(Export *x, Member *mb, const char *etag, const char *version,
+		 const char *outcome)
+{
+	RemoraExportRef *r;
+	RemoraExportRef *grown =
+		realloc(x->refs, (size_t) (x->nrefs + 1) * sizeof(RemoraExportRef));
+
+	mb->state = M_DONE;
+	x->finished++;
+	x->bytes_done += mb->m.size;
+	if (grown == NULL)
+	{
+		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+		return;
+	}
+	x->refs = grown;
+	r = &x->refs[x->nrefs];
+	memset(r, 0, sizeof(*r));
+	r->path = strdup(mb->m.path);
+	r->key = strdup(mb->target);
+	remora_etag_canon(etag, r->etag, sizeof(r->etag));
+	snprintf(r->version_id, sizeof(r->version_id), "%s",
+			 version ? version : "");
+	remora_utf8_scrub(r->version_id);
+	r->size = mb->m.size;
+	r->outcome = outcome;
+	if (r->path == NULL || r->key == NULL)
+	{
+		free(r->path);
+		free(r->key);
+		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+		return;
+	}
+	x->nrefs++;
+}
+
+/* Verify: a member that is not exactly there. */
+static void
+mismatch(Export *x, Member *mb, const char *why)
+{
+	mb->state = M_DONE;
+	x->finished++;
+	if (x->mismatches++ < 10)
+		remora_buf_printf(&x->mismatch_text, "%s%s (%s)",
+						  x->mismatches > 1 ? ", " : "", mb->target, why);
+}
+
+/* Is what a HEAD found the member, by size and ETag? */
+static bool
+same_object(const Member *mb, const Request *req)
+{
+	return req->hdr.content_length == mb->m.size &&
+		   (remora_etag_equal(req->hdr.etag, mb->m.etag) ||
+			(mb->m.ref_etag &&
+			 remora_etag_equal(req->hdr.etag, mb->m.ref_etag)));
+}
+
+static void start_copy(Export *x, Member *mb);
+static void start_hash(Export *x, Member *mb);
+
+static void
+head_done(Request *req, CURLcode rc)
+{
+	Export         *x = req->owner;
+	Member         *mb = req->data;
+	RemoraTaskError err;
+
+	mb->req = NULL;
+	x->running--;
+	if (rc == CURLE_OK && req->status == 404)
+	{
+		if (x->verify)
+			mismatch(x, mb, "missing");
+		else if (!x->stopping)
+			start_copy(x, mb);
+		export_pump(x);
+		return;
+	}
+	if (remora_s3_failed(req, rc, &err, "looking at an export's target"))
+	{
+		/* nothing was written: a conclusive failure */
+		note_failure(x, &err);
+		export_pump(x);
+		return;
+	}
+	if (same_object(mb, req))
+		conclude(x, mb, req->hdr.etag, req->hdr.version_id,
+				 x->verify ? "verified" : "present");
+	else if (x->verify && req->hdr.content_length == mb->m.size)
+	{
+		/* the ETag cannot tell (a copy of a multipart object): hash it */
+		snprintf(mb->head_etag, sizeof(mb->head_etag), "%s", req->hdr.etag);
+		snprintf(mb->head_version, sizeof(mb->head_version), "%s",
+				 req->hdr.version_id);
+		start_hash(x, mb);
+	}
+	else if (x->verify)
+		mismatch(x, mb, "other content");
+	else if (x->if_exists == REMORA_IF_EXISTS_FAIL)
+	{
+		mb->state = M_DONE;
+		note_failuref(x, REMORA_ERR_EXISTS, false, 0,
+					  "the target key \"%s\" exists with other content "
+					  "(if_exists is fail)",
+					  mb->target);
+	}
+	else if (!x->stopping)
+		start_copy(x, mb);
+	export_pump(x);
+}
+
+static void
+start_head(Export *x, Member *mb)
+{
+	S3Call call = {"HEAD", x->bucket, mb->target, NULL,  0,   NULL,
+				   0,      NULL,      0,          false, true};
+	char   errbuf[256];
+
+	mb->req = remora_s3_start(&x->base.engine->loop, &x->base.engine->target, x,
+							  &call, head_done, errbuf, sizeof(errbuf));
+	if (mb->req == NULL)
+	{
+		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s", errbuf);
+		return;
+	}
+	mb->req->data = mb;
+	mb->state = M_HEAD;
+	x->running++;
+}
+
+/* Was the request certainly never sent (nothing reached the store)? */
+static bool
+never_sent(CURLcode rc)
+{
+	return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+		   rc == CURLE_COULDNT_RESOLVE_PROXY;
+}
+
+static void
+copy_done(Request *req, CURLcode rc)
+{
+	Export         *x = req->owner;
+	Member         *mb = req->data;
+	RemoraTaskError err;
+	char           *etag;
+
+	mb->req = NULL;
+	x->running--;
+	mb->state = M_DONE;
+	if (rc != CURLE_OK && !never_sent(rc))
+	{
+		/* sent, and no answer: the copy may or may not have happened */
+		remora_s3_failed(req, rc, &err, "copying to an export's target");
+		note_ambiguous(x, mb, &err);
+		export_pump(x);
+		return;
+	}
+	if (remora_s3_failed(req, rc, &err, "copying to an export's target"))
+	{
+		if (req->status == 500)
+		{
+			/* an internal error may come after the copy was made */
+			note_ambiguous(x, mb, &err);
+			export_pump(x);
+			return;
+		}
+		if (req->status == 412)
+		{
+			snprintf(err.message, sizeof(err.message),
+					 "the committed member \"%.300s\" no longer has the ETag "
+					 "its result recorded",
+					 mb->m.path);
+			err.retryable = false;
+		}
+		note_failure(x, &err);
+		export_pump(x);
+		return;
+	}
+	etag = remora_s3_answer_etag(req, "CopyObjectResult", &err,
+								 "copying to an export's target");
+	if (etag == NULL)
+	{
+		/* a 200 that carries an error: S3 says the copy may have failed */
+		note_ambiguous(x, mb, &err);
+		export_pump(x);
+		return;
+	}
+	/* a single-part member's copy has its content's MD5: the same ETag */
+	if (remora_etag_is_md5(mb->m.etag) && !remora_etag_equal(etag, mb->m.etag))
+	{
+		free(etag);
+		note_failuref(x, REMORA_ERR_CHECKSUM, false, 0,
+					  "the copy at \"%s\" does not have the member's ETag",
+					  mb->target);
+		export_pump(x);
+		return;
+	}
+	conclude(x, mb, etag, req->hdr.version_id, "copied");
+	free(etag);
+	export_pump(x);
+}
+
+static void
+start_copy(Export *x, Member *mb)
+{
+	char  *enc = remora_uri_encode(mb->m.key, strlen(mb->m.key), true);
+	size_t n = strlen(mb->m.bucket) + (enc ? strlen(enc) : 0) + 4;
+	char  *src = enc ? malloc(n) : NULL;
+	char   errbuf[256] = "out of memory";
+
+	if (src)
+	{
+		RemoraKV h[3];
+		S3Call   call;
+
+		snprintf(src, n, "/%s/%s", mb->m.bucket, enc);
+		h[0] = (RemoraKV){"x-amz-copy-source", src};
+		h[1] = (RemoraKV){"x-amz-copy-source-if-match", mb->m.etag};
+		h[2] = (RemoraKV){"x-amz-copy-if-match", mb->m.etag}; /* RGW */
+		call = (S3Call){"PUT", x->bucket, mb->target, NULL,  0,    h,
+						3,     NULL,      0,          false, false};
+		mb->req =
+			remora_s3_start(&x->base.engine->loop, &x->base.engine->target, x,
+							&call, copy_done, errbuf, sizeof(errbuf));
+	}
+	free(enc);
+	free(src);
+	if (mb->req == NULL)
+	{
+		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s", errbuf);
+		return;
+	}
+	mb->req->data = mb;
+	mb->state = M_COPY;
+	x->running++;
+}
+
+static size_t
+hash_data(Request *req, char *ptr, size_t len)
+{
+	Member *mb = req->data;
+	long    status = 0;
+
+	/* (req->status is set when the exchange ends) */
+	curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
+	if (status != 200)
+		return len; /* an error body: judged in hash_done */
+	remora_sha256_update(mb->hsha, ptr, len);
+	mb->hbytes += (int64_t) len;
+	return len;
+}
+
+static void
+hash_done(Request *req, CURLcode rc)
+{
+	Export         *x = req->owner;
+	Member         *mb = req->data;
+	RemoraTaskError err;
+	char            hex[65];
+
+	mb->req = NULL;
+	x->running--;
+	if (remora_s3_failed(req, rc, &err, "reading an export's target"))
+	{
+		note_failure(x, &err);
+		export_pump(x);
+		return;
+	}
+	remora_sha256_final_hex(mb->hsha, hex);
+	if (mb->hbytes == mb->m.size && strcmp(hex, mb->m.sha256) == 0)
+		conclude(x, mb, mb->head_etag, mb->head_version, "verified");
+	else
+		mismatch(x, mb, "other content");
+	export_pump(x);
+}
+
+static void
+start_hash(Export *x, Member *mb)
+{
+	S3Call call = {"GET", x->bucket, mb->target, NULL,  0,    NULL,
+				   0,     NULL,      0,          false, false};
+	char   errbuf[256] = "out of memory";
+
+	mb->hsha = remora_sha256_new();
+	mb->hbytes = 0;
+	mb->req = mb->hsha
+				  ? remora_target_request(x->base.engine, x, &call, hash_done,
+										  errbuf, sizeof(errbuf))
+				  : NULL;
+	if (mb->req == NULL)
+	{
+		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s", errbuf);
+		return;
+	}
+	mb->req->on_data = hash_data;
+	mb->req->data = mb;
+	if (!remora_req_start(mb->req))
+	{
+		remora_req_cancel(mb->req);
+		mb->req = NULL;
+		note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
+					  "could not start a read of an export's target");
+		return;
+	}
+	mb->state = M_HASH;
+	x->running++;
+}
+
+/* Start what the concurrency allows; end when everything has answered. */
+static void
+export_pump(Export *x)
+{
+	while (x->status.state == REMORA_TASK_RUNNING && !x->stopping &&
+		   x->running < REMORA_EXPORT_CONCURRENCY && x->next < x->n)
+	{
+		Member *mb = &x->members[x->next++];
+
+		if (x->verify || mb->m.ref_etag ||
+			x->if_exists != REMORA_IF_EXISTS_OVERWRITE)
+			start_head(x, mb);
+		else
+			start_copy(x, mb);
+	}
+	if (x->status.state != REMORA_TASK_RUNNING || x->running > 0)
+		return;
+	if (x->has_first)
+		remora_fail_with(&x->status, &x->first); /* ambiguity first */
+	else if (x->mismatches > 0)
+		remora_fail(&x->status, REMORA_ERR_VERIFY, false, 0,
+					"%d of %d members are not exactly at their keys: %s%s",
+					x->mismatches, x->n,
+					x->mismatch_text.data ? x->mismatch_text.data : "",
+					x->mismatches > 10 ? ", ..." : "");
+	else if (x->finished == x->n)
+		x->status.state = REMORA_TASK_SUCCEEDED;
+}
+
+/* ------------------------------------------------------------ the kind */
+
+static RemoraTaskState
+export_state(const RemoraTask *t)
+{
+	return ((const Export *) t)->status.state;
+}
+
+static void
+export_progress(const RemoraTask *t, int64_t *done, int64_t *total)
+{
+	const Export *x = (const Export *) t;
+
+	*done = x->bytes_done;
+	*total = x->bytes_total;
+}
+
+static bool
+export_restarted(const RemoraTask *t, const char **why)
+{
+	(void) t;
+	*why = "";
+	return false;
+}
+
+static bool
+export_checkpoint(RemoraTask *t, RemoraTaskCheckpoint *out)
+{
+	Export *x = (Export *) t;
+
+	refs_free(x->handed, x->nhanded);
+	x->handed = x->refs;
+	x->nhanded = x->nrefs;
+	x->refs = NULL;
+	x->nrefs = 0;
+	memset(out, 0, sizeof(*out));
+	out->bytes_done = x->bytes_done;
+	out->bytes_total = x->bytes_total;
+	out->members_done = x->finished;
+	out->members_total = x->n;
+	out->refs = x->handed;
+	out->nrefs = x->nhanded;
+	return x->nhanded > 0;
+}
+
+static const RemoraTaskResult *
+export_result(const RemoraTask *t)
+{
+	const Export *x = (const Export *) t;
+
+	return x->status.state == REMORA_TASK_SUCCEEDED ? &x->result : NULL;
+}
+
+static const RemoraTaskError *
+export_error(const RemoraTask *t)
+{
+	const Export *x = (const Export *) t;
+
+	return x->status.state == REMORA_TASK_FAILED ? &x->status.error : NULL;
+}
+
+/*
+ * Stop: requests in flight are cancelled, which is itself a request sent
+ * without an answer; the host settles a cancelled export as cancelled.
+ */
+static void
+export_abort(RemoraTask *t, bool delete_staging)
+{
+	Export *x = (Export *) t;
+
+	(void) delete_staging;
+	remora_req_cancel_owner(&x->base.engine->loop, x);
+	x->running = 0;
+	if (x->status.state == REMORA_TASK_RUNNING)
+		x->status.state = REMORA_TASK_ABORTED;
+}
+
+static void
+export_free(RemoraTask *t)
+{
+	Export *x = (Export *) t;
+
+	remora_req_cancel_owner(&x->base.engine->loop, x);
+	for (int i = 0; i < x->n; i++)
+	{
+		Member *mb = &x->members[i];
+
+		free((char *) mb->m.path);
+		free((char *) mb->m.bucket);
+		free((char *) mb->m.key);
+		free((char *) mb->m.etag);
+		free((char *) mb->m.sha256);
+		free((char *) mb->m.ref_etag);
+		free(mb->target);
+		remora_sha256_free(mb->hsha);
+	}
+	free(x->members);
+	refs_free(x->refs, x->nrefs);
+	refs_free(x->handed, x->nhanded);
+	remora_buf_free(&x->mismatch_text);
+	free(x->bucket);
+	free(x->prefix);
+}
+
+static const RemoraTaskKind export_kind = {"export",         NULL,
+										   export_state,     export_progress,
+										   export_restarted, export_checkpoint,
+										   export_result,    export_error,
+										   export_abort,     export_free};
+
+/* Copy one member's strings; false when out of memory. */
+static bool
+member_copy(Member *dst, const RemoraExportMember *src, const char *prefix)
+{
+	size_t n = strlen(prefix) + strlen(src->path) + 2;
+
+	dst->m.path = strdup(src->path);
+	dst->m.bucket = strdup(src->bucket);
+	dst->m.key = strdup(src->key);
+	dst->m.etag = strdup(src->etag);
+	dst->m.sha256 = strdup(src->sha256);
+	dst->m.ref_etag = src->ref_etag ? strdup(src->ref_etag) : NULL;
+	dst->m.size = src->size;
+	dst->target = malloc(n);
+	if (dst->target)
+		snprintf(dst->target, n, "%s%s%s", prefix, prefix[0] ? "/" : "",
+				 src->path);
+	return dst->m.path && dst->m.bucket && dst->m.key && dst->m.etag &&
+		   dst->m.sha256 && dst->target && (!src->ref_etag || dst->m.ref_etag);
+}
+
+RemoraTask *
+remora_export_start(RemoraEngine *engine, const RemoraExportSpec *spec,
+					char *errbuf, size_t errlen)
+{
+	Export *x;
+
+	for (int i = 0; i < spec->nmembers; i++)
+	{
+		const RemoraExportMember *m = &spec->members[i];
+
+		if (!remora_member_path_valid(m->path) || m->size < 0 ||
+			m->sha256 == NULL || strlen(m->sha256) != 64 || m->etag == NULL)
+		{
+			snprintf(errbuf, errlen, "member %d of the export is not valid", i);
+			return NULL;
+		}
+	}
+	x = calloc(1, sizeof(Export));
+	if (x == NULL)
+	{
+		snprintf(errbuf, errlen, "out of memory");
+		return NULL;
+	}
+	remora_task_register(engine, &x->base, &export_kind);
+	x->status.state = REMORA_TASK_RUNNING;
+	x->bucket = strdup(spec->bucket);
+	x->prefix = strdup(spec->prefix ? spec->prefix : "");
+	x->if_exists = spec->if_exists;
+	x->verify = spec->verify;
+	snprintf(x->output_digest, sizeof(x->output_digest), "%s",
+			 spec->output_digest ? spec->output_digest : "");
+	x->members = calloc((size_t) spec->nmembers + 1, sizeof(Member));
+	if (x->bucket == NULL || x->prefix == NULL || x->members == NULL)
+	{
+		snprintf(errbuf, errlen, "out of memory");
+		remora_task_free(&x->base);
+		return NULL;
+	}
+	for (int i = 0; i < spec->nmembers; i++)
+	{
+		x->n = i + 1;
+		if (!member_copy(&x->members[i], &spec->members[i], x->prefix))
+		{
+			snprintf(errbuf, errlen, "out of memory");
+			remora_task_free(&x->base);
+			return NULL;
+		}
+		x->bytes_total += spec->members[i].size;
+	}
+	x->n = spec->nmembers;
+
+	/* the result: what the host commits */
+	snprintf(x->result.manifest_sha256, sizeof(x->result.manifest_sha256), "%s",
+			 x->output_digest);
+	x->result.members = x->n;
+	x->result.bytes = x->bytes_total;
+
+	/* CopyObject's limit: say so before anything is written */
+	for (int i = 0; i < x->n && !x->verify; i++)
+		if (x->members[i].m.size > REMORA_COPY_OBJECT_MAX)
+		{
+			remora_fail(&x->status, REMORA_ERR_SIZE, false, 0,
+						"member \"%.300s\" is larger than 5 GiB, which a "
+						"server-side copy (CopyObject) cannot export",
+						x->members[i].m.path);
+			return &x->base;
+		}
+	export_pump(x);
+	return &x->base;
+}

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+#
+# Export to stable keys, end to end: a real worker exports a committed
+# result of three members to <prefix>/<path> and the AWS CLI reads each
+# back with its SHA-256, and one of 1,095 members; if_exists fail, skip_identical and overwrite do
+# what they say (requests counted at the fault proxy); a copy that the
+# store made but whose answer is cut short leaves the export
+# outcome_unknown and not retried, and a verify concludes succeeded; a copy
+# refused with a 500 the store never saw leaves it outcome_unknown, a
+# verify says which member is missing, and an administrator's retry
+# publishes it; kill -9 of the worker mid-dispatch leaves it
+# outcome_unknown and unretried; a hard delete of the job leaves the
+# exported keys.
+#
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_begin export
+stack_up
+
+sum_key() { aws_s3 s3 cp "s3://target/$1" - 2>/dev/null | sha256sum | cut -d' ' -f1; }
+sum_file() { sha256sum "$1" | cut -d' ' -f1; }
+copies() { hits "$S3_PROXY" "$1"; }	# PUTs whose "METHOD path" contains $1
+
+# three members under s3://target/src/, one in a subdirectory
+mkdir -p "$T/src/sub"
+head -c 300000 /dev/urandom >"$T/src/a.bin"
+head -c 1000 /dev/urandom >"$T/src/b.bin"
+head -c 70000 /dev/urandom >"$T/src/sub/c.bin"
+for f in a.bin b.bin sub/c.bin; do
+	aws_s3 s3 cp --quiet "$T/src/$f" "s3://target/src/$f"
+done
+job=$(q "SELECT remora_submit('s3://target/src/')")
+check "a job of three members succeeds" wait_state "$job" succeeded 60
+
+# counters at the proxy: one rule that never fires, per target prefix
+for p in stable/llama stable/amb stable/amb2; do
+	rule "$S3_PROXY" "match=PUT%20/target/$p/&method=PUT&action=status:500&count=0"
+done
+
+# --- the happy path
+ex=$(q "SELECT remora_export($job, 'target', 'stable/llama', '{}', 'llama-v1')")
+check "the export succeeds" wait_state "$ex" succeeded 60
+for f in a.bin b.bin sub/c.bin; do
+	check_eq "the AWS CLI reads stable/llama/$f with its SHA-256" \
+		"$(sum_key "stable/llama/$f")" "$(sum_file "$T/src/$f")"
+done
+check_eq "remora_exports: every member answered, with its reference" \
+	"$(q "SELECT members_done, members, jsonb_array_length(\"references\"),
+			     output_digest = (SELECT result_manifest_sha256 FROM remora_jobs WHERE job_id = $job)
+		    FROM remora_exports WHERE export_id = $ex")" "3|3|3|t"
+check_eq "each reference is the key and the member's ETag" \
+	"$(q "SELECT count(*) FROM remora_exports e, jsonb_array_elements(e.\"references\") r,
+			     remora_result($job) m
+		   WHERE e.export_id = $ex AND r ->> 'path' = m.path
+		     AND r ->> 'key' = 'stable/llama/' || m.path AND r ->> 'etag' = m.etag")" "3"
+check_eq "three copies were sent" "$(copies PUT%20/target/stable/llama/)" "3"
+check_eq "the idempotency key returns the same export after it succeeded" \
+	"$(q "SELECT remora_export($job, 'target', 'stable/llama', '{}', 'llama-v1')")" "$ex"
+check_eq "the export is not a job in remora_jobs" \
+	"$(q "SELECT count(*) FROM remora_jobs WHERE job_id = $ex")" "0"
+
+# --- if_exists: one key now holds other content
+head -c 5000 /dev/urandom >"$T/other.bin"
+aws_s3 s3 cp --quiet "$T/other.bin" s3://target/stable/llama/b.bin
+ex=$(q "SELECT remora_export($job, 'target', 'stable/llama')")
+check "if_exists = fail: the export fails" wait_state "$ex" failed 60
+check_eq "with class exists, naming the key, and copies nothing" \
+	"$(q "SELECT last_error ->> 'class', last_error ->> 'message' LIKE '%stable/llama/b.bin%' FROM remora_exports WHERE export_id = $ex")|$(copies PUT%20/target/stable/llama/)" \
+	"exists|t|3"
+check_eq "the key keeps its other content" "$(sum_key stable/llama/b.bin)" "$(sum_file "$T/other.bin")"
+
+ex=$(q "SELECT remora_export($job, 'target', 'stable/llama', '{\"if_exists\": \"skip_identical\"}')")
+check "if_exists = skip_identical: the export succeeds" wait_state "$ex" succeeded 60
+check_eq "only the differing key was copied" "$(copies PUT%20/target/stable/llama/)" "4"
+check_eq "and holds the member again" "$(sum_key stable/llama/b.bin)" "$(sum_file "$T/src/b.bin")"
+check_eq "the identical ones are recorded as present" \
+	"$(q "SELECT string_agg(r ->> 'outcome', ',' ORDER BY r ->> 'path') FROM remora_exports e, jsonb_array_elements(e.\"references\") r WHERE e.export_id = $ex")" \
+	"present,copied,present"
+
+ex=$(q "SELECT remora_export($job, 'target', 'stable/llama', '{\"if_exists\": \"overwrite\"}')")
+check "if_exists = overwrite: the export succeeds" wait_state "$ex" succeeded 60
+check_eq "and copies every member" "$(copies PUT%20/target/stable/llama/)" "7"
+
+# --- a copy made by the store whose answer is cut: outcome unknown
+rule "$S3_PROXY" "match=PUT%20/target/stable/amb/a.bin&method=PUT&action=truncate&after=1&count=1"
+ex=$(q "SELECT remora_export($job, 'target', 'stable/amb')")
+check "a copy without a conclusive answer: outcome_unknown" wait_state "$ex" outcome_unknown 60
+check_eq "its error says so" \
+	"$(q "SELECT last_error ->> 'class', last_error ->> 'retryable' FROM remora_exports WHERE export_id = $ex")" \
+	"outcome_unknown|false"
+q "SELECT remora.reconcile()" >/dev/null
+check_eq "nothing retries it: one attempt, not queued, a.bin sent once" \
+	"$(q "SELECT attempts_used, state, (SELECT count(*) FROM remora.queue WHERE job_id = $ex) FROM remora_exports WHERE export_id = $ex")|$(copies PUT%20/target/stable/amb/a.bin)" \
+	"1|outcome_unknown|0|1"
+check_eq "verify is the owner's to ask" "$(q "SELECT remora_export_resolve($ex, 'verify')")" "queued"
+check "verify finds every member there: succeeded" wait_state "$ex" succeeded 60
+check_eq "verify copied nothing" "$(copies PUT%20/target/stable/amb/)" "3"
+check_eq "the decision is recorded" \
+	"$(q "SELECT decisions -> 0 ->> 'action', decisions -> 0 ->> 'by' FROM remora_exports WHERE export_id = $ex")" \
+	"verify|postgres"
+
+# --- a copy the store never saw, answered 500: outcome unknown, verify
+# names the missing member, an administrator retries
+rule "$S3_PROXY" "match=PUT%20/target/stable/amb2/b.bin&method=PUT&action=status:500&count=1"
+ex=$(q "SELECT remora_export($job, 'target', 'stable/amb2')")
+check "a copy answered 500: outcome_unknown" wait_state "$ex" outcome_unknown 60
+q "SELECT remora_export_resolve($ex, 'verify')" >/dev/null
+verified_twice() { [ "$(q "SELECT attempts_used || state FROM remora_exports WHERE export_id = $ex")" = 2outcome_unknown ]; }
+check "verify leaves it outcome_unknown" wait_for 60 verified_twice
+check_eq "and names the missing member" \
+	"$(q "SELECT last_error ->> 'class', last_error ->> 'message' LIKE '%stable/amb2/b.bin (missing)%' FROM remora_exports WHERE export_id = $ex")" \
+	"verify_mismatch|t"
+check_eq "an administrator retries" "$(q "SELECT remora_export_resolve($ex, 'retry')")" "queued"
+check "the retry publishes it" wait_state "$ex" succeeded 60
+check_eq "stable/amb2/b.bin has the member's SHA-256" \
+	"$(sum_key stable/amb2/b.bin)" "$(sum_file "$T/src/b.bin")"
+check_eq "the retry's token is greater than the verify's" \
+	"$(q "SELECT max(fencing_token) FILTER (WHERE state = 'succeeded') > max(fencing_token) FILTER (WHERE state <> 'succeeded') FROM remora_export_attempts WHERE export_id = $ex")" "t"
+
+# --- a result of 1,095 members, exported whole
+mkdir -p "$T/big"
+for i in $(seq 1 1095); do
+	d=$T/big/d$((i % 10))
+	mkdir -p "$d"
+	printf 'member %d of 1095\n' "$i" >"$d/f$i.txt"
+done
+aws_s3 s3 cp --quiet --recursive "$T/big" s3://target/big/
+big=$(q "SELECT remora_submit('s3://target/big/')")
+check "a job of 1,095 members succeeds" wait_state "$big" succeeded 300
+ex=$(q "SELECT remora_export($big, 'target', 'stable/big')")
+check "its export succeeds" wait_state "$ex" succeeded 300
+check_eq "every member answered" \
+	"$(q "SELECT members, members_done, jsonb_array_length(\"references\") FROM remora_exports WHERE export_id = $ex")" \
+	"1095|1095|1095"
+check_eq "the AWS CLI lists 1,095 objects under the stable prefix" \
+	"$(aws_s3 s3 ls --recursive s3://target/stable/big/ | wc -l)" "1095"
+check_eq "and reads one back intact" "$(sum_key stable/big/d7/f1077.txt)" "$(sum_file "$T/big/d7/f1077.txt")"
+
+# --- kill -9 of the worker while a copy is in flight: the attempt is
+# lost, and a lost export attempt is outcome_unknown (the database cannot
+# know whether a copy went out), never retried
+rule "$S3_PROXY" "match=PUT%20/target/stable/kill/&method=PUT&action=hold&count=1"
+ex=$(q "SELECT remora_export($job, 'target', 'stable/kill', '{\"if_exists\": \"overwrite\"}')")
+held_copy() { [ "$(hits "$S3_PROXY" PUT%20/target/stable/kill/)" -ge 1 ]; }
+check "kill: a copy is held at the proxy" wait_for 30 held_copy
+pid=$(q "SELECT i.pid FROM remora.jobs j JOIN remora.attempts a ON a.attempt_id = j.current_attempt
+		 JOIN remora.incarnations i ON i.incarnation = a.incarnation WHERE j.job_id = $ex")
+kill_worker "$pid"
+check "kill -9 mid-dispatch: outcome_unknown" wait_state "$ex" outcome_unknown 60
+q "SELECT remora.reconcile()" >/dev/null
+check_eq "the attempt is lost, and no other was made" \
+	"$(q "SELECT count(*), min(state) FROM remora_export_attempts WHERE export_id = $ex")" "1|lost"
+check_eq "after a crash the idempotency key still returns its export" \
+	"$(q "SELECT remora_export($job, 'target', 'stable/llama', '{}', 'llama-v1')")" "$(q "SELECT min(export_id) FROM remora_exports WHERE idempotency_key = 'llama-v1'")"
+curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
+
+# --- hard-deleting the job leaves the stable keys alone
+q "SELECT remora_delete($job, true)" >/dev/null
+hard_deleted() { [ "$(q "SELECT hard_deleted_at IS NOT NULL FROM remora.jobs WHERE job_id = $job")" = t ]; }
+check "the job's hard delete is carried out" wait_for 60 hard_deleted
+check_eq "its exported keys stay" "$(sum_key stable/llama/sub/c.bin)" "$(sum_file "$T/src/sub/c.bin")"
+
+e2e_finish

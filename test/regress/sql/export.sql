@@ -1,0 +1,246 @@
+--
+-- Export to stable keys: remora_export validates and records before
+-- dispatch; exports run through the jobs' protocol (claim, checkpoint,
+-- commit, fail, cancel, reconcile); an ambiguous outcome is
+-- outcome_unknown and never retried; remora_export_resolve verifies (owner
+-- or admin), retries or fails (admin only).  Row-level security as jobs.
+--
+CREATE FUNCTION pg_temp.try(q text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	st	text;
+	msg text;
+	det text;
+BEGIN
+	EXECUTE q;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+		det = PG_EXCEPTION_DETAIL;
+	RETURN st || ': ' || msg || coalesce(' (' || nullif(det, '') || ')', '');
+END
+$$;
+
+TRUNCATE remora.jobs, remora.incarnations RESTART IDENTITY CASCADE;
+TRUNCATE remora.queue, remora.leases;
+SET remora.default_bucket = 'target';
+SET remora.default_prefix = 'remora';
+SET client_min_messages = error;
+
+CREATE ROLE regress_exp_ann LOGIN;
+CREATE ROLE regress_exp_ben LOGIN;
+CREATE ROLE regress_exp_admin LOGIN;
+GRANT remora_user TO regress_exp_ann, regress_exp_ben;
+GRANT remora_admin, remora_user TO regress_exp_admin;
+GRANT remora_worker TO regress_exp_admin;
+SELECT remora.grant_target('regress_exp_ann', 'stable', 'models/*');
+SELECT remora.grant_source('regress_exp_ann', 'src', 'data/*');
+
+-- a committed job of ann with two members, driven through the protocol
+SET ROLE regress_exp_ann;
+SELECT remora_submit('s3://src/data/', options => '{"max_attempts": 2}') AS job \gset
+SELECT remora_submit('https://example.com/never.bin') AS queued_job \gset
+RESET ROLE;
+SELECT attempt_id AS att, fencing_token AS tok
+  FROM remora.claim('22222222-2222-2222-2222-222222222222') WHERE job_id = :job \gset
+SELECT remora.checkpoint(:'att', :tok, jsonb_build_object('members', jsonb_build_array(
+	jsonb_build_object('path', 'a.bin', 'bucket', 'target',
+		'key', 'remora/' || :job || '/' || :'att' || '/data/a.bin', 'size', 3,
+		'sha256', repeat('a', 64), 'etag', '"e-a"'),
+	jsonb_build_object('path', 'sub/b.bin', 'bucket', 'target',
+		'key', 'remora/' || :job || '/' || :'att' || '/data/sub/b.bin', 'size', 4,
+		'sha256', repeat('b', 64), 'etag', '"e-b"'))));
+SELECT remora.commit(:'att', :tok, jsonb_build_object(
+	'key', 'remora/' || :job || '/' || :'att' || '/manifest.json', 'etag', '"m"',
+	'sha256', repeat('c', 64), 'members', 2, 'bytes', 7));
+
+-- validation: every bad argument is 22023 naming it, nulls are 22004
+SET ROLE regress_exp_ann;
+SELECT pg_temp.try($$SELECT remora_export(NULL, 'stable', 'models/x')$$);
+SELECT pg_temp.try($$SELECT remora_export(1, 'Bad_Bucket', 'models/x')$$);
+SELECT pg_temp.try($$SELECT remora_export(1, 'stable', NULL)$$);
+SELECT pg_temp.try($$SELECT remora_export(1, 'stable', '/abs')$$);
+SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/../x')$$);
+SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '[]')$$);
+SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"colour": 1}')$$);
+SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"if_exists": "replace"}')$$);
+SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"if_exists": 1}')$$);
+SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"max_attempts": 0}')$$);
+SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"priority": 1.5}')$$);
+SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{}', '')$$);
+-- P0002: a job that does not exist, is not succeeded
+SELECT pg_temp.try($$SELECT remora_export(999, 'stable', 'models/x')$$);
+SELECT pg_temp.try(format($$SELECT remora_export(%s, 'stable', 'models/x')$$, :queued_job));
+-- 42501: no target grant; the area of Remora's own jobs
+SELECT pg_temp.try(format($$SELECT remora_export(%s, 'other', 'models/x')$$, :job));
+SELECT pg_temp.try(format($$SELECT remora_export(%s, 'stable', 'elsewhere')$$, :job));
+SELECT pg_temp.try(format($$SELECT remora_export(%s, 'target', 'remora/%s')$$, :job, :job));
+RESET ROLE;
+SELECT count(*) AS exports_after_errors FROM remora.exports;
+
+-- a good export: recorded before dispatch, queued like a job
+SET ROLE regress_exp_ann;
+SELECT remora_export(:job, 'stable', 'models/llama/', '{"if_exists": "overwrite"}', 'k1') AS ex \gset
+SELECT remora_export(:job, 'stable', 'models/llama', '{"if_exists": "overwrite"}', 'k1') = :ex AS replay_same;
+SELECT pg_temp.try(format($$SELECT remora_export(%s, 'stable', 'models/other', '{}', 'k1')$$, :job));
+SELECT pg_temp.try(format($$SELECT remora_submit('https://example.com/x', idempotency_key => 'k1')$$));
+SELECT export_id = :ex AS id, job_id = :job AS job, owner, bucket, prefix, state,
+	   output_digest = repeat('c', 64) AS output_digest,
+	   length(publication_digest) AS pub_len, length(source_digest) AS src_len,
+	   members, bytes, members_done, "references", if_exists, verifying
+  FROM remora_exports;
+-- exports are not jobs in the job views
+SELECT count(*) AS jobs_listed FROM remora_jobs;
+SELECT queued AS jobs_queued FROM remora_stats;
+RESET ROLE;
+
+-- ben sees neither the export nor can he act on it
+SET ROLE regress_exp_ben;
+SELECT count(*) AS ben_sees FROM remora_exports;
+SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, 'verify')$$, :ex));
+SELECT pg_temp.try(format($$SELECT remora_export(%s, 'stable', 'models/x')$$, :job));
+RESET ROLE;
+
+-- the worker's claim carries what to publish; checkpoints record
+-- conclusive answers; a lost attempt is outcome_unknown, never retried
+SELECT job_id = :ex AS is_export, spec #>> '{source,kind}' AS kind,
+	   spec #> '{export,members}' AS members, spec #>> '{export,if_exists}' AS if_exists,
+	   attempt_id AS xatt, fencing_token AS xtok
+  FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :ex \gset
+SELECT :'is_export', :'kind', :'if_exists',
+	   (SELECT jsonb_agg(m - 'key') FROM jsonb_array_elements(:'members'::jsonb) m) AS members,
+	   (SELECT bool_and(m ->> 'key' LIKE 'remora/' || :job || '/%/data/' || (m ->> 'path'))
+		  FROM jsonb_array_elements(:'members'::jsonb) m) AS member_keys;
+SELECT cleaned_at IS NOT NULL AS nothing_to_clean FROM remora.attempts WHERE job_id = :ex;
+SELECT remora.checkpoint(:'xatt', :xtok, '{"references": [{"path": "a.bin", "key": "models/llama/a.bin", "etag": "\"e-a\"", "version_id": "v1", "size": 3, "outcome": "copied"}]}');
+SELECT pg_temp.try(format($$SELECT remora.checkpoint(%L, %s, '{"references": [{"path": "a.bin", "etag": 1}]}')$$, :'xatt', :xtok));
+SELECT members_done, "references" FROM remora_exports;
+-- a commit without every member's answer is refused
+SELECT remora.commit(:'xatt', :xtok, jsonb_build_object('sha256', repeat('c', 64)));
+SELECT remora.commit(:'xatt', :xtok, jsonb_build_object('sha256', repeat('d', 64),
+	'references', '[{"path": "sub/b.bin", "key": "models/llama/sub/b.bin", "etag": "\"e-b\"", "size": 4}]'::jsonb));
+-- lease lapses: lost mid-dispatch
+UPDATE remora.leases SET expires_at = now() - interval '1 second';
+SELECT remora.reconcile() > 0 AS repaired;
+SELECT state, attempts_used FROM remora_exports;
+SELECT count(*) AS claimed_again FROM remora.claim('33333333-3333-3333-3333-333333333333', 5);
+SET ROLE regress_exp_ann;
+SELECT remora_export(:job, 'stable', 'models/llama', '{"if_exists": "overwrite"}', 'k1') = :ex
+	AS replay_outcome_unknown;
+RESET ROLE;
+
+-- the worker says a copy went out without a conclusive answer
+SET ROLE regress_exp_ann;
+SELECT remora_export(:job, 'stable', 'models/two', '{"if_exists": "fail"}') AS ex2 \gset
+RESET ROLE;
+SELECT attempt_id AS x2att, fencing_token AS x2tok
+  FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :ex2 \gset
+SELECT remora.fail(:'x2att', :x2tok, '{"class": "outcome_unknown", "message": "copy of a.bin: timeout after sending"}', true);
+SELECT count(*) AS claimed_again FROM remora.claim('33333333-3333-3333-3333-333333333333', 5);
+
+-- resolve: owner may verify, not retry or fail; bad action; wrong state
+SET ROLE regress_exp_ann;
+SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, 'retry')$$, :ex2));
+SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, 'fail')$$, :ex2));
+SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, 'guess')$$, :ex2));
+SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, 'verify')$$, 999));
+SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, 'verify')$$, :job));
+SELECT remora_export_resolve(:ex2, 'verify');
+SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, 'verify')$$, :ex2));
+RESET ROLE;
+-- the verify attempt finds a member that differs: outcome_unknown again
+SELECT attempt_id AS vatt, fencing_token AS vtok, spec #>> '{export,mode}' AS mode
+  FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :ex2 \gset
+SELECT :'mode' AS mode, :vtok > :x2tok AS greater_token;
+SELECT remora.fail(:'vatt', :vtok, '{"class": "verify_mismatch", "message": "sub/b.bin is missing"}', true);
+-- verify again, and this time every member is there
+SET ROLE regress_exp_ann;
+SELECT remora_export_resolve(:ex2, 'verify');
+RESET ROLE;
+SELECT attempt_id AS vatt, fencing_token AS vtok
+  FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :ex2 \gset
+SELECT remora.commit(:'vatt', :vtok, jsonb_build_object('sha256', repeat('c', 64),
+	'references', '[{"path": "a.bin", "key": "models/two/a.bin", "etag": "\"e-a\"", "size": 3, "outcome": "present"},
+				   {"path": "sub/b.bin", "key": "models/two/sub/b.bin", "etag": "\"e-b\"", "size": 4, "outcome": "present"}]'::jsonb));
+SELECT remora.commit(:'vatt', :vtok, jsonb_build_object('sha256', repeat('c', 64))) AS repeat_commit;
+SET ROLE regress_exp_ann;
+SELECT export_id = :ex2 AS ex2, state, members_done, jsonb_array_length(decisions) AS decisions,
+	   decisions -> 0 ->> 'action' AS first, decisions -> 0 ->> 'by' AS by
+  FROM remora_exports WHERE export_id = :ex2;
+-- each attempt's ledger: what it was to publish, and who queued it
+SELECT state, error ->> 'class' AS class, ledger ->> 'mode' AS mode,
+	   ledger ->> 'output_digest' = repeat('c', 64) AS output_digest,
+	   ledger ->> 'members' AS members, ledger #>> '{decision,action}' AS decision,
+	   ledger #>> '{decision,by}' AS decided_by
+  FROM remora_export_attempts WHERE export_id = :ex2 ORDER BY attempt_no;
+RESET ROLE;
+
+-- an administrator retries or fails the first export
+SET ROLE regress_exp_admin;
+SELECT remora_export_resolve(:ex, 'retry');
+RESET ROLE;
+SELECT spec #> '{export,members}' -> 0 -> 'ref' ->> 'version_id' AS earlier_ref,
+	   attempt_id AS ratt, fencing_token AS rtok
+  FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :ex \gset
+SELECT :'earlier_ref';
+-- the lost first attempt, back like a zombie, commits: refused (stale token)
+SELECT remora.commit(:'xatt', :xtok, jsonb_build_object('sha256', repeat('c', 64),
+	'references', '[{"path": "sub/b.bin", "key": "models/llama/sub/b.bin", "etag": "\"e-b\"", "size": 4}]'::jsonb))
+	AS zombie_commit, :rtok > :xtok AS greater_token;
+-- cancel wins over a commit that comes after it
+SET ROLE regress_exp_ann;
+SELECT remora_cancel(:ex);
+RESET ROLE;
+SELECT remora.commit(:'ratt', :rtok, jsonb_build_object('sha256', repeat('c', 64),
+	'references', '[{"path": "sub/b.bin", "key": "models/llama/sub/b.bin", "etag": "\"e-b\"", "size": 4}]'::jsonb));
+SELECT state FROM remora_exports WHERE export_id = :ex;
+SET ROLE regress_exp_ann;
+SELECT remora_export(:job, 'stable', 'models/llama', '{"if_exists": "overwrite"}', 'k1') = :ex
+	AS replay_cancelled;
+RESET ROLE;
+SET ROLE regress_exp_admin;
+SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, 'fail')$$, :ex));
+RESET ROLE;
+
+-- an admin's fail of an outcome_unknown export is recorded
+SET ROLE regress_exp_ann;
+SELECT remora_export(:job, 'stable', 'models/three') AS ex3 \gset
+RESET ROLE;
+SELECT attempt_id AS x3att, fencing_token AS x3tok
+  FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :ex3 \gset
+SELECT remora.fail(:'x3att', :x3tok, '{"class": "outcome_unknown", "message": "reset after sending"}', false);
+SET ROLE regress_exp_admin;
+SELECT remora_export_resolve(:ex3, 'fail');
+SELECT state, last_error ->> 'class' AS class, last_error ->> 'message' AS message,
+	   decisions -> 0 ->> 'by' AS by
+  FROM remora_exports WHERE export_id = :ex3;
+RESET ROLE;
+
+-- a stopping worker hands an export back: outcome_unknown, not retrying
+SET ROLE regress_exp_ann;
+SELECT remora_export(:job, 'stable', 'models/stop') AS ex5 \gset
+RESET ROLE;
+SELECT attempt_id AS x5att, fencing_token AS x5tok
+  FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :ex5 \gset
+SELECT remora.fail(:'x5att', :x5tok, '{"class": "worker", "message": "the worker was stopped"}', true);
+
+-- a conclusive refusal is retried under the budget, then fails
+SET ROLE regress_exp_ann;
+SELECT remora_export(:job, 'stable', 'models/four', '{"max_attempts": 1}') AS ex4 \gset
+RESET ROLE;
+SELECT attempt_id AS x4att, fencing_token AS x4tok
+  FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :ex4 \gset
+SELECT remora.fail(:'x4att', :x4tok, '{"class": "exists", "message": "models/four/a.bin exists"}', false);
+
+-- a hard delete of the exported job leaves the exports alone
+SET ROLE regress_exp_ann;
+SELECT remora_delete(:job, true);
+SELECT export_id = :ex2 AS ex2, state FROM remora_exports WHERE export_id = :ex2;
+SELECT pg_temp.try(format($$SELECT remora_export(%s, 'stable', 'models/five')$$, :job));
+RESET ROLE;
+
+TRUNCATE remora.jobs, remora.incarnations RESTART IDENTITY CASCADE;
+TRUNCATE remora.queue, remora.leases;
+SELECT remora.revoke_target('regress_exp_ann', 'stable', 'models/*');
+SELECT remora.revoke_source('regress_exp_ann', 'src', 'data/*');
+DROP ROLE regress_exp_ann, regress_exp_ben, regress_exp_admin;
