@@ -278,9 +278,9 @@ for b in $BACKLOGS; do
 	echo "$b $(med "$b" "$PC" "$PS" A) $(med "$b" "$PC" "$PS" B) $(med "$b" "$PC" "$PS" C) $(med "$b" "$PC" "$PS" D)"
 done >"$T/plot.dat"
 gnuplot <<PLOT
-set terminal pngcairo size 900,500
+set terminal pngcairo size 1000,520 noenhanced
 set output "$T/claims.png"
-set title "bench/protocol.sh: claim + complete per second against the backlog ($PC clients, synchronous_commit $PS, fsync on)"
+set title "claim + complete per second against the backlog\n($PC clients, synchronous_commit $PS, fsync on; bench/protocol.sh)"
 set xlabel "jobs queued"
 set ylabel "jobs per second (median of $RUNS)"
 set logscale x
