@@ -22,6 +22,7 @@
 #include "utils/guc.h"
 #include "utils/timeout.h"
 
+#include "engine/engine.h"
 #include "engine/netpolicy.h"
 #include "engine/source_uri.h"
 
@@ -437,6 +438,21 @@ remora_spi_execute(const char *query, int nargs, Oid *types, Datum *values,
 	}
 	PG_END_TRY();
 	return rc;
+}
+
+/*
+ * The target store as the settings name it, for the workers' engine and
+ * for remora_presign.  May ERROR (see remora_target_secret).
+ */
+void
+remora_target_config(RemoraTargetConfig *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->endpoint = remora_s3_endpoint;
+	out->region = remora_s3_region;
+	out->path_style = remora_s3_path_style;
+	out->access_key_id = remora_s3_access_key_id;
+	out->secret_access_key = remora_target_secret();
 }
 
 /*

@@ -108,12 +108,7 @@ remora_presign(PG_FUNCTION_ARGS)
 				 errhint("remora_result(job) lists the members of a committed "
 						 "result.")));
 
-	memset(&target, 0, sizeof(target));
-	target.endpoint = remora_s3_endpoint;
-	target.region = remora_s3_region;
-	target.path_style = remora_s3_path_style;
-	target.access_key_id = remora_s3_access_key_id;
-	target.secret_access_key = remora_target_secret();
+	remora_target_config(&target);
 	url = remora_s3_presign_get(&target, bucket, key, time(NULL), (int) ttl,
 								err, sizeof(err));
 	if (url == NULL)

@@ -56,6 +56,8 @@ extern int         remora_protocol_lock_timeout_ms(void);
 extern int         remora_protocol_statement_timeout_ms(void);
 extern void        remora_pin_session(void);
 extern const char *remora_target_secret(void);
+struct RemoraTargetConfig;
+extern void        remora_target_config(struct RemoraTargetConfig *out);
 extern const char *remora_target_secret_loaded;
 extern void        remora_register_static_worker(const char *function,
 												 const char *name);

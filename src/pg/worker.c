@@ -174,11 +174,7 @@ make_engine(void)
 	RemoraEngine      *e;
 
 	memset(&cfg, 0, sizeof(cfg));
-	cfg.target.endpoint = remora_s3_endpoint;
-	cfg.target.region = remora_s3_region;
-	cfg.target.path_style = remora_s3_path_style;
-	cfg.target.access_key_id = remora_s3_access_key_id;
-	cfg.target.secret_access_key = remora_target_secret();
+	remora_target_config(&cfg.target);
 	cfg.part_size = (size_t) remora_part_size_kb * 1024;
 	cfg.allow_networks = remora_allow_networks;
 	cfg.deny_networks = remora_deny_networks;
