@@ -1253,3 +1253,275 @@ GRANT EXECUTE ON FUNCTION remora_export(bigint, text, text, jsonb, text),
 	remora_export_resolve(bigint, text) TO remora_user;
 GRANT SELECT ON remora_exports, remora_export_attempts TO remora_user;
 REVOKE ALL ON remora_exports, remora_export_attempts FROM PUBLIC;
+
+/* ------------------------------------------------------------------------
+ * Claims in one statement: the batch is claimed by one set-based statement,
+ * and the lease count reads the lease rows alone while coordination state
+ * is whole (reading the running jobs cost a scan of every index entry of a
+ * job that ran since the last vacuum, under the lease lock).  Member
+ * checks in one statement.
+ * ------------------------------------------------------------------------ */
+
+-- Leases in use, as claim counts them.  While coordination state is whole
+-- (remora.coordination), every running attempt has its lease row (claim,
+-- settle and commit change both in one transaction, reconcile re-creates
+-- lost rows before it restores the marker), so the lease rows are the
+-- count: a small table.  Without the marker, a running job's lease may have
+-- been lost and not yet re-created: every running job counts too.  (Reading
+-- the running jobs costs more than it seems: until vacuum, the index on
+-- state holds an entry for every job that ran since.)
+CREATE OR REPLACE FUNCTION remora._leases_in_use() RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT CASE WHEN EXISTS (SELECT 1 FROM remora.coordination)
+				THEN (SELECT count(*) FROM remora.leases)
+				ELSE (SELECT count(*)
+						FROM (SELECT j.job_id FROM remora.jobs j WHERE j.state = 'running'
+							  UNION
+							  SELECT l.job_id FROM remora.leases l) s) END
+$$;
+
+-- Hand out up to max_jobs runnable jobs, by priority then age.  Each claim
+-- creates a new attempt with a fencing token greater than any before it
+-- for the job, records the recovery ledger, and takes a lease.  Leases in
+-- use never exceed remora.max_active_leases: claimers serialise on the
+-- lease lock for the count (running jobs count, so a lost lease table does
+-- not make room), and skip queue and job rows others hold.  A lease runs from when
+-- it is written (clock_timestamp()), not from a transaction start that may
+-- have waited on the lock.
+CREATE OR REPLACE FUNCTION remora.claim(incarnation uuid, max_jobs integer DEFAULT 1)
+RETURNS TABLE (job_id bigint, attempt_id uuid, fencing_token bigint,
+			   spec jsonb, resume jsonb, lease_expires_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	p_incarnation uuid := $1;
+	lim			integer := current_setting('remora.max_active_leases')::integer;
+	room		integer;
+	expires		timestamptz;
+BEGIN
+	IF incarnation IS NULL THEN
+		RAISE EXCEPTION 'incarnation must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF max_jobs IS NULL OR max_jobs < 1 OR max_jobs > 1000 THEN
+		RAISE EXCEPTION 'invalid max_jobs: %', max_jobs
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'max_jobs must be between 1 and 1000.';
+	END IF;
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'remora.claim requires the READ COMMITTED isolation level'
+			USING ERRCODE = 'active_sql_transaction';
+	END IF;
+
+	-- an incarnation seen for the first time is recorded; one that has been
+	-- marked stopped claims nothing
+	INSERT INTO remora.incarnations (incarnation) VALUES (p_incarnation)
+	ON CONFLICT DO NOTHING;
+	IF EXISTS (SELECT 1 FROM remora.incarnations i
+				WHERE i.incarnation = p_incarnation AND i.stopped_at IS NOT NULL) THEN
+		RETURN;
+	END IF;
+
+	PERFORM remora._lock_leases();
+	room := least(max_jobs, lim - remora._leases_in_use());
+	IF room <= 0 THEN
+		RETURN;
+	END IF;
+	expires := clock_timestamp() + remora._setting_interval('remora.lease_duration');
+
+	-- One statement for the whole batch.  The queue is read in claim order
+	-- from its index: a claim reads the rows it hands out (and those others
+	-- hold, which it skips), whatever the backlog.  A job row is locked only
+	-- if nobody else holds it, so a claim never waits on a cancel (which
+	-- holds the job, then the queue row).  The queue entry of every job
+	-- locked goes: it is claimed now, or it no longer waits (an entry left
+	-- behind; reconcile removes them too).
+	RETURN QUERY
+	WITH picked AS MATERIALIZED (
+		SELECT qq.job_id FROM remora.queue qq
+		 WHERE qq.not_before <= now()
+		 ORDER BY qq.priority DESC, qq.job_id
+		 LIMIT room
+		   FOR UPDATE SKIP LOCKED
+	), held AS MATERIALIZED (
+		SELECT jb.* FROM remora.jobs jb
+		 WHERE jb.job_id IN (SELECT p.job_id FROM picked p)
+		   FOR UPDATE SKIP LOCKED
+	), unqueued AS (
+		DELETE FROM remora.queue qq USING held h WHERE qq.job_id = h.job_id
+	), go AS MATERIALIZED (
+		SELECT h.*, gen_random_uuid() AS new_attempt, c AS cp,
+			   (SELECT u.url FROM remora.source_urls u WHERE u.job_id = h.job_id) AS url,
+			   (SELECT e FROM remora.exports e WHERE e.export_id = h.job_id) AS ex
+		  FROM held h
+		  LEFT JOIN remora.checkpoints c ON c.job_id = h.job_id
+		 WHERE h.state IN ('queued', 'retrying') AND h.cancel_requested_at IS NULL
+		   AND h.attempts_used < h.max_attempts
+	), attempt AS (
+		-- an export stages nothing to clean up, and records what it is to
+		-- publish before it runs
+		INSERT INTO remora.attempts
+			(attempt_id, job_id, attempt_no, fencing_token, incarnation,
+			 definition_hash, request_hash, access_digest, provenance,
+			 resumed_from, cleaned_at, export_ledger)
+		SELECT g.new_attempt, g.job_id, g.attempts_used + 1, g.fencing_token + 1,
+			   p_incarnation, g.definition_hash, g.request_hash, g.access_digest,
+			   g.provenance, (g.cp).attempt_id,
+			   CASE WHEN (g.ex).export_id IS NOT NULL THEN now() END,
+			   CASE WHEN (g.ex).export_id IS NOT NULL THEN jsonb_build_object(
+					'output_digest', (g.ex).output_digest, 'source_digest', (g.ex).source_digest,
+					'publication_digest', (g.ex).publication_digest, 'members', (g.ex).members,
+					'bytes', (g.ex).bytes, 'if_exists', (g.ex).if_exists, 'mode', (g.ex).mode,
+					'decision', (g.ex).decisions -> -1) END
+		  FROM go g
+	), job AS (
+		UPDATE remora.jobs jb
+		   SET state = 'running',
+			   attempts_used = jb.attempts_used + 1,
+			   fencing_token = jb.fencing_token + 1,
+			   current_attempt = g.new_attempt,
+			   started_at = coalesce(jb.started_at, now())
+		  FROM go g
+		 WHERE jb.job_id = g.job_id
+	), lease AS (
+		INSERT INTO remora.leases (attempt_id, job_id, fencing_token, incarnation, expires_at)
+		SELECT g.new_attempt, g.job_id, g.fencing_token + 1, p_incarnation, expires
+		  FROM go g
+	)
+	SELECT g.job_id, g.new_attempt, g.fencing_token + 1,
+		   -- the worker gets the whole URL, query string included
+		   CASE WHEN g.url IS NULL THEN s.spec
+				ELSE coalesce(jsonb_set(s.spec, '{source,uri}', to_jsonb(g.url)), s.spec) END
+		   || CASE WHEN (g.ex).export_id IS NULL THEN '{}'::jsonb
+				   ELSE jsonb_build_object('export', remora._export_spec(g.job_id)) END,
+		   CASE WHEN g.cp IS NULL THEN NULL
+				ELSE jsonb_build_object('attempt_id', (g.cp).attempt_id,
+										'fencing_token', (g.cp).fencing_token,
+										'bytes_done', (g.cp).bytes_done,
+										'state', (g.cp).state) END,
+		   expires
+	  FROM go g
+	 CROSS JOIN LATERAL (SELECT g.spec || jsonb_build_object(
+				'job_id', g.job_id, 'attempt_no', g.attempts_used + 1, 'owner', g.owner,
+				'staging_prefix', remora._staging_prefix(g.prefix, g.job_id, g.new_attempt))
+				AS spec) s
+	 ORDER BY g.priority DESC, g.job_id;
+END
+$$;
+
+-- Validate a member array before anything is written.  One statement
+-- over the array (the terms of the OR are evaluated in order, so a size is
+-- only cast once it is known to be a number).
+CREATE OR REPLACE FUNCTION remora._check_members(members jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF members IS NULL THEN
+		RETURN;
+	END IF;
+	IF jsonb_typeof(members) <> 'array' THEN
+		RAISE EXCEPTION 'invalid members' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'members must be a JSON array of objects.';
+	END IF;
+	IF EXISTS (SELECT 1 FROM jsonb_array_elements(members) e(m)
+				WHERE jsonb_typeof(m) <> 'object'
+				   OR jsonb_typeof(m -> 'path') IS DISTINCT FROM 'string'
+				   OR jsonb_typeof(m -> 'bucket') IS DISTINCT FROM 'string'
+				   OR jsonb_typeof(m -> 'key') IS DISTINCT FROM 'string'
+				   OR jsonb_typeof(m -> 'size') IS DISTINCT FROM 'number'
+				   OR jsonb_typeof(m -> 'etag') IS DISTINCT FROM 'string'
+				   OR coalesce(m ->> 'sha256', '') !~ '^[0-9a-fA-F]{64}$'
+				   OR (m ->> 'size')::numeric < 0
+				   OR (m ->> 'size')::numeric <> trunc((m ->> 'size')::numeric)) THEN
+		RAISE EXCEPTION 'invalid member'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'Each member needs string path, bucket, key and etag, a non-negative integer size and a 64-digit hex sha256.';
+	END IF;
+END
+$$;
+
+/* ------------------------------------------------------------------------
+ * A sweep that reads what it hands out: remora.staging_to_clean took the
+ * oldest of every uncleaned attempt by sorting them all (1.5 s at 150,000
+ * finished attempts, in every worker's sweep, holding up its claims).
+ * ------------------------------------------------------------------------ */
+
+-- the sweep's order (remora.staging_to_clean): attempts to clean for the
+-- first time by when they ended, those whose cleanup failed by when it may
+-- be tried again; an index each, so that a sweep reads what it hands out
+-- and not every attempt that waits (a store that refuses every delete
+-- makes them many)
+CREATE INDEX attempts_clean_due_idx ON remora.attempts (finished_at, attempt_id)
+	WHERE cleaned_at IS NULL AND clean_after IS NULL;
+CREATE INDEX attempts_clean_retry_idx ON remora.attempts (clean_after, attempt_id)
+	WHERE cleaned_at IS NULL AND clean_after IS NOT NULL;
+
+-- hard deletes waiting to be carried out (remora.staging_to_clean)
+CREATE INDEX jobs_doomed_idx ON remora.jobs (hard_delete_requested_at)
+	WHERE hard_delete_requested_at IS NOT NULL AND hard_deleted_at IS NULL;
+
+CREATE OR REPLACE FUNCTION remora.staging_to_clean(max_rows integer DEFAULT 1)
+RETURNS TABLE (attempt_id uuid, job_id bigint, bucket text, prefix text)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH doomed AS (
+		SELECT j.job_id, j.bucket, j.prefix, j.hard_delete_requested_at,
+			   r.attempt_id AS committed
+		  FROM remora.jobs j
+		  LEFT JOIN remora.results r ON r.job_id = j.job_id
+		 WHERE j.hard_delete_requested_at IS NOT NULL AND j.hard_deleted_at IS NULL
+		   AND j.state IN ('succeeded', 'failed', 'cancelled')
+		   AND (j.delete_after IS NULL OR j.delete_after <= now())
+		   AND coalesce(j.finished_at, j.hard_delete_requested_at)
+			   <= now() - remora._setting_interval('remora.lease_duration'))
+	(SELECT u.attempt_id, u.job_id, u.bucket, u.prefix
+	   FROM (SELECT a.attempt_id, d.job_id, d.bucket,
+					remora._staging_prefix(d.prefix, d.job_id, a.attempt_id) AS prefix,
+					d.hard_delete_requested_at AS since
+			   FROM doomed d
+			   JOIN remora.attempts a ON a.job_id = d.job_id
+			  WHERE a.cleaned_at IS NULL
+				AND a.attempt_id IS DISTINCT FROM d.committed
+				AND (a.clean_after IS NULL OR a.clean_after <= now())
+			 UNION ALL
+			 SELECT NULL::uuid, d.job_id, d.bucket,
+					remora._staging_prefix(d.prefix, d.job_id, last.attempt_id),
+					d.hard_delete_requested_at
+			   FROM doomed d
+			   CROSS JOIN LATERAL (
+					SELECT a.attempt_id FROM remora.attempts a
+					 WHERE a.job_id = d.job_id
+					 ORDER BY a.attempt_id = d.committed DESC, a.attempt_no DESC
+					 LIMIT 1) last
+			  WHERE NOT EXISTS (SELECT 1 FROM remora.attempts a
+								 WHERE a.job_id = d.job_id AND a.cleaned_at IS NULL
+								   AND a.attempt_id IS DISTINCT FROM d.committed)) u
+	  ORDER BY u.since, u.job_id, u.attempt_id NULLS LAST
+	  LIMIT greatest(max_rows, 0))
+	UNION ALL
+	(SELECT c.attempt_id, c.job_id, j.bucket,
+			remora._staging_prefix(j.prefix, j.job_id, c.attempt_id)
+			|| CASE WHEN r.attempt_id IS NULL THEN '' ELSE 'segments/' END
+	   FROM ((SELECT a.attempt_id, a.job_id, a.finished_at AS due
+				FROM remora.attempts a
+			   WHERE a.cleaned_at IS NULL AND a.clean_after IS NULL
+				 AND a.finished_at <= now() - remora._setting_interval('remora.lease_duration')
+			   ORDER BY a.finished_at, a.attempt_id)
+			 UNION ALL
+			 (SELECT a.attempt_id, a.job_id, a.clean_after
+				FROM remora.attempts a
+			   WHERE a.cleaned_at IS NULL AND a.clean_after <= now()
+				 AND a.finished_at <= now() - remora._setting_interval('remora.lease_duration')
+			   ORDER BY a.clean_after, a.attempt_id)) c
+	   JOIN remora.jobs j ON j.job_id = c.job_id
+	   LEFT JOIN remora.results r ON r.attempt_id = c.attempt_id
+	  WHERE j.hard_delete_requested_at IS NULL
+		AND j.state IN ('succeeded', 'failed', 'cancelled')
+	  ORDER BY c.due, c.attempt_id
+	  LIMIT greatest(max_rows, 0))
+	LIMIT greatest(max_rows, 0)
+$$;

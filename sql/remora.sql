@@ -85,6 +85,9 @@ CREATE INDEX jobs_active_idx ON remora.jobs (state)
 -- the web client's list by priority (keyset over (priority, job_id))
 CREATE INDEX jobs_priority_idx ON remora.jobs (priority, job_id)
 	WHERE deleted_at IS NULL;
+-- hard deletes waiting to be carried out (remora.staging_to_clean)
+CREATE INDEX jobs_doomed_idx ON remora.jobs (hard_delete_requested_at)
+	WHERE hard_delete_requested_at IS NOT NULL AND hard_deleted_at IS NULL;
 
 CREATE TABLE remora.incarnations (
 	incarnation		uuid PRIMARY KEY,
@@ -126,6 +129,15 @@ CREATE TABLE remora.attempts (
 );
 CREATE INDEX attempts_uncleaned_idx ON remora.attempts (job_id)
 	WHERE cleaned_at IS NULL;
+-- the sweep's order (remora.staging_to_clean): attempts to clean for the
+-- first time by when they ended, those whose cleanup failed by when it may
+-- be tried again; an index each, so that a sweep reads what it hands out
+-- and not every attempt that waits (a store that refuses every delete
+-- makes them many)
+CREATE INDEX attempts_clean_due_idx ON remora.attempts (finished_at, attempt_id)
+	WHERE cleaned_at IS NULL AND clean_after IS NULL;
+CREATE INDEX attempts_clean_retry_idx ON remora.attempts (clean_after, attempt_id)
+	WHERE cleaned_at IS NULL AND clean_after IS NOT NULL;
 
 -- The latest validated resume checkpoint of a job (from its current or an
 -- earlier attempt).  Replaced by each accepted remora.checkpoint.
@@ -1081,17 +1093,24 @@ BEGIN
 END
 $$;
 
--- Leases in use, as claim counts them: every running job (its lease may
--- have been lost with coordination state and not be re-created yet) and
--- every lease row.
+-- Leases in use, as claim counts them.  While coordination state is whole
+-- (remora.coordination), every running attempt has its lease row (claim,
+-- settle and commit change both in one transaction, reconcile re-creates
+-- lost rows before it restores the marker), so the lease rows are the
+-- count: a small table.  Without the marker, a running job's lease may have
+-- been lost and not yet re-created: every running job counts too.  (Reading
+-- the running jobs costs more than it seems: until vacuum, the index on
+-- state holds an entry for every job that ran since.)
 CREATE FUNCTION remora._leases_in_use() RETURNS bigint
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-	SELECT count(*)
-	  FROM (SELECT j.job_id FROM remora.jobs j WHERE j.state = 'running'
-			UNION
-			SELECT l.job_id FROM remora.leases l) s
+	SELECT CASE WHEN EXISTS (SELECT 1 FROM remora.coordination)
+				THEN (SELECT count(*) FROM remora.leases)
+				ELSE (SELECT count(*)
+						FROM (SELECT j.job_id FROM remora.jobs j WHERE j.state = 'running'
+							  UNION
+							  SELECT l.job_id FROM remora.leases l) s) END
 $$;
 
 -- Hand out up to max_jobs runnable jobs, by priority then age.  Each claim
@@ -1112,10 +1131,6 @@ DECLARE
 	p_incarnation uuid := $1;
 	lim			integer := current_setting('remora.max_active_leases')::integer;
 	room		integer;
-	next_job	record;
-	j			remora.jobs;
-	cp			remora.checkpoints;
-	new_attempt uuid;
 	expires		timestamptz;
 BEGIN
 	IF incarnation IS NULL THEN
@@ -1142,86 +1157,88 @@ BEGIN
 
 	PERFORM remora._lock_leases();
 	room := least(max_jobs, lim - remora._leases_in_use());
+	IF room <= 0 THEN
+		RETURN;
+	END IF;
 	expires := clock_timestamp() + remora._setting_interval('remora.lease_duration');
 
-	-- the queue in claim order, from its index: a claim reads the rows it
-	-- hands out (and those others hold, which it skips), whatever the
-	-- backlog; the job row is only locked if nobody else holds it, so a
-	-- claim never waits on a cancel (which holds the job, then the queue row)
-	FOR next_job IN
+	-- One statement for the whole batch.  The queue is read in claim order
+	-- from its index: a claim reads the rows it hands out (and those others
+	-- hold, which it skips), whatever the backlog.  A job row is locked only
+	-- if nobody else holds it, so a claim never waits on a cancel (which
+	-- holds the job, then the queue row).  The queue entry of every job
+	-- locked goes: it is claimed now, or it no longer waits (an entry left
+	-- behind; reconcile removes them too).
+	RETURN QUERY
+	WITH picked AS MATERIALIZED (
 		SELECT qq.job_id FROM remora.queue qq
 		 WHERE qq.not_before <= now()
 		 ORDER BY qq.priority DESC, qq.job_id
-		 LIMIT greatest(room, 0)
+		 LIMIT room
 		   FOR UPDATE SKIP LOCKED
-	LOOP
-		SELECT * INTO j FROM remora.jobs jb WHERE jb.job_id = next_job.job_id
-		   FOR UPDATE SKIP LOCKED;
-		CONTINUE WHEN NOT FOUND;
-		IF j.state NOT IN ('queued', 'retrying') OR j.cancel_requested_at IS NOT NULL
-			OR j.attempts_used >= j.max_attempts THEN
-			-- an entry left behind (reconcile removes them too)
-			DELETE FROM remora.queue qq WHERE qq.job_id = j.job_id;
-			CONTINUE;
-		END IF;
-
-		new_attempt := gen_random_uuid();
-		SELECT * INTO cp FROM remora.checkpoints c WHERE c.job_id = j.job_id;
-
+	), held AS MATERIALIZED (
+		SELECT jb.* FROM remora.jobs jb
+		 WHERE jb.job_id IN (SELECT p.job_id FROM picked p)
+		   FOR UPDATE SKIP LOCKED
+	), unqueued AS (
+		DELETE FROM remora.queue qq USING held h WHERE qq.job_id = h.job_id
+	), go AS MATERIALIZED (
+		SELECT h.*, gen_random_uuid() AS new_attempt, c AS cp,
+			   (SELECT u.url FROM remora.source_urls u WHERE u.job_id = h.job_id) AS url,
+			   (SELECT e FROM remora.exports e WHERE e.export_id = h.job_id) AS ex
+		  FROM held h
+		  LEFT JOIN remora.checkpoints c ON c.job_id = h.job_id
+		 WHERE h.state IN ('queued', 'retrying') AND h.cancel_requested_at IS NULL
+		   AND h.attempts_used < h.max_attempts
+	), attempt AS (
+		-- an export stages nothing to clean up, and records what it is to
+		-- publish before it runs
 		INSERT INTO remora.attempts
 			(attempt_id, job_id, attempt_no, fencing_token, incarnation,
 			 definition_hash, request_hash, access_digest, provenance,
-			 resumed_from)
-		VALUES
-			(new_attempt, j.job_id, j.attempts_used + 1, j.fencing_token + 1,
-			 p_incarnation, j.definition_hash, j.request_hash,
-			 j.access_digest, j.provenance, cp.attempt_id);
-
+			 resumed_from, cleaned_at, export_ledger)
+		SELECT g.new_attempt, g.job_id, g.attempts_used + 1, g.fencing_token + 1,
+			   p_incarnation, g.definition_hash, g.request_hash, g.access_digest,
+			   g.provenance, (g.cp).attempt_id,
+			   CASE WHEN (g.ex).export_id IS NOT NULL THEN now() END,
+			   CASE WHEN (g.ex).export_id IS NOT NULL THEN jsonb_build_object(
+					'output_digest', (g.ex).output_digest, 'source_digest', (g.ex).source_digest,
+					'publication_digest', (g.ex).publication_digest, 'members', (g.ex).members,
+					'bytes', (g.ex).bytes, 'if_exists', (g.ex).if_exists, 'mode', (g.ex).mode,
+					'decision', (g.ex).decisions -> -1) END
+		  FROM go g
+	), job AS (
 		UPDATE remora.jobs jb
 		   SET state = 'running',
 			   attempts_used = jb.attempts_used + 1,
 			   fencing_token = jb.fencing_token + 1,
-			   current_attempt = new_attempt,
+			   current_attempt = g.new_attempt,
 			   started_at = coalesce(jb.started_at, now())
-		 WHERE jb.job_id = j.job_id;
-
+		  FROM go g
+		 WHERE jb.job_id = g.job_id
+	), lease AS (
 		INSERT INTO remora.leases (attempt_id, job_id, fencing_token, incarnation, expires_at)
-		VALUES (new_attempt, j.job_id, j.fencing_token + 1, p_incarnation, expires);
-		DELETE FROM remora.queue q WHERE q.job_id = j.job_id;
-
-		job_id := j.job_id;
-		attempt_id := new_attempt;
-		fencing_token := j.fencing_token + 1;
-		spec := j.spec || jsonb_build_object(
-			'job_id', j.job_id, 'attempt_no', j.attempts_used + 1,
-			'owner', j.owner,
-			'staging_prefix', remora._staging_prefix(j.prefix, j.job_id, new_attempt));
-		-- the worker gets the whole URL, query string included
-		spec := coalesce(jsonb_set(spec, '{source,uri}',
-								   to_jsonb((SELECT u.url FROM remora.source_urls u
-											  WHERE u.job_id = j.job_id))),
-						 spec);
-		IF j.source_kind = 'export' THEN
-			-- what to publish; an export stages nothing to clean up
-			spec := spec || jsonb_build_object('export', remora._export_spec(j.job_id));
-			UPDATE remora.attempts a
-			   SET cleaned_at = now(),
-				   export_ledger = (SELECT jsonb_build_object(
-						'output_digest', e.output_digest, 'source_digest', e.source_digest,
-						'publication_digest', e.publication_digest, 'members', e.members,
-						'bytes', e.bytes, 'if_exists', e.if_exists, 'mode', e.mode,
-						'decision', e.decisions -> -1)
-					  FROM remora.exports e WHERE e.export_id = j.job_id)
-			 WHERE a.attempt_id = new_attempt;
-		END IF;
-		resume := CASE WHEN cp.job_id IS NULL THEN NULL
-					   ELSE jsonb_build_object('attempt_id', cp.attempt_id,
-											   'fencing_token', cp.fencing_token,
-											   'bytes_done', cp.bytes_done,
-											   'state', cp.state) END;
-		lease_expires_at := expires;
-		RETURN NEXT;
-	END LOOP;
+		SELECT g.new_attempt, g.job_id, g.fencing_token + 1, p_incarnation, expires
+		  FROM go g
+	)
+	SELECT g.job_id, g.new_attempt, g.fencing_token + 1,
+		   -- the worker gets the whole URL, query string included
+		   CASE WHEN g.url IS NULL THEN s.spec
+				ELSE coalesce(jsonb_set(s.spec, '{source,uri}', to_jsonb(g.url)), s.spec) END
+		   || CASE WHEN (g.ex).export_id IS NULL THEN '{}'::jsonb
+				   ELSE jsonb_build_object('export', remora._export_spec(g.job_id)) END,
+		   CASE WHEN g.cp IS NULL THEN NULL
+				ELSE jsonb_build_object('attempt_id', (g.cp).attempt_id,
+										'fencing_token', (g.cp).fencing_token,
+										'bytes_done', (g.cp).bytes_done,
+										'state', (g.cp).state) END,
+		   expires
+	  FROM go g
+	 CROSS JOIN LATERAL (SELECT g.spec || jsonb_build_object(
+				'job_id', g.job_id, 'attempt_no', g.attempts_used + 1, 'owner', g.owner,
+				'staging_prefix', remora._staging_prefix(g.prefix, g.job_id, g.new_attempt))
+				AS spec) s
+	 ORDER BY g.priority DESC, g.job_id;
 END
 $$;
 
@@ -1394,13 +1411,13 @@ AS $$
 					 AND (v #>> '{}')::numeric <= 9223372036854775807 END
 $$;
 
--- Validate a member array before anything is written.
+-- Validate a member array before anything is written.  One statement
+-- over the array (the terms of the OR are evaluated in order, so a size is
+-- only cast once it is known to be a number).
 CREATE FUNCTION remora._check_members(members jsonb) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-	m	jsonb;
 BEGIN
 	IF members IS NULL THEN
 		RETURN;
@@ -1409,21 +1426,20 @@ BEGIN
 		RAISE EXCEPTION 'invalid members' USING ERRCODE = 'invalid_parameter_value',
 			DETAIL = 'members must be a JSON array of objects.';
 	END IF;
-	FOR m IN SELECT value FROM jsonb_array_elements(members) LOOP
-		IF jsonb_typeof(m) <> 'object'
-			OR jsonb_typeof(m -> 'path') IS DISTINCT FROM 'string'
-			OR jsonb_typeof(m -> 'bucket') IS DISTINCT FROM 'string'
-			OR jsonb_typeof(m -> 'key') IS DISTINCT FROM 'string'
-			OR jsonb_typeof(m -> 'size') IS DISTINCT FROM 'number'
-			OR jsonb_typeof(m -> 'etag') IS DISTINCT FROM 'string'
-			OR coalesce(m ->> 'sha256', '') !~ '^[0-9a-fA-F]{64}$'
-			OR (m ->> 'size')::numeric < 0
-			OR (m ->> 'size')::numeric <> trunc((m ->> 'size')::numeric) THEN
-			RAISE EXCEPTION 'invalid member'
-				USING ERRCODE = 'invalid_parameter_value',
-					  DETAIL = 'Each member needs string path, bucket, key and etag, a non-negative integer size and a 64-digit hex sha256.';
-		END IF;
-	END LOOP;
+	IF EXISTS (SELECT 1 FROM jsonb_array_elements(members) e(m)
+				WHERE jsonb_typeof(m) <> 'object'
+				   OR jsonb_typeof(m -> 'path') IS DISTINCT FROM 'string'
+				   OR jsonb_typeof(m -> 'bucket') IS DISTINCT FROM 'string'
+				   OR jsonb_typeof(m -> 'key') IS DISTINCT FROM 'string'
+				   OR jsonb_typeof(m -> 'size') IS DISTINCT FROM 'number'
+				   OR jsonb_typeof(m -> 'etag') IS DISTINCT FROM 'string'
+				   OR coalesce(m ->> 'sha256', '') !~ '^[0-9a-fA-F]{64}$'
+				   OR (m ->> 'size')::numeric < 0
+				   OR (m ->> 'size')::numeric <> trunc((m ->> 'size')::numeric)) THEN
+		RAISE EXCEPTION 'invalid member'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'Each member needs string path, bucket, key and etag, a non-negative integer size and a 64-digit hex sha256.';
+	END IF;
 END
 $$;
 
@@ -2093,19 +2109,25 @@ AS $$
 	  ORDER BY u.since, u.job_id, u.attempt_id NULLS LAST
 	  LIMIT greatest(max_rows, 0))
 	UNION ALL
-	(SELECT a.attempt_id, a.job_id, j.bucket,
-			remora._staging_prefix(j.prefix, j.job_id, a.attempt_id)
+	(SELECT c.attempt_id, c.job_id, j.bucket,
+			remora._staging_prefix(j.prefix, j.job_id, c.attempt_id)
 			|| CASE WHEN r.attempt_id IS NULL THEN '' ELSE 'segments/' END
-	   FROM remora.attempts a
-	   JOIN remora.jobs j ON j.job_id = a.job_id
-	   LEFT JOIN remora.results r ON r.attempt_id = a.attempt_id
-	  WHERE a.cleaned_at IS NULL
-		AND j.hard_delete_requested_at IS NULL
+	   FROM ((SELECT a.attempt_id, a.job_id, a.finished_at AS due
+				FROM remora.attempts a
+			   WHERE a.cleaned_at IS NULL AND a.clean_after IS NULL
+				 AND a.finished_at <= now() - remora._setting_interval('remora.lease_duration')
+			   ORDER BY a.finished_at, a.attempt_id)
+			 UNION ALL
+			 (SELECT a.attempt_id, a.job_id, a.clean_after
+				FROM remora.attempts a
+			   WHERE a.cleaned_at IS NULL AND a.clean_after <= now()
+				 AND a.finished_at <= now() - remora._setting_interval('remora.lease_duration')
+			   ORDER BY a.clean_after, a.attempt_id)) c
+	   JOIN remora.jobs j ON j.job_id = c.job_id
+	   LEFT JOIN remora.results r ON r.attempt_id = c.attempt_id
+	  WHERE j.hard_delete_requested_at IS NULL
 		AND j.state IN ('succeeded', 'failed', 'cancelled')
-		AND (a.clean_after IS NULL OR a.clean_after <= now())
-		AND coalesce(a.finished_at, j.finished_at)
-			<= now() - remora._setting_interval('remora.lease_duration')
-	  ORDER BY a.finished_at NULLS FIRST, a.attempt_id
+	  ORDER BY c.due, c.attempt_id
 	  LIMIT greatest(max_rows, 0))
 	LIMIT greatest(max_rows, 0)
 $$;

@@ -75,3 +75,18 @@ SELECT count(*) AS intact_after_truncate FROM remora.coordination;
 SELECT remora.reconcile() > 0 AS repaired;
 SELECT (SELECT count(*) FROM remora.queue) AS queue_rows,
 	   (SELECT count(*) FROM remora.coordination) AS intact;
+
+-- the lease limit holds while the lease rows are lost: until reconcile has
+-- re-created them, claim counts the running jobs instead of the rows
+SELECT count(remora_submit('https://example.com/limit' || g || '.bin', 'target')) AS submitted
+  FROM generate_series(1, 4) g;
+SELECT remora.reconcile() >= 0 AS reconciled;
+SELECT count(*) >= 0 AS claimed_to_the_limit FROM remora.claim('11111111-1111-1111-1111-111111111111', 10);
+SELECT count(*) AS running FROM remora.jobs WHERE state = 'running';
+SELECT count(*) > 0 AS some_still_queued FROM remora.queue;
+TRUNCATE remora.leases;
+SELECT count(*) AS claimed_without_lease_rows FROM remora.claim('11111111-1111-1111-1111-111111111111', 10);
+SELECT remora.reconcile() > 0 AS repaired;
+SELECT count(*) AS claimed_after_reconcile FROM remora.claim('11111111-1111-1111-1111-111111111111', 10);
+SELECT (SELECT count(*) FROM remora.leases) AS leases,
+	   (SELECT count(*) FROM remora.jobs WHERE state = 'running') AS running;
