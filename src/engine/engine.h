@@ -95,6 +95,13 @@ typedef struct RemoraEngineConfig
 	const char *http_proxy;
 	const char *https_proxy;
 	const char *no_proxy;
+
+	/*
+	 * Connections to one host (name and port) at once, across every job of
+	 * the engine (remora.max_connections_per_host); 0: no cap.  Requests
+	 * above it wait for a connection.
+	 */
+	int max_connections_per_host;
 } RemoraEngineConfig;
 
 /*
@@ -150,6 +157,13 @@ typedef struct RemoraTaskSpec
 	const char *if_match;    /* the source's ETag when it was listed: a
 							  * changed source answers 412 */
 	const char *ca_pem;      /* a trusted source's own CAs (PEM), or NULL */
+
+	/*
+	 * Ranged GETs of the source in flight at once for a large object
+	 * (options.connections, default remora.object_connections); 0 or 1:
+	 * one GET.
+	 */
+	int connections;
 } RemoraTaskSpec;
 
 /*
@@ -213,7 +227,8 @@ typedef struct RemoraSetSpec
 	const char        *attempt_id;
 	int64_t            fencing_token;
 	bool               earlier_attempts; /* false: never ask lookups */
-	void              *host_arg;         /* handed back in each RemoraLookup */
+	int   connections; /* per large member, as RemoraTaskSpec.connections */
+	void *host_arg;    /* handed back in each RemoraLookup */
 } RemoraSetSpec;
 
 /*
