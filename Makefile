@@ -20,6 +20,7 @@ PG_OBJS = \
 	src/pg/presign.o \
 	src/pg/protocol.o \
 	src/pg/jobspec.o \
+	src/pg/leases.o \
 	src/pg/export.o
 ENGINE_OBJS = \
 	src/engine/source_uri.o \

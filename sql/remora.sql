@@ -303,10 +303,10 @@ CREATE TRIGGER queue_truncated AFTER TRUNCATE ON remora.queue
 CREATE TRIGGER leases_truncated AFTER TRUNCATE ON remora.leases
 	FOR EACH STATEMENT EXECUTE FUNCTION remora._coordination_lost();
 
--- The lock that claimers, and renew and reconcile when they re-create a
--- lost lease, hold while they count leases against
--- remora.max_active_leases: this one row, locked FOR UPDATE.  No role but
--- the extension's owner may lock it (an advisory lock, anyone could hold).
+-- The lock that renew and reconcile hold when they re-create a lost lease:
+-- this one row, locked FOR UPDATE.  No role but the extension's owner may
+-- lock it (an advisory lock, anyone could hold).  Claims do not take it:
+-- they reserve their leases in shared memory (src/pg/leases.c).
 CREATE TABLE remora.lease_lock (
 	id				boolean PRIMARY KEY DEFAULT true CHECK (id)
 );
@@ -1113,14 +1113,29 @@ AS $$
 							  SELECT l.job_id FROM remora.leases l) s) END
 $$;
 
+-- Lease reservations of claims in flight (src/pg/leases.c): the word to
+-- compare, a reservation made only if the word is still the one read, and
+-- room given back.  Only claim calls them.
+CREATE FUNCTION remora._lease_reservations() RETURNS bigint
+AS 'MODULE_PATHNAME', 'remora_lease_reservations'
+LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION remora._reserve_leases(seen bigint, n integer) RETURNS boolean
+AS 'MODULE_PATHNAME', 'remora_reserve_leases'
+LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION remora._release_leases(n integer) RETURNS void
+AS 'MODULE_PATHNAME', 'remora_release_leases'
+LANGUAGE C VOLATILE STRICT;
+
 -- Hand out up to max_jobs runnable jobs, by priority then age.  Each claim
 -- creates a new attempt with a fencing token greater than any before it
 -- for the job, records the recovery ledger, and takes a lease.  Leases in
--- use never exceed remora.max_active_leases: claimers serialise on the
--- lease lock for the count (running jobs count, so a lost lease table does
--- not make room), and skip queue and job rows others hold.  A lease runs from when
--- it is written (clock_timestamp()), not from a transaction start that may
--- have waited on the lock.
+-- use never exceed remora.max_active_leases: a claim reserves the room it
+-- takes in shared memory before it takes it, against the leases it can see
+-- plus those others reserved (running jobs count while the lease rows are
+-- lost), and the reservation lasts until its transaction ends (leases.c
+-- says why that suffices); claimers never wait for each other, and skip
+-- queue and job rows others hold.  A lease runs from when it is written
+-- (clock_timestamp()), not from a transaction start.
 CREATE FUNCTION remora.claim(incarnation uuid, max_jobs integer DEFAULT 1)
 RETURNS TABLE (job_id bigint, attempt_id uuid, fencing_token bigint,
 			   spec jsonb, resume jsonb, lease_expires_at timestamptz)
@@ -1131,6 +1146,8 @@ DECLARE
 	p_incarnation uuid := $1;
 	lim			integer := current_setting('remora.max_active_leases')::integer;
 	room		integer;
+	seen		bigint;
+	taken		integer;
 	expires		timestamptz;
 BEGIN
 	IF incarnation IS NULL THEN
@@ -1155,11 +1172,17 @@ BEGIN
 		RETURN;
 	END IF;
 
-	PERFORM remora._lock_leases();
-	room := least(max_jobs, lim - remora._leases_in_use());
-	IF room <= 0 THEN
-		RETURN;
-	END IF;
+	-- the reservation is read before the leases are counted (each
+	-- statement here takes a new snapshot)
+	LOOP
+		seen := remora._lease_reservations();
+		room := least(max_jobs, lim - remora._leases_in_use()
+								- (seen & 4294967295)::integer);
+		IF room <= 0 THEN
+			RETURN;
+		END IF;
+		EXIT WHEN remora._reserve_leases(seen, room);
+	END LOOP;
 	expires := clock_timestamp() + remora._setting_interval('remora.lease_duration');
 
 	-- One statement for the whole batch.  The queue is read in claim order
@@ -1239,6 +1262,8 @@ BEGIN
 				'staging_prefix', remora._staging_prefix(g.prefix, g.job_id, g.new_attempt))
 				AS spec) s
 	 ORDER BY g.priority DESC, g.job_id;
+	GET DIAGNOSTICS taken = ROW_COUNT;
+	PERFORM remora._release_leases(room - taken);
 END
 $$;
 

@@ -63,6 +63,7 @@ shmem_startup(void)
 		remora_shared->lock = &(GetNamedLWLockTranche("remora"))->lock;
 		pg_atomic_init_u64(&remora_shared->submit_generation, 0);
 		pg_atomic_init_u64(&remora_shared->cancel_generation, 0);
+		pg_atomic_init_u64(&remora_shared->lease_reservations, 0);
 		pg_atomic_init_u64(&remora_shared->cp_transactions, 0);
 		pg_atomic_init_u64(&remora_shared->cp_checkpoints, 0);
 		pg_atomic_init_u64(&remora_shared->cp_max_batch, 0);
@@ -100,6 +101,7 @@ remora_wake_workers(void)
 static void
 xact_callback(XactEvent event, void *arg)
 {
+	remora_leases_xact(event);
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:

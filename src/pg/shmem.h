@@ -13,6 +13,7 @@
 
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "port/atomics.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
@@ -56,8 +57,9 @@ typedef struct RemoraShared
 	bool             launcher_ran; /* since this shared memory was made */
 	pid_t            launcher_pid;
 	Latch           *launcher_latch;
-	pg_atomic_uint64 submit_generation; /* bumped by committed submits */
-	pg_atomic_uint64 cancel_generation; /* bumped by committed cancels */
+	pg_atomic_uint64 submit_generation;  /* bumped by committed submits */
+	pg_atomic_uint64 cancel_generation;  /* bumped by committed cancels */
+	pg_atomic_uint64 lease_reservations; /* claims in flight (leases.c) */
 
 	/* checkpoint writer statistics, since the server started */
 	pg_atomic_uint64 cp_transactions;
@@ -78,5 +80,8 @@ extern void remora_note_submit(void);
 extern void remora_note_cancel(void);
 extern void remora_wake_workers(void);
 extern void remora_note_checkpoints(int batch, int refused, uint64 commit_us);
+
+/* leases.c */
+extern void remora_leases_xact(XactEvent event);
 
 #endif /* REMORA_SHMEM_H */

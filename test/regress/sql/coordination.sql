@@ -90,3 +90,16 @@ SELECT remora.reconcile() > 0 AS repaired;
 SELECT count(*) AS claimed_after_reconcile FROM remora.claim('11111111-1111-1111-1111-111111111111', 10);
 SELECT (SELECT count(*) FROM remora.leases) AS leases,
 	   (SELECT count(*) FROM remora.jobs WHERE state = 'running') AS running;
+
+-- a claim's leases are reserved until its transaction ends: a prepared
+-- transaction would keep them out of sight, so it is refused
+SELECT count(remora_submit('https://example.com/prepared.bin', 'target')) AS submitted;
+SELECT j.job_id AS run_job, j.current_attempt AS run_att, j.fencing_token AS run_tok
+  FROM remora.jobs j WHERE j.state = 'running' ORDER BY j.job_id LIMIT 1 \gset
+SELECT remora.fail(:'run_att', :run_tok, '{"class": "network"}', false) AS room_made;
+BEGIN;
+SELECT count(*) AS claimed_in_transaction FROM remora.claim('11111111-1111-1111-1111-111111111111', 1);
+PREPARE TRANSACTION 'remora_claim';
+SELECT count(*) AS prepared FROM pg_prepared_xacts;
+-- the refused transaction took nothing, and its reservation is gone
+SELECT count(*) AS claimed_after FROM remora.claim('11111111-1111-1111-1111-111111111111', 1);
