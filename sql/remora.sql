@@ -1141,6 +1141,9 @@ RETURNS TABLE (job_id bigint, attempt_id uuid, fencing_token bigint,
 			   spec jsonb, resume jsonb, lease_expires_at timestamptz)
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- one plan for the batch statement: replanning it on each call (its LIMIT
+-- is a parameter) cost more than the claim itself
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
 	p_incarnation uuid := $1;
