@@ -1690,3 +1690,38 @@ BEGIN
 	PERFORM remora._release_leases(room - taken);
 END
 $$;
+
+/* ------------------------------------------------------------------------
+ * Helpers of claim and commit in PL/pgSQL: a SQL-language function that
+ * cannot be inlined (these pin their search_path) is parsed and planned
+ * again in every transaction; PL/pgSQL keeps its plans for the session.
+ * ------------------------------------------------------------------------ */
+
+CREATE OR REPLACE FUNCTION remora._setting_interval(name text) RETURNS interval
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ BEGIN RETURN current_setting(name)::interval; END $$;
+CREATE OR REPLACE FUNCTION remora._staging_prefix(prefix text, job bigint, attempt uuid)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	RETURN CASE WHEN prefix = '' THEN '' ELSE prefix || '/' END
+		   || job::text || '/' || attempt::text || '/';
+END
+$$;
+CREATE OR REPLACE FUNCTION remora._leases_in_use() RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF EXISTS (SELECT 1 FROM remora.coordination) THEN
+		RETURN (SELECT count(*) FROM remora.leases);
+	END IF;
+	RETURN (SELECT count(*)
+			  FROM (SELECT j.job_id FROM remora.jobs j WHERE j.state = 'running'
+					UNION
+					SELECT l.job_id FROM remora.leases l) s);
+END
+$$;

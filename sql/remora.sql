@@ -389,9 +389,9 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT caller = job_owner OR pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE') $$;
 
 CREATE FUNCTION remora._setting_interval(name text) RETURNS interval
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT current_setting(name)::interval $$;
+AS $$ BEGIN RETURN current_setting(name)::interval; END $$;
 
 -- Exponential backoff with equal jitter, never shorter than a Retry-After.
 CREATE FUNCTION remora._backoff(attempt_no integer, retry_after numeric)
@@ -1102,15 +1102,18 @@ $$;
 -- the running jobs costs more than it seems: until vacuum, the index on
 -- state holds an entry for every job that ran since.)
 CREATE FUNCTION remora._leases_in_use() RETURNS bigint
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-	SELECT CASE WHEN EXISTS (SELECT 1 FROM remora.coordination)
-				THEN (SELECT count(*) FROM remora.leases)
-				ELSE (SELECT count(*)
-						FROM (SELECT j.job_id FROM remora.jobs j WHERE j.state = 'running'
-							  UNION
-							  SELECT l.job_id FROM remora.leases l) s) END
+BEGIN
+	IF EXISTS (SELECT 1 FROM remora.coordination) THEN
+		RETURN (SELECT count(*) FROM remora.leases);
+	END IF;
+	RETURN (SELECT count(*)
+			  FROM (SELECT j.job_id FROM remora.jobs j WHERE j.state = 'running'
+					UNION
+					SELECT l.job_id FROM remora.leases l) s);
+END
 $$;
 
 -- Lease reservations of claims in flight (src/pg/leases.c): the word to
@@ -1272,11 +1275,13 @@ $$;
 
 CREATE FUNCTION remora._staging_prefix(prefix text, job bigint, attempt uuid)
 RETURNS text
-LANGUAGE sql IMMUTABLE
+LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-	SELECT CASE WHEN prefix = '' THEN '' ELSE prefix || '/' END
-		   || job::text || '/' || attempt::text || '/'
+BEGIN
+	RETURN CASE WHEN prefix = '' THEN '' ELSE prefix || '/' END
+		   || job::text || '/' || attempt::text || '/';
+END
 $$;
 
 -- Extend the lease of the current attempt and token.  ok is false once the

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+#
+# Server CPU per claimed and completed job: what one claim and one commit
+# cost the PostgreSQL backend that runs them, beside the plain SKIP LOCKED
+# floor, measured in the same run.  CPU time (utime + stime of the backend,
+# from /proc) is what a busy machine disturbs least, so these figures hold
+# where the throughput of bench/protocol.sh does not.
+#
+#   A  remora.claim(incarnation, 16), then remora.commit of each of the 16
+#   B  remora.claim(incarnation, 1), then remora.commit: one job at a time
+#   C  the floor: UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED)
+#      and UPDATE ... SET state = 'done', a partial index on the queued rows
+#
+# Each method runs JOBS jobs in one session (one transaction per claim and
+# one per completion, as a worker does), ROUNDS times interleaved; the
+# table has the medians and the ratios to the floor.
+#
+# Usage: bench/claim_cpu.sh [--jobs N] [--rounds N] [--write]
+#   --write  put the table into doc/benchmarks.md ("Server CPU per job")
+#
+set -Eeuo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+JOBS=1600
+ROUNDS=5
+WRITE=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--jobs) JOBS=$2; shift 2 ;;
+	--rounds) ROUNDS=$2; shift 2 ;;
+	--write) WRITE=1; shift ;;
+	*) sed -n '/^# Usage/,/^#   --write/p' "$0" >&2; exit 2 ;;
+	esac
+done
+log() { echo "[$(date +%T)] $*" >&2; }
+
+cd "$ROOT"
+. test/lib/e2e.sh
+. bench/lib.sh
+install_deps >/dev/null
+make -s >/dev/null && make -s install >/dev/null
+e2e_begin claim-cpu
+e2e_cluster <<CONF
+fsync = on
+synchronous_commit = on
+shared_buffers = '256MB'
+remora.max_workers = 0
+remora.max_active_leases = 100000
+remora.default_bucket = 'target'
+CONF
+q "CREATE EXTENSION remora" >/dev/null
+q "CREATE TABLE bench_floor (id bigserial PRIMARY KEY, priority integer NOT NULL DEFAULT 0,
+	state text NOT NULL DEFAULT 'queued', payload jsonb NOT NULL DEFAULT '{}');
+   CREATE INDEX bench_floor_queued ON bench_floor (priority DESC, id) WHERE state = 'queued'" >/dev/null
+
+# cpu_per_job METHOD: backend CPU milliseconds per job, one session.  The
+# jobs are queued first (not counted); each claim and each completion is a
+# transaction of its own, from a procedure.
+q "CREATE FUNCTION pg_temp_ticks() RETURNS bigint LANGUAGE sql AS
+	\$\$ SELECT s[14]::bigint + s[15]::bigint
+		 FROM string_to_array(pg_read_file('/proc/' || pg_backend_pid() || '/stat'), ' ') s \$\$;
+   CREATE PROCEDURE run_remora(batch integer, jobs integer) LANGUAGE plpgsql AS \$\$
+   DECLARE done integer := 0; ids uuid[]; toks bigint[]; ps text[];
+   BEGIN
+	WHILE done < jobs LOOP
+		SELECT array_agg(c.attempt_id), array_agg(c.fencing_token), array_agg(c.spec ->> 'staging_prefix')
+		  INTO ids, toks, ps
+		  FROM remora.claim('00000000-0000-0000-0000-000000000001', batch) c;
+		COMMIT;
+		FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
+			IF NOT remora.commit(ids[i], toks[i], jsonb_build_object(
+					'key', ps[i] || 'manifest.json', 'etag', 'm', 'sha256', repeat('0', 64),
+					'members', 1, 'bytes', 1, 'entries', jsonb_build_array(jsonb_build_object(
+						'path', 'a.bin', 'bucket', 'target', 'key', ps[i] || 'data/a.bin',
+						'etag', 'e', 'sha256', repeat('0', 64), 'size', 1)))) THEN
+				RAISE 'commit refused';
+			END IF;
+			done := done + 1;
+		END LOOP;
+		COMMIT;
+	END LOOP;
+   END \$\$;
+   CREATE PROCEDURE run_floor(jobs integer) LANGUAGE plpgsql AS \$\$
+   DECLARE fid bigint;
+   BEGIN
+	FOR k IN 1 .. jobs LOOP
+		UPDATE bench_floor SET state = 'running'
+		 WHERE id = (SELECT id FROM bench_floor WHERE state = 'queued'
+					  ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+		RETURNING id INTO fid;
+		COMMIT;
+		UPDATE bench_floor SET state = 'done' WHERE id = fid;
+		COMMIT;
+	END LOOP;
+   END \$\$" >/dev/null
+
+cpu_per_job() {
+	case $1 in
+	A | B) q "SELECT count(remora_submit('https://example.com/b/' || g || '-' || random() || '.bin'))
+			 FROM generate_series(1, $JOBS) g" >/dev/null ;;
+	C) q "INSERT INTO bench_floor (payload) SELECT '{}' FROM generate_series(1, $JOBS)" ;;
+	esac
+	q "CHECKPOINT" >/dev/null
+	case $1 in
+	A) call="CALL run_remora(16, $JOBS)" ;;
+	B) call="CALL run_remora(1, $JOBS)" ;;
+	C) call="CALL run_floor($JOBS)" ;;
+	esac
+	psql -X -A -t -q -v ON_ERROR_STOP=1 -d postgres <<SQL
+SELECT pg_temp_ticks() AS t0 \gset
+$call;
+SELECT round((pg_temp_ticks() - :t0) * 1000.0 / $(getconf CLK_TCK) / $JOBS, 4);
+SQL
+}
+
+declare -A R
+for round in $(seq 1 "$ROUNDS"); do
+	for m in A B C; do
+		v=$(cpu_per_job "$m")
+		R[$m]+="$v "
+		log "round $round: $m $v ms per job"
+	done
+done
+med() { tr ' ' '\n' <<<"${R[$1]}" | grep . | median; }
+A=$(med A) B=$(med B) C=$(med C)
+out=$T/section.md
+{
+	echo "## Server CPU per job"
+	echo
+	echo "\`bench/claim_cpu.sh\` ($(date +%F), $(nproc) cores, PostgreSQL $(q "SHOW server_version" | cut -d' ' -f1)):"
+	echo "CPU time of the one backend that claims and completes $JOBS queued no-op jobs, each claim and each"
+	echo "completion a transaction of its own, medians of $ROUNDS interleaved rounds.  CPU time is what a busy"
+	echo "machine disturbs least; the throughput of several clients is in \"Claims against the backlog\"."
+	echo
+	echo "| method | ms of backend CPU per job | ÷ floor |"
+	echo "|---|---:|---:|"
+	echo "| A: \`remora.claim(…, 16)\`, then one transaction with \`remora.commit\` of each | $A | $(ratio "$A" "$C") |"
+	echo "| B: \`remora.claim(…, 1)\`, then \`remora.commit\` | $B | $(ratio "$B" "$C") |"
+	echo "| C: the floor (SKIP LOCKED claim, an UPDATE to complete) | $C | 1.00 |"
+} >"$out"
+cat "$out"
+[ "$WRITE" = 1 ] && put_section "$out" && log "doc/benchmarks.md updated"
+exit 0
