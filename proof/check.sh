@@ -34,7 +34,7 @@ failed=0
 CONFIGS=(
 	"jobs|1 download job, 2 workers, budget 2|-DNJ=1 -DEXPORTJOB=9"
 	"export|1 export, 2 workers, budget 2, 1 decision|-DNJ=1 -DEXPORTJOB=0"
-	"limit|2 download jobs, 2 workers, budget 2, max_active_leases 1|-DNJ=2 -DEXPORTJOB=9"
+	"limit|2 download jobs, 2 workers, budget 2, max_active_leases 1, no staging sweep|-DNJ=2 -DEXPORTJOB=9 -DNOCLEAN"
 )
 
 # run NAME DEFINES MODE: build and run the verifier in $W/NAME; MODE is
@@ -48,7 +48,7 @@ run() {
 		cflags="-DSAFETY -DNOCLAIM"
 		pflags=""
 	else
-		cflags="-DNFAIR=3"
+		cflags="-DNFAIR=4"
 		pflags="-a -f -N eventually_ended"
 	fi
 	# shellcheck disable=SC2086

@@ -25,8 +25,10 @@
  *   @transition Reconcile         remora.reconcile
  *   @transition Resolve           remora._export_resolve
  *   @transition Export            remora._export
+ *   @transition Submit            remora._submit
  *   @transition CoordinationLost  remora._coordination_lost
  *   @transition StagingToClean    remora.staging_to_clean
+ *   @transition StagingCleaned    remora.staging_cleaned
  *
  * Bounds (change with -D on the spin command line):
  *   NJ jobs: job 0 an ordinary download, job 1 an export (NJ = 2);
@@ -36,7 +38,8 @@
  *   failover, TRUNCATE of the queue or the leases); MAXDUP late or
  *   duplicated deliveries of a request; MAXRESOLVE explicit decisions on
  *   an export in outcome_unknown; MAXSTEPS renewals/checkpoints per
- *   attempt (an attempt's work is finite).
+ *   attempt (an attempt's work is finite); NOCLEAN leaves the staging
+ *   sweep out.  proof/check.sh runs three configurations of these.
  *
  * Abstractions:
  *   - Time: a lease is live or expired.  Expiry is a nondeterministic step
@@ -166,6 +169,7 @@ bool g_pending[NJ];		/* a write may have been sent without an answer, and
 						   nobody decided since */
 bool g_was_unknown[NJ];	/* the export went outcome_unknown, and nobody
 						   decided since */
+bool g_cleaned[NJ * (MAXTOK + 1)];	/* the attempt's staging was deleted */
 byte g_losses;			/* coordination losses so far */
 byte g_dups;			/* late deliveries so far */
 byte g_resolves;		/* explicit decisions so far */
@@ -358,6 +362,8 @@ inline Committed(j, t) {
 	assert(t == cur[j] && t == ftok[j] && att[AT(j, t)] == A_RUNNING);
 	/* nothing commits after a cancel wins */
 	assert(!g_cancel_won[j]);
+	/* nor from staging that the cleanup already deleted */
+	assert(!g_cleaned[AT(j, t)]);
 	g_commits[j]++;
 	result[j] = t;
 	att[AT(j, t)] = A_SUCCEEDED;
@@ -620,20 +626,83 @@ active proctype Clock() {
 	od
 }
 
+/* remora._coordination_lost (kind 1: TRUNCATE remora.leases, 2: TRUNCATE
+ * remora.queue), or crash recovery / failover (kind 0), which empties the
+ * marker's table with the others */
+inline CoordinationLost(kind) {
+	k = 0;
+	do
+	:: k < NJ ->
+		if :: kind != 2 -> lease[k] = L_NONE :: else -> skip fi;
+		if :: kind != 1 -> q[k] = false :: else -> skip fi;
+		k++
+	:: else -> break
+	od;
+	k = 0;
+	marker = false
+}
+
+/* remora.staging_cleaned: the worker deleted the attempt's staging */
+inline StagingCleaned(j, t) {
+	g_cleaned[AT(j, t)] = true
+}
+
+/* remora.staging_to_clean hands out the staging of every attempt of a
+ * finished job that did not commit (the committed one keeps its manifest
+ * and members), and remora.staging_cleaned records it gone.  The delay of
+ * one lease after the end (for zombies still writing) is time, abstracted
+ * away: the property is that nothing cleaned can be committed. */
+inline StagingToClean() {
+	i = 0;
+	do
+	:: i < NJ ->
+		if
+		:: js[i] == SUCCEEDED || js[i] == FAILED || js[i] == CANCELLED ->
+			k = 1;
+			do
+			:: k <= ftok[i] ->
+				if
+				:: att[AT(i, k)] != A_RUNNING && result[i] != k -> StagingCleaned(i, k)
+				:: else -> skip
+				fi;
+				k++
+			:: else -> break
+			od
+		:: else -> skip
+		fi;
+		i++
+	:: else -> break
+	od;
+	i = 0;
+	k = 0
+}
+
+/* The worker's sweep (remora.staging_to_clean, then remora.staging_cleaned);
+ * left out with -DNOCLEAN (the lease-limit configuration) */
+#ifndef NOCLEAN
+active proctype Cleaner() {
+	byte i, k, n;
+	do
+	:: atomic { StagingToClean(); Invariants() }
+	od
+}
+#endif
+
 /* Coordination loss: crash recovery or a failover to a synchronous standby
  * (every UNLOGGED table emptied), or a TRUNCATE of the leases or of the
  * queue (the trigger remora._coordination_lost removes the marker). */
 active proctype Chaos() {
-	byte k;
+	byte k, a;
 	do
 	:: atomic {
 		g_losses < MAXLOSS -> g_losses++;
 		if
-		:: k = 0; do :: k < NJ -> q[k] = false; lease[k] = L_NONE; k++ :: else -> break od
-		:: k = 0; do :: k < NJ -> lease[k] = L_NONE; k++ :: else -> break od
-		:: k = 0; do :: k < NJ -> q[k] = false; k++ :: else -> break od
+		:: a = 0
+		:: a = 1
+		:: a = 2
 		fi;
-		marker = false
+		CoordinationLost(a);
+		a = 0
 	   }
 	od
 }
@@ -665,6 +734,18 @@ active proctype Admin() {
 	od
 }
 
+/* remora._submit (remora_submit): a queued job with its queue entry */
+inline Submit(j) {
+	js[j] = QUEUED; maxa[j] = MAXATT; q[j] = true
+}
+
+/* remora._export (remora_export): an export of a succeeded job is a job of
+ * its own, queued in dispatch mode (the exported job is not modelled: its
+ * result is immutable) */
+inline Export(j) {
+	js[j] = QUEUED; maxa[j] = MAXATT; q[j] = true; mode[j] = M_DISPATCH
+}
+
 /* remora_submit and remora_export: every job starts queued, with its queue
  * entry and the marker (coordination state whole). */
 init {
@@ -672,7 +753,12 @@ init {
 	atomic {
 		k = 0;
 		do
-		:: k < NJ -> js[k] = QUEUED; maxa[k] = MAXATT; q[k] = true; k++
+		:: k < NJ ->
+			if
+			:: is_export(k) -> Export(k)
+			:: else -> Submit(k)
+			fi;
+			k++
 		:: else -> break
 		od;
 		marker = true;
