@@ -71,6 +71,9 @@
  *   BROKEN_EXPORT  a lost export attempt is retried like a job's
  *   BROKEN_BUDGET  a claim does not consume budget when it replaces an
  *                  attempt that was lost without a word
+ *   BROKEN_STUCK   reconcile leaves expired leases alone (only the
+ *                  attempt's own next call would settle it): a job whose
+ *                  worker died never ends (the liveness property)
  */
 
 #ifndef NJ
@@ -430,10 +433,12 @@ inline Reconcile() {
 	i = 0;
 	do
 	:: i < NJ ->
+#ifndef BROKEN_STUCK
 		if
 		:: lease[i] == L_EXPIRED -> Authorize(i, lease_tok[i], v)
 		:: else -> skip
 		fi;
+#endif
 		if
 		:: lease[i] != L_NONE &&
 		   !(js[i] == RUNNING && lease_tok[i] == cur[i] && att[AT(i, cur[i])] == A_RUNNING) ->
