@@ -16,7 +16,7 @@
 # PROOF_TIMEOUT seconds (default 120) of wall time.
 #
 set -Euo pipefail
-cd "$(dirname "$0")"
+cd "$(dirname "$0")" || exit 1
 MODEL=$PWD/remora.pml
 MEMLIM=${PROOF_MEMLIM:-1024}
 TIMEOUT=${PROOF_TIMEOUT:-120}

@@ -15,7 +15,7 @@
 #   - doc/protocol.md's table has every transition.
 #
 set -Euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 PML=proof/remora.pml
 SQL=sql/remora.sql
 DOC=doc/protocol.md
