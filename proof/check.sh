@@ -8,6 +8,9 @@
 #     proof/check.sh --broken   each deliberately broken variant of the
 #                               model (BROKEN_* in remora.pml) must give a
 #                               counterexample
+#     proof/check.sh --deep     as without arguments, and liveness in the
+#                               two-job configuration too (about 5 minutes
+#                               more; not part of ./test/run)
 #
 # Prints TAP lines ("ok - ...", "not ok - ...") with the bounds, the states
 # stored and the time of each run, and exits non-zero on any violation, on
@@ -20,7 +23,12 @@ cd "$(dirname "$0")" || exit 1
 MODEL=$PWD/remora.pml
 MEMLIM=${PROOF_MEMLIM:-1024}
 TIMEOUT=${PROOF_TIMEOUT:-120}
-DEPTH=${PROOF_DEPTH:-200000}
+DEPTH=${PROOF_DEPTH:-1000000}
+LIVE=2	# configurations checked for liveness: the first LIVE
+if [ "${1:-}" = --deep ]; then
+	LIVE=3
+	TIMEOUT=${PROOF_TIMEOUT:-900}
+fi
 
 command -v spin >/dev/null || { echo "not ok - spin is installed (apt-get install spin)"; exit 1; }
 
@@ -117,8 +125,9 @@ for c in "${CONFIGS[@]}"; do
 	run "$name" "$defs" safety || rc=$?
 	verdict "$name" "safety, $bounds" "$rc"
 done
-# Liveness (weak fairness): every job ends.  The single-job configurations.
-for c in "${CONFIGS[@]:0:2}"; do
+# Liveness (weak fairness): every job ends.  The single-job configurations
+# (--deep: all three).
+for c in "${CONFIGS[@]:0:$LIVE}"; do
 	IFS='|' read -r name bounds defs <<<"$c"
 	rc=0
 	run "$name-live" "$defs" liveness || rc=$?

@@ -548,12 +548,14 @@ proctype Worker(byte w) {
 	:: atomic {
 		t != 0 && !is_export(j) -> Commit(j, t, ok); Invariants(); v = 0;
 		Sent(1, false);
-		if :: ok -> Idle() :: else -> skip fi
+		/* true or false, the attempt is over for its worker (a zombie's
+		 * repeats are the network's late deliveries) */
+		Idle()
 	   }
 	:: atomic {
 		t != 0 && is_export(j) && answer -> CommitExport(j, t, answer, ok); Invariants(); v = 0;
 		Sent(1, answer);
-		if :: ok -> Idle() :: else -> skip fi
+		Idle()
 	   }
 	/* a failure report: an export that sent a write without an answer says
 	 * outcome_unknown; anything else may be retryable or not */
