@@ -80,11 +80,12 @@ errors() { sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$W/$1.out" | head -n1; }
 verdict() {
 	local name=$1 label=$2 rc=$3 e
 	e=$(errors "$name")
-	if [ "$rc" -eq 0 ] && [ "${e:-x}" = 0 ] && ! grep -q "Search not completed" "$W/$name.out"; then
+	if [ "$rc" -eq 0 ] && [ "${e:-x}" = 0 ] &&
+		! grep -qE "Search not completed|max search depth too small" "$W/$name.out"; then
 		echo "ok - model: $label: no violation ($(summary "$name"))"
 	else
 		echo "not ok - model: $label (status $rc, errors ${e:-?})"
-		grep -E "assertion violated|acceptance cycle|error|MEMLIM|Search not completed" "$W/$name.out" | head -n 5
+		grep -E "assertion violated|acceptance cycle|error|MEMLIM|Search not completed|too small" "$W/$name.out" | head -n 5
 		failed=1
 	fi
 }
