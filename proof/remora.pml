@@ -30,16 +30,20 @@
  *   @transition StagingToClean    remora.staging_to_clean
  *   @transition StagingCleaned    remora.staging_cleaned
  *
- * Bounds (change with -D on the spin command line):
- *   NJ jobs: job 0 an ordinary download, job 1 an export (NJ = 2);
- *   NW workers (each a sequence of incarnations: a crash ends one, the
- *   next claim starts another); MAXATT attempts of budget per job;
- *   LIMIT = remora.max_active_leases; MAXLOSS coordination losses (crash,
- *   failover, TRUNCATE of the queue or the leases); MAXDUP late or
- *   duplicated deliveries of a request; MAXRESOLVE explicit decisions on
- *   an export in outcome_unknown; MAXSTEPS renewals/checkpoints per
- *   attempt (an attempt's work is finite); NOCLEAN leaves the staging
- *   sweep out.  proof/check.sh runs three configurations of these.
+ * Bounds (change with -D on the spin command line; defaults in brackets):
+ *   NJ jobs [2], of which job EXPORTJOB is an export [1; NJ or more: none],
+ *   the others downloads;
+ *   NW workers [2] (each a sequence of incarnations: a crash ends one,
+ *   the next claim starts another); MAXATT attempts of budget per job [2];
+ *   LIMIT = remora.max_active_leases [1]; MAXLOSS coordination losses
+ *   (crash, failover, TRUNCATE of the queue or the leases) [1]; MAXDUP
+ *   late or duplicated deliveries of a request [1]; MAXRESOLVE explicit
+ *   decisions on an export in outcome_unknown [1]; MAXSTEPS renewals or
+ *   checkpoints per attempt (an attempt's work is finite) [1]; NOCLEAN
+ *   leaves the staging sweep out.  proof/check.sh runs three
+ *   configurations (1 download job; 1 export; 2 download jobs under a
+ *   lease limit of 1) and prints each one's states and time;
+ *   doc/reliability.md has the latest.
  *
  * Abstractions:
  *   - Time: a lease is live or expired.  Expiry is a nondeterministic step
