@@ -289,6 +289,7 @@ CREATE UNLOGGED TABLE remora.coordination (
 	intact			boolean PRIMARY KEY DEFAULT true CHECK (intact)
 );
 
+-- Model: CoordinationLost (proof/remora.pml)
 CREATE FUNCTION remora._coordination_lost() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -418,6 +419,7 @@ $$;
 -- running attempt and token), or 'lost'/'cancelled' when this call found the
 -- lease expired or cancellation requested and settled the attempt.
 -- A missing lease row is coordination loss, not expiry: it never revokes.
+-- Model: Authorize (proof/remora.pml)
 CREATE FUNCTION remora._authorize(p_attempt uuid, p_token bigint,
 								  OUT verdict text, OUT j remora.jobs,
 								  OUT a remora.attempts)
@@ -466,6 +468,7 @@ $$;
 -- (the worker says class 'outcome_unknown', the attempt was lost, or a
 -- stopping worker handed it back, class 'worker') and an export being
 -- verified end outcome_unknown instead: never retried.
+-- Model: Settle (proof/remora.pml)
 CREATE FUNCTION remora._settle(j remora.jobs, a remora.attempts, outcome text,
 							   err jsonb, retryable boolean)
 RETURNS text
@@ -628,6 +631,7 @@ $$;
 -- applied (its source without a query string); request is the canonical
 -- request the idempotency key stands for; source_url is the whole URL when
 -- it has a query string.
+-- Model: Submit (proof/remora.pml)
 CREATE FUNCTION remora._submit(caller oid, spec jsonb, request jsonb,
 							   idem_key text, source_url text)
 RETURNS bigint
@@ -796,6 +800,7 @@ $$;
 -- Cancel: queued and retrying jobs end at once; a running job gets a
 -- durable request that its attempt observes at its next protocol call (or
 -- its lease expiry).  Terminal jobs are unchanged.  Returns the state.
+-- Model: Cancel (proof/remora.pml)
 CREATE FUNCTION remora._cancel(caller oid, job bigint) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -1101,6 +1106,7 @@ $$;
 -- been lost and not yet re-created: every running job counts too.  (Reading
 -- the running jobs costs more than it seems: until vacuum, the index on
 -- state holds an entry for every job that ran since.)
+-- Model: LeasesInUse (proof/remora.pml)
 CREATE FUNCTION remora._leases_in_use() RETURNS bigint
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -1139,6 +1145,7 @@ LANGUAGE C VOLATILE STRICT;
 -- says why that suffices); claimers never wait for each other, and skip
 -- queue and job rows others hold.  A lease runs from when it is written
 -- (clock_timestamp()), not from a transaction start.
+-- Model: Claim (proof/remora.pml)
 CREATE FUNCTION remora.claim(incarnation uuid, max_jobs integer DEFAULT 1)
 RETURNS TABLE (job_id bigint, attempt_id uuid, fencing_token bigint,
 			   spec jsonb, resume jsonb, lease_expires_at timestamptz)
@@ -1289,6 +1296,7 @@ $$;
 -- expiry counts from when it is written, so a renewal that waited on the
 -- job lock never writes a lease that has already lapsed; a lease lost with
 -- coordination state is re-created under the lease lock.
+-- Model: Renew (proof/remora.pml)
 CREATE FUNCTION remora.renew(attempt_id uuid, fencing_token bigint)
 RETURNS TABLE (ok boolean, cancel_requested boolean,
 			   lease_expires_at timestamptz)
@@ -1330,6 +1338,7 @@ $$;
 -- attempt.  checkpoint: {"state": {...}, "bytes_done": n, "bytes_total": n,
 -- "members": [{path, bucket, key, size, sha256, etag, source}]}; every key
 -- is optional.  Repeating a call records nothing new.
+-- Model: Checkpoint (proof/remora.pml)
 CREATE FUNCTION remora.checkpoint(attempt_id uuid, fencing_token bigint,
 								  checkpoint jsonb)
 RETURNS boolean
@@ -1514,6 +1523,7 @@ $$;
 -- changing nothing.  The descriptor must name a manifest under the
 -- attempt's own staging prefix; its member count and bytes must equal those
 -- of the members recorded for the attempt plus its "entries", exactly.
+-- Model: Commit (proof/remora.pml)
 CREATE FUNCTION remora.commit(attempt_id uuid, fencing_token bigint,
 							  manifest jsonb)
 RETURNS boolean
@@ -1639,6 +1649,7 @@ $$;
 -- from an attempt that no longer holds authority changes nothing, and one
 -- from an attempt that no longer exists (pruned) returns NULL, so that a
 -- late report never wedges the worker that sends it.
+-- Model: Fail (proof/remora.pml)
 CREATE FUNCTION remora.fail(attempt_id uuid, fencing_token bigint,
 							error jsonb, retryable boolean)
 RETURNS text
@@ -1734,6 +1745,7 @@ $$;
 -- checkpointed plus the descriptor's "references"), with the descriptor's
 -- sha256 the export's output digest; the references and the success are
 -- one transaction.  The exact repeat of a successful call is true.
+-- Model: CommitExport (proof/remora.pml)
 CREATE FUNCTION remora._commit_export(p_attempt uuid, p_token bigint,
 									  manifest jsonb)
 RETURNS boolean
@@ -1786,6 +1798,7 @@ $$;
 -- state; 22023 names a bad option, P0002 is a job the caller cannot see or
 -- that has no committed result, 42501 a target without a grant or inside
 -- the area where Remora keeps its jobs.
+-- Model: Export (proof/remora.pml)
 CREATE FUNCTION remora._export(caller oid, job bigint, bucket text,
 							   prefix text, options jsonb, idem_key text)
 RETURNS bigint
@@ -1931,6 +1944,7 @@ $$;
 -- error.  'retry' (dispatch again: a new attempt with a greater token) and
 -- 'fail' are an administrator's decisions.  Each is recorded with who
 -- decided.  Returns the export's state after the call.
+-- Model: Resolve (proof/remora.pml)
 CREATE FUNCTION remora._export_resolve(caller oid, export bigint, action text)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER
@@ -2007,6 +2021,7 @@ LANGUAGE C VOLATILE;
 -- Rebuild coordination state from durable state and expire lapsed leases.
 -- Returns the number of repairs made.  Safe to run at any time, by any
 -- number of callers.
+-- Model: Reconcile (proof/remora.pml)
 CREATE FUNCTION remora.reconcile() RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -2102,6 +2117,7 @@ $$;
 -- that a zombie that has not yet heard it lost has stopped writing.  (One
 -- paused for longer may still write afterwards; commit refuses it, and its
 -- objects are left to the store's lifecycle rules.)
+-- Model: StagingToClean (proof/remora.pml)
 CREATE FUNCTION remora.staging_to_clean(max_rows integer DEFAULT 1)
 RETURNS TABLE (attempt_id uuid, job_id bigint, bucket text, prefix text)
 LANGUAGE sql STABLE SECURITY DEFINER
@@ -2189,6 +2205,7 @@ $$;
 
 -- Record a cleanup: done, or failed (tried again after a backoff that
 -- doubles up to an hour).
+-- Model: StagingCleaned (proof/remora.pml)
 CREATE FUNCTION remora.staging_cleaned(attempt_id uuid, ok boolean DEFAULT true)
 RETURNS void
 LANGUAGE sql SECURITY DEFINER
