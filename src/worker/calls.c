@@ -336,9 +336,6 @@ remora_call_endpoint(RemoraConn *c, const char *name, RemoraEndpoint *out,
 					 bool *found)
 {
 	const char *params[1] = {name};
-	const char *cols[6] = {"url",           "region",
-						   "access_key_id", "secret_access_key",
-						   "ca_pem",        "path_style"};
 	PGresult   *res = remora_conn_exec(
 		  c, "reading a source endpoint",
 		  "SELECT url, coalesce(region, '') AS region, path_style::text, "
@@ -353,6 +350,10 @@ remora_call_endpoint(RemoraConn *c, const char *name, RemoraEndpoint *out,
 		return false;
 	if (PQntuples(res) == 1 && col(res, 0, "url"))
 	{
+		const char *cols[6] = {"url",           "region",
+							   "access_key_id", "secret_access_key",
+							   "ca_pem",        "path_style"};
+
 		for (int i = 0; i < 6; i++)
 			out->strings[i] = dup_str(col(res, 0, cols[i]));
 		out->cfg.endpoint = out->strings[0];

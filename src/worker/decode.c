@@ -466,12 +466,15 @@ remora_codec_prior(RemoraPrior *out, const char *key, const char *etag,
 {
 	RemoraJson *src = NULL;
 	const char *source_etag = NULL, *source_oid = NULL;
-	char        jerr[64];
 	bool        ok;
 
 	if (source_json)
+	{
+		char jerr[64];
+
 		src = remora_json_parse(source_json, strlen(source_json), jerr,
 								sizeof(jerr));
+	}
 	(void) get_string(src, "etag", &source_etag);
 	(void) get_string(src, "oid", &source_oid);
 	ok = copy_field(out->key, sizeof(out->key), key) &&
