@@ -68,6 +68,20 @@ pg_message(PGconn *pg, const PGresult *res)
 	return buf;
 }
 
+/* A notice or warning from the server, as one line of the log. */
+static void
+log_notice(void *arg, const char *message)
+{
+	char   line[512];
+	size_t n;
+
+	snprintf(line, sizeof(line), "%s", message);
+	n = strlen(line);
+	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ' '))
+		line[--n] = '\0';
+	remora_wlog("server: %s", line);
+}
+
 void
 remora_conn_drop(RemoraConn *c, const char *why)
 {
@@ -161,6 +175,7 @@ remora_conn_ensure(RemoraConn *c)
 							: c->backoff_ms * 2;
 		return false;
 	}
+	PQsetNoticeProcessor(c->pg, log_notice, NULL);
 	if (!pin_session(c))
 		return false;
 	c->generation++;

@@ -16,6 +16,8 @@ e2e_begin external
 stack_up
 
 WORKER=$(pg_config --bindir)/remora-worker
+# the workers' logs are kept as /tmp/external-w*.log
+e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/external${E2E_LABEL:+-rgw}-${f##*/}"; done'
 CONNINFO="host=$T/pg port=$PG_PORT dbname=postgres user=rw"
 
 # --- PostgreSQL only coordinates: no background worker
@@ -188,5 +190,19 @@ q "SELECT remora_delete($j1, true)" >/dev/null
 hard_deleted() { [ "$(q "SELECT hard_deleted_at IS NOT NULL FROM remora.jobs WHERE job_id = $j1")" = t ]; }
 check "a hard delete is carried out" wait_for 40 hard_deleted
 check_eq "its objects are gone" "$(staging_objects "$j1")" "0"
+
+# --- the server stopped (immediate) and started again under a transfer:
+# the worker reconnects, its incarnation goes on, and the job finishes
+inc=$(q "SELECT incarnation FROM remora_workers WHERE label = 'e2e-poll' AND stopped_at IS NULL")
+r=$(q "SELECT remora_submit('$SRC/slow/slow.bin')")
+check "a slow job runs under the poll-only worker" wait_state "$r" running 20
+cluster_stop "$T/pg" immediate
+cluster_start "$T/pg"
+check "after the restart the job succeeds" wait_state "$r" succeeded 90
+verify "$r" slow.bin
+reconnected() { grep -q "connected to" "$T/w2.log" && [ "$(grep -c "connected to" "$T/w2.log")" -ge 2 ]; }
+check "the worker reconnected" reconnected
+check_eq "with the same incarnation, still running" \
+	"$(q "SELECT count(*) FROM remora_workers WHERE incarnation = '$inc' AND stopped_at IS NULL")" "1"
 
 e2e_finish
