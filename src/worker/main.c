@@ -352,16 +352,20 @@ wait_events(int64_t deadline)
 	int64_t       left = deadline - remora_wclock_ms();
 	char          buf[64];
 
+	short events;
+	int   fd = remora_conn_wait_events(&conn, &events);
+
 	p[n++] = (struct pollfd){signal_pipe[0], POLLIN, 0};
 	p[n++] = (struct pollfd){remora_engine_fd(engine), POLLIN, 0};
-	if (conn.pg && conn.listen)
-		p[n++] = (struct pollfd){remora_conn_socket(&conn), POLLIN, 0};
+	if (fd >= 0)
+		p[n++] = (struct pollfd){fd, events, 0};
 	if (left < 0)
 		left = 0;
 	(void) poll(p, n, (int) min64(left, 1000));
 	while (read(signal_pipe[0], buf, sizeof(buf)) > 0)
 		;
-	if (n == 3 && (p[2].revents & (POLLIN | POLLHUP | POLLERR)))
+	if (n == 3 && !conn.connecting &&
+		(p[2].revents & (POLLIN | POLLHUP | POLLERR)))
 		remora_conn_read_notifies(&conn);
 }
 
@@ -444,6 +448,8 @@ run(void)
 			if (remora_runner_count() > 0)
 				deadline = min64(deadline, next_checkpoint);
 		}
+		else if (conn.connecting)
+			deadline = min64(deadline, conn.connect_deadline_ms);
 		else
 			deadline = min64(deadline, conn.next_try_ms);
 		deadline = min64(deadline, remora_runner_next_fence_ms());
@@ -522,11 +528,15 @@ main(int argc, char **argv)
 	/* the settings, once connected (a refusal is final) */
 	while (!remora_conn_ensure(&conn))
 	{
+		short         events;
+		struct pollfd p = {remora_conn_wait_events(&conn, &events), 0, 0};
+
 		if (got_stop)
 			return EXIT_STOPPED;
 		if (remora_wclock_ms() - conn.down_since_ms > GIVE_UP_MS)
 			return EXIT_UNREACHABLE;
-		usleep(100 * 1000);
+		p.events = events;
+		(void) poll(&p, p.fd >= 0 ? 1 : 0, 100);
 	}
 	if (!remora_settings_load(&conn, &settings))
 	{
