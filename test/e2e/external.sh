@@ -205,4 +205,24 @@ check "the worker reconnected" reconnected
 check_eq "with the same incarnation, still running" \
 	"$(q "SELECT count(*) FROM remora_workers WHERE incarnation = '$inc' AND stopped_at IS NULL")" "1"
 
+# --- the server unreachable (the postmaster and the worker's backend
+# paused): the attempt is stopped before its lease could lapse, and a
+# replacement commits
+f=$(q "SELECT remora_submit('$SRC/slow/slow.bin')")
+check "a slow job runs" wait_state "$f" running 20
+fa=$(q "SELECT current_attempt FROM remora.jobs WHERE job_id = $f")
+pm=$(head -1 "$T/pg/data/postmaster.pid")
+be=$(q "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE application_name = 'remora-worker'")
+e2e_at_exit "kill -CONT $pm $be 2>/dev/null"
+# shellcheck disable=SC2086
+kill -STOP "$pm" $be
+fenced() { grep -q "job $f attempt $fa stopped: its lease could not be renewed in time" "$T/w2.log"; }
+check "server unreachable: the attempt stops within its lease (4 s)" wait_for 4 fenced
+# shellcheck disable=SC2086
+kill -CONT "$pm" $be
+check "the job succeeds in another attempt" wait_state "$f" succeeded 90
+check_eq "the stopped attempt never committed: it is lost" \
+	"$(q "SELECT state FROM remora.attempts WHERE attempt_id = '$fa'")" "lost"
+verify "$f" slow.bin
+
 e2e_finish
