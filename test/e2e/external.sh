@@ -148,6 +148,18 @@ for i in 1 2 3; do
 	check "NOTIFY: submit $i was claimed in ${ms} ms, well under the 5 s poll" test "$ms" -lt 700
 done
 
+# --- a backlog larger than --concurrency (3), queued by one statement (one
+# NOTIFY): the worker claims again as soon as it has room, not at its polls
+for i in $(seq 1 12); do make_file "b$i.bin" 2000; done
+q "SELECT remora_submit('$SRC/b' || i || '.bin', options => jsonb_build_object('label', 'backlog')) FROM generate_series(1, 12) i" >/dev/null
+backlog_done() { [ "$(q "SELECT count(*) FROM remora.jobs WHERE label = 'backlog' AND state = 'succeeded'")" = 12 ]; }
+check "12 jobs queued at once all succeed within two poll intervals" wait_for 10 backlog_done
+check_eq "never more than 3 attempts of the worker at once" \
+	"$(q "SELECT max(n) FROM (SELECT (SELECT count(*) FROM remora.attempts b JOIN remora.jobs jb USING (job_id)
+	                                 WHERE jb.label = 'backlog' AND b.started_at <= a.started_at
+	                                   AND coalesce(b.finished_at, 'infinity') > a.started_at) AS n
+	                        FROM remora.attempts a JOIN remora.jobs j USING (job_id) WHERE j.label = 'backlog') s")" "3"
+
 # --- a cancel reaches a running attempt within about a second
 make_file slow.bin 8000000
 c=$(q "SELECT remora_submit('$SRC/slow/slow.bin')")
