@@ -98,6 +98,11 @@ p=$(q "SELECT remora_submit('s3://target/src/')")
 check "an s3 prefix job succeeds" wait_state "$p" succeeded 60
 check_eq "with every object as a member" "$(q "SELECT count(*) FROM remora_result($p)")" "31"
 check "the AWS CLI reads every member back with its file's SHA-256" members_intact "$p" "$T/src"
+o=$(q "SELECT remora_submit('s3://target/src/sub/large.bin')")
+check "an s3 object job succeeds" wait_state "$o" succeeded 60
+check_eq "its one member has the object's SHA-256, read back by the AWS CLI" \
+	"$(q "SELECT path, sha256 FROM remora_result($o)")|$(aws_s3 s3 cp "s3://target/$(q "SELECT key FROM remora_result($o)")" - 2>/dev/null | sha256sum | cut -d' ' -f1)" \
+	"large.bin|$(sha256sum "$T/src/sub/large.bin" | cut -d' ' -f1)|$(sha256sum "$T/src/sub/large.bin" | cut -d' ' -f1)"
 
 # --- a Hugging Face snapshot from the local hub (test/hub)
 HUB_PORT=$(free_port)
@@ -202,6 +207,12 @@ q "SELECT remora_delete($j1, true)" >/dev/null
 hard_deleted() { [ "$(q "SELECT hard_deleted_at IS NOT NULL FROM remora.jobs WHERE job_id = $j1")" = t ]; }
 check "a hard delete is carried out" wait_for 40 hard_deleted
 check_eq "its objects are gone" "$(staging_objects "$j1")" "0"
+q "ALTER SYSTEM SET remora.retention = '1s'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+pruned() { [ "$(q "SELECT pruned_at IS NOT NULL FROM remora.jobs WHERE job_id = $j2")" = t ]; }
+check "the launcher still prunes the history (remora.retention)" wait_for 30 pruned
+q "ALTER SYSTEM RESET remora.retention" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
 
 # --- the server stopped (immediate) and started again under a transfer:
 # the worker reconnects, its incarnation goes on, and the job finishes
