@@ -251,11 +251,25 @@ check_eq "the stopped attempt never committed: it is lost" \
 	"$(q "SELECT state FROM remora.attempts WHERE attempt_id = '$fa'")" "lost"
 verify "$f" slow.bin
 
+# --- a multi-host connection string whose first host is down: libpq finds
+# the read-write one (as after a failover)
+kill -TERM "$W2"
+wait "$W2" || true
+DEAD=$(free_port)
+start_remora_worker w3 --label e2e-multi \
+	"host=127.0.0.1,127.0.0.1 port=$DEAD,$PG_PORT dbname=postgres user=rw target_session_attrs=read-write"
+W3=$REMORA_WORKER_PID
+m=$(q "SELECT remora_submit('$SRC/small.bin')")
+check "multi-host conninfo: the worker connects to the live host and finishes a job" \
+	wait_state "$m" succeeded 30
+check_eq "in its incarnation" \
+	"$(q "SELECT w.label FROM remora.attempts a JOIN remora_workers w USING (incarnation) WHERE a.job_id = $m")" "e2e-multi"
+kill -TERM "$W3"
+wait "$W3" || true
+
 # --- remora-worker under valgrind: an http job of one part and one of
 # several, an s3 prefix, then SIGTERM mid-transfer (a longer lease: valgrind
 # is slow)
-kill -TERM "$W2"
-wait "$W2" || true
 q "ALTER SYSTEM SET remora.lease_duration = '20s'" >/dev/null
 q "SELECT pg_reload_conf()" >/dev/null
 valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99 \
