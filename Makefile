@@ -21,7 +21,8 @@ PG_OBJS = \
 	src/pg/protocol.o \
 	src/pg/jobspec.o \
 	src/pg/leases.o \
-	src/pg/export.o
+	src/pg/export.o \
+	src/pg/worker_settings.o
 ENGINE_OBJS = \
 	src/engine/source_uri.o \
 	src/engine/names.o \
@@ -68,6 +69,7 @@ DATA = sql/$(EXTENSION)--0.1.0.sql sql/$(EXTENSION)--0.1.0--0.2.0.sql \
 	sql/$(EXTENSION)--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql \
 	sql/$(EXTENSION)--0.3.0.sql sql/$(EXTENSION)--0.3.0--0.4.0.sql
 EXTRA_CLEAN = results regression.diffs regression.out output_iso \
+	$(WORKER_OBJS) $(WORKER_PROGRAM) \
 	test/unit/obj $(UNIT_TESTS) test/engine/fetch \
 	src/http/assets.c
 
@@ -93,6 +95,25 @@ include $(PGXS)
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	cp $< $@
 
+# remora-worker, the external worker (src/worker): the engine plus libpq,
+# no PostgreSQL server code; installed into PostgreSQL's bindir.  PGXS's
+# PROGRAM cannot go with MODULE_big, hence a rule and an install hook.
+WORKER_OBJS = src/worker/main.o src/worker/log.o src/worker/conn.o \
+	src/worker/settings.o src/worker/calls.o src/worker/decode.o \
+	src/worker/encode.o src/worker/runner.o
+WORKER_PROGRAM = src/worker/remora-worker
+$(WORKER_OBJS): $(wildcard src/worker/*.h) src/engine/engine.h
+$(WORKER_OBJS): CPPFLAGS += -I$(shell $(PG_CONFIG) --includedir)
+$(WORKER_PROGRAM): $(WORKER_OBJS) $(ENGINE_OBJS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ \
+		$(shell pkg-config --libs $(PKG_LIBS) libpq)
+all: $(WORKER_PROGRAM)
+install: install-worker
+.PHONY: install-worker
+install-worker: $(WORKER_PROGRAM)
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
+	$(INSTALL_PROGRAM) $(WORKER_PROGRAM) '$(DESTDIR)$(bindir)/remora-worker'
+
 # the web client, compiled into the library (src/http/embed.sh)
 WEB_FILES = $(sort $(wildcard $(srcdir)/web/*.html $(srcdir)/web/*.js \
 	$(srcdir)/web/*.css $(srcdir)/web/*.svg))
@@ -106,7 +127,8 @@ UNIT_CFLAGS = -g -O1 -Wall -Wextra -Werror -fsanitize=address,undefined \
 UNIT_LIBS = $(shell pkg-config --libs $(PKG_LIBS))
 ENGINE_UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_test \
 	test/unit/s3xml_test test/unit/engine_test test/unit/json_test
-UNIT_TESTS = $(ENGINE_UNIT_TESTS) test/unit/http_test
+UNIT_TESTS = $(ENGINE_UNIT_TESTS) test/unit/http_test \
+	test/unit/worker_codec_test
 ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)
 
 # The engine's objects once more, with the sanitizers, in an archive: each
@@ -131,6 +153,11 @@ test/unit/http_test: test/unit/http_test.c src/http/server.c \
 	$(CC) $(UNIT_CFLAGS) -Wno-unused-parameter $(shell pkg-config --cflags $(HTTP_PKG_LIBS)) \
 		-o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS) \
 		$(shell pkg-config --libs $(HTTP_PKG_LIBS)) -lpthread
+
+# remora-worker's codec, without libpq (src/worker/decode.c, encode.c)
+test/unit/worker_codec_test: test/unit/worker_codec_test.c test/unit/unit.h \
+		src/worker/decode.c src/worker/encode.c src/worker/codec.h $(UNIT_LIB)
+	$(CC) $(UNIT_CFLAGS) -o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS)
 
 # the engine driver for end-to-end tests and benchmarks
 test/engine/fetch: test/engine/fetch.c $(ENGINE_SRCS)
