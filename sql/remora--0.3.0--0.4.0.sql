@@ -1726,6 +1726,7 @@ BEGIN
 END
 $$;
 
+/* ------------------------------------------------------------------------
  * External workers (remora-worker, issue 14): incarnations say where they
  * run, workers are told of queued jobs and cancels by NOTIFY remora_jobs,
  * and remora.worker_settings() hands a remora_worker the settings.
