@@ -82,7 +82,7 @@ REGRESS = submit protocol security coordination retention views \
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 ISOLATION = claim-race claim-order lease-limit cancel-commit stale-token \
 	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss \
-	export-cancel
+	export-cancel export-replace
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=. --load-extension=remora
 
 PG_CONFIG ?= pg_config
