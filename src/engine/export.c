@@ -19,17 +19,8 @@
  *	      no conclusive answer (timeout or reset after sending, 500, a
  *	          2xx without a CopyObjectResult) --> outcome unknown
  *	    COPY of a member above the engine's export_copy_cutoff (CopyObject
- *	    takes at most 5 GiB): a multipart upload
- *	      CREATE (POST ?uploads) --> PART 1..n, one at a time: UploadPartCopy
- *	          of a range (x-amz-copy-source-range) with
- *	          x-amz-copy-source-if-match --> COMPLETE (POST ?uploadId)
- *	      2xx CompleteMultipartUploadResult --> "copied" (its ETag, or a
- *	          HEAD's where the store answers none, as RGW does)
- *	      CREATE or a PART fails, whatever the answer --> conclusive failure
- *	          (parts are invisible until COMPLETE), and ABORT
- *	      COMPLETE refused --> conclusive failure, ABORT; COMPLETE without a
- *	          conclusive answer --> outcome unknown, and ABORT (a no-op if
- *	          it had completed)
+ *	    takes at most 5 GiB): a multipart upload of part copies
+ *	    (export_parts.c)
  *	  verify, per member: HEAD; same size and ETag --> "verified"; same
  *	  size, other ETag --> GET and SHA-256; anything else is a mismatch.
  *
@@ -39,17 +30,12 @@
  * class outcome_unknown, which its host never retries.  The export ends
  * when what is in flight has answered.  Every conclusive answer is handed to
  *the host by remora_task_checkpoint (coalesced: all since the last call).
- * Nothing is deleted, ever: cancelling leaves what was written.
+ * No key is deleted, ever: cancelling leaves what was written (an
+ * aborted multipart upload was never a key).
  *
  * If-None-Match on a copy is not sent: neither test store honours it on
  * a copy (TESTING.md).  if_exists = fail rests on the HEAD before the
  * copy, so a writer racing between the HEAD and the copy is overwritten.
- * RGW ignores x-amz-copy-source-if-match on UploadPartCopy (TESTING.md),
- * so there a member replaced during a multipart copy is not noticed; its
- * committed members are never rewritten by Remora.  An upload open when
- * the export is cancelled or its worker stops is not aborted (the
- * requests are cut, nothing is waited for): a lifecycle rule
- * (AbortIncompleteMultipartUpload) on the target bucket drops it.
  *
  *-------------------------------------------------------------------------
  */
@@ -58,71 +44,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine_int.h"
-#include "engine/s3xml.h"
+#include "engine/export_int.h"
 #include "engine/source_uri.h"
-
-typedef enum
-{
-	M_WAIT,
-	M_HEAD,
-	M_COPY,
-	M_HASH,
-	M_MPU, /* a multipart copy: create, parts, complete, abort */
-	M_DONE
-} MemberState;
-
-#define S3_MAX_PARTS 10000
-
-typedef struct Member
-{
-	RemoraExportMember m; /* strings owned */
-	char              *target;
-	MemberState        state;
-	Request           *req;
-	RemoraSha256      *hsha;
-	int64_t            hbytes;
-	char               head_etag[REMORA_ETAG_MAX];
-	char               head_version[256];
-	/* a multipart copy */
-	char   *upload_id;
-	char  **part_etags;
-	int     nparts;
-	int     part_next; /* the part being copied, from 1 */
-	int64_t part_size;
-	char   *complete_body; /* alive while COMPLETE runs */
-} Member;
-
-typedef struct Export
-{
-	RemoraTask       base; /* kind: export_kind */
-	RemoraJobStatus  status;
-	char            *bucket;
-	char            *prefix;
-	RemoraIfExists   if_exists;
-	bool             verify;
-	char             output_digest[65];
-	Member          *members;
-	int              n;
-	int              next;     /* next member to start */
-	int              running;  /* requests in flight */
-	int              finished; /* members concluded */
-	int64_t          bytes_done;
-	int64_t          bytes_total;
-	bool             stopping;  /* a failure: start nothing new */
-	bool             ambiguous; /* a copy without a conclusive answer */
-	RemoraTaskError  first;     /* the first failure */
-	bool             has_first;
-	int              mismatches; /* verify */
-	RemoraBuf        mismatch_text;
-	RemoraExportRef *refs; /* conclusive answers not yet handed out */
-	int              nrefs;
-	RemoraExportRef *handed; /* the last batch handed out */
-	int              nhanded;
-	RemoraTaskResult result;
-} Export;
-
-static void export_pump(Export *x);
 
 static void
 refs_free(RemoraExportRef *refs, int n)
@@ -136,8 +59,8 @@ refs_free(RemoraExportRef *refs, int n)
 }
 
 /* Record a failure; the first one is what the export reports. */
-static void
-note_failure(Export *x, const RemoraTaskError *err)
+void
+remora_export_note_failure(Export *x, const RemoraTaskError *err)
 {
 	if (!x->has_first && !x->ambiguous)
 	{
@@ -152,8 +75,8 @@ note_failure(Export *x, const RemoraTaskError *err)
  * but the other members are independent keys, so dispatch goes on and
  * every other member gets its conclusive answer.
  */
-static void
-note_ambiguous(Export *x, const Member *mb, RemoraTaskError *err)
+void
+remora_export_note_ambiguous(Export *x, const Member *mb, RemoraTaskError *err)
 {
 	char what[sizeof(err->message)];
 
@@ -170,13 +93,9 @@ note_ambiguous(Export *x, const Member *mb, RemoraTaskError *err)
 	x->ambiguous = true;
 }
 
-static void note_failuref(Export *x, const char *class, bool retryable,
-						  long status, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
-
-static void
-note_failuref(Export *x, const char *class, bool retryable, long status,
-			  const char *fmt, ...)
+void
+remora_export_note_failuref(Export *x, const char *class, bool retryable,
+							long status, const char *fmt, ...)
 {
 	RemoraTaskError err;
 	va_list         ap;
@@ -184,13 +103,13 @@ note_failuref(Export *x, const char *class, bool retryable, long status,
 	va_start(ap, fmt);
 	remora_error_vset(&err, class, retryable, status, fmt, ap);
 	va_end(ap);
-	note_failure(x, &err);
+	remora_export_note_failure(x, &err);
 }
 
 /* A conclusive answer for a member: queue it for the next checkpoint. */
-static void
-conclude(Export *x, Member *mb, const char *etag, const char *version,
-		 const char *outcome)
+void
+remora_export_conclude(Export *x, Member *mb, const char *etag,
+					   const char *version, const char *outcome)
 {
 	RemoraExportRef *r;
 	RemoraExportRef *grown =
@@ -201,7 +120,8 @@ conclude(Export *x, Member *mb, const char *etag, const char *version,
 	x->bytes_done += mb->m.size;
 	if (grown == NULL)
 	{
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
+									"out of memory");
 		return;
 	}
 	x->refs = grown;
@@ -219,7 +139,8 @@ conclude(Export *x, Member *mb, const char *etag, const char *version,
 	{
 		free(r->path);
 		free(r->key);
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
+									"out of memory");
 		return;
 	}
 	x->nrefs++;
@@ -248,7 +169,6 @@ same_object(const Member *mb, const Request *req)
 
 static void start_copy(Export *x, Member *mb);
 static void start_single_copy(Export *x, Member *mb);
-static void start_multipart_copy(Export *x, Member *mb);
 static void start_hash(Export *x, Member *mb);
 
 static void
@@ -266,19 +186,19 @@ head_done(Request *req, CURLcode rc)
 			mismatch(x, mb, "missing");
 		else if (!x->stopping)
 			start_copy(x, mb);
-		export_pump(x);
+		remora_export_pump(x);
 		return;
 	}
 	if (remora_s3_failed(req, rc, &err, "looking at an export's target"))
 	{
 		/* nothing was written: a conclusive failure */
-		note_failure(x, &err);
-		export_pump(x);
+		remora_export_note_failure(x, &err);
+		remora_export_pump(x);
 		return;
 	}
 	if (same_object(mb, req))
-		conclude(x, mb, req->hdr.etag, req->hdr.version_id,
-				 x->verify ? "verified" : "present");
+		remora_export_conclude(x, mb, req->hdr.etag, req->hdr.version_id,
+							   x->verify ? "verified" : "present");
 	else if (x->verify && req->hdr.content_length == mb->m.size)
 	{
 		/* the ETag cannot tell (a copy of a multipart object): hash it */
@@ -292,14 +212,15 @@ head_done(Request *req, CURLcode rc)
 	else if (x->if_exists == REMORA_IF_EXISTS_FAIL)
 	{
 		mb->state = M_DONE;
-		note_failuref(x, REMORA_ERR_EXISTS, false, 0,
-					  "the target key \"%s\" exists with other content "
-					  "(if_exists is fail)",
-					  mb->target);
+		remora_export_note_failuref(
+			x, REMORA_ERR_EXISTS, false, 0,
+			"the target key \"%s\" exists with other content "
+			"(if_exists is fail)",
+			mb->target);
 	}
 	else if (!x->stopping)
 		start_copy(x, mb);
-	export_pump(x);
+	remora_export_pump(x);
 }
 
 static void
@@ -313,7 +234,8 @@ start_head(Export *x, Member *mb)
 							  &call, head_done, errbuf, sizeof(errbuf));
 	if (mb->req == NULL)
 	{
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s", errbuf);
+		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s",
+									errbuf);
 		return;
 	}
 	mb->req->data = mb;
@@ -322,8 +244,8 @@ start_head(Export *x, Member *mb)
 }
 
 /* Was the request certainly never sent (nothing reached the store)? */
-static bool
-never_sent(CURLcode rc)
+bool
+remora_export_never_sent(CURLcode rc)
 {
 	return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
 		   rc == CURLE_COULDNT_RESOLVE_PROXY;
@@ -340,12 +262,12 @@ copy_done(Request *req, CURLcode rc)
 	mb->req = NULL;
 	x->running--;
 	mb->state = M_DONE;
-	if (rc != CURLE_OK && !never_sent(rc))
+	if (rc != CURLE_OK && !remora_export_never_sent(rc))
 	{
 		/* sent, and no answer: the copy may or may not have happened */
 		remora_s3_failed(req, rc, &err, "copying to an export's target");
-		note_ambiguous(x, mb, &err);
-		export_pump(x);
+		remora_export_note_ambiguous(x, mb, &err);
+		remora_export_pump(x);
 		return;
 	}
 	if (remora_s3_failed(req, rc, &err, "copying to an export's target"))
@@ -353,8 +275,8 @@ copy_done(Request *req, CURLcode rc)
 		if (req->status == 500)
 		{
 			/* an internal error may come after the copy was made */
-			note_ambiguous(x, mb, &err);
-			export_pump(x);
+			remora_export_note_ambiguous(x, mb, &err);
+			remora_export_pump(x);
 			return;
 		}
 		if (req->status == 412)
@@ -365,8 +287,8 @@ copy_done(Request *req, CURLcode rc)
 					 mb->m.path);
 			err.retryable = false;
 		}
-		note_failure(x, &err);
-		export_pump(x);
+		remora_export_note_failure(x, &err);
+		remora_export_pump(x);
 		return;
 	}
 	etag = remora_s3_answer_etag(req, "CopyObjectResult", &err,
@@ -374,30 +296,30 @@ copy_done(Request *req, CURLcode rc)
 	if (etag == NULL)
 	{
 		/* a 200 that carries an error: S3 says the copy may have failed */
-		note_ambiguous(x, mb, &err);
-		export_pump(x);
+		remora_export_note_ambiguous(x, mb, &err);
+		remora_export_pump(x);
 		return;
 	}
 	/* a single-part member's copy has its content's MD5: the same ETag */
 	if (remora_etag_is_md5(mb->m.etag) && !remora_etag_equal(etag, mb->m.etag))
 	{
 		free(etag);
-		note_failuref(x, REMORA_ERR_CHECKSUM, false, 0,
-					  "the copy at \"%s\" does not have the member's ETag",
-					  mb->target);
-		export_pump(x);
+		remora_export_note_failuref(
+			x, REMORA_ERR_CHECKSUM, false, 0,
+			"the copy at \"%s\" does not have the member's ETag", mb->target);
+		remora_export_pump(x);
 		return;
 	}
-	conclude(x, mb, etag, req->hdr.version_id, "copied");
+	remora_export_conclude(x, mb, etag, req->hdr.version_id, "copied");
 	free(etag);
-	export_pump(x);
+	remora_export_pump(x);
 }
 
 static void
 start_copy(Export *x, Member *mb)
 {
 	if (mb->m.size > x->base.engine->export_copy_cutoff)
-		start_multipart_copy(x, mb);
+		remora_export_start_multipart(x, mb);
 	else
 		start_single_copy(x, mb);
 }
@@ -429,316 +351,13 @@ start_single_copy(Export *x, Member *mb)
 	free(src);
 	if (mb->req == NULL)
 	{
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s", errbuf);
+		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s",
+									errbuf);
 		return;
 	}
 	mb->req->data = mb;
 	mb->state = M_COPY;
 	x->running++;
-}
-
-/* ------------------------------------------------- multipart copy */
-
-static void mpu_abort(Export *x, Member *mb);
-static void mpu_part(Export *x, Member *mb);
-
-/* The copy source header's value, "/bucket/key" encoded; NULL: no memory. */
-static char *
-copy_source(const Member *mb)
-{
-	char  *enc = remora_uri_encode(mb->m.key, strlen(mb->m.key), true);
-	size_t n = strlen(mb->m.bucket) + (enc ? strlen(enc) : 0) + 4;
-	char  *src = enc ? malloc(n) : NULL;
-
-	if (src)
-		snprintf(src, n, "/%s/%s", mb->m.bucket, enc);
-	free(enc);
-	return src;
-}
-
-/* Start one request of a multipart copy; false: failed (noted). */
-static bool
-mpu_start(Export *x, Member *mb, const S3Call *call, RequestDone done)
-{
-	char errbuf[256] = "out of memory";
-
-	mb->req = remora_s3_start(&x->base.engine->loop, &x->base.engine->target, x,
-							  call, done, errbuf, sizeof(errbuf));
-	if (mb->req == NULL)
-	{
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s", errbuf);
-		return false;
-	}
-	mb->req->data = mb;
-	mb->state = M_MPU;
-	x->running++;
-	return true;
-}
-
-static void
-mpu_abort_done(Request *req, CURLcode rc)
-{
-	Export *x = req->owner;
-	Member *mb = req->data;
-
-	(void) rc; /* best effort: a lifecycle rule drops what stays */
-	mb->req = NULL;
-	x->running--;
-	mb->state = M_DONE;
-	export_pump(x);
-}
-
-/* Drop the upload (its parts are invisible); the member is then done. */
-static void
-mpu_abort(Export *x, Member *mb)
-{
-	RemoraKV q[1] = {{"uploadId", mb->upload_id}};
-	S3Call   call = {"DELETE", x->bucket, mb->target, q,     1,    NULL,
-					 0,        NULL,      0,          false, false};
-
-	if (mb->upload_id == NULL || !mpu_start(x, mb, &call, mpu_abort_done))
-		mb->state = M_DONE;
-}
-
-static void
-mpu_head_done(Request *req, CURLcode rc)
-{
-	Export         *x = req->owner;
-	Member         *mb = req->data;
-	RemoraTaskError err;
-
-	mb->req = NULL;
-	x->running--;
-	mb->state = M_DONE;
-	if (remora_s3_failed(req, rc, &err, "looking at an exported key") ||
-		req->hdr.content_length != mb->m.size)
-	{
-		/* completed, but what is there cannot be told now */
-		if (req->status == 200)
-			remora_error_set(&err, REMORA_ERR_S3, false, 0,
-							 "the completed upload has %lld bytes, not %lld",
-							 (long long) req->hdr.content_length,
-							 (long long) mb->m.size);
-		note_ambiguous(x, mb, &err);
-	}
-	else
-		conclude(x, mb, req->hdr.etag, req->hdr.version_id, "copied");
-	export_pump(x);
-}
-
-static void
-mpu_complete_done(Request *req, CURLcode rc)
-{
-	Export         *x = req->owner;
-	Member         *mb = req->data;
-	RemoraTaskError err;
-	char           *etag;
-
-	mb->req = NULL;
-	x->running--;
-	free(mb->complete_body);
-	mb->complete_body = NULL;
-	if (remora_s3_failed(req, rc, &err,
-						 "completing an export's multipart "
-						 "copy"))
-	{
-		if ((rc != CURLE_OK && !never_sent(rc)) || req->status == 500)
-			note_ambiguous(x, mb, &err); /* it may have completed */
-		else
-			note_failure(x, &err);
-		mpu_abort(x, mb);
-		export_pump(x);
-		return;
-	}
-	etag = remora_s3_answer_etag(req, "CompleteMultipartUploadResult", &err,
-								 "completing an export's multipart copy");
-	if (etag == NULL)
-	{
-		/* a 200 that carries an error: it may or may not have completed */
-		note_ambiguous(x, mb, &err);
-		mpu_abort(x, mb);
-	}
-	else if (etag[0] == '\0')
-	{
-		/* RGW answers an empty ETag: the key's HEAD has it */
-		S3Call call = {"HEAD", x->bucket, mb->target, NULL,  0,   NULL,
-					   0,      NULL,      0,          false, true};
-
-		if (!mpu_start(x, mb, &call, mpu_head_done))
-			mb->state = M_DONE;
-	}
-	else
-	{
-		mb->state = M_DONE;
-		conclude(x, mb, etag, req->hdr.version_id, "copied");
-	}
-	free(etag);
-	export_pump(x);
-}
-
-static void
-mpu_complete(Export *x, Member *mb)
-{
-	size_t   len;
-	RemoraKV q[1] = {{"uploadId", mb->upload_id}};
-	S3Call   call;
-
-	mb->complete_body = remora_s3xml_complete_body(
-		(const char *const *) mb->part_etags, mb->nparts, &len);
-	if (mb->complete_body == NULL)
-	{
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
-					  "could not build the part list");
-		mpu_abort(x, mb);
-		return;
-	}
-	call = (S3Call){"POST", x->bucket,         mb->target, q,     1,    NULL,
-					0,      mb->complete_body, len,        false, false};
-	if (!mpu_start(x, mb, &call, mpu_complete_done))
-		mpu_abort(x, mb);
-}
-
-static void
-mpu_part_done(Request *req, CURLcode rc)
-{
-	Export         *x = req->owner;
-	Member         *mb = req->data;
-	RemoraTaskError err;
-	char           *etag = NULL;
-
-	mb->req = NULL;
-	x->running--;
-	if (!remora_s3_failed(req, rc, &err, "copying a part of an export"))
-		etag = remora_s3_answer_etag(req, "CopyPartResult", &err,
-									 "copying a part of an export");
-	if (etag == NULL || etag[0] == '\0')
-	{
-		/* nothing is visible at the key before COMPLETE: conclusive */
-		if (req->status == 412)
-		{
-			snprintf(err.message, sizeof(err.message),
-					 "the committed member \"%.300s\" no longer has the ETag "
-					 "its result recorded",
-					 mb->m.path);
-			err.retryable = false;
-		}
-		else if (etag != NULL)
-			remora_error_set(&err, REMORA_ERR_S3, true, req->status,
-							 "copying part %d of \"%s\": no ETag in the "
-							 "answer",
-							 mb->part_next, mb->target);
-		free(etag);
-		note_failure(x, &err);
-		mpu_abort(x, mb);
-		export_pump(x);
-		return;
-	}
-	mb->part_etags[mb->part_next - 1] = etag;
-	if (x->stopping)
-		mpu_abort(x, mb); /* another member failed: publish nothing more */
-	else if (mb->part_next == mb->nparts)
-		mpu_complete(x, mb);
-	else
-	{
-		mb->part_next++;
-		mpu_part(x, mb);
-	}
-	export_pump(x);
-}
-
-/* UploadPartCopy of part mb->part_next: a range of the member. */
-static void
-mpu_part(Export *x, Member *mb)
-{
-	char    *src = copy_source(mb);
-	char     range[64], partno[16];
-	int64_t  first = (int64_t) (mb->part_next - 1) * mb->part_size;
-	int64_t  end = first + mb->part_size;
-	int64_t  last = (end < mb->m.size ? end : mb->m.size) - 1;
-	RemoraKV q[2], h[3];
-	S3Call   call;
-
-	if (src == NULL)
-	{
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "out of memory");
-		mpu_abort(x, mb);
-		return;
-	}
-	snprintf(range, sizeof(range), "bytes=%lld-%lld", (long long) first,
-			 (long long) last);
-	snprintf(partno, sizeof(partno), "%d", mb->part_next);
-	q[0] = (RemoraKV){"partNumber", partno};
-	q[1] = (RemoraKV){"uploadId", mb->upload_id};
-	h[0] = (RemoraKV){"x-amz-copy-source", src};
-	h[1] = (RemoraKV){"x-amz-copy-source-range", range};
-	h[2] = (RemoraKV){"x-amz-copy-source-if-match", mb->m.etag};
-	call = (S3Call){"PUT", x->bucket, mb->target, q,     2,    h,
-					3,     NULL,      0,          false, false};
-	if (!mpu_start(x, mb, &call, mpu_part_done))
-		mpu_abort(x, mb);
-	free(src);
-}
-
-static void
-mpu_created(Request *req, CURLcode rc)
-{
-	Export         *x = req->owner;
-	Member         *mb = req->data;
-	RemoraTaskError err;
-
-	mb->req = NULL;
-	x->running--;
-	if (remora_s3_failed(req, rc, &err, "starting an export's multipart copy"))
-	{
-		/* an upload nobody learnt the id of is invisible, and unlisted */
-		mb->state = M_DONE;
-		note_failure(x, &err);
-		export_pump(x);
-		return;
-	}
-	mb->upload_id =
-		remora_s3xml_text(req->body, req->body_len, "UploadId", NULL);
-	mb->part_etags = calloc((size_t) mb->nparts, sizeof(char *));
-	if (mb->upload_id == NULL || mb->upload_id[0] == '\0' ||
-		mb->part_etags == NULL)
-	{
-		mb->state = M_DONE;
-		note_failuref(x, REMORA_ERR_S3, true, req->status,
-					  "starting an export's multipart copy: the store "
-					  "answered no UploadId");
-		export_pump(x);
-		return;
-	}
-	if (x->stopping)
-		mpu_abort(x, mb);
-	else
-	{
-		mb->part_next = 1;
-		mpu_part(x, mb);
-	}
-	export_pump(x);
-}
-
-/*
- * A member above the cutoff: parts of remora.part_size, or larger so that
- * 10,000 parts hold it (rounded up to a MiB).
- */
-static void
-start_multipart_copy(Export *x, Member *mb)
-{
-	RemoraKV q[1] = {{"uploads", ""}};
-	S3Call   call = {"POST", x->bucket, mb->target, q,     1,    NULL,
-					 0,      NULL,      0,          false, false};
-	int64_t  mib = 1024 * 1024;
-
-	mb->part_size = (int64_t) x->base.engine->part_size;
-	if ((mb->m.size + mb->part_size - 1) / mb->part_size > S3_MAX_PARTS)
-		mb->part_size =
-			((mb->m.size + S3_MAX_PARTS - 1) / S3_MAX_PARTS + mib - 1) / mib *
-			mib;
-	mb->nparts = (int) ((mb->m.size + mb->part_size - 1) / mb->part_size);
-	if (!mpu_start(x, mb, &call, mpu_created))
-		mb->state = M_DONE;
 }
 
 static size_t
@@ -768,16 +387,17 @@ hash_done(Request *req, CURLcode rc)
 	x->running--;
 	if (remora_s3_failed(req, rc, &err, "reading an export's target"))
 	{
-		note_failure(x, &err);
-		export_pump(x);
+		remora_export_note_failure(x, &err);
+		remora_export_pump(x);
 		return;
 	}
 	remora_sha256_final_hex(mb->hsha, hex);
 	if (mb->hbytes == mb->m.size && strcmp(hex, mb->m.sha256) == 0)
-		conclude(x, mb, mb->head_etag, mb->head_version, "verified");
+		remora_export_conclude(x, mb, mb->head_etag, mb->head_version,
+							   "verified");
 	else
 		mismatch(x, mb, "other content");
-	export_pump(x);
+	remora_export_pump(x);
 }
 
 static void
@@ -795,7 +415,8 @@ start_hash(Export *x, Member *mb)
 				  : NULL;
 	if (mb->req == NULL)
 	{
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s", errbuf);
+		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s",
+									errbuf);
 		return;
 	}
 	mb->req->on_data = hash_data;
@@ -804,8 +425,9 @@ start_hash(Export *x, Member *mb)
 	{
 		remora_req_cancel(mb->req);
 		mb->req = NULL;
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
-					  "could not start a read of an export's target");
+		remora_export_note_failuref(
+			x, REMORA_ERR_INTERNAL, true, 0,
+			"could not start a read of an export's target");
 		return;
 	}
 	mb->state = M_HASH;
@@ -813,8 +435,8 @@ start_hash(Export *x, Member *mb)
 }
 
 /* Start what the concurrency allows; end when everything has answered. */
-static void
-export_pump(Export *x)
+void
+remora_export_pump(Export *x)
 {
 	while (x->status.state == REMORA_TASK_RUNNING && !x->stopping &&
 		   x->running < REMORA_EXPORT_CONCURRENCY && x->next < x->n)
@@ -1034,6 +656,6 @@ remora_export_start(RemoraEngine *engine, const RemoraExportSpec *spec,
 	x->result.members = x->n;
 	x->result.bytes = x->bytes_total;
 
-	export_pump(x);
+	remora_export_pump(x);
 	return &x->base;
 }

@@ -177,13 +177,22 @@ for m in 'stable/mpu/big12.bin?uploads' 'stable/mpu/big12.bin?partNumber=' 'stab
 done
 open_uploads() {	# multipart uploads open under the target bucket's stable/ keys
 	if [ "${REMORA_STORE:-s3rver}" = rgw ]; then
-		aws_s3 s3api list-multipart-uploads --bucket target --prefix stable/ --output json |
-			jq '.Uploads // [] | length'
+		# (the AWS CLI prints nothing at all for a listing without uploads)
+		aws_s3 s3api list-multipart-uploads --bucket target --prefix stable/ --output json \
+			>"$T/uploads.json" || { echo "the listing failed"; return; }
+		jq -s '.[0].Uploads // [] | length' "$T/uploads.json"
 	else
 		# s3rver has no ListMultipartUploads: its folder of open uploads
 		find "$T/store/target" -path '*uploads*' -name key -exec grep -l '^stable/' {} + 2>/dev/null | wc -l
 	fi
 }
+if [ "${REMORA_STORE:-s3rver}" = rgw ]; then
+	# the listing sees an upload when there is one
+	up=$(aws_s3 s3api create-multipart-upload --bucket target --key stable/control.bin --output json | jq -r .UploadId)
+	check_eq "an upload opened by the AWS CLI is listed" "$(open_uploads)" "1"
+	aws_s3 s3api abort-multipart-upload --bucket target --key stable/control.bin --upload-id "$up"
+	check_eq "and is gone once aborted" "$(open_uploads)" "0"
+fi
 ex=$(q "SELECT remora_export($bigjob, 'target', 'stable/mpu')")
 check "the export of a member above the cutoff succeeds" wait_state "$ex" succeeded 120
 check_eq "it was a multipart upload of three UploadPartCopy parts, completed" \
