@@ -46,6 +46,7 @@ ENGINE_OBJS = \
 	src/engine/manifest.o \
 	src/engine/cleanup.o \
 	src/engine/export.o \
+	src/engine/export_parts.o \
 	src/engine/json.o \
 	src/engine/set.o \
 	src/engine/list_s3.o \
@@ -85,7 +86,7 @@ REGRESS = submit protocol security coordination retention views \
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 ISOLATION = claim-race claim-order lease-limit cancel-commit stale-token \
 	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss \
-	export-cancel
+	export-cancel export-replace
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=. --load-extension=remora
 
 PG_CONFIG ?= pg_config

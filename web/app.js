@@ -11,7 +11,8 @@
 "use strict";
 
 const S = { user: null, csrf: null, admin: false, filter: { state: "", q: "", limit: "50", sort: "submitted:desc" },
-  pages: [], next: null, listSeq: 0, jobs: new Map(), events: null, poll: null, view: null, jobId: null };
+  pages: [], next: null, listSeq: 0, jobs: new Map(), events: null, poll: null, view: null, jobId: null,
+  xfilter: "", xpages: [], xnext: null, xseq: 0, exportId: null, xtimer: null };
 
 const $ = (id) => document.getElementById(id);
 
@@ -85,9 +86,10 @@ function progressCell(j) {
 
 /* ---- views ---- */
 function show(view) {
-  for (const v of ["signin", "jobs", "job", "submit", "admin"])
+  for (const v of ["signin", "jobs", "job", "submit", "admin", "exports", "export"])
     $(v + "-view").hidden = v !== view;
   S.view = view;
+  if (view !== "export" && S.xtimer) { clearTimeout(S.xtimer); S.xtimer = null; }
 }
 
 function signedIn(info) {
@@ -111,6 +113,8 @@ async function route() {
   const h = location.hash || "#/jobs";
   let m;
   if ((m = h.match(/^#\/jobs\/(\d+)$/))) return showJob(m[1]);
+  if ((m = h.match(/^#\/exports\/(\d+)$/))) return showExport(m[1]);
+  if (h === "#/exports") return showExports();
   if (h === "#/submit") { show("submit"); return; }
   if (h === "#/admin" && S.admin) return showAdmin();
   return showJobs();
@@ -230,12 +234,17 @@ function renderJob(j) {
       el("td", { class: "mono" }, a.request_hash || ""), el("td", { class: "mono" }, a.access_digest || ""),
       el("td", { class: "mono" }, a.provenance ? JSON.stringify(a.provenance) : "")))));
   const members = el("div", { id: "members" }, j.state === "succeeded" ? "Loading result…" : "No committed result.");
+  const exporting = j.state === "succeeded"
+    ? [el("h2", {}, "Export"), exportForm(j), el("div", { id: "job-exports" })] : [];
   $("job-body").replaceChildren(actions, summary,
     el("h2", {}, "Attempts"), el("div", { class: "table-wrap" }, attempts),
-    el("h2", {}, "Result"), members,
+    el("h2", {}, "Result"), members, ...exporting,
     el("h2", {}, "Recovery ledger"), el("div", { class: "table-wrap" }, ledger));
   S.shown = j;
-  if (j.state === "succeeded") loadMembers(j.job_id);
+  if (j.state === "succeeded") {
+    loadMembers(j.job_id);
+    loadJobExports(j.job_id).catch(() => {});
+  }
 }
 
 async function loadMembers(id) {
@@ -276,6 +285,162 @@ async function act(what, id) {
     }
   } catch (e) { say(e.message); }
   if (S.view === "job") showJob(id);
+}
+
+/* exports: copies of a succeeded job's result at stable keys (remora_export) */
+const EXPORT_FIELDS = [["bucket", "Bucket", "input"], ["prefix", "Prefix", "input"],
+  ["if_exists", "If a key exists", "select"], ["options.label", "Label", "input"],
+  ["idempotency_key", "Idempotency key", "input"]];
+function exportForm(j) {
+  const field = ([name, text, kind]) => {
+    const id = "e-" + name.replace(".", "-");
+    const control = kind === "select"
+      ? el("select", { id, name, "aria-describedby": id + "-err" },
+        el("option", { value: "fail" }, "fail (default)"), el("option", { value: "overwrite" }, "overwrite"),
+        el("option", { value: "skip_identical" }, "skip identical"))
+      : el("input", { id, name, "aria-describedby": id + "-err",
+        value: name === "bucket" ? (j.bucket || "") : null, required: name === "prefix" ? true : null });
+    return el("div", {}, el("label", { for: id }, text), control, el("p", { id: id + "-err", class: "error field-error" }));
+  };
+  return el("form", { id: "export-form", class: "card", novalidate: true, onsubmit: (ev) => exportJob(ev, j.job_id) },
+    el("p", { class: "hint" }, "Copy every member to <prefix>/<path> in the bucket, server-side. " +
+      "Deleting the job later leaves the exported keys in place."),
+    el("div", { class: "grid" }, EXPORT_FIELDS.map(field)),
+    el("p", { id: "export-error", class: "error", role: "alert" }),
+    el("button", { type: "submit" }, "Export"));
+}
+async function exportJob(ev, id) {
+  ev.preventDefault();
+  const form = ev.target;
+  for (const p of form.querySelectorAll(".field-error")) p.textContent = "";
+  for (const i of form.querySelectorAll("[aria-invalid]")) i.removeAttribute("aria-invalid");
+  $("export-error").textContent = "";
+  const body = { options: {} };
+  for (const input of form.querySelectorAll("[name]")) {
+    const v = input.value.trim();
+    const [a, b] = input.name.split(".");
+    if (!v && a !== "prefix") continue;
+    if (b) body.options[b] = v; else body[a] = v;
+  }
+  try {
+    const r = await api("POST", "/api/jobs/" + id + "/export", body);
+    say("Export " + r.export_id + " created.");
+    location.hash = "#/exports/" + r.export_id;
+  } catch (e) {
+    const f = e.data && e.data.field;
+    const input = f && form.querySelector('[name="' + CSS.escape(f) + '"]');
+    const msg = e.message + (e.data && e.data.detail ? " — " + e.data.detail : "") + (e.data && e.data.hint ? " " + e.data.hint : "");
+    if (input) {
+      input.setAttribute("aria-invalid", "true");
+      $(input.getAttribute("aria-describedby")).textContent = msg;
+      input.focus();
+    } else $("export-error").textContent = msg;
+  }
+}
+async function loadJobExports(id) {
+  const d = await api("GET", "/api/exports?job=" + id + "&limit=20");
+  if (!d.exports.length || !$("job-exports")) return;
+  $("job-exports").replaceChildren(el("p", {}, "Exports of this job:"),
+    el("ul", {}, d.exports.map((x) => el("li", {}, el("a", { href: "#/exports/" + x.export_id }, "#" + x.export_id),
+      " ", stateBadge(x.state), " ", el("span", { class: "mono" }, "s3://" + x.bucket + "/" + x.prefix)))));
+}
+function exportTarget(x) { return "s3://" + (x.bucket || "") + "/" + (x.prefix || ""); }
+async function showExports(after) {
+  show("exports");
+  if (after === undefined || after === null) after = S.xpages.length ? S.xpages[S.xpages.length - 1] : null;
+  const p = new URLSearchParams();
+  if (S.xfilter) p.set("state", S.xfilter);
+  p.set("limit", "50");
+  if (after) p.set("after", after);
+  const seq = ++S.xseq;
+  const d = await api("GET", "/api/exports?" + p.toString());
+  if (seq !== S.xseq) return;
+  S.xnext = d.next;
+  $("exports-table").tBodies[0].replaceChildren(...d.exports.map((x) => el("tr", { "data-export": x.export_id },
+    el("td", {}, el("a", { href: "#/exports/" + x.export_id }, "#" + x.export_id)),
+    el("td", { class: "st" }, stateBadge(x.state)),
+    el("td", {}, el("a", { href: "#/jobs/" + x.job_id }, "#" + x.job_id)),
+    el("td", { class: "src mono" }, exportTarget(x)),
+    el("td", {}, x.members_done + " / " + x.members), el("td", {}, bytes(x.bytes)),
+    el("td", {}, when(x.created_at)))));
+  $("exports-empty").hidden = d.exports.length > 0;
+  $("xpage-next").disabled = !S.xnext;
+  $("xpage-first").disabled = S.xpages.length === 0;
+}
+async function showExport(id) {
+  show("export");
+  if (S.exportId !== id) {
+    S.exportId = id;
+    $("export-h").textContent = "Export #" + id;
+    $("export-body").replaceChildren(el("p", {}, "Loading…"));
+  }
+  if (S.xtimer) { clearTimeout(S.xtimer); S.xtimer = null; }
+  let x;
+  try { x = await api("GET", "/api/exports/" + id); }
+  catch (e) {
+    $("export-body").replaceChildren(el("p", { class: "error", role: "alert" }, e.message));
+    return;
+  }
+  if (S.view !== "export" || S.exportId !== id) return;
+  renderExport(x);
+  /* exports are not in the job event stream: look again while one moves */
+  if (["queued", "running", "retrying"].includes(x.state))
+    S.xtimer = setTimeout(() => { S.xtimer = null; if (S.view === "export" && S.exportId === id) showExport(id).catch(() => {}); }, 1500);
+}
+function renderExport(x) {
+  $("export-h").textContent = "Export #" + x.export_id + (x.label ? " — " + x.label : "");
+  const active = ["queued", "running", "retrying"].includes(x.state);
+  const unknown = x.state === "outcome_unknown";
+  const buttons = [];
+  if (unknown) {
+    buttons.push(el("button", { type: "button", id: "act-verify", onclick: () => resolveExport(x.export_id, "verify") }, "Verify"));
+    if (S.admin) buttons.push(
+      el("button", { type: "button", class: "secondary", id: "act-retry", onclick: () => resolveExport(x.export_id, "retry") }, "Retry (admin)"),
+      el("button", { type: "button", class: "danger", id: "act-fail", onclick: () => resolveExport(x.export_id, "fail") }, "Mark failed (admin)"));
+  }
+  if (active) buttons.push(el("button", { type: "button", id: "act-xcancel", disabled: x.cancel_requested,
+    onclick: () => resolveExport(x.export_id, "cancel") }, x.cancel_requested ? "Cancelling…" : "Cancel"));
+  const err = x.last_error;
+  const summary = kv([
+    ["State", stateBadge(x.state)], ["Verifying", x.verifying ? "yes: observing the targets" : null],
+    ["Job", el("a", { href: "#/jobs/" + x.job_id }, "#" + x.job_id)], ["Owner", x.owner],
+    ["Target", exportTarget(x)], ["If a key exists", x.if_exists],
+    ["Members", x.members_done + " / " + x.members], ["Size", bytes(x.bytes)],
+    ["Attempts", x.attempts_used + " of " + x.max_attempts],
+    ["Created", when(x.created_at)], ["Started", when(x.started_at)], ["Finished", when(x.finished_at)],
+    ["Last error", err ? (err.class ? err.class + ": " : "") + (err.message || JSON.stringify(err)) : null],
+    ["Output digest", x.output_digest], ["Publication digest", x.publication_digest],
+    ["Source digest", x.source_digest], ["Idempotency key", x.idempotency_key]]);
+  const note = unknown ? el("p", { class: "hint", id: "unknown-note" },
+    "A copy was sent without a conclusive answer, so nothing retries it on its own. " +
+    "Verify looks at the targets and concludes succeeded only if every member is exactly there.") : null;
+  const refs = el("table", { id: "references-table" },
+    el("caption", { class: "sr-only" }, "References"),
+    el("thead", {}, el("tr", {}, ["Key", "ETag", "Version", "Size", "Outcome"].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, (x.references || []).map((r) => el("tr", {},
+      el("td", { class: "mono" }, r.key), el("td", { class: "mono" }, r.etag || ""),
+      el("td", { class: "mono" }, r.version_id || ""), el("td", {}, bytes(r.size)), el("td", {}, r.outcome || "")))));
+  const attempts = el("table", {},
+    el("caption", { class: "sr-only" }, "Attempts"),
+    el("thead", {}, el("tr", {}, ["#", "Token", "Started", "Finished", "State", "Error"].map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, (x.attempts || []).map((a) => el("tr", {},
+      el("td", {}, a.attempt_no), el("td", {}, a.fencing_token), el("td", {}, when(a.started_at)),
+      el("td", {}, when(a.finished_at)), el("td", {}, a.state),
+      el("td", {}, a.error ? (a.error.class ? a.error.class + ": " : "") + (a.error.message || JSON.stringify(a.error)) : "")))));
+  const decisions = (x.decisions || []).map((d) => el("li", {}, d.action + " by " + d.by + ", " + when(d.at)));
+  $("export-body").replaceChildren(el("div", { class: "actions" }, buttons), ...(note ? [note] : []), summary,
+    el("h2", {}, "References"), (x.references || []).length ? el("div", { class: "table-wrap" }, refs) : el("p", {}, "None yet."),
+    el("h2", {}, "Attempts"), el("div", { class: "table-wrap" }, attempts),
+    ...(decisions.length ? [el("h2", {}, "Decisions"), el("ul", { id: "decisions" }, decisions)] : []));
+}
+async function resolveExport(id, action) {
+  try {
+    if (action === "fail" && !confirm("Mark export " + id + " failed?")) return;
+    const r = action === "cancel" ? await api("POST", "/api/exports/" + id + "/cancel")
+      : await api("POST", "/api/exports/" + id + "/resolve", { action });
+    say("Export " + id + ": " + r.state);
+  } catch (e) { say(e.message + (e.data && e.data.hint ? " " + e.data.hint : "")); }
+  if (S.view === "export") showExport(String(id));
 }
 
 /* bulk actions */
@@ -467,6 +632,13 @@ document.addEventListener("DOMContentLoaded", async () => {
   $("bulk-cancel-all").addEventListener("click", () => allMatching("cancel").catch((e) => say(e.message)));
   $("bulk-delete-all").addEventListener("click", () => allMatching("delete").catch((e) => say(e.message)));
   $("submit-form").addEventListener("submit", submitJob);
+  $("exports-filter").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    S.xfilter = $("x-state").value; S.xpages = [];
+    showExports(null).catch((e) => say(e.message));
+  });
+  $("xpage-next").addEventListener("click", () => { if (S.xnext) { S.xpages.push(S.xnext); showExports().catch((e) => say(e.message)); } });
+  $("xpage-first").addEventListener("click", () => { S.xpages = []; showExports(null).catch((e) => say(e.message)); });
   window.addEventListener("hashchange", () => route().catch((e) => say(e.message)));
   try {
     signedIn(await api("GET", "/api/session"));

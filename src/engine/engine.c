@@ -66,6 +66,11 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 		cfg->target.path_style,    engine->region, engine->access_key_id,
 		engine->secret_access_key, NULL,           "remora.ca_file"};
 	engine->part_size = cfg->part_size;
+	engine->export_copy_cutoff =
+		cfg->export_copy_cutoff > 0 &&
+				cfg->export_copy_cutoff < REMORA_COPY_OBJECT_MAX
+			? cfg->export_copy_cutoff
+			: REMORA_COPY_OBJECT_MAX;
 	if (cfg->part_size < 64 * 1024 || cfg->part_size % 1024 != 0)
 	{
 		/* a chunk from curl must never span more than one buffer boundary */

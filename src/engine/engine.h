@@ -102,6 +102,13 @@ typedef struct RemoraEngineConfig
 	 * above it wait for a connection.
 	 */
 	int max_connections_per_host;
+
+	/*
+	 * An export copies a member larger than this with a multipart upload
+	 * of UploadPartCopy ranges instead of one CopyObject (0: the most
+	 * CopyObject takes, REMORA_COPY_OBJECT_MAX; larger is lowered to it).
+	 */
+	int64_t export_copy_cutoff;
 } RemoraEngineConfig;
 
 /*
@@ -235,8 +242,10 @@ typedef struct RemoraSetSpec
  * An export (remora_export): server-side copies of a committed result's
  * members to <prefix>/<path> of a target bucket, or, to verify an export
  * whose outcome is unknown, HEADs (and a GET to hash where the ETag cannot
- * tell) of those keys.  Members are copied with CopyObject, so a member is
- * at most 5 GiB (REMORA_COPY_OBJECT_MAX).
+ * tell) of those keys.  A member is copied with CopyObject, or, above
+ * the engine's export_copy_cutoff (at most 5 GiB, REMORA_COPY_OBJECT_MAX,
+ * the most CopyObject takes), with a multipart upload of UploadPartCopy
+ * ranges of part_size (more when 10,000 parts would not hold it).
  */
 #define REMORA_EXPORT_CONCURRENCY 8
 #define REMORA_COPY_OBJECT_MAX    ((int64_t) 5 * 1024 * 1024 * 1024)

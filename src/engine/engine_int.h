@@ -62,6 +62,7 @@ struct RemoraEngine
 	char      *secret_access_key;
 
 	size_t           part_size;
+	int64_t          export_copy_cutoff; /* > 0, <= REMORA_COPY_OBJECT_MAX */
 	RemoraNetPolicy *policy;
 
 	RemoraTask    *tasks;   /* every job not yet freed */

@@ -18,6 +18,9 @@
  *	      a refusal (4xx, 503, connect failure) --> conclusive failure
  *	      no conclusive answer (timeout or reset after sending, 500, a
  *	          2xx without a CopyObjectResult) --> outcome unknown
+ *	    COPY of a member above the engine's export_copy_cutoff (CopyObject
+ *	    takes at most 5 GiB): a multipart upload of part copies
+ *	    (export_parts.c)
  *	  verify, per member: HEAD; same size and ETag --> "verified"; same
  *	  size, other ETag --> GET and SHA-256; anything else is a mismatch.
  *
@@ -27,7 +30,8 @@
  * class outcome_unknown, which its host never retries.  The export ends
  * when what is in flight has answered.  Every conclusive answer is handed to
  *the host by remora_task_checkpoint (coalesced: all since the last call).
- * Nothing is deleted, ever: cancelling leaves what was written.
+ * No key is deleted, ever: cancelling leaves what was written (an
+ * aborted multipart upload was never a key).
  *
  * If-None-Match on a copy is not sent: neither test store honours it on
  * a copy (TESTING.md).  if_exists = fail rests on the HEAD before the
@@ -40,60 +44,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine_int.h"
+#include "engine/export_int.h"
 #include "engine/source_uri.h"
-
-typedef enum
-{
-	M_WAIT,
-	M_HEAD,
-	M_COPY,
-	M_HASH,
-	M_DONE
-} MemberState;
-
-typedef struct Member
-{
-	RemoraExportMember m; /* strings owned */
-	char              *target;
-	MemberState        state;
-	Request           *req;
-	RemoraSha256      *hsha;
-	int64_t            hbytes;
-	char               head_etag[REMORA_ETAG_MAX];
-	char               head_version[256];
-} Member;
-
-typedef struct Export
-{
-	RemoraTask       base; /* kind: export_kind */
-	RemoraJobStatus  status;
-	char            *bucket;
-	char            *prefix;
-	RemoraIfExists   if_exists;
-	bool             verify;
-	char             output_digest[65];
-	Member          *members;
-	int              n;
-	int              next;     /* next member to start */
-	int              running;  /* requests in flight */
-	int              finished; /* members concluded */
-	int64_t          bytes_done;
-	int64_t          bytes_total;
-	bool             stopping;  /* a failure: start nothing new */
-	bool             ambiguous; /* a copy without a conclusive answer */
-	RemoraTaskError  first;     /* the first failure */
-	bool             has_first;
-	int              mismatches; /* verify */
-	RemoraBuf        mismatch_text;
-	RemoraExportRef *refs; /* conclusive answers not yet handed out */
-	int              nrefs;
-	RemoraExportRef *handed; /* the last batch handed out */
-	int              nhanded;
-	RemoraTaskResult result;
-} Export;
-
-static void export_pump(Export *x);
 
 static void
 refs_free(RemoraExportRef *refs, int n)
@@ -107,8 +59,8 @@ refs_free(RemoraExportRef *refs, int n)
 }
 
 /* Record a failure; the first one is what the export reports. */
-static void
-note_failure(Export *x, const RemoraTaskError *err)
+void
+remora_export_note_failure(Export *x, const RemoraTaskError *err)
 {
 	if (!x->has_first && !x->ambiguous)
 	{
@@ -123,8 +75,8 @@ note_failure(Export *x, const RemoraTaskError *err)
  * but the other members are independent keys, so dispatch goes on and
  * every other member gets its conclusive answer.
  */
-static void
-note_ambiguous(Export *x, const Member *mb, RemoraTaskError *err)
+void
+remora_export_note_ambiguous(Export *x, const Member *mb, RemoraTaskError *err)
 {
 	char what[sizeof(err->message)];
 
@@ -141,13 +93,9 @@ note_ambiguous(Export *x, const Member *mb, RemoraTaskError *err)
 	x->ambiguous = true;
 }
 
-static void note_failuref(Export *x, const char *class, bool retryable,
-						  long status, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
-
-static void
-note_failuref(Export *x, const char *class, bool retryable, long status,
-			  const char *fmt, ...)
+void
+remora_export_note_failuref(Export *x, const char *class, bool retryable,
+							long status, const char *fmt, ...)
 {
 	RemoraTaskError err;
 	va_list         ap;
@@ -155,13 +103,13 @@ note_failuref(Export *x, const char *class, bool retryable, long status,
 	va_start(ap, fmt);
 	remora_error_vset(&err, class, retryable, status, fmt, ap);
 	va_end(ap);
-	note_failure(x, &err);
+	remora_export_note_failure(x, &err);
 }
 
 /* A conclusive answer for a member: queue it for the next checkpoint. */
-static void
-conclude(Export *x, Member *mb, const char *etag, const char *version,
-		 const char *outcome)
+void
+remora_export_conclude(Export *x, Member *mb, const char *etag,
+					   const char *version, const char *outcome)
 {
 	RemoraExportRef *r;
 	RemoraExportRef *grown =
@@ -172,7 +120,8 @@ conclude(Export *x, Member *mb, const char *etag, const char *version,
 	x->bytes_done += mb->m.size;
 	if (grown == NULL)
 	{
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
+									"out of memory");
 		return;
 	}
 	x->refs = grown;
@@ -190,7 +139,8 @@ conclude(Export *x, Member *mb, const char *etag, const char *version,
 	{
 		free(r->path);
 		free(r->key);
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
+									"out of memory");
 		return;
 	}
 	x->nrefs++;
@@ -218,6 +168,7 @@ same_object(const Member *mb, const Request *req)
 }
 
 static void start_copy(Export *x, Member *mb);
+static void start_single_copy(Export *x, Member *mb);
 static void start_hash(Export *x, Member *mb);
 
 static void
@@ -235,19 +186,19 @@ head_done(Request *req, CURLcode rc)
 			mismatch(x, mb, "missing");
 		else if (!x->stopping)
 			start_copy(x, mb);
-		export_pump(x);
+		remora_export_pump(x);
 		return;
 	}
 	if (remora_s3_failed(req, rc, &err, "looking at an export's target"))
 	{
 		/* nothing was written: a conclusive failure */
-		note_failure(x, &err);
-		export_pump(x);
+		remora_export_note_failure(x, &err);
+		remora_export_pump(x);
 		return;
 	}
 	if (same_object(mb, req))
-		conclude(x, mb, req->hdr.etag, req->hdr.version_id,
-				 x->verify ? "verified" : "present");
+		remora_export_conclude(x, mb, req->hdr.etag, req->hdr.version_id,
+							   x->verify ? "verified" : "present");
 	else if (x->verify && req->hdr.content_length == mb->m.size)
 	{
 		/* the ETag cannot tell (a copy of a multipart object): hash it */
@@ -261,14 +212,15 @@ head_done(Request *req, CURLcode rc)
 	else if (x->if_exists == REMORA_IF_EXISTS_FAIL)
 	{
 		mb->state = M_DONE;
-		note_failuref(x, REMORA_ERR_EXISTS, false, 0,
-					  "the target key \"%s\" exists with other content "
-					  "(if_exists is fail)",
-					  mb->target);
+		remora_export_note_failuref(
+			x, REMORA_ERR_EXISTS, false, 0,
+			"the target key \"%s\" exists with other content "
+			"(if_exists is fail)",
+			mb->target);
 	}
 	else if (!x->stopping)
 		start_copy(x, mb);
-	export_pump(x);
+	remora_export_pump(x);
 }
 
 static void
@@ -282,7 +234,8 @@ start_head(Export *x, Member *mb)
 							  &call, head_done, errbuf, sizeof(errbuf));
 	if (mb->req == NULL)
 	{
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s", errbuf);
+		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s",
+									errbuf);
 		return;
 	}
 	mb->req->data = mb;
@@ -291,8 +244,8 @@ start_head(Export *x, Member *mb)
 }
 
 /* Was the request certainly never sent (nothing reached the store)? */
-static bool
-never_sent(CURLcode rc)
+bool
+remora_export_never_sent(CURLcode rc)
 {
 	return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
 		   rc == CURLE_COULDNT_RESOLVE_PROXY;
@@ -309,12 +262,12 @@ copy_done(Request *req, CURLcode rc)
 	mb->req = NULL;
 	x->running--;
 	mb->state = M_DONE;
-	if (rc != CURLE_OK && !never_sent(rc))
+	if (rc != CURLE_OK && !remora_export_never_sent(rc))
 	{
 		/* sent, and no answer: the copy may or may not have happened */
 		remora_s3_failed(req, rc, &err, "copying to an export's target");
-		note_ambiguous(x, mb, &err);
-		export_pump(x);
+		remora_export_note_ambiguous(x, mb, &err);
+		remora_export_pump(x);
 		return;
 	}
 	if (remora_s3_failed(req, rc, &err, "copying to an export's target"))
@@ -322,8 +275,8 @@ copy_done(Request *req, CURLcode rc)
 		if (req->status == 500)
 		{
 			/* an internal error may come after the copy was made */
-			note_ambiguous(x, mb, &err);
-			export_pump(x);
+			remora_export_note_ambiguous(x, mb, &err);
+			remora_export_pump(x);
 			return;
 		}
 		if (req->status == 412)
@@ -334,8 +287,8 @@ copy_done(Request *req, CURLcode rc)
 					 mb->m.path);
 			err.retryable = false;
 		}
-		note_failure(x, &err);
-		export_pump(x);
+		remora_export_note_failure(x, &err);
+		remora_export_pump(x);
 		return;
 	}
 	etag = remora_s3_answer_etag(req, "CopyObjectResult", &err,
@@ -343,27 +296,36 @@ copy_done(Request *req, CURLcode rc)
 	if (etag == NULL)
 	{
 		/* a 200 that carries an error: S3 says the copy may have failed */
-		note_ambiguous(x, mb, &err);
-		export_pump(x);
+		remora_export_note_ambiguous(x, mb, &err);
+		remora_export_pump(x);
 		return;
 	}
 	/* a single-part member's copy has its content's MD5: the same ETag */
 	if (remora_etag_is_md5(mb->m.etag) && !remora_etag_equal(etag, mb->m.etag))
 	{
 		free(etag);
-		note_failuref(x, REMORA_ERR_CHECKSUM, false, 0,
-					  "the copy at \"%s\" does not have the member's ETag",
-					  mb->target);
-		export_pump(x);
+		remora_export_note_failuref(
+			x, REMORA_ERR_CHECKSUM, false, 0,
+			"the copy at \"%s\" does not have the member's ETag", mb->target);
+		remora_export_pump(x);
 		return;
 	}
-	conclude(x, mb, etag, req->hdr.version_id, "copied");
+	remora_export_conclude(x, mb, etag, req->hdr.version_id, "copied");
 	free(etag);
-	export_pump(x);
+	remora_export_pump(x);
 }
 
 static void
 start_copy(Export *x, Member *mb)
+{
+	if (mb->m.size > x->base.engine->export_copy_cutoff)
+		remora_export_start_multipart(x, mb);
+	else
+		start_single_copy(x, mb);
+}
+
+static void
+start_single_copy(Export *x, Member *mb)
 {
 	char  *enc = remora_uri_encode(mb->m.key, strlen(mb->m.key), true);
 	size_t n = strlen(mb->m.bucket) + (enc ? strlen(enc) : 0) + 4;
@@ -389,7 +351,8 @@ start_copy(Export *x, Member *mb)
 	free(src);
 	if (mb->req == NULL)
 	{
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s", errbuf);
+		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s",
+									errbuf);
 		return;
 	}
 	mb->req->data = mb;
@@ -424,16 +387,17 @@ hash_done(Request *req, CURLcode rc)
 	x->running--;
 	if (remora_s3_failed(req, rc, &err, "reading an export's target"))
 	{
-		note_failure(x, &err);
-		export_pump(x);
+		remora_export_note_failure(x, &err);
+		remora_export_pump(x);
 		return;
 	}
 	remora_sha256_final_hex(mb->hsha, hex);
 	if (mb->hbytes == mb->m.size && strcmp(hex, mb->m.sha256) == 0)
-		conclude(x, mb, mb->head_etag, mb->head_version, "verified");
+		remora_export_conclude(x, mb, mb->head_etag, mb->head_version,
+							   "verified");
 	else
 		mismatch(x, mb, "other content");
-	export_pump(x);
+	remora_export_pump(x);
 }
 
 static void
@@ -451,7 +415,8 @@ start_hash(Export *x, Member *mb)
 				  : NULL;
 	if (mb->req == NULL)
 	{
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s", errbuf);
+		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s",
+									errbuf);
 		return;
 	}
 	mb->req->on_data = hash_data;
@@ -460,8 +425,9 @@ start_hash(Export *x, Member *mb)
 	{
 		remora_req_cancel(mb->req);
 		mb->req = NULL;
-		note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
-					  "could not start a read of an export's target");
+		remora_export_note_failuref(
+			x, REMORA_ERR_INTERNAL, true, 0,
+			"could not start a read of an export's target");
 		return;
 	}
 	mb->state = M_HASH;
@@ -469,8 +435,8 @@ start_hash(Export *x, Member *mb)
 }
 
 /* Start what the concurrency allows; end when everything has answered. */
-static void
-export_pump(Export *x)
+void
+remora_export_pump(Export *x)
 {
 	while (x->status.state == REMORA_TASK_RUNNING && !x->stopping &&
 		   x->running < REMORA_EXPORT_CONCURRENCY && x->next < x->n)
@@ -592,6 +558,11 @@ export_free(RemoraTask *t)
 		free((char *) mb->m.ref_etag);
 		free(mb->target);
 		remora_sha256_free(mb->hsha);
+		free(mb->upload_id);
+		for (int k = 0; mb->part_etags && k < mb->nparts; k++)
+			free(mb->part_etags[k]);
+		free(mb->part_etags);
+		free(mb->complete_body);
 	}
 	free(x->members);
 	refs_free(x->refs, x->nrefs);
@@ -685,16 +656,6 @@ remora_export_start(RemoraEngine *engine, const RemoraExportSpec *spec,
 	x->result.members = x->n;
 	x->result.bytes = x->bytes_total;
 
-	/* CopyObject's limit: say so before anything is written */
-	for (int i = 0; i < x->n && !x->verify; i++)
-		if (x->members[i].m.size > REMORA_COPY_OBJECT_MAX)
-		{
-			remora_fail(&x->status, REMORA_ERR_SIZE, false, 0,
-						"member \"%.300s\" is larger than 5 GiB, which a "
-						"server-side copy (CopyObject) cannot export",
-						x->members[i].m.path);
-			return &x->base;
-		}
-	export_pump(x);
+	remora_export_pump(x);
 	return &x->base;
 }

@@ -13,8 +13,9 @@
  *
  * Errors: {"error", "sqlstate", "detail"?, "hint"?, "field"?} with the
  * status of the SQLSTATE: class 22 and 23502/23514 -> 400 (22023 names the
- * field), 23505 -> 409, 42501 and RM001 -> 403, P0002 -> 404, class 28 ->
- * 401, 53xxx, 57xxx and 08xxx -> 503, anything else 500.
+ * field), 23505 and 55000 (an export not in a state to resolve) -> 409,
+ * 42501 and RM001 -> 403, P0002 -> 404, class 28 -> 401, 53xxx, 57xxx and
+ * 08xxx -> 503, anything else 500.
  *
  *-------------------------------------------------------------------------
  */
@@ -45,7 +46,7 @@ status_for(const char *sqlstate)
 {
 	if (sqlstate == NULL)
 		return 500;
-	if (strcmp(sqlstate, "23505") == 0)
+	if (strcmp(sqlstate, "23505") == 0 || strcmp(sqlstate, "55000") == 0)
 		return 409;
 	if (strcmp(sqlstate, "42501") == 0 || strcmp(sqlstate, "RM001") == 0)
 		return 403;
@@ -632,6 +633,270 @@ submit_job(RemoraRequest *req)
 	remora_buf_free(&b);
 }
 
+/* --- exports ----------------------------------------------------------------
+ */
+
+/*
+ * Check the body's fields: each one of allowed (NULL-terminated), "options"
+ * a JSON object or null, every other a JSON string or null.  False: answered
+ * 400 (22023) naming the field.
+ */
+static bool
+check_fields(RemoraRequest *req, const RemoraJson *v,
+			 const char *const *allowed, const char *list)
+{
+	for (const RemoraJson *m = v->child; m; m = m->next)
+	{
+		bool known = false;
+		bool object = strcmp(m->key, "options") == 0;
+		char msg[128];
+
+		for (int i = 0; allowed[i]; i++)
+			known = known || strcmp(m->key, allowed[i]) == 0;
+		if (!known)
+		{
+			snprintf(msg, sizeof(msg), "unknown field \"%.64s\"", m->key);
+			remora_respond_error(req, 400, "22023", msg, list, NULL, NULL);
+			return false;
+		}
+		if (m->type != RJ_NULL && m->type != (object ? RJ_OBJECT : RJ_STRING))
+		{
+			snprintf(msg, sizeof(msg), "invalid %.64s", m->key);
+			remora_respond_error(req, 400, "22023", msg,
+								 object ? "It must be a JSON object."
+										: "It must be a JSON string.",
+								 NULL, m->key);
+			return false;
+		}
+	}
+	return true;
+}
+
+static const char *const EXPORT_KEYS[] = {
+	"bucket", "prefix", "if_exists", "options", "idempotency_key", NULL};
+
+/*
+ * POST /api/jobs/{id}/export: remora_export.  if_exists may come at the
+ * top level (the form's field) or in options; remora._export judges it,
+ * with every other option.  201 {"export_id"}, Location /api/exports/N.
+ */
+static void
+export_job(RemoraRequest *req, const char *id)
+{
+	RemoraJson *v = json_body(req);
+	const char *params[2];
+	const char *if_exists;
+	PGresult   *res;
+	char        location[64];
+	RemoraBuf   b = {0};
+
+	if (v == NULL)
+		return;
+	if (!check_fields(req, v, EXPORT_KEYS,
+					  "The fields are bucket, prefix, if_exists, options "
+					  "and idempotency_key."))
+	{
+		remora_json_free(v);
+		return;
+	}
+	if_exists = remora_json_string(v, "if_exists");
+	if (if_exists && strcmp(if_exists, "fail") != 0 &&
+		strcmp(if_exists, "overwrite") != 0 &&
+		strcmp(if_exists, "skip_identical") != 0)
+	{
+		remora_json_free(v);
+		remora_respond_error(req, 400, "22023", "invalid if_exists",
+							 "if_exists is \"fail\", \"overwrite\" or "
+							 "\"skip_identical\".",
+							 NULL, "if_exists");
+		return;
+	}
+	remora_json_free(v);
+	params[0] = id;
+	params[1] = req->body.data;
+	res = query(req,
+				"SELECT remora_export($1::bigint, b ->> 'bucket', "
+				"b ->> 'prefix', coalesce(nullif(b -> 'options', "
+				"'null'::jsonb), '{}') || CASE WHEN b ->> 'if_exists' "
+				"IS NULL THEN '{}' ELSE jsonb_build_object('if_exists', "
+				"b -> 'if_exists') END, b ->> 'idempotency_key') "
+				"FROM (SELECT $2::jsonb AS b) s",
+				2, params);
+	if (res == NULL)
+		return;
+	remora_buf_printf(&b, "{\"export_id\":%s}", PQgetvalue(res, 0, 0));
+	snprintf(location, sizeof(location), "/api/exports/%s",
+			 PQgetvalue(res, 0, 0));
+	PQclear(res);
+	if (!b.failed)
+		remora_respond(req, 201, "application/json; charset=utf-8", b.data,
+					   b.len, NULL, NULL, location);
+	remora_buf_free(&b);
+}
+
+/*
+ * GET /api/exports?state=&job=&limit=&after=: remora_exports rows the role
+ * sees, newest first.  As for jobs, the page's ids come from remora.jobs
+ * (row-level security applies there) walking its primary key backwards,
+ * and only the page's rows go through the view.
+ */
+static const char *EXPORTS_SQL =
+	"WITH page AS (SELECT job_id FROM remora.jobs "
+	"WHERE deleted_at IS NULL AND source_kind = 'export' "
+	"AND ($1::text IS NULL OR state = ANY (string_to_array($1, ','))) "
+	"AND ($2::bigint IS NULL OR job_id IN (SELECT x.export_id "
+	"FROM remora.exports x WHERE x.job_id = $2::bigint)) "
+	"AND ($3::bigint IS NULL OR job_id < $3::bigint) "
+	"ORDER BY job_id DESC LIMIT $4::integer) "
+	"SELECT json_build_object('exports', "
+	"coalesce((SELECT json_agg(to_json(e) ORDER BY e.export_id DESC) "
+	"FROM remora_exports e WHERE e.export_id IN (SELECT job_id FROM page)), "
+	"'[]'), 'next', (SELECT CASE WHEN count(*) = $4::integer "
+	"THEN min(job_id) END FROM page))";
+
+/* Is s empty, or a positive integer that fits a bigint? */
+static bool
+id_arg(const char *s)
+{
+	size_t n;
+
+	if (s == NULL || s[0] == '\0')
+		return true;
+	n = strspn(s, "0123456789");
+	return n > 0 && n <= 18 && s[n] == '\0';
+}
+
+static void
+list_exports(RemoraRequest *req)
+{
+	const char *state = remora_req_arg(req, "state");
+	const char *job = remora_req_arg(req, "job");
+	const char *after = remora_req_arg(req, "after");
+	const char *limit = remora_req_arg(req, "limit");
+	const char *params[4];
+	PGresult   *res;
+	char        lim[16];
+	long        n = LIST_DEFAULT;
+
+	if (!id_arg(job) || !id_arg(after))
+	{
+		bool bad_job = !id_arg(job);
+
+		remora_respond_error(req, 400, "22023",
+							 bad_job ? "invalid job" : "invalid after",
+							 bad_job ? "job is a job id."
+									 : "after is the \"next\" of the "
+									   "previous page.",
+							 NULL, bad_job ? "job" : "after");
+		return;
+	}
+	if (limit && limit[0])
+	{
+		char *end;
+
+		n = strtol(limit, &end, 10);
+		if (*end != '\0' || n < 1 || n > LIST_MAX_LIMIT)
+		{
+			remora_respond_error(req, 400, "22023", "invalid limit",
+								 "The limit must be an integer from 1 to "
+								 "1000.",
+								 NULL, "limit");
+			return;
+		}
+	}
+	snprintf(lim, sizeof(lim), "%ld", n);
+	params[0] = state && state[0] ? state : NULL;
+	params[1] = job && job[0] ? job : NULL;
+	params[2] = after && after[0] ? after : NULL;
+	params[3] = lim;
+	if ((res = query(req, EXPORTS_SQL, 4, params)) != NULL)
+		respond_value(req, 200, res, "no exports");
+}
+
+static const char *EXPORT_SQL =
+	"SELECT to_jsonb(e) || jsonb_build_object('attempts', "
+	"(SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.attempt_no), '[]') "
+	"FROM remora_export_attempts a WHERE a.export_id = e.export_id)) "
+	"FROM remora_exports e WHERE e.export_id = $1::bigint";
+
+static const char *const RESOLVE_KEYS[] = {"action", NULL};
+
+/*
+ * GET /api/exports/{id}; POST /api/exports/{id}/resolve {"action"}:
+ * remora_export_resolve (42501 -> 403 for a remora_user's retry or fail,
+ * 55000 -> 409 for an export whose outcome is known);
+ * POST /api/exports/{id}/cancel: remora_cancel, as for a job.
+ */
+static void
+one_export(RemoraRequest *req, const char *id, const char *rest)
+{
+	const char *params[2] = {id, NULL};
+	PGresult   *res;
+	char        missing[64];
+
+	snprintf(missing, sizeof(missing), "export %s does not exist", id);
+	if (rest[0] == '\0')
+	{
+		if (strcmp(req->method, "GET") != 0)
+			method_not_allowed(req, "GET");
+		else if ((res = query(req, EXPORT_SQL, 1, params)) != NULL)
+			respond_value(req, 200, res, missing);
+	}
+	else if (strcmp(rest, "/resolve") == 0 || strcmp(rest, "/cancel") == 0)
+	{
+		bool resolve = rest[1] == 'r';
+
+		if (strcmp(req->method, "POST") != 0)
+		{
+			method_not_allowed(req, "POST");
+			return;
+		}
+		if (resolve)
+		{
+			RemoraJson *v = json_body(req);
+
+			if (v == NULL)
+				return;
+			if (!check_fields(req, v, RESOLVE_KEYS,
+							  "The only field is action."))
+			{
+				remora_json_free(v);
+				return;
+			}
+			if (remora_json_string(v, "action") == NULL)
+			{
+				remora_json_free(v);
+				remora_respond_error(req, 400, "22023", "invalid action",
+									 "action is \"verify\", \"retry\" or "
+									 "\"fail\".",
+									 NULL, "action");
+				return;
+			}
+			remora_json_free(v);
+			params[1] = req->body.data;
+			res = query(req,
+						"SELECT json_build_object('state', "
+						"remora_export_resolve($1::bigint, "
+						"$2::jsonb ->> 'action'))",
+						2, params);
+		}
+		else
+		{
+			/* an export's id names no row of remora_jobs: ask the view */
+			res = query(req,
+						"SELECT json_build_object('state', "
+						"remora_cancel(e.export_id)) FROM remora_exports e "
+						"WHERE e.export_id = $1::bigint",
+						1, params);
+		}
+		if (res != NULL)
+			respond_value(req, 200, res, missing);
+	}
+	else
+		remora_respond_error(req, 404, "P0002", "no such path", NULL, NULL,
+							 NULL);
+}
+
 static const char *JOB_SQL =
 	"SELECT to_jsonb(j) || jsonb_build_object("
 	"'attempts', (SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY "
@@ -690,6 +955,15 @@ one_job(RemoraRequest *req, const char *id, const char *rest)
 						 "remora_cancel($1::bigint))",
 						 1, params)) != NULL)
 			respond_value(req, 200, res, missing);
+	}
+	else if (strcmp(rest, "/export") == 0)
+	{
+		if (strcmp(req->method, "POST") != 0)
+		{
+			method_not_allowed(req, "POST");
+			return;
+		}
+		export_job(req, id);
 	}
 	else if (strcmp(rest, "/result") == 0)
 	{
@@ -1056,6 +1330,30 @@ remora_api_dispatch(RemoraRequest *req)
 		memcpy(id, p, n);
 		id[n] = '\0';
 		one_job(req, id, p + n);
+	}
+	else if (strcmp(path, "/api/exports") == 0)
+	{
+		if (strcmp(req->method, "GET") == 0)
+			list_exports(req);
+		else
+			method_not_allowed(req, "GET");
+	}
+	else if (strncmp(path, "/api/exports/", 13) == 0)
+	{
+		const char *p = path + 13;
+		size_t      n = strspn(p, "0123456789");
+		char        id[24];
+
+		if (n == 0 || n > 18 || (p[n] != '\0' && p[n] != '/'))
+		{
+			remora_respond_error(req, 400, "22023", "invalid export id",
+								 "An export id is a positive integer.", NULL,
+								 "export_id");
+			return;
+		}
+		memcpy(id, p, n);
+		id[n] = '\0';
+		one_export(req, id, p + n);
 	}
 	else if (strcmp(path, "/api/events") == 0)
 		events(req);

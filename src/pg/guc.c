@@ -44,6 +44,7 @@ char *remora_default_prefix = NULL;
 int   remora_part_size_kb = 16 * 1024;
 int   remora_object_connections = 4;
 int   remora_max_connections_per_host = 16;
+int   remora_export_copy_cutoff_kb = 5 * 1024 * 1024;
 char *remora_allow_networks = NULL;
 char *remora_allow_ports = NULL;
 char *remora_deny_networks = NULL;
@@ -283,6 +284,14 @@ remora_define_gucs(void)
 		"Requests above it wait for a connection.",
 		&remora_max_connections_per_host, 16, 1, 1024, PGC_SIGHUP, 0, NULL,
 		NULL, NULL);
+
+	DefineCustomIntVariable(
+		"remora.export_copy_cutoff",
+		"Members of an export larger than this are copied in parts "
+		"(UploadPartCopy) rather than with one CopyObject.",
+		"CopyObject takes at most 5 GB, the default and the maximum.",
+		&remora_export_copy_cutoff_kb, 5 * 1024 * 1024, 5 * 1024,
+		5 * 1024 * 1024, PGC_SIGHUP, GUC_UNIT_KB, NULL, NULL, NULL);
 
 	DefineCustomStringVariable("remora.allow_networks",
 							   "Networks (CIDR list) user-supplied sources may "

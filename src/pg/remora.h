@@ -38,6 +38,7 @@ extern char *remora_default_prefix;
 extern int   remora_part_size_kb;
 extern int   remora_object_connections;
 extern int   remora_max_connections_per_host;
+extern int   remora_export_copy_cutoff_kb;
 extern char *remora_allow_networks;
 extern char *remora_allow_ports;
 extern char *remora_deny_networks;

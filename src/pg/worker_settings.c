@@ -34,7 +34,7 @@
 
 PG_FUNCTION_INFO_V1(remora_worker_settings);
 
-#define NCOLS 23
+#define NCOLS 24
 
 static char *
 int_text(int64 v)
@@ -98,6 +98,7 @@ remora_worker_settings(PG_FUNCTION_ARGS)
 	values[i++] = str(remora_no_proxy);
 	values[i++] = int_text(remora_object_connections);
 	values[i++] = int_text(remora_max_connections_per_host);
+	values[i++] = int_text((int64) remora_export_copy_cutoff_kb * 1024);
 	Assert(i == NCOLS);
 
 	meta = TupleDescGetAttInMetadata(BlessTupleDesc(desc));

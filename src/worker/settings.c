@@ -41,7 +41,8 @@ static const char *const names[REMORA_WSETTINGS_N] = {
 	"https_proxy",
 	"no_proxy",
 	"object_connections",
-	"max_connections_per_host"};
+	"max_connections_per_host",
+	"export_copy_cutoff"};
 
 void
 remora_settings_free(RemoraWorkerSettings *s)
@@ -154,4 +155,6 @@ remora_settings_engine_config(const RemoraWorkerSettings *s,
 	cfg->no_proxy = remora_setting(s, "no_proxy");
 	cfg->max_connections_per_host =
 		atoi(remora_setting(s, "max_connections_per_host"));
+	cfg->export_copy_cutoff =
+		strtoll(remora_setting(s, "export_copy_cutoff"), NULL, 10);
 }

@@ -6,7 +6,8 @@
 //
 // Environment: H (the web server's base URL), SRC (nginx's base URL), WWW
 // (the folder nginx serves), SHOTS (a folder for screenshots, optional),
-// CHROMIUM (the browser binary).
+// CHROMIUM (the browser binary).  browser.sh has the fault proxy in front
+// of the store answer the first copy to webunknown/ with a 500.
 "use strict";
 const { spawn } = require("node:child_process");
 const crypto = require("node:crypto");
@@ -202,6 +203,69 @@ async function main() {
       const want = sha256(fs.readFileSync(path.join(WWW, "web.bin")));
       if (got !== want) throw new Error("sha256 " + got + " != " + want);
     });
+    let exported, unknownExport;
+    const exportFrom = async (prefix, label) => {
+      // the job page's previous rendering must not be the one filled in
+      await alice.eval(`document.getElementById('job-body').replaceChildren();
+        if (location.hash === '#/jobs/${job}') route(); else location.hash = '#/jobs/${job}'`);
+      await alice.waitFor("document.getElementById('export-form')", 20);
+      await alice.fill("e-prefix", prefix);
+      await alice.fill("e-options-label", label || "");
+      await alice.click("#export-form button[type=submit]");
+      const id = await alice.waitFor("(location.hash.match(/^#\\/exports\\/(\\d+)$/) || [])[1] || " +
+        "[...document.querySelectorAll('#export-form .error')].map((e) => e.textContent).join(' ').trim()");
+      if (!/^\d+$/.test(id)) throw new Error("refused: " + id);
+      await alice.waitFor("document.getElementById('export-h').textContent.startsWith('Export #" + id + "')");
+      return id;
+    };
+    const exportState = "(document.querySelector('#export-body .state') || {}).textContent";
+    await step("the succeeded job's page has an Export form; SQL's message is shown beside its field", async () => {
+      await alice.goto(H + "/#/jobs/" + job);
+      await alice.waitFor("document.getElementById('export-form')", 20);
+      if ((await alice.eval("document.getElementById('e-bucket').value")) !== "target") throw new Error("the bucket is not the job's");
+      await alice.fill("e-prefix", "a/../b");
+      await alice.click("#export-form button[type=submit]");
+      await alice.waitFor("document.getElementById('e-prefix-err').textContent.includes('prefix')");
+      await alice.waitFor("document.getElementById('e-prefix').getAttribute('aria-invalid') === 'true'");
+    });
+    const xlabel = "<img src=x onerror=\"window.__xss=2\">export";
+    await step("Export copies the result to the stable prefix and its page shows the reference", async () => {
+      exported = await exportFrom("webexport", xlabel);
+      await alice.waitFor(exportState + " === 'succeeded'", 60);
+      await alice.waitFor("[...document.querySelectorAll('#references-table td')].some((td) => td.textContent === 'webexport/web.bin')", 20);
+      await alice.shot("web-export");
+    });
+    await step("an export's label with markup is shown as text", async () => {
+      await alice.waitFor("document.getElementById('export-h').textContent.includes('<img')");
+      const imgs = await alice.eval("document.querySelectorAll('main img').length");
+      if (imgs !== 0 || (await alice.eval("window.__xss === 2"))) throw new Error("markup was rendered");
+    });
+    await step("a copy answered 500 leaves an export outcome_unknown, with a Verify button and no admin buttons", async () => {
+      unknownExport = await exportFrom("webunknown");
+      await alice.waitFor(exportState + " === 'outcome_unknown'", 60);
+      await alice.waitFor("document.getElementById('act-verify')");
+      if (await alice.eval("!!document.getElementById('act-retry') || !!document.getElementById('act-fail')"))
+        throw new Error("a remora_user is offered retry or fail");
+      await alice.shot("web-export-unknown");
+    });
+    await step("Verify observes the targets: the member is missing, so it stays outcome_unknown and says so", async () => {
+      await alice.click("#act-verify");
+      await alice.waitFor(exportState + " === 'outcome_unknown' && document.querySelector('#decisions') && " +
+        "[...document.querySelectorAll('#export-body dd')].some((d) => d.textContent.includes('webunknown/web.bin (missing)'))", 60);
+    });
+    await step("the exports list shows both, and its state filter shows outcome_unknown alone", async () => {
+      await alice.goto(H + "/#/exports");
+      await alice.waitFor(`document.querySelector('tr[data-export="${exported}"]') && document.querySelector('tr[data-export="${unknownExport}"]')`);
+      const st = await alice.text(`tr[data-export="${unknownExport}"] .state`);
+      if (st !== "outcome_unknown") throw new Error("state shown: " + st);
+      await alice.shot("web-exports");
+      await alice.eval("document.getElementById('x-state').value = 'outcome_unknown'");
+      await alice.click("#exports-filter button[type=submit]");
+      await alice.waitFor(`!document.querySelector('tr[data-export="${exported}"]') && document.querySelector('tr[data-export="${unknownExport}"]')`);
+      await alice.click(`tr[data-export="${unknownExport}"] a`);
+      await alice.waitFor("location.hash === '#/exports/" + unknownExport + "' && document.getElementById('act-verify')");
+    });
+
     await step("a slow download's progress moves on the page without a reload", async () => {
       slowJob = await submit(alice, SRC + "/slow/webslow.bin", "slow");
       await alice.eval("window.__stay = 2");
@@ -310,6 +374,15 @@ async function main() {
       if (!rows.includes("target alice target *")) throw new Error("no target grant row: " + JSON.stringify(rows));
     });
 
+    await step("an admin retries the export whose outcome is unknown, from its page", async () => {
+      await carol.goto(H + "/#/exports/" + unknownExport);
+      await carol.waitFor("document.getElementById('act-retry')", 20);
+      await carol.click("#act-retry");
+      await carol.waitFor("(document.querySelector('#export-body .state') || {}).textContent === 'succeeded'", 60);
+      const refs = await carol.eval("[...document.querySelectorAll('#references-table td')].map((td) => td.textContent)");
+      if (!refs.includes("webunknown/web.bin")) throw new Error("references: " + JSON.stringify(refs));
+    });
+
     // accessibility and phones: a tab of its own, signed in by keyboard only
     const phone = await Tab.open(cdp);
     const pressKey = async (key, code, vk, text) => {
@@ -368,6 +441,9 @@ async function main() {
       const pages = [["#/jobs", `document.querySelector('#jobs-table tbody tr')`],
         ["#/jobs/" + slowJob, `document.getElementById('job-h').textContent.startsWith('Job #${slowJob}') && document.querySelector('#job-body .state')`],
         ["#/submit", "!document.getElementById('submit-view').hidden"],
+        ["#/jobs/" + job, `document.getElementById('job-h').textContent.startsWith('Job #${job}') && document.getElementById('export-form')`],
+        ["#/exports", `document.querySelector('#exports-table tbody tr')`],
+        ["#/exports/" + unknownExport, `document.getElementById('export-h').textContent.startsWith('Export #${unknownExport}') && document.querySelector('#export-body .state')`],
         ["#/admin", "document.querySelector('#grants-table')"]];
       const problems = [];
       for (const [hash, ready] of pages) {

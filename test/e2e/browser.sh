@@ -8,6 +8,11 @@
 # through the presigned link with the right SHA-256, a label with markup
 # shown as text, a slow download's progress bar moving live, cancel, the
 # list and its state filter, its order (submitted, priority; both ways),
+# an Export form on the succeeded job's page (SQL's message beside its
+# field, the export's page with its reference, its label shown as text),
+# an export left outcome_unknown by a copy answered 500 (Verify offered,
+# retry and fail not, for a remora_user; Verify names the missing member),
+# the exports list and its outcome_unknown filter, an admin's Retry,
 # two users who do not see each other's jobs, the admin page with the
 # source and target grants, a keyboard-only sign-in with a visible focus,
 # every page at 375 px wide (a phone) without horizontal scrolling and
@@ -50,6 +55,8 @@ q "SELECT pg_reload_conf()" >/dev/null
 applied() { [ "$(grep -c "new settings in effect" "$LOG" || true)" -ge $((n + 2)) ]; }
 wait_for 30 applied || not_ok "the workers take the local hub's address"
 mkdir -p "${REMORA_SCREENSHOTS:-$T/shots}"
+# the export left outcome_unknown: its copy is answered 500 by the proxy
+rule "$S3_PROXY" "match=PUT%20/target/webunknown/&method=PUT&action=status:500&count=1"
 H=$H SRC=$SRC WWW=$WWW CHROMIUM=$CHROMIUM SHOTS=${REMORA_SCREENSHOTS:-$T/shots} \
 	timeout 300 node --experimental-websocket --no-warnings test/browser/run.js ||
 	E2E_FAILED=1

@@ -9,8 +9,11 @@
 # refused with a 500 the store never saw leaves it outcome_unknown, a
 # verify says which member is missing, and an administrator's retry
 # publishes it; kill -9 of the worker mid-dispatch leaves it
-# outcome_unknown and unretried; a hard delete of the job leaves the
-# exported keys.
+# outcome_unknown and unretried; a member above remora.export_copy_cutoff
+# (5MB here) is copied as a multipart upload of UploadPartCopy ranges,
+# read back byte-identical with no upload left open, and a part refused
+# aborts its upload and is published by the next attempt; a hard delete
+# of the job leaves the exported keys.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_begin export
@@ -151,6 +154,75 @@ check_eq "the attempt is lost, and no other was made" \
 	"$(q "SELECT count(*), min(state) FROM remora_export_attempts WHERE export_id = $ex")" "1|lost"
 check_eq "after a crash the idempotency key still returns its export" \
 	"$(q "SELECT remora_export($job, 'target', 'stable/llama', '{}', 'llama-v1')")" "$(q "SELECT min(export_id) FROM remora_exports WHERE idempotency_key = 'llama-v1'")"
+curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
+
+# --- a member above remora.export_copy_cutoff: a multipart copy of
+# UploadPartCopy ranges (parts of remora.part_size), byte-identical, with
+# no upload left open; a part refused: the upload is aborted, the attempt
+# fails conclusively and the next one publishes
+head -c $((12 * 1024 * 1024)) /dev/urandom >"$T/big12.bin"
+aws_s3 s3 cp --quiet "$T/big12.bin" s3://target/srcbig/big12.bin
+bigjob=$(q "SELECT remora_submit('s3://target/srcbig/')")
+check "a job of one 12 MiB member succeeds" wait_state "$bigjob" succeeded 120
+n=$(grep -c "new settings in effect" "$LOG" || true)
+q "ALTER SYSTEM SET remora.export_copy_cutoff = '5MB'" >/dev/null
+q "ALTER SYSTEM SET remora.part_size = '5MB'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+applied() { [ "$(grep -c "new settings in effect" "$LOG" || true)" -ge $((n + 2)) ]; }
+check "the workers take remora.export_copy_cutoff = 5MB" wait_for 30 applied
+for m in 'stable/mpu/big12.bin?uploads' 'stable/mpu/big12.bin?partNumber=' 'stable/mpu/big12.bin?uploadId=' \
+	'stable/mpu2/big12.bin?uploads' 'stable/mpu2/big12.bin?partNumber=' 'stable/mpu2/big12.bin?uploadId=' \
+	'DELETE%20/target/stable/mpu2/big12.bin?uploadId='; do
+	rule "$S3_PROXY" "match=$m&action=status:500&count=0"
+done
+open_uploads() {	# multipart uploads open under the target bucket's stable/ keys
+	if [ "${REMORA_STORE:-s3rver}" = rgw ]; then
+		# (the AWS CLI prints nothing at all for a listing without uploads)
+		aws_s3 s3api list-multipart-uploads --bucket target --prefix stable/ --output json \
+			>"$T/uploads.json" || { echo "the listing failed"; return; }
+		jq -s '.[0].Uploads // [] | length' "$T/uploads.json"
+	else
+		# s3rver has no ListMultipartUploads: its folder of open uploads
+		find "$T/store/target" -path '*uploads*' -name key -exec grep -l '^stable/' {} + 2>/dev/null | wc -l
+	fi
+}
+if [ "${REMORA_STORE:-s3rver}" = rgw ]; then
+	# the listing sees an upload when there is one
+	up=$(aws_s3 s3api create-multipart-upload --bucket target --key stable/control.bin --output json | jq -r .UploadId)
+	check_eq "an upload opened by the AWS CLI is listed" "$(open_uploads)" "1"
+	aws_s3 s3api abort-multipart-upload --bucket target --key stable/control.bin --upload-id "$up"
+	check_eq "and is gone once aborted" "$(open_uploads)" "0"
+fi
+ex=$(q "SELECT remora_export($bigjob, 'target', 'stable/mpu')")
+check "the export of a member above the cutoff succeeds" wait_state "$ex" succeeded 120
+check_eq "it was a multipart upload of three UploadPartCopy parts, completed" \
+	"$(hits "$S3_PROXY" 'stable/mpu/big12.bin?uploads') $(hits "$S3_PROXY" 'stable/mpu/big12.bin?partNumber=') $(hits "$S3_PROXY" 'stable/mpu/big12.bin?uploadId=')" \
+	"1 3 1"
+check_eq "the AWS CLI reads it back byte-identical (SHA-256)" \
+	"$(sum_key stable/mpu/big12.bin)" "$(sum_file "$T/big12.bin")"
+head_etag=$(aws_s3 s3api head-object --bucket target --key stable/mpu/big12.bin --output json 2>/dev/null | jq -r .ETag)
+check_eq "its reference is the completed object's ETag" \
+	"$(q "SELECT r ->> 'outcome', r ->> 'etag' FROM remora_exports e, jsonb_array_elements(e.\"references\") r WHERE e.export_id = $ex")" \
+	"copied|$head_etag"
+check_eq "no multipart upload is left open" "$(open_uploads)" "0"
+
+rule "$S3_PROXY" "match=stable/mpu2/big12.bin?partNumber=2&method=PUT&action=status:500&count=1"
+ex=$(q "SELECT remora_export($bigjob, 'target', 'stable/mpu2')")
+check "a part answered 500: the export still succeeds, on a second attempt" wait_state "$ex" succeeded 120
+check_eq "the first attempt failed conclusively (not outcome_unknown)" \
+	"$(q "SELECT string_agg(state || ':' || (coalesce(error ->> 'class', '') = 'outcome_unknown'), ',' ORDER BY attempt_no) FROM remora_export_attempts WHERE export_id = $ex")" \
+	"failed:false,succeeded:false"
+check "its upload was aborted (a DELETE ?uploadId was sent)" \
+	test "$(hits "$S3_PROXY" 'DELETE%20/target/stable/mpu2/big12.bin?uploadId=')" -ge 1
+check_eq "two uploads were started; one aborted, one completed" \
+	"$(hits "$S3_PROXY" 'stable/mpu2/big12.bin?uploads') $(hits "$S3_PROXY" 'stable/mpu2/big12.bin?uploadId=')" "2 2"
+check_eq "the AWS CLI reads it back byte-identical" \
+	"$(sum_key stable/mpu2/big12.bin)" "$(sum_file "$T/big12.bin")"
+if [ "${REMORA_STORE:-s3rver}" = rgw ]; then
+	check_eq "no multipart upload is left open" "$(open_uploads)" "0"
+else
+	check_eq "no upload is left open but the aborted one (s3rver has no AbortMultipartUpload)" "$(open_uploads)" "1"
+fi
 curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
 
 # --- hard-deleting the job leaves the stable keys alone

@@ -17,6 +17,15 @@
 #     409 (23505), 413, 405;
 #   - row-level security: a remora_user sees only their own jobs, an
 #     admin sees everyone's;
+#   - exports: POST /api/jobs/{id}/export publishes a member the AWS CLI
+#     reads back; an idempotency key replayed, reused (409); bad JSON, a
+#     bad if_exists, an unknown field, no prefix, no target grant (403),
+#     another user's job (404), no CSRF token (403); GET /api/exports with
+#     its state and job filters and keyset paging, GET /api/exports/{id};
+#     an export left outcome_unknown (a copy answered 500 at the proxy):
+#     a remora_user's retry or fail is 403, the owner's verify names the
+#     missing member, an admin's retry publishes it, resolving it again
+#     is 409;
 #   - a download submitted over the API finishes, its member read through
 #     the presigned link has the file's SHA-256; Server-Sent Events report
 #     its progress;
@@ -232,6 +241,113 @@ check "  the job ends cancelled" wait_for 30 bob_cancelled
 check_eq "  cancel again: 200 cancelled (idempotent)" "$(as bob POST "/api/jobs/$BJOB/cancel") $(field .state)" "200 cancelled"
 check_eq "bob deletes it: 204" "$(as bob DELETE "/api/jobs/$BJOB?hard=true")" 204
 check_eq "  then it is gone: 404" "$(as bob GET "/api/jobs/$BJOB")" 404
+
+# --- exports (remora_export over the API) ----------------------------------------------
+xa() { ja "$@" -H 'Content-Type: application/json'; }
+check_eq "POST /api/jobs/$JOB/export with cookie and token: 201" \
+	"$(xa POST "/api/jobs/$JOB/export" -d '{"bucket":"target","prefix":"webx","if_exists":"overwrite","idempotency_key":"x1"}')" 201
+EX=$(field .export_id)
+check "  returns the export id" test "$EX" -gt 0
+check_eq "  and Location" "$(header Location)" "/api/exports/$EX"
+wait_export() {	# wait_export WHO EXPORT STATE: through the API
+	[ "$(as "$1" GET "/api/exports/$2")" = 200 ] && [ "$(field .state)" = "$3" ]
+}
+check "the export succeeds (seen through the API)" wait_for 60 wait_export alice "$EX" succeeded
+check_eq "GET /api/exports/$EX: its job, target, members and reference" \
+	"$(field '[.job_id, .bucket, .prefix, .if_exists, .members_done, .members, .references[0].key] | join(" ")')" \
+	"$JOB target webx overwrite 1 1 webx/a.bin"
+check "  with its attempts and their ledger" test "$(field '.attempts[0].ledger.output_digest | length')" -eq 64
+check_eq "the AWS CLI reads webx/a.bin with the file's SHA-256" \
+	"$(aws_s3 s3 cp s3://target/webx/a.bin - 2>/dev/null | sha256sum | cut -d' ' -f1)" "$(sha256sum "$WWW/a.bin" | cut -d' ' -f1)"
+check_eq "the idempotency key replayed: 201, the same export" \
+	"$(xa POST "/api/jobs/$JOB/export" -d '{"bucket":"target","prefix":"webx","if_exists":"overwrite","idempotency_key":"x1"}') $(field .export_id)" "201 $EX"
+check_eq "the key for another export: 409 23505" \
+	"$(xa POST "/api/jobs/$JOB/export" -d '{"bucket":"target","prefix":"elsewhere","idempotency_key":"x1"}') $(field .sqlstate)" "409 23505"
+check_eq "export: bad JSON: 400 22P02" "$(xa POST "/api/jobs/$JOB/export" -d '{"bucket":')$(field .sqlstate)" "40022P02"
+check_eq "export: a JSON array: 400" "$(xa POST "/api/jobs/$JOB/export" -d '["target"]')" 400
+check_eq "export: a bad if_exists: 400 naming if_exists" \
+	"$(xa POST "/api/jobs/$JOB/export" -d '{"prefix":"webx","if_exists":"clobber"}') $(field .sqlstate) $(field .field)" "400 22023 if_exists"
+check_eq "export: a bad options.if_exists (SQL's check): 400 naming it" \
+	"$(xa POST "/api/jobs/$JOB/export" -d '{"prefix":"webx","options":{"if_exists":1}}') $(field .sqlstate) $(field .field)" "400 22023 options.if_exists"
+check_eq "export: an unknown field: 400" "$(xa POST "/api/jobs/$JOB/export" -d '{"prefix":"webx","colour":"red"}')" 400
+check_eq "export: a bucket that is not a string: 400 naming it" \
+	"$(xa POST "/api/jobs/$JOB/export" -d '{"bucket":7,"prefix":"webx"}') $(field .field)" "400 bucket"
+check_eq "export: no prefix: 400 naming it" \
+	"$(xa POST "/api/jobs/$JOB/export" -d '{"bucket":"target"}') $(field .sqlstate) $(field .field)" "400 22023 prefix"
+check_eq "export: a prefix with .. in it: 400" \
+	"$(xa POST "/api/jobs/$JOB/export" -d '{"bucket":"target","prefix":"a/../../b"}') $(field .sqlstate)" "400 22023"
+check_eq "export: a bucket without a target grant: 403 42501" \
+	"$(xa POST "/api/jobs/$JOB/export" -d '{"bucket":"elsewhere","prefix":"webx"}') $(field .sqlstate)" "403 42501"
+check_eq "export: a job that does not exist: 404 P0002" \
+	"$(xa POST /api/jobs/999999/export -d '{"bucket":"target","prefix":"webx"}') $(field .sqlstate)" "404 P0002"
+check_eq "export: bob exports alice's job: 404 P0002" \
+	"$(as bob POST "/api/jobs/$JOB/export" -d '{"bucket":"target","prefix":"bobx"}') $(field .sqlstate)" "404 P0002"
+check_eq "export by cookie without the CSRF token: 403" \
+	"$(call POST "/api/jobs/$JOB/export" -b "$COOKIE" -d '{"bucket":"target","prefix":"webx"}')" 403
+check "  says CSRF" grep -q CSRF "$B"
+check_eq "export with the token from another Origin: 403" \
+	"$(xa POST "/api/jobs/$JOB/export" -H 'Origin: http://evil.example' -d '{"bucket":"target","prefix":"webx"}')" 403
+check_eq "export: GET is not allowed: 405" "$(ja GET "/api/jobs/$JOB/export")" 405
+check_eq "no export was made by a refused request" \
+	"$(q "SELECT count(*) FROM remora_exports WHERE job_id = $JOB")" 1
+
+# an export whose outcome is unknown: a copy answered 500 by the proxy
+rule "$S3_PROXY" "match=PUT%20/target/webu/a.bin&method=PUT&action=status:500&count=1"
+xa POST "/api/jobs/$JOB/export" -d '{"bucket":"target","prefix":"webu","options":{"label":"<i>unknown</i>"}}' >/dev/null
+UX=$(field .export_id)
+check "a copy answered 500: outcome_unknown (through the API)" wait_for 60 wait_export alice "$UX" outcome_unknown
+check_eq "  the label comes back as JSON text" "$(field .label)" "<i>unknown</i>"
+check_eq "GET /api/exports: alice's two exports, newest first" \
+	"$(ja GET /api/exports) $(field '[.exports[].export_id] | join(",")')" "200 $UX,$EX"
+check_eq "  state=outcome_unknown" \
+	"$(ja GET '/api/exports?state=outcome_unknown' >/dev/null; field '[.exports[].export_id] | join(",")')" "$UX"
+check_eq "  state=succeeded,failed" \
+	"$(ja GET '/api/exports?state=succeeded,failed' >/dev/null; field '[.exports[].export_id] | join(",")')" "$EX"
+check_eq "  job=$JOB" "$(ja GET "/api/exports?job=$JOB" >/dev/null; field '.exports | length')" 2
+ja GET '/api/exports?limit=1' >/dev/null
+check_eq "  keyset paging: limit=1 gives the newest and a next" "$(field '.exports[0].export_id') $(field .next)" "$UX $UX"
+ja GET "/api/exports?limit=1&after=$UX" >/dev/null
+check_eq "  the next page is the older one" "$(field '[.exports[].export_id] | join(",")')" "$EX"
+check_eq "  limit=0: 400" "$(ja GET '/api/exports?limit=0')" 400
+check_eq "  after=x: 400 naming it" "$(ja GET '/api/exports?after=x') $(field .field)" "400 after"
+check_eq "  job=-1: 400 naming it" "$(ja GET '/api/exports?job=-1') $(field .field)" "400 job"
+check_eq "  POST /api/exports: 405" "$(ja POST /api/exports -d '{}')" 405
+check_eq "bob's list holds none of alice's exports" "$(as bob GET /api/exports) $(field '.exports | length')" "200 0"
+check_eq "bob cannot read alice's export: 404" "$(as bob GET "/api/exports/$UX") $(field .sqlstate)" "404 P0002"
+check_eq "nor resolve it: 404" "$(as bob POST "/api/exports/$UX/resolve" -d '{"action":"verify"}')" 404
+check_eq "an admin sees it" "$(as carol GET '/api/exports?state=outcome_unknown') $(field '[.exports[].export_id] | join(",")')" "200 $UX"
+check_eq "an export id that is not a number: 400" "$(ja GET /api/exports/abc)" 400
+check_eq "an export that does not exist: 404 P0002" "$(ja GET /api/exports/999999) $(field .sqlstate)" "404 P0002"
+check_eq "a job's id is not an export's: 404" "$(ja GET "/api/exports/$JOB")" 404
+check_eq "resolve: bad JSON: 400" "$(xa POST "/api/exports/$UX/resolve" -d '{"action"')" 400
+check_eq "resolve: no action: 400 naming it" "$(xa POST "/api/exports/$UX/resolve" -d '{}') $(field .field)" "400 action"
+check_eq "resolve: an unknown action (SQL's check): 400" \
+	"$(xa POST "/api/exports/$UX/resolve" -d '{"action":"shrug"}') $(field .sqlstate) $(field .field)" "400 22023 action"
+check_eq "resolve: an unknown field: 400" "$(xa POST "/api/exports/$UX/resolve" -d '{"action":"verify","why":"x"}')" 400
+check_eq "resolve without the CSRF token: 403" \
+	"$(call POST "/api/exports/$UX/resolve" -b "$COOKIE" -d '{"action":"verify"}')" 403
+check_eq "a remora_user's retry: 403 42501" \
+	"$(xa POST "/api/exports/$UX/resolve" -d '{"action":"retry"}') $(field .sqlstate)" "403 42501"
+check_eq "a remora_user's fail: 403 42501" \
+	"$(xa POST "/api/exports/$UX/resolve" -d '{"action":"fail"}') $(field .sqlstate)" "403 42501"
+check_eq "the owner's verify: 200 queued" \
+	"$(xa POST "/api/exports/$UX/resolve" -d '{"action":"verify"}') $(field .state)" "200 queued"
+verified() { wait_export alice "$UX" outcome_unknown && [ "$(field .attempts_used)" = 2 ]; }
+check "verify finds the member missing: still outcome_unknown" wait_for 60 verified
+check "  and names it" bash -c "jq -r .last_error.message '$B' | grep -q 'webu/a.bin (missing)'"
+check_eq "resolve by GET: 405" \
+	"$(ja GET "/api/exports/$UX/resolve")" 405
+check_eq "an admin's retry: 200 queued" \
+	"$(as carol POST "/api/exports/$UX/resolve" -d '{"action":"retry"}') $(field .state)" "200 queued"
+check "the retry publishes it" wait_for 60 wait_export alice "$UX" succeeded
+check_eq "  the decisions say who: alice verified, carol retried" \
+	"$(field '[.decisions[] | .action + ":" + .by] | join(",")')" "verify:alice,retry:carol"
+check_eq "resolve of a succeeded export: 409 55000" \
+	"$(xa POST "/api/exports/$UX/resolve" -d '{"action":"verify"}') $(field .sqlstate)" "409 55000"
+check_eq "cancel of a finished export: 200, still succeeded" \
+	"$(ja POST "/api/exports/$UX/cancel") $(field .state)" "200 succeeded"
+check_eq "bob cannot cancel it: 404" "$(as bob POST "/api/exports/$UX/cancel")" 404
+curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
 
 # --- hostile input ----------------------------------------------------------------------
 head -c 200000 /dev/zero | tr '\0' 'a' >"$T/big"

@@ -281,6 +281,11 @@ typedef struct FakeS3
 	int       gets;
 	int       copies;
 	int       puts;
+	int  uploads; /* multipart copies: started, parts, completed, aborted */
+	int  parts;
+	int  completes;
+	int  aborts;
+	char ranges[256]; /* the parts' x-amz-copy-source-range, in order */
 } FakeS3;
 
 static void
@@ -346,6 +351,50 @@ serve_one(FakeS3 *s3, int c)
 	}
 	else if (strncmp(req, "PUT /bkt/amb/", 13) == 0)
 		return; /* read, and no answer at all */
+	else if (strncmp(req, "POST /bkt/mpu", 13) == 0 &&
+			 strstr(req, "?uploads") != NULL && strstr(req, "?uploads") < end)
+	{
+		__atomic_add_fetch(&s3->uploads, 1, __ATOMIC_SEQ_CST);
+		answer_with(c, "200 OK", NULL,
+					"<InitiateMultipartUploadResult><Bucket>bkt</Bucket>"
+					"<UploadId>up-1</UploadId>"
+					"</InitiateMultipartUploadResult>");
+	}
+	else if (strncmp(req, "PUT /bkt/mpu", 12) == 0 &&
+			 strstr(req, "partNumber=") != NULL)
+	{
+		const char *r = strcasestr(req, "x-amz-copy-source-range: ");
+		size_t      have = strlen(s3->ranges);
+
+		__atomic_add_fetch(&s3->parts, 1, __ATOMIC_SEQ_CST);
+		if (r && r < end && have < sizeof(s3->ranges) - 1)
+			snprintf(s3->ranges + have, sizeof(s3->ranges) - have, "%.*s;",
+					 (int) strcspn(r + 25, "\r"), r + 25);
+		if (strncmp(req, "PUT /bkt/mpufail/", 17) == 0 &&
+			strstr(req, "partNumber=2&") != NULL)
+			answer_with(c, "403 Forbidden", NULL,
+						"<Error><Code>AccessDenied</Code></Error>");
+		else
+			answer_with(
+				c, "200 OK", NULL,
+				"<CopyPartResult><ETag>\"5f363e0e58a95f06cbe9bbc662c5dfb6"
+				"\"</ETag></CopyPartResult>");
+	}
+	else if (strncmp(req, "POST /bkt/mpu", 13) == 0)
+	{
+		__atomic_add_fetch(&s3->completes, 1, __ATOMIC_SEQ_CST);
+		if (strncmp(req, "POST /bkt/mpuamb/", 17) == 0)
+			return; /* completed, and no answer at all */
+		answer_with(
+			c, "200 OK", NULL,
+			"<CompleteMultipartUploadResult><ETag>\"0123456789abcdef0123"
+			"456789abcdef-3\"</ETag></CompleteMultipartUploadResult>");
+	}
+	else if (strncmp(req, "DELETE /bkt/mpu", 15) == 0)
+	{
+		__atomic_add_fetch(&s3->aborts, 1, __ATOMIC_SEQ_CST);
+		answer_with(c, "204 No Content", NULL, "");
+	}
 	else if (strncmp(req, "GET /bkt/out/present.bin ", 25) == 0)
 		answer_with(c, "200 OK", OBJ_ETAG, OBJ_BODY);
 	else if (strncmp(req, "GET /bkt/src/a.bin", 18) == 0)
@@ -690,6 +739,78 @@ test_export(FakeS3 *s3)
 	remora_engine_free(engine);
 }
 
+/*
+ * A member above the engine's export_copy_cutoff: a multipart upload of
+ * UploadPartCopy ranges of part_size, completed; a part refused: the
+ * upload is aborted and the failure is conclusive; a completion without an
+ * answer: outcome_unknown, and the upload is aborted too.
+ */
+static void
+test_export_multipart(FakeS3 *s3)
+{
+	RemoraEngineConfig cfg;
+	RemoraEngine      *engine;
+	char               endpoint[64], err[256], why[700];
+	int                nrefs;
+	int64_t            mib = 1024 * 1024;
+	RemoraExportMember m = {"big.bin", "bkt",   "stage/1/a/data/big.bin",
+							OBJ_ETAG,  OBJ_SHA, 12 * mib,
+							NULL};
+	RemoraExportSpec   spec = {
+		  "bkt", "mpu", REMORA_IF_EXISTS_OVERWRITE, false, &m, 1, OBJ_SHA};
+
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", s3->port);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.target.endpoint = endpoint;
+	cfg.target.region = "eu-west-1";
+	cfg.target.path_style = true;
+	cfg.target.access_key_id = "AKID";
+	cfg.target.secret_access_key = "SECRET";
+	cfg.part_size = 5 * mib;
+	cfg.allow_networks = "";
+	cfg.deny_networks = "";
+	cfg.export_copy_cutoff = 5 * mib;
+	engine = remora_engine_new(&cfg, err, sizeof(err));
+	CHECK(engine != NULL, "an engine with a 5 MiB copy cutoff starts");
+	if (engine == NULL)
+		return;
+	CHECK(run_export(engine, &spec, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_SUCCEEDED &&
+			  nrefs == 1 && s3->uploads == 1 && s3->parts == 3 &&
+			  s3->completes == 1 && s3->aborts == 0,
+		  "a 12 MiB member: one upload, three part copies, completed (%s; "
+		  "%d %d %d %d)",
+		  why, s3->uploads, s3->parts, s3->completes, s3->aborts);
+	CHECK_STR(s3->ranges,
+			  "bytes=0-5242879;bytes=5242880-10485759;"
+			  "bytes=10485760-12582911;",
+			  "the parts' source ranges cover the member exactly");
+
+	spec.prefix = "mpufail";
+	CHECK(run_export(engine, &spec, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_FAILED &&
+			  strncmp(why, "outcome_unknown", 15) != 0 && nrefs == 0 &&
+			  s3->completes == 1 && s3->aborts == 1,
+		  "a part refused: a conclusive failure, the upload aborted (%s)", why);
+
+	spec.prefix = "mpuamb";
+	CHECK(run_export(engine, &spec, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_FAILED &&
+			  strncmp(why, "outcome_unknown: mpuamb/big.bin:", 32) == 0 &&
+			  s3->completes == 2 && s3->aborts == 2,
+		  "a completion without an answer: outcome_unknown, and aborted (%s)",
+		  why);
+
+	/* below the cutoff: one CopyObject, as before */
+	m.size = 5 * mib;
+	spec.prefix = "small";
+	CHECK(run_export(engine, &spec, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_SUCCEEDED &&
+			  s3->uploads == 3,
+		  "a member at the cutoff is one CopyObject (%s)", why);
+	remora_engine_free(engine);
+}
+
 static void
 test_lookups(void)
 {
@@ -704,6 +825,7 @@ test_lookups(void)
 	lookup_answered(&s3, false);
 	lookup_withdrawn(&s3);
 	test_export(&s3);
+	test_export_multipart(&s3);
 	fake_s3_stop(&s3);
 }
 

@@ -1,0 +1,90 @@
+/*-------------------------------------------------------------------------
+ *
+ * export_int.h
+ *	  What export.c (the kind "export") and export_parts.c (a member's
+ *	  multipart copy) share: the export's and its members' state, and the
+ *	  helpers that record each member's answer.  Nothing outside the two
+ *	  files includes this.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REMORA_EXPORT_INT_H
+#define REMORA_EXPORT_INT_H
+
+#include "engine/engine_int.h"
+
+typedef enum
+{
+	M_WAIT,
+	M_HEAD,
+	M_COPY,
+	M_HASH,
+	M_MPU, /* a multipart copy: create, parts, complete, abort */
+	M_DONE
+} MemberState;
+
+typedef struct Member
+{
+	RemoraExportMember m; /* strings owned */
+	char              *target;
+	MemberState        state;
+	Request           *req;
+	RemoraSha256      *hsha;
+	int64_t            hbytes;
+	char               head_etag[REMORA_ETAG_MAX];
+	char               head_version[256];
+	/* a multipart copy */
+	char   *upload_id;
+	char  **part_etags;
+	int     nparts;
+	int     part_next; /* the part being copied, from 1 */
+	int64_t part_size;
+	char   *complete_body; /* alive while COMPLETE runs */
+} Member;
+
+typedef struct Export
+{
+	RemoraTask       base; /* kind: export_kind */
+	RemoraJobStatus  status;
+	char            *bucket;
+	char            *prefix;
+	RemoraIfExists   if_exists;
+	bool             verify;
+	char             output_digest[65];
+	Member          *members;
+	int              n;
+	int              next;     /* next member to start */
+	int              running;  /* requests in flight */
+	int              finished; /* members concluded */
+	int64_t          bytes_done;
+	int64_t          bytes_total;
+	bool             stopping;  /* a failure: start nothing new */
+	bool             ambiguous; /* a copy without a conclusive answer */
+	RemoraTaskError  first;     /* the first failure */
+	bool             has_first;
+	int              mismatches; /* verify */
+	RemoraBuf        mismatch_text;
+	RemoraExportRef *refs; /* conclusive answers not yet handed out */
+	int              nrefs;
+	RemoraExportRef *handed; /* the last batch handed out */
+	int              nhanded;
+	RemoraTaskResult result;
+} Export;
+
+/* export.c: the answers of a member, and the pump that starts the next */
+extern void remora_export_pump(Export *x);
+extern void remora_export_note_failure(Export *x, const RemoraTaskError *err);
+extern void remora_export_note_failuref(Export *x, const char *class,
+										bool retryable, long status,
+										const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+extern void remora_export_note_ambiguous(Export *x, const Member *mb,
+										 RemoraTaskError *err);
+extern void remora_export_conclude(Export *x, Member *mb, const char *etag,
+								   const char *version, const char *outcome);
+extern bool remora_export_never_sent(CURLcode rc);
+
+/* export_parts.c: copy a member above the cutoff as a multipart upload */
+extern void remora_export_start_multipart(Export *x, Member *mb);
+
+#endif /* REMORA_EXPORT_INT_H */

@@ -1,0 +1,345 @@
+/*-------------------------------------------------------------------------
+ *
+ * export_parts.c
+ *	  An export's copy of a member larger than the engine's
+ *	  export_copy_cutoff (at most 5 GiB, the most CopyObject takes): a
+ *	  multipart upload whose parts are server-side copies of ranges.
+ *
+ *	  CREATE (POST ?uploads) --> PART 1..n, one at a time: UploadPartCopy
+ *	      of a range of remora.part_size (larger when 10,000 parts would
+ *	      not hold the member; x-amz-copy-source-range) guarded by
+ *	      x-amz-copy-source-if-match --> COMPLETE (POST ?uploadId)
+ *	  2xx CompleteMultipartUploadResult --> "copied" (its ETag, or a HEAD's
+ *	      where the store answers none, as RGW does)
+ *	  CREATE or a PART fails, whatever the answer --> conclusive failure
+ *	      (parts are invisible until COMPLETE), and ABORT
+ *	  COMPLETE refused --> conclusive failure, ABORT; COMPLETE without a
+ *	      conclusive answer --> outcome unknown, and ABORT (a no-op if it
+ *	      had completed)
+ *
+ * RGW ignores x-amz-copy-source-if-match on UploadPartCopy (TESTING.md),
+ * so there a member replaced during a multipart copy is not noticed; a
+ * committed member is never rewritten by Remora.  An upload open when the
+ * export is cancelled or its worker stops is not aborted (its requests are
+ * cut and nothing is waited for): a lifecycle rule on the target bucket
+ * (AbortIncompleteMultipartUpload) drops it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/export_int.h"
+#include "engine/s3xml.h"
+#include "engine/source_uri.h"
+
+#define S3_MAX_PARTS 10000
+
+static void mpu_abort(Export *x, Member *mb);
+static void mpu_part(Export *x, Member *mb);
+
+/* The copy source header's value, "/bucket/key" encoded; NULL: no memory. */
+static char *
+copy_source(const Member *mb)
+{
+	char  *enc = remora_uri_encode(mb->m.key, strlen(mb->m.key), true);
+	size_t n = strlen(mb->m.bucket) + (enc ? strlen(enc) : 0) + 4;
+	char  *src = enc ? malloc(n) : NULL;
+
+	if (src)
+		snprintf(src, n, "/%s/%s", mb->m.bucket, enc);
+	free(enc);
+	return src;
+}
+
+/* Start one request of a multipart copy; false: failed (noted). */
+static bool
+mpu_start(Export *x, Member *mb, const S3Call *call, RequestDone done)
+{
+	char errbuf[256] = "out of memory";
+
+	mb->req = remora_s3_start(&x->base.engine->loop, &x->base.engine->target, x,
+							  call, done, errbuf, sizeof(errbuf));
+	if (mb->req == NULL)
+	{
+		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s",
+									errbuf);
+		return false;
+	}
+	mb->req->data = mb;
+	mb->state = M_MPU;
+	x->running++;
+	return true;
+}
+
+static void
+mpu_abort_done(Request *req, CURLcode rc)
+{
+	Export *x = req->owner;
+	Member *mb = req->data;
+
+	(void) rc; /* best effort: a lifecycle rule drops what stays */
+	mb->req = NULL;
+	x->running--;
+	mb->state = M_DONE;
+	remora_export_pump(x);
+}
+
+/* Drop the upload (its parts are invisible); the member is then done. */
+static void
+mpu_abort(Export *x, Member *mb)
+{
+	RemoraKV q[1] = {{"uploadId", mb->upload_id}};
+	S3Call   call = {"DELETE", x->bucket, mb->target, q,     1,    NULL,
+					 0,        NULL,      0,          false, false};
+
+	if (mb->upload_id == NULL || !mpu_start(x, mb, &call, mpu_abort_done))
+		mb->state = M_DONE;
+}
+
+static void
+mpu_head_done(Request *req, CURLcode rc)
+{
+	Export         *x = req->owner;
+	Member         *mb = req->data;
+	RemoraTaskError err;
+
+	mb->req = NULL;
+	x->running--;
+	mb->state = M_DONE;
+	if (remora_s3_failed(req, rc, &err, "looking at an exported key") ||
+		req->hdr.content_length != mb->m.size)
+	{
+		/* completed, but what is there cannot be told now */
+		if (req->status == 200)
+			remora_error_set(&err, REMORA_ERR_S3, false, 0,
+							 "the completed upload has %lld bytes, not %lld",
+							 (long long) req->hdr.content_length,
+							 (long long) mb->m.size);
+		remora_export_note_ambiguous(x, mb, &err);
+	}
+	else
+		remora_export_conclude(x, mb, req->hdr.etag, req->hdr.version_id,
+							   "copied");
+	remora_export_pump(x);
+}
+
+static void
+mpu_complete_done(Request *req, CURLcode rc)
+{
+	Export         *x = req->owner;
+	Member         *mb = req->data;
+	RemoraTaskError err;
+	char           *etag;
+
+	mb->req = NULL;
+	x->running--;
+	free(mb->complete_body);
+	mb->complete_body = NULL;
+	if (remora_s3_failed(req, rc, &err,
+						 "completing an export's multipart "
+						 "copy"))
+	{
+		if ((rc != CURLE_OK && !remora_export_never_sent(rc)) ||
+			req->status == 500)
+			remora_export_note_ambiguous(x, mb,
+										 &err); /* it may have completed */
+		else
+			remora_export_note_failure(x, &err);
+		mpu_abort(x, mb);
+		remora_export_pump(x);
+		return;
+	}
+	etag = remora_s3_answer_etag(req, "CompleteMultipartUploadResult", &err,
+								 "completing an export's multipart copy");
+	if (etag == NULL)
+	{
+		/* a 200 that carries an error: it may or may not have completed */
+		remora_export_note_ambiguous(x, mb, &err);
+		mpu_abort(x, mb);
+	}
+	else if (etag[0] == '\0')
+	{
+		/* RGW answers an empty ETag: the key's HEAD has it */
+		S3Call call = {"HEAD", x->bucket, mb->target, NULL,  0,   NULL,
+					   0,      NULL,      0,          false, true};
+
+		if (!mpu_start(x, mb, &call, mpu_head_done))
+			mb->state = M_DONE;
+	}
+	else
+	{
+		mb->state = M_DONE;
+		remora_export_conclude(x, mb, etag, req->hdr.version_id, "copied");
+	}
+	free(etag);
+	remora_export_pump(x);
+}
+
+static void
+mpu_complete(Export *x, Member *mb)
+{
+	size_t   len;
+	RemoraKV q[1] = {{"uploadId", mb->upload_id}};
+	S3Call   call;
+
+	mb->complete_body = remora_s3xml_complete_body(
+		(const char *const *) mb->part_etags, mb->nparts, &len);
+	if (mb->complete_body == NULL)
+	{
+		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
+									"could not build the part list");
+		mpu_abort(x, mb);
+		return;
+	}
+	call = (S3Call){"POST", x->bucket,         mb->target, q,     1,    NULL,
+					0,      mb->complete_body, len,        false, false};
+	if (!mpu_start(x, mb, &call, mpu_complete_done))
+		mpu_abort(x, mb);
+}
+
+static void
+mpu_part_done(Request *req, CURLcode rc)
+{
+	Export         *x = req->owner;
+	Member         *mb = req->data;
+	RemoraTaskError err;
+	char           *etag = NULL;
+
+	mb->req = NULL;
+	x->running--;
+	if (!remora_s3_failed(req, rc, &err, "copying a part of an export"))
+		etag = remora_s3_answer_etag(req, "CopyPartResult", &err,
+									 "copying a part of an export");
+	if (etag == NULL || etag[0] == '\0')
+	{
+		/* nothing is visible at the key before COMPLETE: conclusive */
+		if (req->status == 412)
+		{
+			snprintf(err.message, sizeof(err.message),
+					 "the committed member \"%.300s\" no longer has the ETag "
+					 "its result recorded",
+					 mb->m.path);
+			err.retryable = false;
+		}
+		else if (etag != NULL)
+			remora_error_set(&err, REMORA_ERR_S3, true, req->status,
+							 "copying part %d of \"%s\": no ETag in the "
+							 "answer",
+							 mb->part_next, mb->target);
+		free(etag);
+		remora_export_note_failure(x, &err);
+		mpu_abort(x, mb);
+		remora_export_pump(x);
+		return;
+	}
+	mb->part_etags[mb->part_next - 1] = etag;
+	if (x->stopping)
+		mpu_abort(x, mb); /* another member failed: publish nothing more */
+	else if (mb->part_next == mb->nparts)
+		mpu_complete(x, mb);
+	else
+	{
+		mb->part_next++;
+		mpu_part(x, mb);
+	}
+	remora_export_pump(x);
+}
+
+/* UploadPartCopy of part mb->part_next: a range of the member. */
+static void
+mpu_part(Export *x, Member *mb)
+{
+	char    *src = copy_source(mb);
+	char     range[64], partno[16];
+	int64_t  first = (int64_t) (mb->part_next - 1) * mb->part_size;
+	int64_t  end = first + mb->part_size;
+	int64_t  last = (end < mb->m.size ? end : mb->m.size) - 1;
+	RemoraKV q[2], h[3];
+	S3Call   call;
+
+	if (src == NULL)
+	{
+		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
+									"out of memory");
+		mpu_abort(x, mb);
+		return;
+	}
+	snprintf(range, sizeof(range), "bytes=%lld-%lld", (long long) first,
+			 (long long) last);
+	snprintf(partno, sizeof(partno), "%d", mb->part_next);
+	q[0] = (RemoraKV){"partNumber", partno};
+	q[1] = (RemoraKV){"uploadId", mb->upload_id};
+	h[0] = (RemoraKV){"x-amz-copy-source", src};
+	h[1] = (RemoraKV){"x-amz-copy-source-range", range};
+	h[2] = (RemoraKV){"x-amz-copy-source-if-match", mb->m.etag};
+	call = (S3Call){"PUT", x->bucket, mb->target, q,     2,    h,
+					3,     NULL,      0,          false, false};
+	if (!mpu_start(x, mb, &call, mpu_part_done))
+		mpu_abort(x, mb);
+	free(src);
+}
+
+static void
+mpu_created(Request *req, CURLcode rc)
+{
+	Export         *x = req->owner;
+	Member         *mb = req->data;
+	RemoraTaskError err;
+
+	mb->req = NULL;
+	x->running--;
+	if (remora_s3_failed(req, rc, &err, "starting an export's multipart copy"))
+	{
+		/* an upload nobody learnt the id of is invisible, and unlisted */
+		mb->state = M_DONE;
+		remora_export_note_failure(x, &err);
+		remora_export_pump(x);
+		return;
+	}
+	mb->upload_id =
+		remora_s3xml_text(req->body, req->body_len, "UploadId", NULL);
+	mb->part_etags = calloc((size_t) mb->nparts, sizeof(char *));
+	if (mb->upload_id == NULL || mb->upload_id[0] == '\0' ||
+		mb->part_etags == NULL)
+	{
+		mb->state = M_DONE;
+		remora_export_note_failuref(
+			x, REMORA_ERR_S3, true, req->status,
+			"starting an export's multipart copy: the store "
+			"answered no UploadId");
+		remora_export_pump(x);
+		return;
+	}
+	if (x->stopping)
+		mpu_abort(x, mb);
+	else
+	{
+		mb->part_next = 1;
+		mpu_part(x, mb);
+	}
+	remora_export_pump(x);
+}
+
+/*
+ * A member above the cutoff: parts of remora.part_size, or larger so that
+ * 10,000 parts hold it (rounded up to a MiB).
+ */
+void
+remora_export_start_multipart(Export *x, Member *mb)
+{
+	RemoraKV q[1] = {{"uploads", ""}};
+	S3Call   call = {"POST", x->bucket, mb->target, q,     1,    NULL,
+					 0,      NULL,      0,          false, false};
+	int64_t  mib = 1024 * 1024;
+
+	mb->part_size = (int64_t) x->base.engine->part_size;
+	if ((mb->m.size + mb->part_size - 1) / mb->part_size > S3_MAX_PARTS)
+		mb->part_size =
+			((mb->m.size + S3_MAX_PARTS - 1) / S3_MAX_PARTS + mib - 1) / mib *
+			mib;
+	mb->nparts = (int) ((mb->m.size + mb->part_size - 1) / mb->part_size);
+	if (!mpu_start(x, mb, &call, mpu_created))
+		mb->state = M_DONE;
+}
