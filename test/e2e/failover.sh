@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+#
+# Failover of PostgreSQL under running transfers.  A primary with a
+# synchronous streaming standby (synchronous_commit = on,
+# synchronous_standby_names), remora preloaded on both; the primary's
+# background workers run jobs: small ones that finish first, large ones
+# from a slow source (1 MB/s) that are mid-transfer, with a validated
+# checkpoint, and waiting ones held back by remora.max_active_leases.  The
+# primary is stopped at once (immediate: a crash) and the standby
+# promoted.  Its launcher starts, its reconcile rebuilds the queue and the
+# leases (unlogged: empty after promotion), its workers finish every job.
+#
+# No committed result is lost (the jobs that had succeeded keep the same
+# result and manifest), no job has two results, every attempt that was
+# running on the old primary was committed exactly once or replaced with a
+# greater fencing token (resuming from its checkpoint), and every member
+# read back from the store has the SHA-256 the result records.
+#
+. "$(dirname "$0")/../lib/e2e.sh"
+stack_up failover
+
+PRIMARY=$T/pg
+STANDBY=$T/standby
+STANDBY_PORT=$(free_port)
+e2e_at_exit "cp '$STANDBY/server.log' '/tmp/failover-standby-server.log' 2>/dev/null"
+
+# four permits: the large jobs take them all, the waiting ones stay queued
+q "ALTER SYSTEM SET remora.max_active_leases = 4" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+
+# a database the launcher does not serve: there only this script runs
+# reconcile, so what promotion leaves of the coordination state can be seen
+psql -X -q -c "CREATE DATABASE remora_side" >/dev/null
+side() { E2E_DB=remora_side q "$1"; }
+side "CREATE EXTENSION remora" >/dev/null
+side "SELECT count(remora_submit('$SRC/side-' || g || '.bin')) FROM generate_series(1, 3) g" >/dev/null
+side "SELECT count(*) FROM remora.claim('33333333-3333-3333-3333-333333333333', 2)" >/dev/null
+side "SELECT remora.checkpoint(current_attempt, fencing_token, '{\"state\": {\"parts\": [1]}, \"bytes_done\": 7}')
+	FROM remora.jobs WHERE state = 'running'" >/dev/null
+side_running=$(side "SELECT string_agg(current_attempt::text, ',' ORDER BY job_id) FROM remora.jobs WHERE state = 'running'")
+
+check "a streaming standby is made from the primary (pg_basebackup -R)" \
+	cluster_standby "$PRIMARY" "$STANDBY" "$STANDBY_PORT" </dev/null
+check "the standby is synchronous" cluster_sync "$PRIMARY"
+check_eq "the primary commits synchronously" \
+	"$(q "SELECT current_setting('synchronous_commit') || '/' || current_setting('synchronous_standby_names')")" \
+	"on/standby"
+
+# ---- jobs on the primary ----
+for i in 1 2 3 4 5; do make_file "small$i.bin" 300000; done
+for i in 1 2 3 4; do make_file "large$i.bin" 12000000; done # three 5 MB parts, at 1 MB/s
+for i in 1 2 3; do make_file "later$i.bin" 6000000; done
+small=$(q "SELECT string_agg(remora_submit('$SRC/small' || g || '.bin')::text, ' ') FROM generate_series(1, 5) g")
+done_small() { [ "$(q "SELECT count(*) FROM remora.jobs WHERE state = 'succeeded'")" = 5 ]; }
+check "the small jobs succeed on the primary" wait_for 60 done_small
+
+large=$(q "SELECT string_agg(remora_submit('$SRC/slow/large' || g || '.bin')::text, ' ') FROM generate_series(1, 4) g")
+later=$(q "SELECT string_agg(remora_submit('$SRC/later' || g || '.bin')::text, ' ') FROM generate_series(1, 3) g")
+all_jobs="$small $large $later"
+mid_transfer() {
+	[ "$(q "SELECT count(*) FROM remora.jobs j JOIN remora.checkpoints c USING (job_id)
+		WHERE j.state = 'running' AND c.attempt_id = j.current_attempt AND c.bytes_done >= 5000000")" = 4 ]
+}
+check "the large jobs are mid-transfer, each with a validated checkpoint" wait_for 60 mid_transfer
+check_eq "the waiting jobs are held back by the lease limit" \
+	"$(q "SELECT count(*) FROM remora.jobs WHERE state = 'queued'")" 3
+
+# what the clients have seen committed, and what was running
+results_of() { q "SELECT string_agg(job_id || ':' || attempt_id || ':' || fencing_token || ':' || manifest_key || ':' || manifest_sha256, ',' ORDER BY job_id) FROM remora.results WHERE job_id IN ($1)"; }
+committed_before=$(results_of "${small// /,}")
+running_before=$(q "SELECT string_agg(format('(%L::uuid, %s::bigint)', attempt_id, fencing_token), ',' ORDER BY job_id) FROM remora.attempts WHERE state = 'running'")
+incarnations_before=$(q "SELECT string_agg(quote_literal(incarnation), ',') FROM remora.incarnations WHERE kind = 'worker' AND stopped_at IS NULL")
+jobs_before=$(q "SELECT count(*) FROM remora.jobs")
+
+# ---- failover ----
+check "the primary is stopped at once and the standby promoted" \
+	cluster_promote "$PRIMARY" "$STANDBY"
+export PGHOST=$STANDBY PGPORT=$STANDBY_PORT
+LOG=$STANDBY/server.log
+
+check_eq "in the database nobody reconciles, promotion left the queue, the leases and the coordination marker empty (unlogged)" \
+	"$(side "SELECT (SELECT count(*) FROM remora.queue) || '/' || (SELECT count(*) FROM remora.leases) || '/' || (SELECT count(*) FROM remora.coordination)")" \
+	"0/0/0"
+check_eq "reconcile rebuilds two leases and one queue entry there" "$(side "SELECT remora.reconcile()")" 3
+check_eq "the rebuilt leases are exactly the running attempts" \
+	"$(side "SELECT string_agg(attempt_id::text, ',' ORDER BY job_id) FROM remora.leases")" "$side_running"
+check_eq "the running attempts keep their authority on the promoted server" \
+	"$(side "SELECT bool_and(r.ok) FROM remora.jobs j, LATERAL remora.renew(j.current_attempt, j.fencing_token) r WHERE j.state = 'running'")" "t"
+check_eq "their checkpoints survived the promotion" \
+	"$(side "SELECT count(*) FROM remora.checkpoints WHERE bytes_done = 7")" 2
+check_eq "the queue holds the waiting job, and the marker is back" \
+	"$(side "SELECT (SELECT count(*) FROM remora.queue) || '/' || (SELECT count(*) FROM remora.coordination)")" "1/1"
+
+launcher_runs() { [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora launcher'")" = 1 ]; }
+check "the launcher starts on the promoted standby" wait_for 30 launcher_runs
+workers_run() { [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora worker'")" = 2 ]; }
+check "so do its background workers" wait_for 30 workers_run
+check_eq "no job was lost in the failover" "$(q "SELECT count(*) FROM remora.jobs")" "$jobs_before"
+check_eq "the old primary's worker incarnations are recorded as stopped" \
+	"$(q "SELECT count(*) FROM remora.incarnations WHERE incarnation IN ($incarnations_before) AND stopped_at IS NULL")" 0
+
+all_succeeded() { [ "$(q "SELECT count(*) FROM remora.jobs WHERE state <> 'succeeded'")" = 0 ]; }
+if ! check "the promoted server's workers finish every job" wait_for 120 all_succeeded; then
+	q "SELECT job_id, state, last_error FROM remora.jobs WHERE state <> 'succeeded'" | sed 's/^/# /'
+fi
+check_eq "the coordination marker is back in the served database" \
+	"$(q "SELECT count(*) FROM remora.coordination")" 1
+
+# ---- what must hold ----
+check_eq "no committed result was lost: the same attempts, tokens and manifests" \
+	"$(results_of "${small// /,}")" "$committed_before"
+check_eq "one result per job" \
+	"$(q "SELECT count(*) || '/' || count(DISTINCT job_id) FROM remora.results")" "$jobs_before/$jobs_before"
+check_eq "at most one succeeded attempt per job, and it is the result's" \
+	"$(q "SELECT count(*) FROM (SELECT a.job_id FROM remora.attempts a LEFT JOIN remora.results r USING (job_id)
+		WHERE a.state = 'succeeded' GROUP BY a.job_id
+		HAVING count(*) > 1 OR bool_or(a.attempt_id IS DISTINCT FROM r.attempt_id)) s")" 0
+check_eq "every attempt running on the old primary was committed once or replaced with a greater token" \
+	"$(q "SELECT count(*) FILTER (WHERE NOT (
+			(a.state = 'succeeded' AND r.attempt_id = a.attempt_id)
+			OR (a.state IN ('lost', 'failed') AND r.fencing_token > old.token)))
+		|| '/' || count(*)
+		FROM (VALUES $running_before) old (attempt_id, token)
+		JOIN remora.attempts a USING (attempt_id)
+		JOIN remora.results r ON r.job_id = a.job_id")" "0/4"
+check_eq "the replacements resumed from the old attempts' checkpoints" \
+	"$(q "SELECT count(*) FROM remora.attempts a JOIN remora.results r ON r.attempt_id = a.attempt_id
+		WHERE a.resumed_from IN (SELECT attempt_id FROM (VALUES $running_before) old (attempt_id, token))
+		  AND a.restart_reason IS NULL")" 4
+check "the nginx log shows the resumed ranges" \
+	grep -q '"GET /slow/large[1-4].bin HTTP/1.1" 206' "$T/nginx/access.log"
+
+# every member and manifest, read back from the store
+bad=0
+while IFS='|' read -r job bucket key sha file; do
+	got=$(aws_s3 s3 cp "s3://$bucket/$key" - 2>/dev/null | sha256sum | cut -d' ' -f1)
+	want=$(sha256sum "$WWW/$file" | cut -d' ' -f1)
+	if [ "$got" != "$sha" ] || [ "$sha" != "$want" ]; then
+		echo "# job $job: $key has $got, the result says $sha, the source $want"
+		bad=$((bad + 1))
+	fi
+done < <(q "SELECT r.job_id, m.bucket, m.key, m.sha256, regexp_replace(j.source, '^.*/', '')
+	FROM remora.results r JOIN remora.members m USING (attempt_id) JOIN remora.jobs j USING (job_id)
+	ORDER BY r.job_id")
+check_eq "every member's SHA-256 recomputed from the store matches the result and the source" "$bad" 0
+bad=0
+while IFS='|' read -r job bucket key sha; do
+	got=$(aws_s3 s3 cp "s3://$bucket/$key" - 2>/dev/null | sha256sum | cut -d' ' -f1)
+	[ "$got" = "$sha" ] || { echo "# job $job: manifest $key has $got, not $sha"; bad=$((bad + 1)); }
+done < <(q "SELECT r.job_id, j.bucket, r.manifest_key, r.manifest_sha256
+	FROM remora.results r JOIN remora.jobs j USING (job_id) ORDER BY r.job_id")
+check_eq "every manifest read back has its committed SHA-256" "$bad" 0
+check_eq "members of every job: one" \
+	"$(q "SELECT count(*) FROM remora.results r JOIN remora.members m USING (attempt_id)")" "$jobs_before"
+cleaned() { [ "$(q "SELECT count(*) FROM remora.attempts WHERE cleaned_at IS NULL")" = 0 ]; }
+check "the staging of every attempt is cleaned, the old primary's included" wait_for 60 cleaned
+
+e2e_finish
