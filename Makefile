@@ -20,7 +20,8 @@ PG_OBJS = \
 	src/pg/presign.o \
 	src/pg/protocol.o \
 	src/pg/jobspec.o \
-	src/pg/export.o
+	src/pg/export.o \
+	src/pg/worker_settings.o
 ENGINE_OBJS = \
 	src/engine/source_uri.o \
 	src/engine/names.o \
@@ -67,6 +68,7 @@ DATA = sql/$(EXTENSION)--0.1.0.sql sql/$(EXTENSION)--0.1.0--0.2.0.sql \
 	sql/$(EXTENSION)--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql \
 	sql/$(EXTENSION)--0.3.0.sql sql/$(EXTENSION)--0.3.0--0.4.0.sql
 EXTRA_CLEAN = results regression.diffs regression.out output_iso \
+	$(WORKER_OBJS) $(WORKER_PROGRAM) \
 	test/unit/obj $(UNIT_TESTS) test/engine/fetch \
 	src/http/assets.c
 
@@ -91,6 +93,25 @@ include $(PGXS)
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	cp $< $@
+
+# remora-worker, the external worker (src/worker): the engine plus libpq,
+# no PostgreSQL server code; installed into PostgreSQL's bindir.  PGXS's
+# PROGRAM cannot go with MODULE_big, hence a rule and an install hook.
+WORKER_OBJS = src/worker/main.o src/worker/log.o src/worker/conn.o \
+	src/worker/settings.o src/worker/calls.o src/worker/decode.o \
+	src/worker/encode.o src/worker/runner.o
+WORKER_PROGRAM = src/worker/remora-worker
+$(WORKER_OBJS): $(wildcard src/worker/*.h) src/engine/engine.h
+$(WORKER_OBJS): CPPFLAGS += -I$(shell $(PG_CONFIG) --includedir)
+$(WORKER_PROGRAM): $(WORKER_OBJS) $(ENGINE_OBJS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ \
+		$(shell pkg-config --libs $(PKG_LIBS) libpq)
+all: $(WORKER_PROGRAM)
+install: install-worker
+.PHONY: install-worker
+install-worker: $(WORKER_PROGRAM)
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
+	$(INSTALL_PROGRAM) $(WORKER_PROGRAM) '$(DESTDIR)$(bindir)/remora-worker'
 
 # the web client, compiled into the library (src/http/embed.sh)
 WEB_FILES = $(sort $(wildcard $(srcdir)/web/*.html $(srcdir)/web/*.js \

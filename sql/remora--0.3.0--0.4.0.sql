@@ -1253,3 +1253,62 @@ GRANT EXECUTE ON FUNCTION remora_export(bigint, text, text, jsonb, text),
 	remora_export_resolve(bigint, text) TO remora_user;
 GRANT SELECT ON remora_exports, remora_export_attempts TO remora_user;
 REVOKE ALL ON remora_exports, remora_export_attempts FROM PUBLIC;
+
+/* ------------------------------------------------------------------------
+ * External workers (remora-worker, issue 14): incarnations say where they
+ * run, workers are told of queued jobs and cancels by NOTIFY remora_jobs,
+ * and remora.worker_settings() hands a remora_worker the settings.
+ * ------------------------------------------------------------------------ */
+
+ALTER TABLE remora.incarnations ADD COLUMN host text,
+	ADD COLUMN label text, ADD COLUMN version text;
+
+CREATE FUNCTION remora._notify_workers() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM pg_catalog.pg_notify('remora_jobs', TG_ARGV[0]);
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER queue_notify AFTER INSERT ON remora.queue
+	FOR EACH STATEMENT EXECUTE FUNCTION remora._notify_workers('claim');
+CREATE TRIGGER cancel_notify AFTER UPDATE OF cancel_requested_at ON remora.jobs
+	FOR EACH ROW WHEN (OLD.cancel_requested_at IS NULL
+					   AND NEW.cancel_requested_at IS NOT NULL
+					   AND NEW.state = 'running')
+	EXECUTE FUNCTION remora._notify_workers('cancel');
+
+CREATE FUNCTION remora.worker_settings(
+	OUT s3_endpoint text, OUT s3_region text, OUT s3_path_style boolean,
+	OUT s3_access_key_id text, OUT s3_secret_access_key text,
+	OUT default_bucket text, OUT default_prefix text, OUT part_size bigint,
+	OUT lease_duration_ms integer, OUT worker_concurrency integer,
+	OUT stall_timeout_ms integer, OUT allow_networks text,
+	OUT deny_networks text, OUT allow_ports text, OUT hf_endpoint text,
+	OUT hf_token text, OUT ca_file text, OUT ca_path text,
+	OUT http_proxy text, OUT https_proxy text, OUT no_proxy text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'remora_worker_settings'
+LANGUAGE C VOLATILE;
+
+CREATE OR REPLACE VIEW remora_workers WITH (security_invoker = true) AS
+SELECT i.incarnation,
+	   i.pid,
+	   i.kind,
+	   i.started_at,
+	   i.heartbeat_at,
+	   i.stopped_at,
+	   (SELECT count(*) FROM remora.leases l WHERE l.incarnation = i.incarnation)
+		   AS active_leases,
+	   i.host,
+	   i.label,
+	   i.version
+  FROM remora.incarnations i;
+
+REVOKE ALL ON FUNCTION remora._notify_workers(), remora.worker_settings()
+	FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION remora.worker_settings() TO remora_worker;
+GRANT SELECT (stopped_at), INSERT (host, label, version)
+	ON remora.incarnations TO remora_worker;

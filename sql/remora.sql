@@ -92,7 +92,11 @@ CREATE TABLE remora.incarnations (
 	kind			text NOT NULL DEFAULT 'external',
 	started_at		timestamptz NOT NULL DEFAULT now(),
 	heartbeat_at	timestamptz NOT NULL DEFAULT now(),
-	stopped_at		timestamptz
+	stopped_at		timestamptz,
+	-- an external worker (remora-worker) says where it runs
+	host			text,
+	label			text,
+	version			text
 );
 
 -- One row per attempt, including the recovery-ledger fields recorded
@@ -290,6 +294,27 @@ CREATE TRIGGER queue_truncated AFTER TRUNCATE ON remora.queue
 	FOR EACH STATEMENT EXECUTE FUNCTION remora._coordination_lost();
 CREATE TRIGGER leases_truncated AFTER TRUNCATE ON remora.leases
 	FOR EACH STATEMENT EXECUTE FUNCTION remora._coordination_lost();
+
+-- External workers (remora-worker) LISTEN on remora_jobs: a job queued
+-- (submit, export, retry, reconcile) says 'claim', a cancel request 'cancel'.
+-- NOTIFY is sent when the transaction commits, so a worker never looks for
+-- a job before it is visible, and one rolled back wakes nobody.
+CREATE FUNCTION remora._notify_workers() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM pg_catalog.pg_notify('remora_jobs', TG_ARGV[0]);
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER queue_notify AFTER INSERT ON remora.queue
+	FOR EACH STATEMENT EXECUTE FUNCTION remora._notify_workers('claim');
+CREATE TRIGGER cancel_notify AFTER UPDATE OF cancel_requested_at ON remora.jobs
+	FOR EACH ROW WHEN (OLD.cancel_requested_at IS NULL
+					   AND NEW.cancel_requested_at IS NOT NULL
+					   AND NEW.state = 'running')
+	EXECUTE FUNCTION remora._notify_workers('cancel');
 
 -- The lock that claimers, and renew and reconcile when they re-create a
 -- lost lease, hold while they count leases against
@@ -2211,6 +2236,24 @@ RETURNS TABLE (job_id bigint, attempt_id uuid, fencing_token bigint,
 AS 'MODULE_PATHNAME', 'remora_progress'
 LANGUAGE C VOLATILE;
 
+-- What an external worker (remora-worker) needs of the server's settings:
+-- the target store with its credentials, the outbound policy and the lease.
+-- Secrets: executable by remora_worker only (and checked again inside);
+-- not SECURITY DEFINER: the C function reads the settings (and the secret
+-- key file) itself.  doc/security.md: connect with sslmode=verify-full.
+CREATE FUNCTION remora.worker_settings(
+	OUT s3_endpoint text, OUT s3_region text, OUT s3_path_style boolean,
+	OUT s3_access_key_id text, OUT s3_secret_access_key text,
+	OUT default_bucket text, OUT default_prefix text, OUT part_size bigint,
+	OUT lease_duration_ms integer, OUT worker_concurrency integer,
+	OUT stall_timeout_ms integer, OUT allow_networks text,
+	OUT deny_networks text, OUT allow_ports text, OUT hf_endpoint text,
+	OUT hf_token text, OUT ca_file text, OUT ca_path text,
+	OUT http_proxy text, OUT https_proxy text, OUT no_proxy text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'remora_worker_settings'
+LANGUAGE C VOLATILE;
+
 /* ------------------------------------------------------------------------
  * Views (security_invoker: row-level security applies to the reader)
  * ------------------------------------------------------------------------ */
@@ -2323,7 +2366,10 @@ SELECT i.incarnation,
 	   i.heartbeat_at,
 	   i.stopped_at,
 	   (SELECT count(*) FROM remora.leases l WHERE l.incarnation = i.incarnation)
-		   AS active_leases
+		   AS active_leases,
+	   i.host,
+	   i.label,
+	   i.version
   FROM remora.incarnations i;
 
 CREATE VIEW remora_stats WITH (security_invoker = true) AS
@@ -2450,6 +2496,7 @@ GRANT EXECUTE ON FUNCTION remora.claim(uuid, integer),
 	remora.reconcile(), remora.staging_to_clean(integer),
 	remora.staging_cleaned(uuid, boolean),
 	remora.job_objects_deleted(bigint, boolean) TO remora_worker;
+GRANT EXECUTE ON FUNCTION remora.worker_settings() TO remora_worker;
 GRANT EXECUTE ON FUNCTION remora._progress() TO remora_user;
 REVOKE ALL ON FUNCTION remora_export(bigint, text, text, jsonb, text),
 	remora_export_resolve(bigint, text) FROM PUBLIC;
@@ -2485,7 +2532,8 @@ REVOKE ALL ON remora_source_grants FROM PUBLIC;
  * earlier attempts.  remora_worker can claim any job already; this adds
  * no job it could not see.
  * ------------------------------------------------------------------------ */
-GRANT SELECT (incarnation), INSERT (incarnation, pid, kind),
+GRANT SELECT (incarnation, stopped_at),
+	INSERT (incarnation, pid, kind, host, label, version),
 	UPDATE (heartbeat_at, stopped_at) ON remora.incarnations TO remora_worker;
 GRANT SELECT ON remora.source_endpoints, remora.jobs, remora.attempts,
 	remora.members TO remora_worker;

@@ -376,8 +376,8 @@ remora_protocol_start_incarnation(const pg_uuid_t *incarnation)
 {
 	Oid   types[2] = {UUIDOID, INT4OID};
 	Datum values[2] = {UUIDPGetDatum(incarnation), Int32GetDatum(MyProcPid)};
-	PlainCall c = {"INSERT INTO remora.incarnations (incarnation, pid, kind) "
-				   "VALUES ($1, $2, 'worker')",
+	PlainCall c = {"INSERT INTO remora.incarnations (incarnation, pid, kind, "
+				   "version) VALUES ($1, $2, 'worker', '" REMORA_VERSION "')",
 				   2, types, values};
 
 	if (!remora_tx_call("recording the incarnation", 0, plain_call, &c))

@@ -88,3 +88,16 @@ staging_objects() {	# staging_objects JOB: objects under the job's prefix
 	aws_s3 s3 ls --recursive "s3://target/remora/$1/" 2>/dev/null | wc -l
 }
 all_cleaned() { [ "$(q "SELECT count(*) FROM remora.attempts WHERE job_id = $1 AND cleaned_at IS NULL")" = 0 ]; }
+
+# start_remora_worker NAME [ARGS...]: run the external worker
+# (remora-worker from PostgreSQL's bindir) in the background with ARGS
+# (options, then a connection string), its log in $T/NAME.log and its
+# pid in $REMORA_WORKER_PID; killed when the script exits, if still
+# running.
+start_remora_worker() {
+	local name=$1
+	shift
+	"$(pg_config --bindir)/remora-worker" "$@" >>"$T/$name.log" 2>&1 &
+	REMORA_WORKER_PID=$!
+	echo "$REMORA_WORKER_PID KILL" >>"$SERVICES_DIR/pids"
+}

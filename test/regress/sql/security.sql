@@ -36,7 +36,7 @@ SELECT remora_submit('https://example.com/alice2.bin') AS alice_job2 \gset
 SELECT job_id = :alice_job AS mine, owner, state FROM remora_jobs ORDER BY job_id LIMIT 1;
 RESET ROLE;
 -- a worker starts on alice's first job
-SELECT job_id = :alice_job AS claimed_alices FROM remora.claim('44444444-4444-4444-4444-444444444444', 1);
+SELECT job_id = :alice_job AS claimed_alices FROM remora.claim('55555555-5555-4555-8555-555555555555', 1);
 SET ROLE regress_alice;
 SELECT count(*) AS alice_sees_attempts FROM remora_attempts;
 SELECT count(*) AS alice_sees_leases FROM remora.leases;
@@ -77,6 +77,8 @@ SELECT pg_temp.try($$SELECT remora.commit('11111111-1111-1111-1111-111111111111'
 SELECT pg_temp.try($$SELECT remora.fail('11111111-1111-1111-1111-111111111111', 1, '{}', true)$$);
 SELECT pg_temp.try('SELECT remora.reconcile()');
 SELECT pg_temp.try('SELECT * FROM remora_workers');
+-- the settings of external workers (secrets included) are for remora_worker
+SELECT pg_temp.try('SELECT * FROM remora.worker_settings()');
 -- a target setting that is not for users
 SELECT pg_temp.try('SHOW remora.s3_secret_access_key');
 SELECT pg_temp.try($$SET remora.default_bucket = 'elsewhere'$$);
@@ -162,7 +164,16 @@ GRANT remora_worker TO regress_worker;
 SET ROLE regress_worker;
 SELECT count(*) AS claimed, bool_or(spec #>> '{source,uri}' LIKE '%token=s3cr3t') AS worker_gets_whole_url
   FROM remora.claim('33333333-3333-3333-3333-333333333333', 10);
+-- and read the settings an external worker runs with (not shown: secrets)
+SELECT s3_region, part_size > 0 AS has_part_size, lease_duration_ms > 0 AS has_lease,
+	   s3_secret_access_key IS NOT NULL AS has_secret
+  FROM remora.worker_settings();
+-- and record an external incarnation with its host, label and version
+INSERT INTO remora.incarnations (incarnation, pid, kind, host, label, version)
+VALUES ('e0e0e0e0-0000-4000-8000-000000000001', 1, 'external', 'h1', 'l1', '0.4.0');
 RESET ROLE;
+SELECT kind, host, label, version FROM remora_workers
+ WHERE incarnation = 'e0e0e0e0-0000-4000-8000-000000000001';
 SELECT provenance ->> 'role' AS submitted_by, state FROM remora.jobs ORDER BY job_id;
 
 -- clean up the roles (they own nothing; jobs and grants reference them by oid)

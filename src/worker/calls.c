@@ -1,0 +1,424 @@
+/*-------------------------------------------------------------------------
+ *
+ * calls.c
+ *	  Every SQL statement remora-worker runs: the worker protocol
+ *	  (remora.claim, renew, checkpoint, commit, fail), its incarnation,
+ *	  the members of earlier attempts, a source endpoint, and the cleanup
+ *	  sweep, the same statements as the background workers' (see
+ *	  src/pg/protocol.c).
+ *
+ * Each is one parameterized statement in a transaction of its own
+ * (conn.c), parameters passed as text and cast in the statement; every
+ * operator and function is named with its schema, besides the pinned
+ * search_path.  Results are read by column name.  A call that fails
+ * returns false (or NULL, or -1) and was logged; the caller tries again
+ * later, as the background workers do.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "worker/calls.h"
+#include "worker/codec.h"
+#include "worker/log.h"
+
+#define OP_EQ " OPERATOR(pg_catalog.=) "
+#define OP_NE " OPERATOR(pg_catalog.<>) "
+
+/* a column's value by name; NULL if NULL or absent */
+static const char *
+col(const PGresult *res, int row, const char *name)
+{
+	int c = PQfnumber(res, name);
+
+	if (c < 0 || PQgetisnull(res, row, c))
+		return NULL;
+	return PQgetvalue(res, row, c);
+}
+
+static bool
+col_bool(const PGresult *res, int row, const char *name)
+{
+	const char *v = col(res, row, name);
+
+	return v && strcmp(v, "t") == 0;
+}
+
+static int64_t
+col_int(const PGresult *res, int row, const char *name)
+{
+	const char *v = col(res, row, name);
+
+	return v ? strtoll(v, NULL, 10) : 0;
+}
+
+static char *
+dup_str(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* one statement whose result is not read: true if it ran */
+static bool
+run(RemoraConn *c, const char *what, const char *sql, int n,
+	const char *const *params)
+{
+	PGresult *res = remora_conn_exec(c, what, sql, n, params);
+
+	PQclear(res);
+	return res != NULL;
+}
+
+/* ------------------------------------------------------- incarnation */
+
+bool
+remora_call_start_incarnation(RemoraConn *c, const char *inc, const char *host,
+							  const char *label)
+{
+	char        pid[16];
+	const char *params[5] = {inc, pid, host, label, REMORA_VERSION};
+
+	snprintf(pid, sizeof(pid), "%d", (int) getpid());
+	return run(c, "recording the incarnation",
+			   "INSERT INTO remora.incarnations "
+			   "(incarnation, pid, kind, host, label, version) "
+			   "VALUES ($1::uuid, $2::integer, 'external', $3, $4, $5)",
+			   5, params);
+}
+
+/* 1: recorded; 0: the incarnation was ended (start another); -1: failed */
+int
+remora_call_heartbeat(RemoraConn *c, const char *inc)
+{
+	const char *params[1] = {inc};
+	PGresult   *res = remora_conn_exec(
+		  c, "recording the heartbeat",
+		  "UPDATE remora.incarnations SET heartbeat_at = pg_catalog.now() "
+			"WHERE incarnation" OP_EQ "$1::uuid AND stopped_at IS NULL",
+		  1, params);
+	int n;
+
+	if (res == NULL)
+		return -1;
+	n = atoi(PQcmdTuples(res));
+	PQclear(res);
+	return n > 0 ? 1 : 0;
+}
+
+void
+remora_call_end_incarnation(RemoraConn *c, const char *inc)
+{
+	const char *params[1] = {inc};
+
+	(void) run(c, "recording the end of the incarnation",
+			   "UPDATE remora.incarnations SET stopped_at = pg_catalog.now() "
+			   "WHERE incarnation" OP_EQ "$1::uuid AND stopped_at IS NULL",
+			   1, params);
+}
+
+/* -------------------------------------------------------------- claim */
+
+/* Up to room attempts (out[]); -1 when the call failed. */
+int
+remora_call_claim(RemoraConn *c, const char *inc, int room, RemoraClaimRow *out)
+{
+	char        n[16];
+	const char *params[2] = {inc, n};
+	PGresult   *res;
+	int         got = 0;
+
+	snprintf(n, sizeof(n), "%d", room);
+	res = remora_conn_exec(
+		c, "claiming",
+		"SELECT c.job_id, c.attempt_id, c.fencing_token, c.spec::text AS spec, "
+		"c.resume::text AS resume FROM remora.claim($1::uuid, $2::integer) c",
+		2, params);
+	if (res == NULL)
+		return -1;
+	for (int i = 0; i < PQntuples(res) && got < room; i++)
+	{
+		RemoraClaimRow *r = &out[got++];
+		const char     *att = col(res, i, "attempt_id");
+
+		r->job_id = col_int(res, i, "job_id");
+		snprintf(r->attempt_id, sizeof(r->attempt_id), "%s", att ? att : "");
+		r->token = col_int(res, i, "fencing_token");
+		r->spec = dup_str(col(res, i, "spec"));
+		r->resume = dup_str(col(res, i, "resume"));
+	}
+	PQclear(res);
+	return got;
+}
+
+/* ------------------------------------------------------ attempt calls */
+
+/*
+ * One call on an attempt: $1 attempt id, $2 token, $3 a document, $4
+ * retryable; returns its result (the caller PQclears it) or NULL.
+ */
+static PGresult *
+attempt_call(RemoraConn *c, const char *what, int64_t job, const char *sql,
+			 int n, const char *attempt, int64_t token, const char *doc,
+			 bool retryable)
+{
+	char        tok[24];
+	char        label[96];
+	const char *params[4] = {attempt, tok, doc, retryable ? "t" : "f"};
+
+	snprintf(tok, sizeof(tok), "%" PRId64, token);
+	snprintf(label, sizeof(label), "job %" PRId64 " attempt %s: %s", job,
+			 attempt, what);
+	return remora_conn_exec(c, label, sql, n, params);
+}
+
+bool
+remora_call_renew(RemoraConn *c, int64_t job, const char *attempt,
+				  int64_t token, bool *ok, bool *cancelled)
+{
+	PGresult *res = attempt_call(
+		c, "renewing the lease", job,
+		"SELECT ok, cancel_requested FROM remora.renew($1::uuid, $2::bigint)",
+		2, attempt, token, NULL, false);
+
+	*ok = *cancelled = false;
+	if (res == NULL)
+		return false;
+	if (PQntuples(res) == 1)
+	{
+		*ok = col_bool(res, 0, "ok");
+		*cancelled = col_bool(res, 0, "cancel_requested");
+	}
+	PQclear(res);
+	return true;
+}
+
+bool
+remora_call_checkpoint(RemoraConn *c, int64_t job, const char *attempt,
+					   int64_t token, const char *doc, bool *ok)
+{
+	PGresult *res = attempt_call(
+		c, "checkpointing", job,
+		"SELECT remora.checkpoint($1::uuid, $2::bigint, $3::jsonb) AS ok", 3,
+		attempt, token, doc, false);
+
+	*ok = false;
+	if (res == NULL)
+		return false;
+	*ok = PQntuples(res) == 1 && col_bool(res, 0, "ok");
+	PQclear(res);
+	return true;
+}
+
+bool
+remora_call_commit(RemoraConn *c, int64_t job, const char *attempt,
+				   int64_t token, const char *doc, bool *ok)
+{
+	PGresult *res = attempt_call(
+		c, "committing a result", job,
+		"SELECT remora.commit($1::uuid, $2::bigint, $3::jsonb) AS ok", 3,
+		attempt, token, doc, false);
+
+	*ok = false;
+	if (res == NULL)
+		return false;
+	*ok = PQntuples(res) == 1 && col_bool(res, 0, "ok");
+	PQclear(res);
+	return true;
+}
+
+/* The job's resulting state (malloc'd), or NULL if the call failed. */
+char *
+remora_call_fail(RemoraConn *c, int64_t job, const char *attempt, int64_t token,
+				 const char *error, bool retryable)
+{
+	PGresult *res;
+	char     *state;
+
+	if (error == NULL)
+		return NULL;
+	res = attempt_call(c, "reporting a failed attempt", job,
+					   "SELECT remora.fail($1::uuid, $2::bigint, $3::jsonb, "
+					   "$4::boolean) AS state",
+					   4, attempt, token, error, retryable);
+	if (res == NULL)
+		return NULL;
+	state = strdup(PQntuples(res) == 1 && col(res, 0, "state")
+					   ? col(res, 0, "state")
+					   : "unknown");
+	PQclear(res);
+	return state;
+}
+
+/* ------------------------------------------------------ member lookup */
+
+/*
+ * Members an earlier attempt of the job completed (out[i] for paths[i]);
+ * false (nothing found) when the call failed or a value does not fit: the
+ * members are then transferred again.
+ */
+bool
+remora_call_lookup(RemoraConn *c, int64_t job, const char *attempt,
+				   const char *const *paths, int n, RemoraPrior *out)
+{
+	char        jobtext[24];
+	char       *array = remora_codec_string_array(paths, n);
+	const char *params[3] = {jobtext, attempt, array};
+	PGresult   *res;
+	bool        ok = true;
+
+	for (int i = 0; i < n; i++)
+		out[i].found = false;
+	if (n == 0)
+	{
+		free(array);
+		return true;
+	}
+	if (array == NULL)
+		return false;
+	snprintf(jobtext, sizeof(jobtext), "%" PRId64, job);
+	/* the newest attempt's copy of each path */
+	res = remora_conn_exec(
+		c, "looking up members of earlier attempts",
+		"WITH p AS (SELECT t.path, t.pos FROM "
+		"pg_catalog.jsonb_array_elements_text($3::jsonb) "
+		"WITH ORDINALITY t(path, pos)) "
+		"SELECT DISTINCT ON (m.path) p.pos, m.key, m.etag, m.sha256, m.size, "
+		"m.source::text AS source "
+		"FROM remora.members m JOIN remora.attempts t "
+		"ON t.attempt_id" OP_EQ "m.attempt_id "
+		"JOIN p ON p.path" OP_EQ "m.path "
+		"WHERE t.job_id" OP_EQ "$1::bigint AND t.attempt_id" OP_NE "$2::uuid "
+		"AND m.bucket" OP_EQ "(SELECT j.bucket FROM remora.jobs j "
+		"WHERE j.job_id" OP_EQ "$1::bigint) "
+		"ORDER BY m.path, t.attempt_no DESC",
+		3, params);
+	free(array);
+	if (res == NULL)
+		return false;
+	for (int r = 0; r < PQntuples(res) && ok; r++)
+	{
+		int64_t i = col_int(res, r, "pos") - 1;
+
+		if (i < 0 || i >= n)
+			continue;
+		ok = remora_codec_prior(&out[i], col(res, r, "key"),
+								col(res, r, "etag"), col(res, r, "sha256"),
+								col_int(res, r, "size"), col(res, r, "source"));
+	}
+	PQclear(res);
+	if (!ok)
+		for (int i = 0; i < n; i++)
+			out[i].found = false;
+	return ok;
+}
+
+/* ----------------------------------------------------------- endpoint */
+
+void
+remora_endpoint_free(RemoraEndpoint *e)
+{
+	for (int i = 0; i < 6; i++)
+	{
+		if (e->strings[i])
+			memset(e->strings[i], 0, strlen(e->strings[i]));
+		free(e->strings[i]);
+	}
+	memset(e, 0, sizeof(*e));
+}
+
+/* The registered endpoint an s3 source names; *found false if none. */
+bool
+remora_call_endpoint(RemoraConn *c, const char *name, RemoraEndpoint *out,
+					 bool *found)
+{
+	const char *params[1] = {name};
+	PGresult   *res = remora_conn_exec(
+		  c, "reading a source endpoint",
+		  "SELECT url, coalesce(region, '') AS region, path_style::text, "
+			"coalesce(access_key_id, '') AS access_key_id, "
+			"coalesce(secret_access_key, '') AS secret_access_key, ca_pem "
+			"FROM remora.source_endpoints WHERE name" OP_EQ "$1",
+		  1, params);
+
+	memset(out, 0, sizeof(*out));
+	*found = false;
+	if (res == NULL)
+		return false;
+	if (PQntuples(res) == 1 && col(res, 0, "url"))
+	{
+		const char *cols[6] = {"url",           "region",
+							   "access_key_id", "secret_access_key",
+							   "ca_pem",        "path_style"};
+
+		for (int i = 0; i < 6; i++)
+			out->strings[i] = dup_str(col(res, 0, cols[i]));
+		out->cfg.endpoint = out->strings[0];
+		out->cfg.region = out->strings[1] ? out->strings[1] : "";
+		out->cfg.access_key_id = out->strings[2];
+		out->cfg.secret_access_key = out->strings[3];
+		out->cfg.ca_pem = out->strings[4];
+		out->cfg.path_style = out->strings[5] && out->strings[5][0] == 't';
+		*found = out->strings[0] != NULL;
+	}
+	PQclear(res);
+	return true;
+}
+
+/* ------------------------------------------------------------ cleanup */
+
+/*
+ * The next objects to delete: an attempt's staging (attempt_id set), or
+ * a hard-deleted job's objects (attempt_id "").  False if none, or the
+ * call failed.
+ */
+bool
+remora_call_next_cleanup(RemoraConn *c, char *attempt_id, int64_t *job,
+						 char **bucket, char **prefix)
+{
+	const char *params[1] = {"1"};
+	PGresult   *res =
+		remora_conn_exec(c, "looking for objects to delete",
+						 "SELECT attempt_id, job_id, bucket, prefix FROM "
+						 "remora.staging_to_clean($1::integer)",
+						 1, params);
+	bool found = false;
+
+	attempt_id[0] = '\0';
+	if (res == NULL)
+		return false;
+	if (PQntuples(res) > 0 && col(res, 0, "bucket") && col(res, 0, "prefix") &&
+		col(res, 0, "job_id"))
+	{
+		const char *att = col(res, 0, "attempt_id");
+
+		snprintf(attempt_id, REMORA_UUID_LEN, "%s", att ? att : "");
+		*job = col_int(res, 0, "job_id");
+		*bucket = dup_str(col(res, 0, "bucket"));
+		*prefix = dup_str(col(res, 0, "prefix"));
+		found = *bucket && *prefix;
+	}
+	PQclear(res);
+	return found;
+}
+
+/* Record a cleanup's end; if this fails it is found and done again. */
+void
+remora_call_cleanup_done(RemoraConn *c, const char *attempt_id, int64_t job,
+						 bool ok)
+{
+	char        jobtext[24];
+	const char *params[2] = {attempt_id[0] ? attempt_id : jobtext,
+							 ok ? "t" : "f"};
+
+	snprintf(jobtext, sizeof(jobtext), "%" PRId64, job);
+	(void) run(c, "recording a cleanup",
+			   attempt_id[0]
+				   ? "SELECT remora.staging_cleaned($1::uuid, $2::boolean)"
+				   : "SELECT remora.job_objects_deleted($1::bigint, "
+					 "$2::boolean)",
+			   2, params);
+}

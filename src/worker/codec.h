@@ -1,0 +1,88 @@
+/*-------------------------------------------------------------------------
+ *
+ * codec.h
+ *	  remora-worker's codec between the protocol's JSON text and the
+ *	  engine's structs: reading (decode.c) and writing (encode.c).  The
+ *	  same documents, with the same checks, as src/pg/jobspec.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REMORA_WORKER_CODEC_H
+#define REMORA_WORKER_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "engine/json.h"
+
+/*
+ * A claimed attempt's job, decoded from the spec remora.claim hands out.
+ * Its strings point into doc (or into arrays of its own), so it lives until
+ * remora_codec_job_free.  The engine's spec is task (an http(s) object),
+ * set (an s3 or hf source) or export; the caller fills in what is not in
+ * the spec (ids, the source store, the Hub, the resume).
+ */
+typedef struct RemoraWJob
+{
+	const char    *kind;
+	bool           is_set;
+	bool           is_export;
+	int64_t        attempt_no; /* 0 if the spec omits it */
+	const char    *bucket;
+	const char    *file_name; /* "" when there is none */
+	const char    *endpoint;  /* options.endpoint, or NULL */
+	const char    *prefix;    /* an export's target prefix */
+	RemoraTaskSpec task;
+	RemoraSetSpec  set;
+	RemoraExportSpec export;
+	RemoraJson         *doc;
+	const char        **include;
+	const char        **exclude;
+	RemoraExportMember *members;
+} RemoraWJob;
+
+/* A list of JSON documents (members, references), malloc'd texts. */
+typedef struct RemoraDocs
+{
+	char **items;
+	int    n;
+	int    cap;
+} RemoraDocs;
+
+extern bool remora_docs_add(RemoraDocs *d, char *doc);
+extern void remora_docs_clear(RemoraDocs *d);
+
+/* decode.c */
+extern bool          remora_codec_decode_spec(const char *text, RemoraWJob *out,
+											  char *err, size_t errlen);
+extern void          remora_codec_job_free(RemoraWJob *job);
+extern RemoraResume *remora_codec_decode_resume(const char  *text,
+												const char **why);
+extern bool          remora_codec_prior(RemoraPrior *out, const char *key,
+										const char *etag, const char *sha256,
+										int64_t size, const char *source_json);
+
+/* encode.c: malloc'd JSON text, NULL when out of memory */
+extern char *remora_codec_error(const char *class, const char *message,
+								long http_status, int curl_code,
+								const char *s3_code, long retry_after);
+extern char *remora_codec_task_error(const RemoraTaskError *e);
+extern char *remora_codec_member(const char *bucket, const RemoraSetMember *m);
+extern char *remora_codec_ref(const RemoraExportRef *r);
+extern char *remora_codec_checkpoint(const RemoraTaskCheckpoint *cp,
+									 bool is_set, const char *restart_reason,
+									 const RemoraDocs *members);
+extern char *remora_codec_export_checkpoint(const RemoraTaskCheckpoint *cp,
+											const RemoraDocs           *refs);
+extern char *remora_codec_object_descriptor(const RemoraTaskResult *r,
+											const char             *bucket,
+											const char             *file_name);
+extern char *remora_codec_set_descriptor(const RemoraTaskResult *r,
+										 const RemoraDocs       *members);
+extern char *remora_codec_export_descriptor(const RemoraTaskResult *r,
+											const RemoraDocs       *refs);
+extern char *remora_codec_string_array(const char *const *s, int n);
+
+#endif /* REMORA_WORKER_CODEC_H */

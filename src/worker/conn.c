@@ -1,0 +1,301 @@
+/*-------------------------------------------------------------------------
+ *
+ * conn.c
+ *	  remora-worker's one connection to PostgreSQL: connecting (again),
+ *	  the pinned session, LISTEN, and one statement at a time with a
+ *	  deadline.
+ *
+ * The connection string is handed to libpq as it is (PG* environment
+ * variables apply; a multi-host string with target_session_attrs=read-write
+ * finds the primary after a failover); application_name is always
+ * remora-worker, so that pg_stat_activity shows it.  After it connects the
+ * session is pinned as the background workers pin theirs: search_path
+ * pg_catalog, pg_temp (every statement names its objects by schema too),
+ * lock_timeout a tenth of the lease, statement_timeout a fifth of it.
+ *
+ * Every statement is its own transaction (autocommit) and waits for its
+ * answer at most remora_conn_call_timeout_ms(), a quarter of the lease:
+ * a server that does not answer in time (paused, the network cut) costs
+ * the connection, not the lease of the attempts, which the caller fences
+ * on its own clock.  A connection that is lost is made again with
+ * exponential backoff (REMORA_CONN_BACKOFF_MIN_MS doubling up to
+ * REMORA_CONN_BACKOFF_MAX_MS); generation tells the caller it is a new
+ * session.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker/conn.h"
+#include "worker/log.h"
+
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* the answer to one statement must come within this */
+int
+remora_conn_call_timeout_ms(const RemoraConn *c)
+{
+	return MAX(c->lease_ms / 4, 500);
+}
+
+static bool pin_session(RemoraConn *c);
+
+/* A new lease: new timeouts, for this session too. */
+void
+remora_conn_set_lease(RemoraConn *c, int lease_ms)
+{
+	c->lease_ms = lease_ms;
+	if (c->pg)
+		(void) pin_session(c);
+}
+
+/* The message of a failed libpq call, on one line, without its newline. */
+static const char *
+pg_message(PGconn *pg, const PGresult *res)
+{
+	static char buf[512];
+	const char *m = res ? PQresultErrorMessage(res) : PQerrorMessage(pg);
+	size_t      n;
+
+	snprintf(buf, sizeof(buf), "%s", m && m[0] ? m : "no message");
+	n = strlen(buf);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	return buf;
+}
+
+/* A notice or warning from the server, as one line of the log. */
+static void
+log_notice(void *arg, const char *message)
+{
+	char   line[512];
+	size_t n;
+
+	snprintf(line, sizeof(line), "%s", message);
+	n = strlen(line);
+	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ' '))
+		line[--n] = '\0';
+	remora_wlog("server: %s", line);
+}
+
+void
+remora_conn_drop(RemoraConn *c, const char *why)
+{
+	if (c->pg == NULL)
+		return;
+	remora_wlog("connection to the server lost: %s", why);
+	PQfinish(c->pg);
+	c->pg = NULL;
+	if (c->down_since_ms == 0)
+		c->down_since_ms = remora_wclock_ms();
+	c->next_try_ms = remora_wclock_ms() + c->backoff_ms;
+	if (c->backoff_ms == 0)
+		c->backoff_ms = REMORA_CONN_BACKOFF_MIN_MS;
+}
+
+/* Pin the session and LISTEN; false (connection dropped) if that fails. */
+static bool
+pin_session(RemoraConn *c)
+{
+	char        lock[32], stmt[32];
+	const char *params[2] = {lock, stmt};
+	PGresult   *res;
+
+	snprintf(lock, sizeof(lock), "%d", MAX(c->lease_ms / 10, 100));
+	snprintf(stmt, sizeof(stmt), "%d", MAX(c->lease_ms / 5, 300));
+	res = remora_conn_exec(
+		c, "pinning the session",
+		"SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', "
+		"false), pg_catalog.set_config('lock_timeout', $1, false), "
+		"pg_catalog.set_config('statement_timeout', $2, false)",
+		2, params);
+	if (res == NULL)
+		return false;
+	PQclear(res);
+	if (!c->listen)
+		return true;
+	res = remora_conn_exec(c, "listening", "LISTEN remora_jobs", 0, NULL);
+	if (res == NULL)
+		return false;
+	PQclear(res);
+	return true;
+}
+
+/*
+ * Connected, or connected now?  A new attempt is made only when the
+ * backoff allows; false while there is no connection.
+ */
+bool
+remora_conn_ensure(RemoraConn *c)
+{
+	/* defaults first: the user's connection string overrides them */
+	const char *keys[] = {"connect_timeout",
+						  "keepalives_idle",
+						  "keepalives_interval",
+						  "keepalives_count",
+						  "dbname",
+						  "application_name",
+						  NULL};
+	const char *values[] = {"10", "10", "5", "3", c->conninfo, "remora-worker",
+							NULL};
+	int64_t     now = remora_wclock_ms();
+
+	if (c->pg && PQstatus(c->pg) == CONNECTION_OK)
+		return true;
+	if (c->pg)
+		remora_conn_drop(c, pg_message(c->pg, NULL));
+	if (c->down_since_ms == 0)
+		c->down_since_ms = now;
+	if (now < c->next_try_ms)
+		return false;
+	if (c->conninfo == NULL)
+	{
+		/* no string: only the environment and the defaults */
+		keys[4] = "application_name";
+		values[4] = "remora-worker";
+		keys[5] = NULL;
+	}
+	c->pg = PQconnectdbParams(keys, values, 1);
+	if (c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK)
+	{
+		remora_wlog("could not connect to the server (next try in %d ms): %s",
+					c->backoff_ms ? c->backoff_ms : REMORA_CONN_BACKOFF_MIN_MS,
+					c->pg ? pg_message(c->pg, NULL) : "out of memory");
+		PQfinish(c->pg);
+		c->pg = NULL;
+		if (c->backoff_ms == 0)
+			c->backoff_ms = REMORA_CONN_BACKOFF_MIN_MS;
+		c->next_try_ms = remora_wclock_ms() + c->backoff_ms;
+		c->backoff_ms = c->backoff_ms * 2 > REMORA_CONN_BACKOFF_MAX_MS
+							? REMORA_CONN_BACKOFF_MAX_MS
+							: c->backoff_ms * 2;
+		return false;
+	}
+	PQsetNoticeProcessor(c->pg, log_notice, NULL);
+	if (!pin_session(c))
+		return false;
+	c->generation++;
+	c->down_since_ms = 0;
+	c->backoff_ms = 0;
+	c->woken = true; /* jobs may have been queued meanwhile */
+	remora_wlog("connected to %s:%s as %s (server %d)", PQhost(c->pg),
+				PQport(c->pg), PQuser(c->pg), PQserverVersion(c->pg));
+	return true;
+}
+
+int
+remora_conn_socket(const RemoraConn *c)
+{
+	return c->pg ? PQsocket(c->pg) : -1;
+}
+
+/* Take in what the server sent (notifications) without waiting. */
+void
+remora_conn_read_notifies(RemoraConn *c)
+{
+	PGnotify *n;
+
+	if (c->pg == NULL)
+		return;
+	if (!PQconsumeInput(c->pg))
+	{
+		remora_conn_drop(c, pg_message(c->pg, NULL));
+		return;
+	}
+	while ((n = PQnotifies(c->pg)) != NULL)
+	{
+		if (strcmp(n->extra, "cancel") == 0)
+			c->cancelled = true;
+		else
+			c->woken = true;
+		PQfreemem(n);
+	}
+}
+
+/* Wait until the socket is readable or the deadline passes. */
+static bool
+wait_readable(PGconn *pg, int64_t deadline)
+{
+	for (;;)
+	{
+		struct pollfd p = {PQsocket(pg), POLLIN, 0};
+		int64_t       left = deadline - remora_wclock_ms();
+		int           rc;
+
+		if (left <= 0)
+			return false;
+		rc = poll(&p, 1, (int) left);
+		if (rc > 0)
+			return true;
+		if (rc < 0 && errno != EINTR)
+			return false;
+	}
+}
+
+/*
+ * Run one statement (parameters as text) and wait for its answer until
+ * the call's deadline.  The result (tuples or command ok; the caller
+ * PQclears it), or NULL when it failed: logged, with what ("renewing
+ * the lease"); a connection that broke or did not answer in time is
+ * dropped.
+ */
+PGresult *
+remora_conn_exec(RemoraConn *c, const char *what, const char *sql, int nparams,
+				 const char *const *params)
+{
+	int64_t   deadline = remora_wclock_ms() + remora_conn_call_timeout_ms(c);
+	PGresult *last = NULL;
+	PGresult *res;
+
+	if (c->pg == NULL)
+		return NULL;
+	if (!PQsendQueryParams(c->pg, sql, nparams, NULL, params, NULL, NULL, 0))
+	{
+		remora_conn_drop(c, pg_message(c->pg, NULL));
+		return NULL;
+	}
+	for (;;)
+	{
+		while (PQisBusy(c->pg))
+		{
+			if (!wait_readable(c->pg, deadline))
+			{
+				remora_wlog("%s: no answer from the server within %d ms", what,
+							remora_conn_call_timeout_ms(c));
+				remora_conn_drop(c, "the server did not answer in time");
+				PQclear(last);
+				return NULL;
+			}
+			if (!PQconsumeInput(c->pg))
+			{
+				remora_conn_drop(c, pg_message(c->pg, NULL));
+				PQclear(last);
+				return NULL;
+			}
+		}
+		res = PQgetResult(c->pg);
+		if (res == NULL)
+			break;
+		PQclear(last);
+		last = res;
+	}
+	if (last == NULL || (PQresultStatus(last) != PGRES_TUPLES_OK &&
+						 PQresultStatus(last) != PGRES_COMMAND_OK))
+	{
+		const char *state =
+			last ? PQresultErrorField(last, PG_DIAG_SQLSTATE) : NULL;
+
+		remora_wlog("%s failed: %s (SQLSTATE %s)", what,
+					pg_message(c->pg, last), state ? state : "none");
+		PQclear(last);
+		if (PQstatus(c->pg) != CONNECTION_OK)
+			remora_conn_drop(c, pg_message(c->pg, NULL));
+		return NULL;
+	}
+	remora_conn_read_notifies(c);
+	return last;
+}

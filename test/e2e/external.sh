@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+#
+# The external worker, end to end: with remora.max_workers = 0 (PostgreSQL
+# only coordinates) remora-worker, as a non-superuser role that is a member
+# of remora_worker, finishes an http job, a multi-part http job, an S3
+# prefix job, a Hugging Face snapshot and an export, each read back with
+# the AWS CLI; --help and a bad option's exit code; a NOTIFY wakes it
+# well before its poll would, and --poll-only still finishes; SIGTERM
+# mid-transfer hands the attempt back and a later run finishes the job;
+# remora_workers shows host, label and version; remora.worker_settings()
+# is refused to a plain remora_user; the staging of finished attempts is
+# cleaned by the worker's sweep.
+#
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_begin external
+stack_up
+
+WORKER=$(pg_config --bindir)/remora-worker
+# the workers' logs are kept as /tmp/external-w*.log
+e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/external${E2E_LABEL:+-rgw}-${f##*/}"; done'
+CONNINFO="host=$T/pg port=$PG_PORT dbname=postgres user=rw"
+
+# --- PostgreSQL only coordinates: no background worker
+q "ALTER SYSTEM SET remora.max_workers = 0" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+no_bgworker() { [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora worker'")" = 0 ]; }
+check "with remora.max_workers = 0 no background worker runs" wait_for 20 no_bgworker
+q "CREATE ROLE rw LOGIN; GRANT remora_worker TO rw;
+   CREATE ROLE alice LOGIN; GRANT remora_user TO alice;
+   SELECT remora.grant_target('alice', 'target')" >/dev/null
+
+# --- the command line
+"$WORKER" --help >"$T/help.out" 2>&1
+check_eq "--help exits 0" "$?" "0"
+check "--help documents the exit codes and --poll-only" \
+	grep -q -- "--poll-only" "$T/help.out"
+set +e
+"$WORKER" --no-such-option >/dev/null 2>&1
+rc=$?
+"$WORKER" --concurrency 0 >/dev/null 2>&1
+rc2=$?
+set -e
+check_eq "a bad option exits 2" "$rc" "2"
+check_eq "a bad --concurrency exits 2" "$rc2" "2"
+
+# --- worker_settings: remora_worker only
+err=$(psql -X -q -d postgres -U alice -c "SELECT * FROM remora.worker_settings()" 2>&1 || true)
+check "remora.worker_settings() is refused to a remora_user" grep -q "permission denied" <<<"$err"
+check_eq "with SQLSTATE 42501" \
+	"$(psql -X -q -t -A -d postgres -U alice -v VERBOSITY=verbose -c "SELECT * FROM remora.worker_settings()" 2>&1 | grep -o 42501 | head -1)" "42501"
+check_eq "a remora_worker reads the target settings" \
+	"$(psql -X -q -t -A -d postgres -U rw -c "SELECT s3_access_key_id = '$S3_ACCESS_KEY', s3_secret_access_key = '$S3_SECRET_KEY', part_size FROM remora.worker_settings()")" \
+	"t|t|5242880"
+
+# --- an http job
+make_file small.bin 300000
+make_file big.bin 23000000
+start_remora_worker w1 --label e2e-one --concurrency 3 "$CONNINFO"
+W1=$REMORA_WORKER_PID
+registered() { [ "$(q "SELECT count(*) FROM remora_workers WHERE label = 'e2e-one' AND stopped_at IS NULL")" = 1 ]; }
+check "remora-worker records its incarnation" wait_for 20 registered
+check_eq "remora_workers shows its kind, host, label and version" \
+	"$(q "SELECT kind, host, label, version FROM remora_workers WHERE label = 'e2e-one'")" \
+	"external|$(hostname)|e2e-one|$(grep -oP "^default_version = '\K[^']+" remora.control)"
+check_eq "it connects as the role rw, named remora-worker" \
+	"$(q "SELECT usename, application_name FROM pg_stat_activity WHERE application_name = 'remora-worker'")" \
+	"rw|remora-worker"
+
+j1=$(q "SELECT remora_submit('$SRC/small.bin')")
+check "an http job succeeds" wait_state "$j1" succeeded 30
+verify "$j1" small.bin
+j2=$(q "SELECT remora_submit('$SRC/big.bin')")
+check "a multi-part http job succeeds" wait_state "$j2" succeeded 60
+verify "$j2" big.bin
+check_eq "both ran in the external worker's incarnation" \
+	"$(q "SELECT count(DISTINCT i.kind) || ':' || min(i.kind) FROM remora.attempts a JOIN remora.incarnations i USING (incarnation) WHERE a.job_id IN ($j1, $j2)")" \
+	"1:external"
+check "the worker logs one line per event, with job and attempt ids" \
+	grep -qE "job $j1 attempt [0-9a-f-]{36} committed its result" "$T/w1.log"
+
+
+# --- an S3 prefix, read from the target store itself
+mkdir -p "$T/src/sub"
+for i in $(seq 1 30); do head -c $((1000 + i * 37)) /dev/urandom >"$T/src/f$i.bin"; done
+head -c 6000000 /dev/urandom >"$T/src/sub/large.bin"
+aws_s3 s3 cp --recursive --quiet "$T/src" s3://target/src/
+# every member, read back with the AWS CLI, has the SHA-256 of its file
+members_intact() {	# members_intact JOB DIR
+	local path key sha n=0
+	while IFS='|' read -r path key sha; do
+		[ "$(aws_s3 s3 cp "s3://target/$key" - 2>/dev/null | sha256sum | cut -d' ' -f1)" = "$sha" ] || return 1
+		[ "$(sha256sum "$2/$path" | cut -d' ' -f1)" = "$sha" ] || return 1
+		n=$((n + 1))
+	done < <(q "SELECT path, key, sha256 FROM remora_result($1)")
+	[ "$n" = "$(find "$2" -type f | wc -l)" ]
+}
+p=$(q "SELECT remora_submit('s3://target/src/')")
+check "an s3 prefix job succeeds" wait_state "$p" succeeded 60
+check_eq "with every object as a member" "$(q "SELECT count(*) FROM remora_result($p)")" "31"
+check "the AWS CLI reads every member back with its file's SHA-256" members_intact "$p" "$T/src"
+
+# --- a Hugging Face snapshot from the local hub (test/hub)
+HUB_PORT=$(free_port)
+CDN_PORT=$(free_port)
+HUB=$T/hub
+TOKEN=hf_e2eExternalToken0123456789
+mk() { mkdir -p "$(dirname "$HUB/$1")"; head -c "$2" /dev/urandom >"$HUB/$1"; }
+mk models/acme/tiny/README.md 700
+mk models/acme/tiny/config.json 300
+mk models/acme/tiny/weights/model.bin 3000000
+mk models/acme/tiny/tokenizer/vocab.txt 5000
+mk models/acme/gated/model.bin 200000
+touch "$HUB/models/acme/gated/.gated"
+start_hub "$HUB_PORT" "$CDN_PORT" "$HUB" "$TOKEN"
+q "ALTER SYSTEM SET remora.hf_endpoint = 'http://127.0.0.1:$HUB_PORT'" >/dev/null
+q "ALTER SYSTEM SET remora.hf_token = '$TOKEN'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+n=$(grep -c "new settings in effect" "$T/w1.log" || true)
+kill -HUP "$W1"
+applied() { [ "$(grep -c "new settings in effect" "$T/w1.log" || true)" -gt "$n" ]; }
+check "SIGHUP: the worker takes the new settings" wait_for 20 applied
+h=$(q "SELECT remora_submit('hf://acme/gated')")
+check "a gated Hugging Face snapshot succeeds with the server's token" wait_state "$h" succeeded 60
+h=$(q "SELECT remora_submit('hf://acme/tiny')")
+check "a Hugging Face snapshot succeeds" wait_state "$h" succeeded 60
+check "the AWS CLI reads every file back intact" members_intact "$h" "$HUB/models/acme/tiny"
+check_eq "the second host never saw the token" "$(curl -s "http://127.0.0.1:$HUB_PORT/__cdn_auth")" "0"
+
+# --- an export of the prefix job's result to stable keys
+ex=$(q "SELECT remora_export($p, 'target', 'stable/ext')")
+check "an export succeeds" wait_state "$ex" succeeded 60
+exported_intact() {
+	local path sha
+	while IFS='|' read -r path sha; do
+		[ "$(aws_s3 s3 cp "s3://target/stable/ext/$path" - 2>/dev/null | sha256sum | cut -d' ' -f1)" = "$sha" ] || return 1
+	done < <(q "SELECT path, sha256 FROM remora_result($p)")
+}
+check "the AWS CLI reads every exported key with its member's SHA-256" exported_intact
+check_eq "every member has its reference" \
+	"$(q "SELECT members_done, members FROM remora_exports WHERE export_id = $ex")" "31|31"
+
+# --- NOTIFY: a submit wakes the worker at once, not at its next poll (5 s)
+for i in 1 2 3; do
+	make_file "n$i.bin" 1000
+	j=$(q "SELECT remora_submit('$SRC/n$i.bin')")
+	wait_state "$j" succeeded 30 >/dev/null
+	ms=$(q "SELECT round(extract(epoch FROM a.started_at - j.submitted_at) * 1000) FROM remora.attempts a JOIN remora.jobs j USING (job_id) WHERE j.job_id = $j")
+	check "NOTIFY: submit $i was claimed in ${ms} ms, well under the 5 s poll" test "$ms" -lt 700
+done
+
+# --- a cancel reaches a running attempt within about a second
+make_file slow.bin 8000000
+c=$(q "SELECT remora_submit('$SRC/slow/slow.bin')")
+check "a slow job runs" wait_state "$c" running 20
+q "SELECT remora_cancel($c)" >/dev/null
+stopped() { grep -q "job $c attempt .* stopped: the job was cancelled" "$T/w1.log"; }
+check "the worker stops the cancelled attempt within 2 s" wait_for 2 stopped
+
+# --- SIGTERM mid-transfer hands the attempt back; a later run finishes it
+t=$(q "SELECT remora_submit('$SRC/slow/slow.bin')")
+check "a slow job runs again" wait_state "$t" running 20
+check "its first segment is checkpointed" wait_for 30 validated_at_least "$t" 5242880
+kill -TERM "$W1"
+set +e
+wait "$W1"
+rc=$?
+set -e
+check_eq "SIGTERM: the worker exits 0" "$rc" "0"
+check_eq "its attempt was handed back, retryable, and the job waits" \
+	"$(q "SELECT a.state || ' ' || (a.error ->> 'class') || ' ' || j.state FROM remora.attempts a JOIN remora.jobs j USING (job_id) WHERE a.job_id = $t")" \
+	"failed worker retrying"
+check_eq "and its incarnation ended" \
+	"$(q "SELECT stopped_at IS NOT NULL FROM remora_workers WHERE label = 'e2e-one'")" "t"
+
+# --poll-only: no LISTEN, and the job still finishes (resuming)
+start_remora_worker w2 --poll-only --label e2e-poll "$CONNINFO"
+check "--poll-only: the handed-back job succeeds" wait_state "$t" succeeded 60
+verify "$t" slow.bin
+check_eq "in a second attempt that resumed from the first one's checkpoint" \
+	"$(q "SELECT attempts_used, (SELECT resumed_from IS NOT NULL FROM remora.attempts WHERE job_id = $t AND attempt_no = 2) FROM remora.jobs WHERE job_id = $t")" \
+	"2|t"
+check "the poll-only worker says so" grep -q "(poll only)" "$T/w2.log"
+
+# --- with no background worker, the external worker's sweep cleans staging
+# and carries out hard deletes; the launcher still reconciles and prunes
+check "the staging of the handed-back and cancelled attempts is deleted" \
+	wait_for 40 all_cleaned "$t"
+check "and of the cancelled job" wait_for 40 all_cleaned "$c"
+q "SELECT remora_delete($j1, true)" >/dev/null
+hard_deleted() { [ "$(q "SELECT hard_deleted_at IS NOT NULL FROM remora.jobs WHERE job_id = $j1")" = t ]; }
+check "a hard delete is carried out" wait_for 40 hard_deleted
+check_eq "its objects are gone" "$(staging_objects "$j1")" "0"
+
+# --- the server stopped (immediate) and started again under a transfer:
+# the worker reconnects, its incarnation goes on, and the job finishes
+inc=$(q "SELECT incarnation FROM remora_workers WHERE label = 'e2e-poll' AND stopped_at IS NULL")
+r=$(q "SELECT remora_submit('$SRC/slow/slow.bin')")
+check "a slow job runs under the poll-only worker" wait_state "$r" running 20
+cluster_stop "$T/pg" immediate
+cluster_start "$T/pg"
+check "after the restart the job succeeds" wait_state "$r" succeeded 90
+verify "$r" slow.bin
+reconnected() { grep -q "connected to" "$T/w2.log" && [ "$(grep -c "connected to" "$T/w2.log")" -ge 2 ]; }
+check "the worker reconnected" reconnected
+check_eq "with the same incarnation, still running" \
+	"$(q "SELECT count(*) FROM remora_workers WHERE incarnation = '$inc' AND stopped_at IS NULL")" "1"
+
+e2e_finish
