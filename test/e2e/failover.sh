@@ -2,13 +2,15 @@
 #
 # Failover of PostgreSQL under running transfers.  A primary with a
 # synchronous streaming standby (synchronous_commit = on,
-# synchronous_standby_names), remora preloaded on both; the primary's
-# background workers run jobs: small ones that finish first, large ones
-# from a slow source (1 MB/s) that are mid-transfer, with a validated
-# checkpoint, and waiting ones held back by remora.max_active_leases.  The
+# synchronous_standby_names), remora preloaded on both.  The primary's
+# background workers and remora-worker (connected with a multi-host
+# conninfo) run jobs: small ones that finish first, large ones from a slow
+# source (1 MB/s) that are mid-transfer, with a validated checkpoint, and
+# waiting ones held back by remora.max_active_leases.  The
 # primary is stopped at once (immediate: a crash) and the standby
 # promoted.  Its launcher starts, its reconcile rebuilds the queue and the
-# leases (unlogged: empty after promotion), its workers finish every job.
+# leases (unlogged: empty after promotion), its workers finish every job,
+# and remora-worker reconnects to it and carries on.
 #
 # No committed result is lost (the jobs that had succeeded keep the same
 # result and manifest), no job has two results, every attempt that was
@@ -46,15 +48,39 @@ check_eq "the primary commits synchronously" \
 	"$(q "SELECT current_setting('synchronous_commit') || '/' || current_setting('synchronous_standby_names')")" \
 	"on/standby"
 
-# ---- jobs on the primary ----
+# ---- an external worker, and jobs on the primary ----
+# The primary's background workers wait (remora.max_workers = 0, in the
+# primary's own configuration: the standby keeps 2) while remora-worker,
+# connected through a multi-host conninfo that finds the server taking
+# writes, takes the first jobs.
+q "ALTER SYSTEM SET remora.max_workers = 0" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+bgworkers() { [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora worker'")" = "$1" ]; }
+check "the primary's background workers wait" wait_for 20 bgworkers 0
+q "CREATE ROLE rw LOGIN; GRANT remora_worker TO rw" >/dev/null
+e2e_at_exit "cp '$T/we.log' /tmp/failover-we.log 2>/dev/null"
+start_remora_worker we --label we --concurrency 2 \
+	"host=127.0.0.1,127.0.0.1 port=$PG_PORT,$STANDBY_PORT dbname=postgres user=rw target_session_attrs=read-write"
+live_we() { [ "$(q "SELECT count(*) FROM remora_workers WHERE label = 'we' AND stopped_at IS NULL")" = 1 ]; }
+check "remora-worker connects to the primary" wait_for 20 live_we
+
 for i in 1 2 3 4 5; do make_file "small$i.bin" 300000; done
-for i in 1 2 3 4; do make_file "large$i.bin" 12000000; done # three 5 MB parts, at 1 MB/s
+for i in 1 2; do make_file "large$i.bin" 16000000; done # 5 MB parts, at 1 MB/s
+for i in 3 4; do make_file "large$i.bin" 12000000; done
 for i in 1 2 3; do make_file "later$i.bin" 6000000; done
+
+# two large jobs fill remora-worker, then the background workers start and
+# run the small jobs and two more large ones
+large=$(q "SELECT string_agg(remora_submit('$SRC/slow/large' || g || '.bin')::text, ' ') FROM generate_series(1, 2) g")
+external_runs() { [ "$(q "SELECT count(*) FROM remora.jobs j JOIN remora.attempts a ON a.attempt_id = j.current_attempt JOIN remora.incarnations i ON i.incarnation = a.incarnation WHERE j.state = 'running' AND i.label = 'we'")" = 2 ]; }
+check "remora-worker runs two large jobs" wait_for 20 external_runs
+q "ALTER SYSTEM SET remora.max_workers = 2" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+check "then the primary's background workers start" wait_for 20 bgworkers 2
 small=$(q "SELECT string_agg(remora_submit('$SRC/small' || g || '.bin')::text, ' ') FROM generate_series(1, 5) g")
 done_small() { [ "$(q "SELECT count(*) FROM remora.jobs WHERE state = 'succeeded'")" = 5 ]; }
 check "the small jobs succeed on the primary" wait_for 60 done_small
-
-large=$(q "SELECT string_agg(remora_submit('$SRC/slow/large' || g || '.bin')::text, ' ') FROM generate_series(1, 4) g")
+large="$large $(q "SELECT string_agg(remora_submit('$SRC/slow/large' || g || '.bin')::text, ' ') FROM generate_series(3, 4) g")"
 later=$(q "SELECT string_agg(remora_submit('$SRC/later' || g || '.bin')::text, ' ') FROM generate_series(1, 3) g")
 all_jobs="$small $large $later"
 mid_transfer() {
@@ -73,6 +99,7 @@ incarnations_before=$(q "SELECT string_agg(quote_literal(incarnation), ',') FROM
 jobs_before=$(q "SELECT count(*) FROM remora.jobs")
 
 # ---- failover ----
+promoted_at=$(q "SELECT now()")
 check "the primary is stopped at once and the standby promoted" \
 	cluster_promote "$PRIMARY" "$STANDBY"
 export PGHOST=$STANDBY PGPORT=$STANDBY_PORT
@@ -123,10 +150,37 @@ check_eq "every attempt running on the old primary was committed once or replace
 		FROM (VALUES $running_before) old (attempt_id, token)
 		JOIN remora.attempts a USING (attempt_id)
 		JOIN remora.results r ON r.job_id = a.job_id")" "0/4"
-check_eq "the replacements resumed from the old attempts' checkpoints" \
-	"$(q "SELECT count(*) FROM remora.attempts a JOIN remora.results r ON r.attempt_id = a.attempt_id
-		WHERE a.resumed_from IN (SELECT attempt_id FROM (VALUES $running_before) old (attempt_id, token))
-		  AND a.restart_reason IS NULL")" 4
+check_eq "the background workers' attempts were replaced, resuming from their checkpoints" \
+	"$(q "SELECT count(*) FILTER (WHERE a.state = 'lost' AND n.resumed_from = a.attempt_id AND n.restart_reason IS NULL)
+		|| '/' || count(*)
+		FROM (VALUES $running_before) old (attempt_id, token)
+		JOIN remora.attempts a USING (attempt_id)
+		JOIN remora.incarnations i ON i.incarnation = a.incarnation
+		JOIN remora.results r ON r.job_id = a.job_id
+		JOIN remora.attempts n ON n.attempt_id = r.attempt_id
+		WHERE i.kind = 'worker'")" "2/2"
+check_eq "remora-worker's were committed once by it, or replaced from their checkpoints" \
+	"$(q "SELECT count(*) FILTER (WHERE (a.state = 'succeeded' AND n.attempt_id = a.attempt_id)
+			OR (a.state = 'lost' AND n.resumed_from = a.attempt_id AND n.restart_reason IS NULL))
+		|| '/' || count(*)
+		FROM (VALUES $running_before) old (attempt_id, token)
+		JOIN remora.attempts a USING (attempt_id)
+		JOIN remora.incarnations i ON i.incarnation = a.incarnation
+		JOIN remora.results r ON r.job_id = a.job_id
+		JOIN remora.attempts n ON n.attempt_id = r.attempt_id
+		WHERE i.label = 'we'")" "2/2"
+q "SELECT a.job_id, a.state, i.label, n.attempt_id = a.attempt_id FROM (VALUES $running_before) old (attempt_id, token)
+	JOIN remora.attempts a USING (attempt_id) JOIN remora.incarnations i ON i.incarnation = a.incarnation
+	JOIN remora.results r ON r.job_id = a.job_id JOIN remora.attempts n ON n.attempt_id = r.attempt_id" |
+	sed 's/^/# running at the failover: job|state|worker|committed itself: /'
+check "remora-worker reconnected to the promoted standby (target_session_attrs=read-write)" \
+	grep -q "connected to 127.0.0.1:$STANDBY_PORT" "$T/we.log"
+check_eq "its incarnation goes on there" \
+	"$(q "SELECT count(*) FROM remora_workers WHERE label = 'we' AND stopped_at IS NULL")" 1
+check "and it committed jobs on the promoted server" \
+	test "$(q "SELECT count(*) FROM remora.results r JOIN remora.attempts a ON a.attempt_id = r.attempt_id
+		JOIN remora.incarnations i ON i.incarnation = a.incarnation
+		WHERE i.label = 'we' AND r.committed_at > '$promoted_at'")" -gt 0
 check "the nginx log shows the resumed ranges" \
 	grep -q '"GET /slow/large[1-4].bin HTTP/1.1" 206' "$T/nginx/access.log"
 

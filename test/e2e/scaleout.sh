@@ -94,9 +94,10 @@ for n in w1 w2 w3; do worker "$n" --concurrency 4 "$CONNINFO"; done
 all_live() { live w1 && live w2 && live w3; }
 check "three remora-worker incarnations are live" wait_for 20 all_live
 
-# from the slow location (1 MB/s): each takes a moment, so that the batch
-# outlasts a poll of the external workers
-for i in $(seq 1 150); do head -c $((150000 + i * 97)) /dev/urandom >"$WWW/h$i.bin"; done
+# through the fault proxy at 256 KiB/s: each takes a moment, so that the
+# batch outlasts the external workers' polls
+for i in $(seq 1 150); do head -c $((120000 + i * 97)) /dev/urandom >"$WWW/h$i.bin"; done
+rule "$SRC_PROXY" "match=/h&action=slow"
 chmod 644 "$WWW"/h*.bin
 for i in $(seq 1 50); do
 	mkdir -p "$T/src/p$i"
@@ -116,7 +117,7 @@ SAMPLER=$!
 
 first=$(q "SELECT max(job_id) FROM remora.jobs")
 first=${first:-0}
-q "SELECT count(remora_submit('$SRC/slow/h' || g || '.bin')) FROM generate_series(1, 150) g" >/dev/null
+q "SELECT count(remora_submit('$FLAKY/h' || g || '.bin')) FROM generate_series(1, 150) g" >/dev/null
 q "SELECT count(remora_submit('s3://target/src/p' || g || '/')) FROM generate_series(1, 50) g" >/dev/null
 BATCH="job_id > $first"
 batch_done() { [ "$(q "SELECT count(*) FROM remora.jobs WHERE $BATCH AND state = 'succeeded'")" = 200 ]; }
