@@ -126,7 +126,8 @@ UNIT_CFLAGS = -g -O1 -Wall -Wextra -Werror -fsanitize=address,undefined \
 UNIT_LIBS = $(shell pkg-config --libs $(PKG_LIBS))
 ENGINE_UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_test \
 	test/unit/s3xml_test test/unit/engine_test test/unit/json_test
-UNIT_TESTS = $(ENGINE_UNIT_TESTS) test/unit/http_test
+UNIT_TESTS = $(ENGINE_UNIT_TESTS) test/unit/http_test \
+	test/unit/worker_codec_test
 ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)
 
 # The engine's objects once more, with the sanitizers, in an archive: each
@@ -151,6 +152,11 @@ test/unit/http_test: test/unit/http_test.c src/http/server.c \
 	$(CC) $(UNIT_CFLAGS) -Wno-unused-parameter $(shell pkg-config --cflags $(HTTP_PKG_LIBS)) \
 		-o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS) \
 		$(shell pkg-config --libs $(HTTP_PKG_LIBS)) -lpthread
+
+# remora-worker's codec, without libpq (src/worker/decode.c, encode.c)
+test/unit/worker_codec_test: test/unit/worker_codec_test.c test/unit/unit.h \
+		src/worker/decode.c src/worker/encode.c src/worker/codec.h $(UNIT_LIB)
+	$(CC) $(UNIT_CFLAGS) -o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS)
 
 # the engine driver for end-to-end tests and benchmarks
 test/engine/fetch: test/engine/fetch.c $(ENGINE_SRCS)

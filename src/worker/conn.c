@@ -49,7 +49,7 @@ void
 remora_conn_set_lease(RemoraConn *c, int lease_ms)
 {
 	c->lease_ms = lease_ms;
-	if (c->pg)
+	if (c->pg && !c->connecting)
 		(void) pin_session(c);
 }
 
@@ -90,6 +90,7 @@ remora_conn_drop(RemoraConn *c, const char *why)
 	remora_wlog("connection to the server lost: %s", why);
 	PQfinish(c->pg);
 	c->pg = NULL;
+	c->connecting = false;
 	if (c->down_since_ms == 0)
 		c->down_since_ms = remora_wclock_ms();
 	c->next_try_ms = remora_wclock_ms() + c->backoff_ms;
@@ -125,56 +126,104 @@ pin_session(RemoraConn *c)
 	return true;
 }
 
+/* A connection attempt failed: try again after the backoff, doubled. */
+static void
+connect_failed(RemoraConn *c, const char *why)
+{
+	if (c->backoff_ms == 0)
+		c->backoff_ms = REMORA_CONN_BACKOFF_MIN_MS;
+	remora_wlog("could not connect to the server (next try in %d ms): %s",
+				c->backoff_ms, why);
+	PQfinish(c->pg);
+	c->pg = NULL;
+	c->connecting = false;
+	c->next_try_ms = remora_wclock_ms() + c->backoff_ms;
+	c->backoff_ms = c->backoff_ms * 2 > REMORA_CONN_BACKOFF_MAX_MS
+						? REMORA_CONN_BACKOFF_MAX_MS
+						: c->backoff_ms * 2;
+}
+
+/* Start connecting, without waiting (libpq's non-blocking connect). */
+static void
+connect_start(RemoraConn *c)
+{
+	/* defaults first: the user's connection string overrides them */
+	const char *keys[] = {"keepalives_idle",  "keepalives_interval",
+						  "keepalives_count", "dbname",
+						  "application_name", NULL};
+	const char *values[] = {"10", "5", "3", c->conninfo, "remora-worker", NULL};
+
+	if (c->conninfo == NULL)
+	{
+		/* no string: only the environment and the defaults */
+		keys[3] = "application_name";
+		values[3] = "remora-worker";
+		keys[4] = NULL;
+	}
+	c->pg = PQconnectStartParams(keys, values, 1);
+	if (c->pg == NULL || PQstatus(c->pg) == CONNECTION_BAD)
+	{
+		connect_failed(c, c->pg ? pg_message(c->pg, NULL) : "out of memory");
+		return;
+	}
+	c->connecting = true;
+	c->polling = PGRES_POLLING_WRITING;
+	c->connect_deadline_ms = remora_wclock_ms() + REMORA_CONNECT_TIMEOUT_MS;
+}
+
+/* Is the connecting socket ready for what libpq waits for? */
+static bool
+connect_ready(const RemoraConn *c)
+{
+	struct pollfd p = {PQsocket(c->pg),
+					   c->polling == PGRES_POLLING_READING ? POLLIN : POLLOUT,
+					   0};
+
+	return p.fd < 0 || poll(&p, 1, 0) != 0;
+}
+
 /*
- * Connected, or connected now?  A new attempt is made only when the
- * backoff allows; false while there is no connection.
+ * Connected, or connected now?  Never waits for the network: a
+ * connection attempt advances a step when its socket is ready (the caller
+ * waits on remora_conn_wait_events), and a new attempt starts only when the
+ * backoff allows.  False while there is no connection.
  */
 bool
 remora_conn_ensure(RemoraConn *c)
 {
-	/* defaults first: the user's connection string overrides them */
-	const char *keys[] = {"connect_timeout",
-						  "keepalives_idle",
-						  "keepalives_interval",
-						  "keepalives_count",
-						  "dbname",
-						  "application_name",
-						  NULL};
-	const char *values[] = {"10", "10", "5", "3", c->conninfo, "remora-worker",
-							NULL};
-	int64_t     now = remora_wclock_ms();
+	int64_t now = remora_wclock_ms();
 
-	if (c->pg && PQstatus(c->pg) == CONNECTION_OK)
+	if (c->pg && !c->connecting && PQstatus(c->pg) == CONNECTION_OK)
 		return true;
-	if (c->pg)
+	if (c->pg && !c->connecting)
 		remora_conn_drop(c, pg_message(c->pg, NULL));
 	if (c->down_since_ms == 0)
 		c->down_since_ms = now;
-	if (now < c->next_try_ms)
-		return false;
-	if (c->conninfo == NULL)
+	if (!c->connecting)
 	{
-		/* no string: only the environment and the defaults */
-		keys[4] = "application_name";
-		values[4] = "remora-worker";
-		keys[5] = NULL;
+		if (now < c->next_try_ms)
+			return false;
+		connect_start(c);
+		if (!c->connecting)
+			return false;
 	}
-	c->pg = PQconnectdbParams(keys, values, 1);
-	if (c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK)
+	if (now >= c->connect_deadline_ms)
 	{
-		remora_wlog("could not connect to the server (next try in %d ms): %s",
-					c->backoff_ms ? c->backoff_ms : REMORA_CONN_BACKOFF_MIN_MS,
-					c->pg ? pg_message(c->pg, NULL) : "out of memory");
-		PQfinish(c->pg);
-		c->pg = NULL;
-		if (c->backoff_ms == 0)
-			c->backoff_ms = REMORA_CONN_BACKOFF_MIN_MS;
-		c->next_try_ms = remora_wclock_ms() + c->backoff_ms;
-		c->backoff_ms = c->backoff_ms * 2 > REMORA_CONN_BACKOFF_MAX_MS
-							? REMORA_CONN_BACKOFF_MAX_MS
-							: c->backoff_ms * 2;
+		connect_failed(c, "timeout expired");
 		return false;
 	}
+	if (!connect_ready(c))
+		return false;
+	c->polling = PQconnectPoll(c->pg);
+	if (c->polling == PGRES_POLLING_FAILED)
+	{
+		connect_failed(c, pg_message(c->pg, NULL));
+		return false;
+	}
+	if (c->polling != PGRES_POLLING_OK)
+		return false;
+
+	c->connecting = false;
 	PQsetNoticeProcessor(c->pg, log_notice, NULL);
 	if (!pin_session(c))
 		return false;
@@ -187,10 +236,22 @@ remora_conn_ensure(RemoraConn *c)
 	return true;
 }
 
+/*
+ * The socket to wait on and for what (POLLIN, or POLLOUT while a
+ * connection attempt waits to write); -1 for none.
+ */
 int
-remora_conn_socket(const RemoraConn *c)
+remora_conn_wait_events(const RemoraConn *c, short *events)
 {
-	return c->pg ? PQsocket(c->pg) : -1;
+	*events = POLLIN;
+	if (c->pg == NULL)
+		return -1;
+	if (c->connecting)
+	{
+		*events = c->polling == PGRES_POLLING_READING ? POLLIN : POLLOUT;
+		return PQsocket(c->pg);
+	}
+	return c->listen ? PQsocket(c->pg) : -1;
 }
 
 /* Take in what the server sent (notifications) without waiting. */
@@ -199,7 +260,7 @@ remora_conn_read_notifies(RemoraConn *c)
 {
 	PGnotify *n;
 
-	if (c->pg == NULL)
+	if (c->pg == NULL || c->connecting)
 		return;
 	if (!PQconsumeInput(c->pg))
 	{
@@ -251,7 +312,7 @@ remora_conn_exec(RemoraConn *c, const char *what, const char *sql, int nparams,
 	PGresult *last = NULL;
 	PGresult *res;
 
-	if (c->pg == NULL)
+	if (c->pg == NULL || c->connecting)
 		return NULL;
 	if (!PQsendQueryParams(c->pg, sql, nparams, NULL, params, NULL, NULL, 0))
 	{

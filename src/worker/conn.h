@@ -15,6 +15,7 @@
 
 #define REMORA_CONN_BACKOFF_MIN_MS 250
 #define REMORA_CONN_BACKOFF_MAX_MS 10000
+#define REMORA_CONNECT_TIMEOUT_MS  10000 /* one connection attempt */
 
 typedef struct RemoraConn
 {
@@ -28,6 +29,9 @@ typedef struct RemoraConn
 	int64_t     down_since_ms; /* 0 while connected */
 	bool        woken;         /* a job was queued (NOTIFY ... 'claim') */
 	bool        cancelled;     /* a job was cancelled (NOTIFY ... 'cancel') */
+	bool        connecting;    /* a non-blocking connection attempt runs */
+	PostgresPollingStatusType polling; /* what it waits for */
+	int64_t                   connect_deadline_ms;
 } RemoraConn;
 
 extern bool      remora_conn_ensure(RemoraConn *c);
@@ -36,7 +40,7 @@ extern void      remora_conn_set_lease(RemoraConn *c, int lease_ms);
 extern PGresult *remora_conn_exec(RemoraConn *c, const char *what,
 								  const char *sql, int nparams,
 								  const char *const *params);
-extern int       remora_conn_socket(const RemoraConn *c);
+extern int       remora_conn_wait_events(const RemoraConn *c, short *events);
 extern void      remora_conn_read_notifies(RemoraConn *c);
 extern int       remora_conn_call_timeout_ms(const RemoraConn *c);
 

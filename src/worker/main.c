@@ -71,7 +71,9 @@ static char                 incarnation[REMORA_UUID_LEN];
 static bool                 incarnation_recorded;
 static char                 host[256];
 static const char          *label;
-static int                  concurrency; /* 0: the server's setting */
+static int                  concurrency;  /* 0: the server's setting */
+static bool                 more_waiting; /* the last claim found no room,
+										   * or filled it */
 
 /* the sweep in progress */
 static RemoraTask *sweep_task;
@@ -225,22 +227,33 @@ sweep(bool start)
 
 /* --------------------------------------------------------------- claim */
 
+/* attempts this incarnation runs at most */
+static int
+claim_limit(void)
+{
+	int limit = concurrency > 0 ? concurrency : settings.concurrency;
+
+	if (limit < 1)
+		limit = 1;
+	return limit > REMORA_WORKER_MAX_ATTEMPTS ? REMORA_WORKER_MAX_ATTEMPTS
+											  : limit;
+}
+
 static void
 claim(void)
 {
-	int            limit = concurrency > 0 ? concurrency : settings.concurrency;
+	int            limit = claim_limit();
 	int            room;
 	RemoraClaimRow rows[REMORA_WORKER_MAX_ATTEMPTS];
 	int64_t        sent = remora_wclock_ms();
 	int            n;
 
-	if (limit < 1)
-		limit = 1;
-	if (limit > REMORA_WORKER_MAX_ATTEMPTS)
-		limit = REMORA_WORKER_MAX_ATTEMPTS;
 	room = limit - remora_runner_count();
 	if (room <= 0)
+	{
+		more_waiting = true; /* claim again once there is room */
 		return;
+	}
 	n = remora_call_claim(&conn, incarnation, room, rows);
 	for (int i = 0; i < n; i++)
 	{
@@ -249,7 +262,7 @@ claim(void)
 		free(rows[i].resume);
 	}
 	/* a full batch: there may be more */
-	conn.woken = n == room;
+	more_waiting = n == room;
 }
 
 /* ------------------------------------------------------- the connection */
@@ -309,6 +322,7 @@ reload_settings(bool *changed)
 	remora_settings_free(&settings);
 	settings = s;
 	remora_conn_set_lease(&conn, settings.lease_ms);
+	remora_runner_set_lease(settings.lease_ms);
 }
 
 /* ---------------------------------------------------------------- stop */
@@ -352,16 +366,20 @@ wait_events(int64_t deadline)
 	int64_t       left = deadline - remora_wclock_ms();
 	char          buf[64];
 
+	short events;
+	int   fd = remora_conn_wait_events(&conn, &events);
+
 	p[n++] = (struct pollfd){signal_pipe[0], POLLIN, 0};
 	p[n++] = (struct pollfd){remora_engine_fd(engine), POLLIN, 0};
-	if (conn.pg && conn.listen)
-		p[n++] = (struct pollfd){remora_conn_socket(&conn), POLLIN, 0};
+	if (fd >= 0)
+		p[n++] = (struct pollfd){fd, events, 0};
 	if (left < 0)
 		left = 0;
 	(void) poll(p, n, (int) min64(left, 1000));
 	while (read(signal_pipe[0], buf, sizeof(buf)) > 0)
 		;
-	if (n == 3 && (p[2].revents & (POLLIN | POLLHUP | POLLERR)))
+	if (n == 3 && !conn.connecting &&
+		(p[2].revents & (POLLIN | POLLHUP | POLLERR)))
 		remora_conn_read_notifies(&conn);
 }
 
@@ -381,8 +399,8 @@ run(void)
 		remora_engine_run(engine);
 		remora_runner_fence();
 		up = ready();
-		if (up)
-			remora_runner_answer_lookups(engine);
+		/* unanswered while disconnected: those members move again */
+		remora_runner_answer_lookups(engine);
 		now = remora_wclock_ms();
 		if (!up && conn.down_since_ms && now - conn.down_since_ms > GIVE_UP_MS)
 		{
@@ -401,8 +419,12 @@ run(void)
 			conn.cancelled = false;
 			next_renew = now + settings.lease_ms / 3;
 			if (remora_call_heartbeat(&conn, incarnation) == 0)
+			{
+				/* its leases lapse, its attempts stop; claim anew */
 				remora_wlog("incarnation %s was ended: its attempts stop",
 							incarnation);
+				new_incarnation();
+			}
 			remora_runner_renew();
 		}
 		if (up)
@@ -420,7 +442,9 @@ run(void)
 			config_changed = false;
 			remora_wlog("new settings in effect, incarnation %s", incarnation);
 		}
-		if (up && !config_changed && (conn.woken || now >= next_poll))
+		if (up && !config_changed &&
+			(conn.woken || now >= next_poll ||
+			 (more_waiting && remora_runner_count() < claim_limit())))
 		{
 			conn.woken = false;
 			next_poll = now + CLAIM_POLL_MS;
@@ -439,11 +463,14 @@ run(void)
 			deadline = min64(deadline, next_renew);
 			deadline = min64(deadline, next_poll);
 			deadline = min64(deadline, next_sweep);
-			if (conn.woken)
+			if (conn.woken ||
+				(more_waiting && remora_runner_count() < claim_limit()))
 				deadline = now;
 			if (remora_runner_count() > 0)
 				deadline = min64(deadline, next_checkpoint);
 		}
+		else if (conn.connecting)
+			deadline = min64(deadline, conn.connect_deadline_ms);
 		else
 			deadline = min64(deadline, conn.next_try_ms);
 		deadline = min64(deadline, remora_runner_next_fence_ms());
@@ -452,6 +479,25 @@ run(void)
 			deadline = min64(deadline, now + engine_timeout);
 		wait_events(deadline);
 	}
+}
+
+/* Wait until connected: -1, or the exit status (stopped, unreachable). */
+static int
+connect_first(void)
+{
+	while (!remora_conn_ensure(&conn))
+	{
+		short         events;
+		struct pollfd p = {remora_conn_wait_events(&conn, &events), 0, 0};
+
+		if (got_stop)
+			return EXIT_STOPPED;
+		if (remora_wclock_ms() - conn.down_since_ms > GIVE_UP_MS)
+			return EXIT_UNREACHABLE;
+		p.events = events;
+		(void) poll(&p, p.fd >= 0 ? 1 : 0, 100);
+	}
+	return -1;
 }
 
 int
@@ -519,22 +565,26 @@ main(int argc, char **argv)
 	remora_wlog("remora-worker %s starting%s", REMORA_VERSION,
 				poll_only ? " (poll only)" : "");
 
-	/* the settings, once connected (a refusal is final) */
-	while (!remora_conn_ensure(&conn))
+	/*
+	 * The settings, once connected: a refusal (the connection stands) is
+	 * final, a connection lost meanwhile is made again.
+	 */
+	do
 	{
-		if (got_stop)
-			return EXIT_STOPPED;
-		if (remora_wclock_ms() - conn.down_since_ms > GIVE_UP_MS)
-			return EXIT_UNREACHABLE;
-		usleep(100 * 1000);
-	}
-	if (!remora_settings_load(&conn, &settings))
-	{
-		remora_wlog(
-			"cannot read the settings: the role must be a member of "
-			"remora_worker, and the extension installed and up to date");
-		return EXIT_CANNOT_RUN;
-	}
+		int rc = connect_first();
+
+		if (rc >= 0)
+			return rc;
+		if (remora_settings_load(&conn, &settings))
+			break;
+		if (conn.pg != NULL)
+		{
+			remora_wlog("cannot read the settings: the role must be a member "
+						"of remora_worker, and the extension installed and up "
+						"to date");
+			return EXIT_CANNOT_RUN;
+		}
+	} while (true);
 	remora_conn_set_lease(&conn, settings.lease_ms);
 	engine = make_engine();
 	new_incarnation();

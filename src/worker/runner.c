@@ -142,22 +142,37 @@ by_blocked_then_job(const void *x, const void *y)
 void
 remora_runner_renew(void)
 {
+	bool stop[REMORA_WORKER_MAX_ATTEMPTS] = {0};
+	bool cancelled[REMORA_WORKER_MAX_ATTEMPTS] = {0};
+
+	/* renewals whose last try failed go last: they delay no other */
 	qsort(attempts, nattempts, sizeof(Attempt *), by_blocked_then_job);
-	for (int i = nattempts - 1; i >= 0; i--)
+	for (int i = 0; i < nattempts; i++)
 	{
 		Attempt *a = attempts[i];
 		int64_t  sent = remora_wclock_ms();
-		bool     ok, cancelled;
+		bool     ok;
 		bool     called = remora_call_renew(conn, a->job_id, a->attempt_id,
-											a->token, &ok, &cancelled);
+											a->token, &ok, &cancelled[i]);
 
 		a->renew_blocked = !called;
 		if (called && ok)
 			a->fence_ms = fence_after(sent);
-		else if (called && remora_task_state(a->task) != REMORA_TASK_SUCCEEDED)
-			stop_attempt(i, cancelled ? "the job was cancelled"
-									  : "the attempt lost its lease");
+		/* one whose result is ready is left to remora.commit */
+		stop[i] = called && !ok &&
+				  remora_task_state(a->task) != REMORA_TASK_SUCCEEDED;
 	}
+	for (int i = nattempts - 1; i >= 0; i--)
+		if (stop[i])
+			stop_attempt(i, cancelled[i] ? "the job was cancelled"
+										 : "the attempt lost its lease");
+}
+
+/* A new remora.lease_duration: fences from the next renewal on. */
+void
+remora_runner_set_lease(int lease_ms)
+{
+	config.lease_ms = lease_ms;
 }
 
 /* Abort the attempts whose lease may be about to lapse (see the header). */

@@ -148,6 +148,18 @@ for i in 1 2 3; do
 	check "NOTIFY: submit $i was claimed in ${ms} ms, well under the 5 s poll" test "$ms" -lt 700
 done
 
+# --- a backlog larger than --concurrency (3), queued by one statement (one
+# NOTIFY): the worker claims again as soon as it has room, not at its polls
+for i in $(seq 1 12); do make_file "b$i.bin" 2000; done
+q "SELECT remora_submit('$SRC/b' || i || '.bin', options => jsonb_build_object('label', 'backlog')) FROM generate_series(1, 12) i" >/dev/null
+backlog_done() { [ "$(q "SELECT count(*) FROM remora.jobs WHERE label = 'backlog' AND state = 'succeeded'")" = 12 ]; }
+check "12 jobs queued at once all succeed within two poll intervals" wait_for 10 backlog_done
+check_eq "never more than 3 attempts of the worker at once" \
+	"$(q "SELECT max(n) FROM (SELECT (SELECT count(*) FROM remora.attempts b JOIN remora.jobs jb USING (job_id)
+	                                 WHERE jb.label = 'backlog' AND b.started_at <= a.started_at
+	                                   AND coalesce(b.finished_at, 'infinity') > a.started_at) AS n
+	                        FROM remora.attempts a JOIN remora.jobs j USING (job_id) WHERE j.label = 'backlog') s")" "3"
+
 # --- a cancel reaches a running attempt within about a second
 make_file slow.bin 8000000
 c=$(q "SELECT remora_submit('$SRC/slow/slow.bin')")
@@ -204,5 +216,25 @@ reconnected() { grep -q "connected to" "$T/w2.log" && [ "$(grep -c "connected to
 check "the worker reconnected" reconnected
 check_eq "with the same incarnation, still running" \
 	"$(q "SELECT count(*) FROM remora_workers WHERE incarnation = '$inc' AND stopped_at IS NULL")" "1"
+
+# --- the server unreachable (the postmaster and the worker's backend
+# paused): the attempt is stopped before its lease could lapse, and a
+# replacement commits
+f=$(q "SELECT remora_submit('$SRC/slow/slow.bin')")
+check "a slow job runs" wait_state "$f" running 20
+fa=$(q "SELECT current_attempt FROM remora.jobs WHERE job_id = $f")
+pm=$(head -1 "$T/pg/data/postmaster.pid")
+be=$(q "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE application_name = 'remora-worker'")
+e2e_at_exit "kill -CONT $pm $be 2>/dev/null"
+# shellcheck disable=SC2086
+kill -STOP "$pm" $be
+fenced() { grep -q "job $f attempt $fa stopped: its lease could not be renewed in time" "$T/w2.log"; }
+check "server unreachable: the attempt stops within its lease (4 s)" wait_for 4 fenced
+# shellcheck disable=SC2086
+kill -CONT "$pm" $be
+check "the job succeeds in another attempt" wait_state "$f" succeeded 90
+check_eq "the stopped attempt never committed: it is lost" \
+	"$(q "SELECT state FROM remora.attempts WHERE attempt_id = '$fa'")" "lost"
+verify "$f" slow.bin
 
 e2e_finish
