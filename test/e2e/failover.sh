@@ -65,7 +65,7 @@ live_we() { [ "$(q "SELECT count(*) FROM remora_workers WHERE label = 'we' AND s
 check "remora-worker connects to the primary" wait_for 20 live_we
 
 for i in 1 2 3 4 5; do make_file "small$i.bin" 300000; done
-for i in 1 2; do make_file "large$i.bin" 16000000; done # 5 MB parts, at 1 MB/s
+for i in 1 2; do make_file "large$i.bin" 30000000; done # 5 MB parts, at 1 MB/s: 30 s
 for i in 3 4; do make_file "large$i.bin" 12000000; done
 for i in 1 2 3; do make_file "later$i.bin" 6000000; done
 
