@@ -162,11 +162,22 @@ new_incarnation(void)
 
 /* ----------------------------------------------------------- settings */
 
+/* What the attempts take from the settings (pointers into settings). */
+static void
+configure_runner(void)
+{
+	RemoraRunnerConfig rc;
+
+	rc.lease_ms = settings.lease_ms;
+	rc.hub_url = remora_setting(&settings, "hf_endpoint");
+	rc.hf_token = remora_setting(&settings, "hf_token");
+	remora_runner_init(&conn, &rc);
+}
+
 static RemoraEngine *
 make_engine(void)
 {
 	RemoraEngineConfig cfg;
-	RemoraRunnerConfig rc;
 	char               err[256];
 	RemoraEngine      *e;
 
@@ -177,10 +188,7 @@ make_engine(void)
 		remora_wlog("cannot start the transfer engine: %s", err);
 		exit(EXIT_CANNOT_RUN);
 	}
-	rc.lease_ms = settings.lease_ms;
-	rc.hub_url = remora_setting(&settings, "hf_endpoint");
-	rc.hf_token = remora_setting(&settings, "hf_token");
-	remora_runner_init(&conn, &rc);
+	configure_runner();
 	return e;
 }
 
@@ -248,6 +256,8 @@ claim(void)
 	int64_t        sent = remora_wclock_ms();
 	int            n;
 
+	if (!incarnation_recorded)
+		return; /* claims only in a recorded incarnation */
 	room = limit - remora_runner_count();
 	if (room <= 0)
 	{
@@ -322,7 +332,7 @@ reload_settings(bool *changed)
 	remora_settings_free(&settings);
 	settings = s;
 	remora_conn_set_lease(&conn, settings.lease_ms);
-	remora_runner_set_lease(settings.lease_ms);
+	configure_runner();
 }
 
 /* ---------------------------------------------------------------- stop */
@@ -365,9 +375,8 @@ wait_events(int64_t deadline)
 	int           n = 0;
 	int64_t       left = deadline - remora_wclock_ms();
 	char          buf[64];
-
-	short events;
-	int   fd = remora_conn_wait_events(&conn, &events);
+	short         events;
+	int           fd = remora_conn_wait_events(&conn, &events);
 
 	p[n++] = (struct pollfd){signal_pipe[0], POLLIN, 0};
 	p[n++] = (struct pollfd){remora_engine_fd(engine), POLLIN, 0};
@@ -424,6 +433,7 @@ run(void)
 				remora_wlog("incarnation %s was ended: its attempts stop",
 							incarnation);
 				new_incarnation();
+				up = ready(); /* records the new one */
 			}
 			remora_runner_renew();
 		}

@@ -168,13 +168,6 @@ remora_runner_renew(void)
 										 : "the attempt lost its lease");
 }
 
-/* A new remora.lease_duration: fences from the next renewal on. */
-void
-remora_runner_set_lease(int lease_ms)
-{
-	config.lease_ms = lease_ms;
-}
-
 /* Abort the attempts whose lease may be about to lapse (see the header). */
 void
 remora_runner_fence(void)

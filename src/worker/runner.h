@@ -28,7 +28,6 @@ extern void    remora_runner_start(RemoraEngine *engine, RemoraClaimRow *row,
 								   int64_t claim_sent_ms);
 extern void    remora_runner_answer_lookups(RemoraEngine *engine);
 extern void    remora_runner_renew(void);
-extern void    remora_runner_set_lease(int lease_ms);
 extern void    remora_runner_fence(void);
 extern int64_t remora_runner_next_fence_ms(void);
 extern void    remora_runner_finish(void);

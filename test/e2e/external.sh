@@ -9,7 +9,9 @@
 # mid-transfer hands the attempt back and a later run finishes the job;
 # remora_workers shows host, label and version; remora.worker_settings()
 # is refused to a plain remora_user; the staging of finished attempts is
-# cleaned by the worker's sweep.
+# cleaned by the worker's sweep; a cancel, a server restart and a server
+# that cannot be reached (the attempt stops within its lease); valgrind
+# finds no memory error and no definite leak in the worker.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_begin external
@@ -98,6 +100,11 @@ p=$(q "SELECT remora_submit('s3://target/src/')")
 check "an s3 prefix job succeeds" wait_state "$p" succeeded 60
 check_eq "with every object as a member" "$(q "SELECT count(*) FROM remora_result($p)")" "31"
 check "the AWS CLI reads every member back with its file's SHA-256" members_intact "$p" "$T/src"
+o=$(q "SELECT remora_submit('s3://target/src/sub/large.bin')")
+check "an s3 object job succeeds" wait_state "$o" succeeded 60
+check_eq "its one member has the object's SHA-256, read back by the AWS CLI" \
+	"$(q "SELECT path, sha256 FROM remora_result($o)")|$(aws_s3 s3 cp "s3://target/$(q "SELECT key FROM remora_result($o)")" - 2>/dev/null | sha256sum | cut -d' ' -f1)" \
+	"large.bin|$(sha256sum "$T/src/sub/large.bin" | cut -d' ' -f1)|$(sha256sum "$T/src/sub/large.bin" | cut -d' ' -f1)"
 
 # --- a Hugging Face snapshot from the local hub (test/hub)
 HUB_PORT=$(free_port)
@@ -186,6 +193,7 @@ check_eq "and its incarnation ended" \
 
 # --poll-only: no LISTEN, and the job still finishes (resuming)
 start_remora_worker w2 --poll-only --label e2e-poll "$CONNINFO"
+W2=$REMORA_WORKER_PID
 check "--poll-only: the handed-back job succeeds" wait_state "$t" succeeded 60
 verify "$t" slow.bin
 check_eq "in a second attempt that resumed from the first one's checkpoint" \
@@ -202,6 +210,12 @@ q "SELECT remora_delete($j1, true)" >/dev/null
 hard_deleted() { [ "$(q "SELECT hard_deleted_at IS NOT NULL FROM remora.jobs WHERE job_id = $j1")" = t ]; }
 check "a hard delete is carried out" wait_for 40 hard_deleted
 check_eq "its objects are gone" "$(staging_objects "$j1")" "0"
+q "ALTER SYSTEM SET remora.retention = '1s'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+pruned() { [ "$(q "SELECT pruned_at IS NOT NULL FROM remora.jobs WHERE job_id = $j2")" = t ]; }
+check "the launcher still prunes the history (remora.retention)" wait_for 30 pruned
+q "ALTER SYSTEM RESET remora.retention" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
 
 # --- the server stopped (immediate) and started again under a transfer:
 # the worker reconnects, its incarnation goes on, and the job finishes
@@ -236,5 +250,45 @@ check "the job succeeds in another attempt" wait_state "$f" succeeded 90
 check_eq "the stopped attempt never committed: it is lost" \
 	"$(q "SELECT state FROM remora.attempts WHERE attempt_id = '$fa'")" "lost"
 verify "$f" slow.bin
+
+# --- a multi-host connection string whose first host is down: libpq finds
+# the read-write one (as after a failover)
+kill -TERM "$W2"
+wait "$W2" || true
+DEAD=$(free_port)
+start_remora_worker w3 --label e2e-multi \
+	"host=127.0.0.1,127.0.0.1 port=$DEAD,$PG_PORT dbname=postgres user=rw target_session_attrs=read-write"
+W3=$REMORA_WORKER_PID
+m=$(q "SELECT remora_submit('$SRC/small.bin')")
+check "multi-host conninfo: the worker connects to the live host and finishes a job" \
+	wait_state "$m" succeeded 30
+check_eq "in its incarnation" \
+	"$(q "SELECT w.label FROM remora.attempts a JOIN remora_workers w USING (incarnation) WHERE a.job_id = $m")" "e2e-multi"
+kill -TERM "$W3"
+wait "$W3" || true
+
+# --- remora-worker under valgrind: an http job of one part and one of
+# several, an s3 prefix, then SIGTERM mid-transfer (a longer lease: valgrind
+# is slow)
+q "ALTER SYSTEM SET remora.lease_duration = '20s'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99 \
+	"$WORKER" --label valgrind "$CONNINFO" >"$T/wvg.log" 2>&1 &
+VG=$!
+echo "$VG KILL" >>"$SERVICES_DIR/pids"
+v1=$(q "SELECT remora_submit('$SRC/small.bin', options => '{\"label\": \"vg\"}')")
+v2=$(q "SELECT remora_submit('$SRC/big.bin', options => '{\"label\": \"vg\"}')")
+v3=$(q "SELECT remora_submit('s3://target/src/', options => '{\"label\": \"vg\"}')")
+vg_done() { [ "$(q "SELECT count(*) FROM remora.jobs WHERE label = 'vg' AND state = 'succeeded'")" = 3 ]; }
+check "valgrind: the worker finishes an http job, a multi-part one and a prefix" wait_for 180 vg_done
+v4=$(q "SELECT remora_submit('$SRC/slow/slow.bin')")
+check "valgrind: a slow job runs" wait_state "$v4" running 60
+kill -TERM "$VG"
+set +e
+wait "$VG"
+rc=$?
+set -e
+check_eq "valgrind: no memory error, no definite leak, exit 0 after SIGTERM" "$rc" "0"
+grep -v "remora-worker\[" "$T/wvg.log" | head -20 || true
 
 e2e_finish
