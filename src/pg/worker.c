@@ -14,7 +14,8 @@
  *	  finish	commit the attempts that succeeded, fail those that failed
  *	  checkpoint  validated progress, all dirty attempts in one transaction,
  *				at most once a second
- *	  claim		when there is room and a submit committed (or now and then)
+ *	  claim		when there is room and a submit committed, now and then, and
+ *				as soon as an attempt ends after a full batch
  *	  cleanup	delete staging of attempts that can no longer commit
  *
  * The attempts themselves, from claim to commit, failure or stop, are
@@ -101,17 +102,30 @@ worker_sigterm(SIGNAL_ARGS)
 	errno = save_errno;
 }
 
-/* Claim as many attempts as there is room for; true if the batch was full. */
+/* Room for more attempts: concurrency less what runs. */
+static int
+claim_room(void)
+{
+	return Min(remora_worker_concurrency, REMORA_MAX_ATTEMPTS) -
+		   remora_attempts_count();
+}
+
+/*
+ * Claim as many attempts as there is room for.  True when jobs may be left
+ * waiting: the batch was full, or there was no room to look.  Then the
+ * worker claims again as soon as an attempt ends, rather than at its next
+ * poll: otherwise a worker that filled up would sit idle until then, however
+ * long the queue.
+ */
 static bool
 claim(void)
 {
-	int room = Min(remora_worker_concurrency, REMORA_MAX_ATTEMPTS) -
-			   remora_attempts_count();
+	int          room = claim_room();
 	RemoraClaim *rows;
 	int          n;
 
 	if (room <= 0)
-		return false;
+		return true;
 	rows = palloc0(sizeof(RemoraClaim) * room);
 	n = remora_protocol_claim(&my_incarnation, room, rows);
 	for (int i = 0; i < n; i++)
@@ -324,6 +338,7 @@ remora_worker_main(Datum main_arg)
 	static TimestampTz next_renew, next_checkpoint, next_poll, next_sweep,
 		next_progress;
 	static bool config_changed = false;
+	static bool backlog = false; /* jobs may be waiting (claim) */
 
 	my_slot = DatumGetInt32(main_arg);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -426,12 +441,12 @@ remora_worker_main(Datum main_arg)
 			}
 
 			gen = pg_atomic_read_u64(&remora_shared->submit_generation);
-			if (!config_changed && (gen != seen_submit || ts >= next_poll))
+			if (!config_changed && (gen != seen_submit || ts >= next_poll ||
+									(backlog && claim_room() > 0)))
 			{
 				seen_submit = gen;
 				next_poll = TimestampTzPlusMilliseconds(ts, CLAIM_POLL_MS);
-				if (claim())
-					next_poll = ts; /* a full batch: there may be more */
+				backlog = claim();
 			}
 			/*
 			 * While new settings wait for an idle engine, a cleanup that

@@ -43,3 +43,80 @@ cluster_stop() {
 	runuser -u postgres -- "$PGBIN/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 \
 		stop >/dev/null 2>&1 || true
 }
+
+# ---- Streaming replication: a primary and its synchronous standby ----
+
+# cluster_sql DIR SQL: one value from the cluster in DIR (as postgres, on
+# its socket; the port is read from the running server's postmaster.pid)
+cluster_sql() {
+	local dir=$1 port
+	port=$(sed -n 4p "$dir/data/postmaster.pid" 2>/dev/null)
+	psql -X -A -t -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres \
+		-d postgres -c "$2"
+}
+
+# cluster_until SECONDS DIR SQL: poll until SQL answers "t" on the cluster
+# in DIR, or fail when the deadline passes
+cluster_until() {
+	local deadline=$(($(date +%s) + $1)) dir=$2
+	until [ "$(cluster_sql "$dir" "$3" 2>/dev/null)" = t ]; do
+		[ "$(date +%s)" -lt "$deadline" ] || return 1
+		sleep 0.1
+	done
+}
+
+# cluster_standby PRIMARY DIR PORT [NAME]: a streaming standby of the
+# running cluster in PRIMARY, in DIR/data on PORT, made by pg_basebackup -R
+# (so it has the primary's postgresql.conf, remora preloaded included) and
+# started.  It connects as application_name NAME ("standby" by default),
+# the name cluster_sync makes synchronous.  Extra postgresql.conf lines for
+# the standby alone are read from standard input.
+cluster_standby() {
+	local primary=$1 dir=$2 port=$3 name=${4:-standby} pport
+	pport=$(sed -n 4p "$primary/data/postmaster.pid")
+	mkdir -p "$dir"
+	chown postgres: "$dir"
+	chmod 700 "$dir"
+	runuser -u postgres -- "$PGBIN/pg_basebackup" -h 127.0.0.1 -p "$pport" \
+		-U postgres -D "$dir/data" -R -X stream -c fast >"$dir/basebackup.log" 2>&1 ||
+		{ cat "$dir/basebackup.log"; return 1; }
+	{
+		echo "# the standby's own"
+		echo "port = $port"
+		echo "unix_socket_directories = '$dir'"
+		cat
+	} >>"$dir/data/postgresql.conf"
+	# after the line pg_basebackup -R wrote: the later setting wins
+	echo "primary_conninfo = 'host=127.0.0.1 port=$pport user=postgres application_name=$name'" \
+		>>"$dir/data/postgresql.auto.conf"
+	chown postgres: "$dir/data/postgresql.conf" "$dir/data/postgresql.auto.conf"
+	cluster_start "$dir" || return 1
+	cluster_until 60 "$primary" "SELECT count(*) > 0 FROM pg_stat_replication
+		WHERE application_name = '$name' AND state = 'streaming'"
+}
+
+# cluster_sync PRIMARY [NAME]: make the standby NAME synchronous
+# (synchronous_commit = on, synchronous_standby_names = NAME) and wait
+# until the primary reports it so.  Set on the primary only (ALTER SYSTEM,
+# after the base backup): a promoted standby must not wait for a standby
+# of its own that does not exist.
+cluster_sync() {
+	local primary=$1 name=${2:-standby}
+	cluster_sql "$primary" "ALTER SYSTEM SET synchronous_commit = on" >/dev/null &&
+		cluster_sql "$primary" "ALTER SYSTEM SET synchronous_standby_names = '$name'" >/dev/null &&
+		cluster_sql "$primary" "SELECT pg_reload_conf()" >/dev/null &&
+		cluster_until 60 "$primary" "SELECT count(*) > 0 FROM pg_stat_replication
+			WHERE application_name = '$name' AND sync_state = 'sync'"
+}
+
+# cluster_promote PRIMARY STANDBY: fail over.  The primary is stopped at
+# once (immediate: as a crash would), the standby promoted with pg_ctl
+# promote; returns when it is out of recovery and takes writes.
+cluster_promote() {
+	local primary=$1 standby=$2
+	cluster_stop "$primary" immediate
+	runuser -u postgres -- "$PGBIN/pg_ctl" -D "$standby/data" -w -t 60 promote >/dev/null ||
+		return 1
+	cluster_until 60 "$standby" "SELECT NOT pg_is_in_recovery()
+		AND pg_current_xact_id() IS NOT NULL"
+}

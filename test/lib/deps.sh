@@ -11,7 +11,9 @@ libpq-dev jq chromium spin sqlsmith"
 # Ceph's RADOS Gateway, the second target store of the end-to-end tests
 # (test/lib/rgw.sh), without what its packages only recommend (ceph-mgr's
 # dependencies, systemd units' helpers...)
-REMORA_DEB_PACKAGES_NORECS="ceph-mon ceph-osd radosgw ceph-common"
+# and Patroni with etcd (test/e2e/patroni.sh)
+REMORA_DEB_PACKAGES_NORECS="ceph-mon ceph-osd radosgw ceph-common
+patroni etcd-server"
 
 install_deps() {
 	local missing="" p

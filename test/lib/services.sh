@@ -250,3 +250,20 @@ CONF
 	echo $! >>"$SERVICES_DIR/pids"
 	wait_port "$port"
 }
+
+# start_tcpproxy PORT UPSTREAM_PORT CONTROL_PORT [NAME]: the TCP proxy
+# that cuts connections (test/faults/tcpproxy.js), e.g. between a worker
+# and PostgreSQL; tcpproxy CONTROL_PORT ACTION drives it
+start_tcpproxy() {
+	local port=$1 upstream=$2 control=$3 name=${4:-tcpproxy}
+	local root
+	root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+	node "$root/test/faults/tcpproxy.js" "$port" "$upstream" "$control" \
+		>"$SERVICES_DIR/$name.log" 2>&1 &
+	echo $! >>"$SERVICES_DIR/pids"
+	wait_port "$port" && wait_port "$control"
+}
+
+# tcpproxy CONTROL_PORT ACTION: drop, refuse, blackhole, allow,
+# upstream?port=N, connections, accepted (see test/faults/tcpproxy.js)
+tcpproxy() { curl -s "http://127.0.0.1:$1/$2"; }
