@@ -42,6 +42,8 @@ char *remora_s3_secret_access_key = NULL;
 char *remora_default_bucket = NULL;
 char *remora_default_prefix = NULL;
 int   remora_part_size_kb = 16 * 1024;
+int   remora_object_connections = 4;
+int   remora_max_connections_per_host = 16;
 char *remora_allow_networks = NULL;
 char *remora_allow_ports = NULL;
 char *remora_deny_networks = NULL;
@@ -268,6 +270,19 @@ remora_define_gucs(void)
 							NULL, &remora_part_size_kb, 16 * 1024, 5 * 1024,
 							5 * 1024 * 1024, PGC_SIGHUP, GUC_UNIT_KB, NULL,
 							NULL, NULL);
+
+	DefineCustomIntVariable(
+		"remora.object_connections",
+		"Ranged GETs in flight at once for one large object.",
+		"The default of options.connections; one is a single GET.",
+		&remora_object_connections, 4, 1, 64, PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable(
+		"remora.max_connections_per_host",
+		"Connections one worker keeps to one host at once, across its jobs.",
+		"Requests above it wait for a connection.",
+		&remora_max_connections_per_host, 16, 1, 1024, PGC_SIGHUP, 0, NULL,
+		NULL, NULL);
 
 	DefineCustomStringVariable("remora.allow_networks",
 							   "Networks (CIDR list) user-supplied sources may "

@@ -273,6 +273,7 @@ remora_jobspec_decode(Jsonb *spec, RemoraJobSpec *out)
 	char          **include, **exclude;
 	int             ninclude, nexclude;
 	int64           owner = 0;
+	int64           connections;
 	JsonbValue      v;
 
 	memset(out, 0, sizeof(*out));
@@ -305,6 +306,11 @@ remora_jobspec_decode(Jsonb *spec, RemoraJobSpec *out)
 		bad_spec("attempt_no", "is not a positive whole number");
 	out->owner = (Oid) owner;
 	out->kind = kind;
+	connections = remora_object_connections;
+	if (lookup(options, "connections", &v) &&
+		(!get_int64(options, "connections", &connections) || connections < 1 ||
+		 connections > 64))
+		bad_spec("options.connections", "is not a whole number from 1 to 64");
 
 	if (strcmp(kind, "http") == 0)
 	{
@@ -318,6 +324,7 @@ remora_jobspec_decode(Jsonb *spec, RemoraJobSpec *out)
 		t->staging_prefix = staging;
 		t->expected_sha256 = spec_string(options, "options.expected_sha256",
 										 "expected_sha256", false);
+		t->connections = (int) connections;
 		return;
 	}
 	if (strcmp(kind, "export") == 0)
@@ -356,6 +363,7 @@ remora_jobspec_decode(Jsonb *spec, RemoraJobSpec *out)
 		s->nexclude = nexclude;
 		s->bucket = out->bucket;
 		s->staging_prefix = staging;
+		s->connections = (int) connections;
 	}
 }
 
@@ -646,6 +654,8 @@ put_options(Build *b, const RemoraJobOptions *o)
 		put_string(b, "expected_sha256", o->expected_sha256);
 	if (o->label)
 		put_string(b, "label", o->label);
+	if (o->has_connections)
+		put_int(b, "connections", o->connections);
 	(void) end_object(b);
 }
 

@@ -35,6 +35,8 @@ typedef struct RemoraJobOptions
 	char  *endpoint;
 	char  *expected_sha256;
 	char  *label;
+	bool   has_connections;
+	int    connections;
 } RemoraJobOptions;
 
 /*

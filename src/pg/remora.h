@@ -36,6 +36,8 @@ extern char *remora_hf_token;
 extern char *remora_default_bucket;
 extern char *remora_default_prefix;
 extern int   remora_part_size_kb;
+extern int   remora_object_connections;
+extern int   remora_max_connections_per_host;
 extern char *remora_allow_networks;
 extern char *remora_allow_ports;
 extern char *remora_deny_networks;

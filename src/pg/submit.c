@@ -49,7 +49,7 @@ PG_FUNCTION_INFO_V1(remora_delete);
 
 static const char *const option_names =
 	"max_attempts, priority, include, exclude, endpoint, expected_sha256, "
-	"label";
+	"label, connections";
 
 static void
 bad_option(const char *key, const char *detail)
@@ -166,7 +166,12 @@ parse_options(Jsonb *jb, RemoraSourceKind kind, RemoraJobOptions *o)
 		tok = JsonbIteratorNext(&it, &v, true);
 		Assert(tok == WJB_VALUE);
 
-		if (strcmp(key, "max_attempts") == 0)
+		if (strcmp(key, "connections") == 0)
+		{
+			o->has_connections = true;
+			o->connections = option_int(key, &v, 1, 64);
+		}
+		else if (strcmp(key, "max_attempts") == 0)
 		{
 			o->has_max_attempts = true;
 			o->max_attempts = option_int(key, &v, 1, 100);
@@ -466,6 +471,9 @@ remora_submit(PG_FUNCTION_ARGS)
 		req_opts.has_max_attempts = false;
 	if (req_opts.has_priority && req_opts.priority == 0)
 		req_opts.has_priority = false;
+	if (req_opts.has_connections &&
+		req_opts.connections == remora_object_connections)
+		req_opts.has_connections = false;
 	if (bucket_arg && remora_default_bucket &&
 		strcmp(bucket_arg, remora_default_bucket) == 0)
 		bucket_arg = NULL;

@@ -187,6 +187,7 @@ make_engine(void)
 	cfg.http_proxy = remora_http_proxy;
 	cfg.https_proxy = remora_https_proxy;
 	cfg.no_proxy = remora_no_proxy;
+	cfg.max_connections_per_host = remora_max_connections_per_host;
 	e = remora_engine_new(&cfg, err, sizeof(err));
 	if (e == NULL)
 		ereport(

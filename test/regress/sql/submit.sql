@@ -47,6 +47,12 @@ SELECT remora_submit('https://example.com/f', prefix => '') AS j \gset
 SELECT prefix FROM remora.jobs WHERE job_id = :j;
 SELECT remora_submit('https://example.com/f', options => '{"max_attempts": 3, "priority": -7, "label": "nightly weights", "expected_sha256": "ABCDEF0123456789abcdef0123456789ABCDEF0123456789abcdef0123456789"}') AS j \gset
 SELECT priority, max_attempts, label, options FROM remora.jobs WHERE job_id = :j;
+-- parallel ranged GETs: the job's own number, or remora.object_connections
+SHOW remora.object_connections;
+SELECT remora_submit('https://example.com/c', options => '{"connections": 8}') AS j \gset
+SELECT options FROM remora.jobs WHERE job_id = :j;
+SELECT remora_submit('s3://src-bucket/p/', options => '{"connections": 1}') AS j \gset
+SELECT options FROM remora.jobs WHERE job_id = :j;
 SELECT remora_submit('https://example.com/f', options => NULL) IS NOT NULL AS null_options_ok;
 -- every job starts queued, in the queue exactly once, with a ledger
 SELECT count(*) AS jobs, count(*) FILTER (WHERE state = 'queued') AS queued,
@@ -180,6 +186,10 @@ SELECT pg_temp.try($$SELECT remora_submit('s3://src-bucket/k', options => '{"end
 SELECT pg_temp.try($$SELECT remora_submit('https://example.com/f', options => '{"label": 7}')$$);
 SELECT pg_temp.try($$SELECT remora_submit('https://example.com/f', options => ('{"label": "' || repeat('l', 257) || '"}')::jsonb)$$);
 SELECT pg_temp.try($$SELECT remora_submit('https://example.com/f', options => E'{"label": "a\\u0001b"}')$$);
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/f', options => '{"connections": 0}')$$);
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/f', options => '{"connections": 65}')$$);
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/f', options => '{"connections": "8"}')$$);
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/f', options => '{"connections": 2.5}')$$);
 
 -- idempotency keys
 SELECT remora_submit('https://example.com/idem.bin', idempotency_key => 'k1') AS first \gset
@@ -187,6 +197,10 @@ SELECT remora_submit('https://example.com/idem.bin', idempotency_key => 'k1') = 
 -- the same request, spelled differently (fragment, key order), is the same
 SELECT remora_submit('https://example.com/idem.bin#top', idempotency_key => 'k1',
 					 options => '{}') = :first AS same_canonical_request;
+-- connections equal to remora.object_connections is the omitted default
+SELECT remora_submit('https://example.com/idem.bin', idempotency_key => 'k1',
+					 options => '{"connections": 4}') = :first AS default_connections_same_request;
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/idem.bin', options => '{"connections": 8}', idempotency_key => 'k1')$$);
 SELECT pg_temp.try($$SELECT remora_submit('https://example.com/other.bin', idempotency_key => 'k1')$$);
 SELECT pg_temp.try($$SELECT remora_submit('https://example.com/idem.bin', 'another-bucket', idempotency_key => 'k1')$$);
 SELECT pg_temp.try($$SELECT remora_submit('https://example.com/idem.bin', options => '{"priority": 1}', idempotency_key => 'k1')$$);
