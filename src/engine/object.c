@@ -78,8 +78,16 @@ check_source_response(Transfer *task, Request *req)
 	}
 	/* 200: the whole object, in this one answer */
 	if (task->offset > 0)
+	{
 		remora_xfer_restart(task, "the source changed since the checkpoint "
 								  "(or no longer serves ranges)");
+		if (task->connections > 1)
+		{
+			/* a changed object may still serve ranges: ask again */
+			task->rerequest = true;
+			return false;
+		}
+	}
 	task->probe_end = -1;
 	task->total = req->hdr.content_length;
 	snprintf(task->etag, sizeof(task->etag), "%s", req->hdr.etag);

@@ -30,7 +30,7 @@ typedef struct Server
 	int       port;
 	pthread_t thread;
 	int       stop;
-	int       active; /* connections being answered now */
+	int       active; /* source GETs read and not yet answered */
 	int       max_active;
 	int       source_gets; /* GETs of /src/ */
 	int       ranged_gets; /* of which with a Range */
@@ -45,9 +45,21 @@ typedef struct Conn
 	int     c;
 } Conn;
 
+/*
+ * A source GET counts as in flight from when it has been read until its answer
+ * starts: the client cannot send its next request before that answer, so
+ * with one connection allowed two never overlap, however the threads run.
+ */
+static __thread Server *in_flight;
+
 static void
 put_all(int c, const char *p, size_t n)
 {
+	if (in_flight)
+	{
+		__atomic_sub_fetch(&in_flight->active, 1, __ATOMIC_SEQ_CST);
+		in_flight = NULL;
+	}
 	while (n > 0)
 	{
 		ssize_t w = send(c, p, n, MSG_NOSIGNAL);
@@ -202,13 +214,6 @@ serve_conn(void *arg)
 	char   *end = NULL;
 	char    v[64];
 	long    body = 0;
-	int     now = __atomic_add_fetch(&s->active, 1, __ATOMIC_SEQ_CST);
-	int     max = __atomic_load_n(&s->max_active, __ATOMIC_SEQ_CST);
-
-	while (now > max &&
-		   !__atomic_compare_exchange_n(&s->max_active, &max, now, false,
-										__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-		;
 	while (len < sizeof(req) - 1 && end == NULL)
 	{
 		ssize_t n = read(conn->c, req + len, sizeof(req) - 1 - len);
@@ -233,12 +238,29 @@ serve_conn(void *arg)
 				break;
 			have += n;
 		}
+		/*
+		 * Source GETs only: a store request may be a straggler of the test
+		 * before (a DELETE sent as its engine was freed).
+		 */
+		if (strncmp(req, "GET /src/", 9) == 0)
+		{
+			int now = __atomic_add_fetch(&s->active, 1, __ATOMIC_SEQ_CST);
+			int max = __atomic_load_n(&s->max_active, __ATOMIC_SEQ_CST);
+
+			while (now > max && !__atomic_compare_exchange_n(
+									&s->max_active, &max, now, false,
+									__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+				;
+			in_flight = s;
+		}
 		if (strncmp(req, "GET /src/", 9) == 0)
 			serve_source(s, conn->c, req);
 		else
 			serve_store(conn->c, req);
 	}
-	__atomic_sub_fetch(&s->active, 1, __ATOMIC_SEQ_CST);
+	if (in_flight)
+		__atomic_sub_fetch(&s->active, 1, __ATOMIC_SEQ_CST);
+	in_flight = NULL;
 	close(conn->c);
 	free(conn);
 	return NULL;
@@ -470,7 +492,7 @@ main(void)
 		  "than the stall timeout (%s)",
 		  err->message);
 	CHECK_STR(got, want, "capped: the object's SHA-256");
-	CHECK(s.max_active == 1, "capped: one connection at a time (%d)",
+	CHECK(s.max_active == 1, "capped: one source GET at a time (%d)",
 		  s.max_active);
 
 	/* a source that ignores Range: one stream */
