@@ -72,6 +72,13 @@ remora_xfer_source_request(Transfer *task, RequestDone done)
 	curl_easy_setopt(req->easy, CURLOPT_URL, task->url);
 	/* the bytes as stored: ranges count those, not a compressed form */
 	curl_easy_setopt(req->easy, CURLOPT_ACCEPT_ENCODING, NULL);
+	/*
+	 * Ranges on connections of their own: over HTTP/2 they would share one
+	 * (one TCP window, one per-connection rate limit).
+	 */
+	if (task->connections > 1)
+		curl_easy_setopt(req->easy, CURLOPT_HTTP_VERSION,
+						 (long) CURL_HTTP_VERSION_1_1);
 	if (task->auth_header && remora_url_origin_is(task->url, task->auth_host))
 		req->headers = curl_slist_append(req->headers, task->auth_header);
 	return req;
