@@ -93,10 +93,12 @@ check_eq "no ranges: one GET, answered 200" \
 	"$(grep -F '"GET /norange/plain.bin ' "$ALOG" | awk '{ print $3 }' | tr '\n' ' ')" "200 "
 
 # --- an S3 source: a set's member, fetched with presigned GETs, in ranges
-# (uploaded in parts: its ETag is no MD5, so the set transfers it)
+# (from a registered endpoint, the same store through the fault proxy, so
+# that the set transfers it rather than copying it inside the store)
 aws_s3 s3 cp --only-show-errors "$WWW/big.bin" s3://target/rsrc/big.bin
+q "SELECT remora.register_source_endpoint('viaproxy', 'http://127.0.0.1:$S3_PROXY', 'us-east-1', true, '$S3_ACCESS_KEY', '$S3_SECRET_KEY')" >/dev/null
 rule "$S3_PROXY" "match=GET%20/target/rsrc/big.bin&action=status:500&count=0" # counts only
-j=$(q "SELECT remora_submit('s3://target/rsrc/', prefix => 'rset', options => '{\"connections\": 8}')")
+j=$(q "SELECT remora_submit('s3://target/rsrc/', prefix => 'rset', options => '{\"connections\": 8, \"endpoint\": \"viaproxy\"}')")
 check "s3 source: the set succeeds" wait_state "$j" succeeded 120
 verify "$j" big.bin
 check_eq "s3 source: the member came in thirteen GETs" \
