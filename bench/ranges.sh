@@ -127,7 +127,9 @@ run() {
 		;;
 	D)
 		key="runs/D$n/obj.bin"
-		/usr/bin/time -f '%e %U %S' -o "$tf" rclone copyurl "$URL" "bench:$BUCKET/$key" ||
+		# rclone's S3 client refuses AWS_CA_BUNDLE with its own transport
+		/usr/bin/time -f '%e %U %S' -o "$tf" env -u AWS_CA_BUNDLE \
+			rclone copyurl --retries 1 --low-level-retries 1 -q "$URL" "bench:$BUCKET/$key" ||
 			die "D failed"
 		;;
 	esac

@@ -349,8 +349,9 @@ engine_with_cap(const Server *s, int cap)
 	cfg.part_size = PART;
 	cfg.allow_networks = "127.0.0.0/8";
 	cfg.deny_networks = "";
-	cfg.connect_timeout_ms = 2000;
-	cfg.stall_timeout_ms = 1000; /* shorter than a queued request waits */
+	/* both shorter than a request waits behind a cap of 1 */
+	cfg.connect_timeout_ms = 1000;
+	cfg.stall_timeout_ms = 1000;
 	cfg.max_connections_per_host = cap;
 	return remora_engine_new(&cfg, err, sizeof(err));
 }
@@ -489,7 +490,7 @@ main(void)
 	CHECK(transfer(&s, 1, "/src/obj", 8, got, &err, NULL, NULL) ==
 			  REMORA_TASK_SUCCEEDED,
 		  "capped at 1 per host: succeeded although requests waited longer "
-		  "than the stall timeout (%s)",
+		  "than the connect and stall timeouts (%s)",
 		  err->message);
 	CHECK_STR(got, want, "capped: the object's SHA-256");
 	CHECK(s.max_active == 1, "capped: one source GET at a time (%d)",
