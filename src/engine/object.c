@@ -154,6 +154,20 @@ source_data(Request *req, char *ptr, size_t len)
 	return len;
 }
 
+/*
+ * The checkpoint does not fit the source any more, or the source cannot be
+ * fetched in checked ranges: ask again, from the start.
+ */
+static void
+ask_again(Transfer *task)
+{
+	task->rerequest = false;
+	task->src_checked = false;
+	task->src_discard = false;
+	start_source(task);
+	remora_xfer_settle(task);
+}
+
 static void
 source_done(Request *req, CURLcode rc)
 {
@@ -169,20 +183,12 @@ source_done(Request *req, CURLcode rc)
 	if (task->rerequest || (req->status == 416 && rc == CURLE_OK &&
 							(task->offset > 0 || task->probe_end >= 0)))
 	{
-		/*
-		 * The checkpoint does not fit the source any more, or the source
-		 * cannot be fetched in checked ranges: ask again, from the start.
-		 */
 		if (task->offset == 0 && !task->rerequest)
 			task->no_ranges = true; /* 416 to the first range: one GET */
 		if (task->offset > 0 && !task->restarted)
 			remora_xfer_restart(
 				task, "the source no longer has the checkpoint's range");
-		task->rerequest = false;
-		task->src_checked = false;
-		task->src_discard = false;
-		start_source(task);
-		remora_xfer_settle(task);
+		ask_again(task);
 		return;
 	}
 	/* a denied address matters only if no allowed one was reached */
@@ -259,6 +265,11 @@ source_done(Request *req, CURLcode rc)
 	}
 	if (!task->src_checked)
 		check_source_response(task, req); /* an empty body */
+	if (task->rerequest)
+	{
+		ask_again(task);
+		return;
+	}
 	if (task->status.state == REMORA_TASK_RUNNING)
 	{
 		if (task->ranged)
