@@ -107,7 +107,8 @@ header(const char *req, const char *name, char *out, size_t outlen)
 /*
  * The source: /src/obj serves ranges, If-Match and If-Range by its strong
  * ETag; /src/plain ignores Range; /src/swap becomes another object after
- * two GETs; /src/lax also swaps, and ignores If-Match.
+ * two GETs; /src/lax also swaps, and ignores If-Match; /src/dated has a
+ * Last-Modified and no ETag; /src/bare has neither.
  */
 static void
 serve_source(Server *s, int c, const char *req)
@@ -117,6 +118,8 @@ serve_source(Server *s, int c, const char *req)
 	bool swaps = strncmp(req, "GET /src/swap ", 14) == 0 ||
 				 strncmp(req, "GET /src/lax ", 13) == 0;
 	bool        lax = strncmp(req, "GET /src/lax ", 13) == 0;
+	bool        dated = strncmp(req, "GET /src/dated ", 15) == 0;
+	bool        bare = strncmp(req, "GET /src/bare ", 14) == 0;
 	int         n = __atomic_add_fetch(&s->source_gets, 1, __ATOMIC_SEQ_CST);
 	int         ver = swaps && n > 2 ? 1 : 0;
 	const char *etag = ver ? "\"v2\"" : "\"v1\"";
@@ -156,9 +159,12 @@ serve_source(Server *s, int c, const char *req)
 	else
 		snprintf(extra, sizeof(extra), "HTTP/1.1 200 OK\r\n");
 	snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
-			 "Content-Length: %ld\r\nETag: %s\r\nLast-Modified: Mon, 01 Jun "
-			 "2026 00:00:00 GMT\r\nConnection: close\r\n\r\n",
-			 last - first + 1, etag);
+			 "Content-Length: %ld\r\n%s%s%s%s"
+			 "Connection: close\r\n\r\n",
+			 last - first + 1,
+			 bare || dated ? "" : "ETag: ", bare || dated ? "" : etag,
+			 bare || dated ? "" : "\r\n",
+			 bare ? "" : "Last-Modified: Mon, 01 Jun 2026 00:00:00 GMT\r\n");
 	put_all(c, extra, strlen(extra));
 	put_all(c, s->obj[ver] + first, last - first + 1);
 }
@@ -503,6 +509,23 @@ main(void)
 		  "no ranges: succeeded (%s)", err->message);
 	CHECK_STR(got, want, "no ranges: the object's SHA-256");
 	CHECK(s.source_gets == 1, "no ranges: one GET (%d)", s.source_gets);
+
+	/* validators: Last-Modified alone will do; nothing at all will not */
+	server_reset(&s, 0);
+	CHECK(transfer(&s, 0, "/src/dated", 8, got, &err, NULL, NULL) ==
+			  REMORA_TASK_SUCCEEDED,
+		  "Last-Modified only: succeeded (%s)", err->message);
+	CHECK_STR(got, want, "Last-Modified only: the object's SHA-256");
+	CHECK(s.ranged_gets == 7, "Last-Modified only: in ranges (%d)",
+		  s.ranged_gets);
+	server_reset(&s, 0);
+	CHECK(transfer(&s, 0, "/src/bare", 8, got, &err, NULL, NULL) ==
+			  REMORA_TASK_SUCCEEDED,
+		  "no validators: succeeded (%s)", err->message);
+	CHECK_STR(got, want, "no validators: the object's SHA-256");
+	CHECK(s.source_gets == 2 && s.ranged_gets == 1,
+		  "no validators: the first range, then one plain GET (%d, %d)",
+		  s.source_gets, s.ranged_gets);
 
 	/* a source that changes mid-download: refused, retryably */
 	server_reset(&s, 20);
