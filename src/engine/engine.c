@@ -100,6 +100,7 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 		remora_engine_free(engine);
 		return NULL;
 	}
+	remora_loop_set_host_cap(&engine->loop, cfg->max_connections_per_host);
 	return engine;
 }
 

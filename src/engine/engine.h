@@ -33,7 +33,8 @@
  * Segments are immutable objects, so a replacement attempt can verify and
  * reuse an earlier attempt's segments (HEAD, then a guarded copy) while
  * writing only under its own prefix.  Memory per task is bounded by
- * (REMORA_SEGMENTS_IN_FLIGHT + 1) segment buffers, whatever the object size.
+ * (REMORA_SEGMENTS_IN_FLIGHT + 1) segment buffers, whatever the object size,
+ * or connections + REMORA_SEGMENTS_IN_FLIGHT with ranged GETs in parallel.
  *
  * All memory is malloc'd; every function that can fail says so and fills
  * an error buffer that never contains a secret.

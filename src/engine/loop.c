@@ -115,9 +115,20 @@ remora_loop_init(RemoraLoop *loop, const char *user_agent,
 	curl_multi_setopt(loop->multi, CURLMOPT_SOCKETDATA, loop);
 	curl_multi_setopt(loop->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
 	curl_multi_setopt(loop->multi, CURLMOPT_TIMERDATA, loop);
-	/* a few connections per host are enough and keep servers polite */
-	curl_multi_setopt(loop->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 16L);
 	return true;
+}
+
+/*
+ * Connections to one host at once, across every request of the loop (0: no
+ * cap).  Requests above it wait in curl's queue, unconnected: the stall
+ * timeout (CURLOPT_LOW_SPEED_*) only counts while a request transfers, and
+ * the connect timeout starts when it leaves the queue.
+ */
+void
+remora_loop_set_host_cap(RemoraLoop *loop, int max_per_host)
+{
+	curl_multi_setopt(loop->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+					  (long) (max_per_host > 0 ? max_per_host : 0));
 }
 
 /* Cancel every request (their done() is not called) and close the loop. */

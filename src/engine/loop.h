@@ -98,6 +98,7 @@ extern bool    remora_loop_init(RemoraLoop *loop, const char *user_agent,
 								long connect_timeout_ms, long stall_timeout_ms,
 								const RemoraNetPolicy *policy);
 extern void    remora_loop_destroy(RemoraLoop *loop);
+extern void    remora_loop_set_host_cap(RemoraLoop *loop, int max_per_host);
 extern bool    remora_loop_add_hook(RemoraLoop *loop, RemoraLoopHook hook,
 									void *arg);
 extern long    remora_loop_timeout_ms(const RemoraLoop *loop);

@@ -35,27 +35,6 @@ static void start_source(Transfer *task);
 static void start_verify(Transfer *task);
 
 /*
- * Does a 206 answer to a resume request continue the object the checkpoint
- * was taken from?  Not relying on the server to honour If-Range: the
- * validators, the total size and the range itself must all match.
- */
-static bool
-continues_checkpoint(Transfer *task, Request *req)
-{
-	int64_t start, end, total;
-
-	if (!remora_http_content_range(req->hdr.content_range, &start, &end,
-								   &total))
-		return false;
-	if (start != task->offset - 1 || end != total - 1 || total != task->total)
-		return false;
-	if (remora_etag_is_strong(task->etag))
-		return strcmp(req->hdr.etag, task->etag) == 0;
-	return task->last_modified[0] != '\0' &&
-		   strcmp(req->hdr.last_modified, task->last_modified) == 0;
-}
-
-/*
  * First body bytes of a source response: decide what the response is.
  * Returns false when the body is not the object's (discard it).
  */
@@ -68,9 +47,16 @@ check_source_response(Transfer *task, Request *req)
 	task->src_checked = true;
 	if (status >= 300 || status < 200)
 		return false;
-	if (task->offset > 0 && status == 206)
+	if (status == 206 && (task->offset > 0 || task->probe_end >= 0))
 	{
-		if (!continues_checkpoint(task, req))
+		if (remora_xfer_range_fits(task, req))
+		{
+			snprintf(task->etag, sizeof(task->etag), "%s", req->hdr.etag);
+			snprintf(task->last_modified, sizeof(task->last_modified), "%s",
+					 req->hdr.last_modified);
+			return remora_xfer_ranges_begin(task, req);
+		}
+		if (task->offset > 0)
 		{
 			/* stop this answer; source_done asks again from the start */
 			remora_xfer_restart(task, "the source changed since the checkpoint "
@@ -78,8 +64,11 @@ check_source_response(Transfer *task, Request *req)
 			task->rerequest = true;
 			return false;
 		}
+		remora_fail(&task->status, REMORA_ERR_SOURCE, true, status,
+					"the source answered a range request with another range");
+		return false;
 	}
-	else if (status == 206)
+	if (status == 206)
 	{
 		/* a range we did not ask for */
 		remora_fail(
@@ -87,14 +76,20 @@ check_source_response(Transfer *task, Request *req)
 			"the source answered a plain request with a partial response");
 		return false;
 	}
-	else
+	/* 200: the whole object, in this one answer */
+	if (task->offset > 0)
 	{
-		/* 200: the whole object */
-		if (task->offset > 0)
-			remora_xfer_restart(task, "the source changed since the checkpoint "
-									  "(or no longer serves ranges)");
-		task->total = req->hdr.content_length;
+		remora_xfer_restart(task, "the source changed since the checkpoint "
+								  "(or no longer serves ranges)");
+		if (task->connections > 1)
+		{
+			/* a changed object may still serve ranges: ask again */
+			task->rerequest = true;
+			return false;
+		}
 	}
+	task->probe_end = -1;
+	task->total = req->hdr.content_length;
 	snprintf(task->etag, sizeof(task->etag), "%s", req->hdr.etag);
 	snprintf(task->last_modified, sizeof(task->last_modified), "%s",
 			 req->hdr.last_modified);
@@ -159,28 +154,18 @@ source_data(Request *req, char *ptr, size_t len)
 	return len;
 }
 
+/*
+ * The checkpoint does not fit the source any more, or the source cannot be
+ * fetched in checked ranges: ask again, from the start.
+ */
 static void
-source_failed_http(Transfer *task, Request *req)
+ask_again(Transfer *task)
 {
-	char msg[400];
-	bool retryable =
-		req->status >= 500 || req->status == 429 || req->status == 408;
-
-	if (req->status == 407)
-		snprintf(msg, sizeof(msg),
-				 "the egress proxy refused the request (HTTP 407): check the "
-				 "credentials in remora.http_proxy and remora.https_proxy");
-	else if (req->proxied)
-		snprintf(msg, sizeof(msg),
-				 "the source answered HTTP %ld through the egress proxy (the "
-				 "proxy itself may have answered)",
-				 req->status);
-	else
-		snprintf(msg, sizeof(msg), "the source answered HTTP %ld", req->status);
-	memset(&task->status.error, 0, sizeof(task->status.error));
-	remora_fail(&task->status, REMORA_ERR_HTTP, retryable, req->status, "%s",
-				msg);
-	task->status.error.retry_after = req->hdr.retry_after;
+	task->rerequest = false;
+	task->src_checked = false;
+	task->src_discard = false;
+	start_source(task);
+	remora_xfer_settle(task);
 }
 
 static void
@@ -195,18 +180,15 @@ source_done(Request *req, CURLcode rc)
 		remora_xfer_settle(task);
 		return;
 	}
-	if (task->rerequest ||
-		(task->offset > 0 && req->status == 416 && rc == CURLE_OK))
+	if (task->rerequest || (req->status == 416 && rc == CURLE_OK &&
+							(task->offset > 0 || task->probe_end >= 0)))
 	{
-		/* the checkpoint does not fit the source any more: from the start */
-		if (!task->restarted)
+		if (task->offset == 0 && !task->rerequest)
+			task->no_ranges = true; /* 416 to the first range: one GET */
+		if (task->offset > 0 && !task->restarted)
 			remora_xfer_restart(
 				task, "the source no longer has the checkpoint's range");
-		task->rerequest = false;
-		task->src_checked = false;
-		task->src_discard = false;
-		start_source(task);
-		remora_xfer_settle(task);
+		ask_again(task);
 		return;
 	}
 	/* a denied address matters only if no allowed one was reached */
@@ -277,55 +259,23 @@ source_done(Request *req, CURLcode rc)
 	}
 	if (req->status < 200 || req->status >= 300)
 	{
-		source_failed_http(task, req);
+		remora_xfer_source_http_failed(task, req);
 		remora_xfer_settle(task);
 		return;
 	}
 	if (!task->src_checked)
 		check_source_response(task, req); /* an empty body */
-	if (task->total >= 0 && task->received != task->total)
+	if (task->rerequest)
 	{
-		remora_fail(&task->status, REMORA_ERR_SIZE, false, 0,
-					"the source ended before the size it announced");
-		remora_xfer_settle(task);
+		ask_again(task);
 		return;
 	}
-	task->total = task->received;
-	task->src_ended = true;
-	if (task->expected_size >= 0 && task->total != task->expected_size)
+	if (task->status.state == REMORA_TASK_RUNNING)
 	{
-		/* the listing said otherwise: list again in a new attempt */
-		remora_fail(&task->status, REMORA_ERR_SIZE, true, 0,
-					"the source's size changed since it was listed");
-		remora_xfer_settle(task);
-		return;
-	}
-
-	remora_sha256_final_hex(task->sha, task->sha_hex);
-	if (task->expected_sha256 &&
-		strcmp(task->expected_sha256, task->sha_hex) != 0)
-	{
-		remora_fail(&task->status, REMORA_ERR_CHECKSUM, false, 0,
-					"the SHA-256 of the source is %s, not the expected one",
-					task->sha_hex);
-		remora_xfer_settle(task);
-		return;
-	}
-
-	if (task->nsegs == 0)
-	{
-		/* it fits in one buffer: the member is one PUT */
-		task->phase = P_SINGLE;
-		remora_xfer_start_assembly(task);
-	}
-	else
-	{
-		if (task->fill->len > 0 && remora_xfer_seal_segment(task, task->fill))
-			remora_xfer_upload_segment(task, task->fill);
-		task->fill = NULL;
-		remora_xfer_pump(task); /* a buffer sealed in the last callback */
-		if (task->uploads == 0 && task->status.state == REMORA_TASK_RUNNING)
-			remora_xfer_start_assembly(task);
+		if (task->ranged)
+			remora_xfer_probe_done(task); /* ranges bring the rest */
+		else
+			remora_xfer_source_ended(task);
 	}
 	remora_xfer_settle(task);
 }
@@ -333,65 +283,48 @@ source_done(Request *req, CURLcode rc)
 static void
 start_source(Transfer *task)
 {
-	Request *req = remora_req_new(&task->base.engine->loop, task, source_done);
-	struct curl_slist *h = NULL;
+	Request *req;
+	char     line[400];
 
 	task->phase = P_SOURCE;
+	req = remora_xfer_source_request(task, source_done);
 	if (req == NULL)
-	{
-		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
-					"out of memory");
 		return;
-	}
-	if (task->trusted_source)
-	{
-		/* an administrator's endpoint: direct, with its own CAs if any */
-		curl_easy_setopt(req->easy, CURLOPT_PROXY, "");
-		remora_req_set_ca_pem(req, task->ca_pem);
-		req->trust = "remora.ca_file, or the endpoint's CA "
-					 "(remora.set_source_endpoint_ca)";
-	}
-	else if (!remora_req_set_source_options(req, task->url))
-	{
-		/* a proxied source whose host resolves to a denied address */
-		remora_fail(&task->status, REMORA_ERR_POLICY, false, 0,
-					"the outbound-source policy refused the connection: %s",
-					req->policy_why);
-		remora_req_cancel(req);
-		return;
-	}
 	req->kind = K_SOURCE;
 	req->on_data = source_data;
-	curl_easy_setopt(req->easy, CURLOPT_URL, task->url);
-	curl_easy_setopt(req->easy, CURLOPT_ACCEPT_ENCODING, NULL);
+	/* a large object in parallel: the first GET is its first segment */
+	task->probe_end = remora_xfer_probe_end(task);
 	if (task->offset > 0)
 	{
-		char line[400];
-
 		/*
 		 * Ask from one byte before the resume point, so that the range is
 		 * never empty (the checkpoint may end at the last byte); that byte
 		 * is dropped.
 		 */
-		snprintf(line, sizeof(line), "Range: bytes=%" PRId64 "-",
-				 task->offset - 1);
-		h = curl_slist_append(h, line);
+		if (task->probe_end >= 0)
+			snprintf(line, sizeof(line), "Range: bytes=%" PRId64 "-%" PRId64,
+					 task->offset - 1, task->probe_end);
+		else
+			snprintf(line, sizeof(line), "Range: bytes=%" PRId64 "-",
+					 task->offset - 1);
+		req->headers = curl_slist_append(req->headers, line);
 		snprintf(line, sizeof(line), "If-Range: %s",
 				 remora_etag_is_strong(task->etag) ? task->etag
 												   : task->last_modified);
-		h = curl_slist_append(h, line);
+		req->headers = curl_slist_append(req->headers, line);
 		task->skip = 1;
 	}
-	if (task->auth_header && remora_url_origin_is(task->url, task->auth_host))
-		h = curl_slist_append(h, task->auth_header);
+	else if (task->probe_end >= 0)
+	{
+		snprintf(line, sizeof(line), "Range: bytes=0-%" PRId64,
+				 task->probe_end);
+		req->headers = curl_slist_append(req->headers, line);
+	}
 	if (task->if_match && task->offset == 0)
 	{
-		char line[300];
-
 		snprintf(line, sizeof(line), "If-Match: %s", task->if_match);
-		h = curl_slist_append(h, line);
+		req->headers = curl_slist_append(req->headers, line);
 	}
-	req->headers = h;
 	task->src = req;
 	if (!remora_req_start(req))
 	{
@@ -480,7 +413,7 @@ xfer_progress(const RemoraTask *t, int64_t *done, int64_t *total)
 {
 	const Transfer *task = (const Transfer *) t;
 
-	*done = task->received;
+	*done = task->received + task->range_pending;
 	*total = task->total;
 }
 
@@ -536,6 +469,8 @@ xfer_pump(RemoraTask *t)
 
 	if (task->status.state == REMORA_TASK_RUNNING)
 		remora_xfer_pump(task);
+	if (task->status.state == REMORA_TASK_RUNNING)
+		remora_xfer_ranges_pump(task);
 }
 
 static void
@@ -552,11 +487,12 @@ xfer_free(RemoraTask *t)
 	remora_xfer_drop_segments(task);
 	free(task->segs);
 	free(task->cp_segments);
-	for (int i = 0; i <= REMORA_SEGMENTS_IN_FLIGHT; i++)
+	for (int i = 0; i < task->nbufs; i++)
 	{
 		free(task->bufs[i].data);
 		EVP_MD_CTX_free(task->bufs[i].md5);
 	}
+	free(task->bufs);
 	remora_sha256_free(task->sha);
 	free(task->url);
 	free(task->orig_url);
@@ -612,15 +548,29 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	task->job_id = spec->job_id;
 	task->fencing_token = spec->fencing_token;
 	task->total = -1;
+	task->probe_end = -1;
+	task->connections = spec->connections < 1    ? 1
+						: spec->connections > 64 ? 64
+												 : spec->connections;
+	/* ranges: a buffer each, and a few for uploads and waiting segments */
+	task->nbufs = task->connections > 1
+					  ? task->connections + REMORA_SEGMENTS_IN_FLIGHT
+					  : REMORA_SEGMENTS_IN_FLIGHT + 1;
+	task->bufs = calloc(task->nbufs, sizeof(Buffer));
+	if (task->bufs == NULL)
+		task->nbufs = 0;
 	task->sha = remora_sha256_new();
 	ok = task->url && task->orig_url && task->file_name && task->bucket &&
-		 task->staging && task->attempt_id && task->sha &&
+		 task->staging && task->attempt_id && task->sha && task->bufs &&
 		 (spec->expected_sha256 == NULL || task->expected_sha256);
-	for (int i = 0; i <= REMORA_SEGMENTS_IN_FLIGHT; i++)
+	for (int i = 0; ok && i < task->nbufs; i++)
 	{
-		task->bufs[i].data = malloc(engine->part_size);
+		/* the ranges' own buffers are allocated when first used */
+		if (i <= REMORA_SEGMENTS_IN_FLIGHT)
+			task->bufs[i].data = malloc(engine->part_size);
 		task->bufs[i].md5 = EVP_MD_CTX_new();
-		ok = ok && task->bufs[i].data && task->bufs[i].md5;
+		ok = ok && task->bufs[i].md5 &&
+			 (task->bufs[i].data || i > REMORA_SEGMENTS_IN_FLIGHT);
 	}
 	if (!ok)
 	{

@@ -12,7 +12,9 @@
  * what a replacement may reuse, after checking the segments still exist
  * with the same ETag and size, and the source still has the same
  * validators (the server answers If-Range with 206, not 200).  Memory is
- * bounded by REMORA_SEGMENTS_IN_FLIGHT + 1 buffers of the part size.
+ * bounded by REMORA_SEGMENTS_IN_FLIGHT + 1 buffers of the part size, or,
+ * with ranged GETs in parallel, REMORA_SEGMENTS_IN_FLIGHT more than the
+ * ranges in flight (ranges.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -77,11 +79,13 @@ remora_xfer_restart(Transfer *task, const char *why)
 	task->cp_dirty = true;
 }
 
+/* A buffer for the one GET to fill next (of the first few only). */
 Buffer *
 remora_xfer_free_buffer(Transfer *task)
 {
 	for (int i = 0; i <= REMORA_SEGMENTS_IN_FLIGHT; i++)
 		if (!task->bufs[i].busy && !task->bufs[i].sealed &&
+			!task->bufs[i].ranging && !task->bufs[i].complete &&
 			&task->bufs[i] != task->fill)
 			return &task->bufs[i];
 	return NULL;
@@ -209,7 +213,7 @@ remora_xfer_upload_segment(Transfer *task, Buffer *buf)
 void
 remora_xfer_pump(Transfer *task)
 {
-	for (int i = 0; i <= REMORA_SEGMENTS_IN_FLIGHT; i++)
+	for (int i = 0; i < task->nbufs; i++)
 		if (task->bufs[i].sealed && task->status.state == REMORA_TASK_RUNNING)
 			remora_xfer_upload_segment(task, &task->bufs[i]);
 	remora_xfer_settle(task);
@@ -234,6 +238,56 @@ remora_xfer_begin_buffer(Transfer *task, Buffer *b)
 	b->len = 0;
 	EVP_DigestInit_ex(b->md5, EVP_md5(), NULL);
 	task->fill = b;
+}
+
+/*
+ * Every byte of the source is here and hashed: check the size and the
+ * SHA-256, then write the member (one PUT, or the segments assembled once
+ * their uploads are done).
+ */
+void
+remora_xfer_source_ended(Transfer *task)
+{
+	if (task->total >= 0 && task->received != task->total)
+	{
+		remora_fail(&task->status, REMORA_ERR_SIZE, false, 0,
+					"the source ended before the size it announced");
+		return;
+	}
+	task->total = task->received;
+	task->src_ended = true;
+	if (task->expected_size >= 0 && task->total != task->expected_size)
+	{
+		/* the listing said otherwise: list again in a new attempt */
+		remora_fail(&task->status, REMORA_ERR_SIZE, true, 0,
+					"the source's size changed since it was listed");
+		return;
+	}
+
+	remora_sha256_final_hex(task->sha, task->sha_hex);
+	if (task->expected_sha256 &&
+		strcmp(task->expected_sha256, task->sha_hex) != 0)
+	{
+		remora_fail(&task->status, REMORA_ERR_CHECKSUM, false, 0,
+					"the SHA-256 of the source is %s, not the expected one",
+					task->sha_hex);
+		return;
+	}
+
+	if (task->nsegs == 0)
+	{
+		/* it fits in one buffer: the member is one PUT */
+		task->phase = P_SINGLE;
+		remora_xfer_start_assembly(task);
+		return;
+	}
+	if (task->fill && task->fill->len > 0 &&
+		remora_xfer_seal_segment(task, task->fill))
+		remora_xfer_upload_segment(task, task->fill);
+	task->fill = NULL;
+	remora_xfer_pump(task); /* a buffer sealed in the last callback */
+	if (task->uploads == 0 && task->status.state == REMORA_TASK_RUNNING)
+		remora_xfer_start_assembly(task);
 }
 
 /* Take over the resume offered at claim (a copy of it). */

@@ -366,6 +366,7 @@ remora_set_start(RemoraEngine *engine, const RemoraSetSpec *spec, char *errbuf,
 	set->job_id = spec->job_id;
 	set->fencing_token = spec->fencing_token;
 	set->earlier_attempts = spec->earlier_attempts;
+	set->connections = spec->connections;
 	set->host_arg = spec->host_arg;
 	set->next_page =
 		spec->kind == REMORA_SET_HF ? remora_list_hf_next : remora_list_s3_next;

@@ -111,6 +111,7 @@ struct RemoraSet
 	char   *attempt_id;
 	int64_t fencing_token;
 	bool    earlier_attempts; /* ask lookups of listed pages */
+	int     connections;      /* ranged GETs of each large member */
 	void   *host_arg;
 
 	/* the lookup of the last page listed, while the host has it */

@@ -99,6 +99,7 @@ start_child(RemoraSet *set, Entry *e)
 	spec.no_manifest = true;
 	spec.expected_size = e->size;
 	spec.size_known = true;
+	spec.connections = set->connections;
 	e->child =
 		remora_task_start(set->base.engine, &spec, errbuf, sizeof(errbuf));
 	free(url);

@@ -6,11 +6,13 @@
  *
  *	  object.c    the job: the spec, verification of a resume, the source
  *	              GET, redirects, validators
+ *	  ranges.c    source requests; the rest of a large object as ranged
+ *	              GETs in parallel, hashed in order
  *	  segments.c  buffers, segment PUTs, resumes adopted, checkpoints
  *	  assemble.c  the member object (one PUT or a multipart upload of the
  *	              segments) and, for a job of one member, its manifest
  *
- * Calls go one way: object.c -> segments.c -> assemble.c.
+ * Calls go one way: object.c -> ranges.c -> segments.c -> assemble.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -41,6 +43,13 @@ typedef struct Buffer
 	bool        busy;   /* being uploaded */
 	int         segno;  /* segment number once sealed */
 	EVP_MD_CTX *md5;
+
+	/* a segment fetched by a ranged GET (ranges.c) */
+	bool    ranging;  /* its GET is running */
+	bool    complete; /* all its bytes are here, not yet hashed */
+	bool    checked;  /* the answer's status and range looked at */
+	bool    discard;  /* the body of an error answer */
+	int64_t want;     /* the range's length */
 } Buffer;
 
 typedef struct Segment
@@ -96,6 +105,18 @@ typedef struct Transfer
 	char     etag[256];
 	char     last_modified[64];
 
+	/* parallel ranges (ranges.c) */
+	int     connections;   /* ranged GETs in flight at most; 1: one GET */
+	bool    no_ranges;     /* the source gave no way to check a range */
+	int64_t probe_end;     /* last byte the first GET asks for; -1: all */
+	bool    ranged;        /* the rest of the object comes in ranges */
+	int64_t range_base;    /* first byte of the first GET's segment */
+	int     range_seg;     /* segments before it (a resume's) */
+	int     range_next;    /* next segment to ask for */
+	int     range_last;    /* the object's last segment */
+	int     ranges;        /* ranged GETs running */
+	int64_t range_pending; /* bytes received in ranges, not yet hashed */
+
 	/* resume */
 	bool restarted;
 	char restart_reason[256];
@@ -107,7 +128,8 @@ typedef struct Transfer
 	int           segs_cap;
 	int           validated; /* segments 1..validated are acknowledged */
 	bool          cp_dirty;
-	Buffer        bufs[REMORA_SEGMENTS_IN_FLIGHT + 1];
+	Buffer       *bufs; /* the first REMORA_SEGMENTS_IN_FLIGHT + 1 always */
+	int           nbufs;
 	Buffer       *fill;
 	int           uploads; /* segment PUTs in flight */
 	RemoraSha256 *sha;
@@ -138,7 +160,8 @@ enum
 	K_INIT,
 	K_COPY,
 	K_COMPLETE,
-	K_MANIFEST
+	K_MANIFEST,
+	K_RANGE
 };
 
 /* Stop every request of the task (on failure or abort). */
@@ -149,6 +172,7 @@ remora_xfer_cancel_requests(Transfer *task)
 	task->src = NULL;
 	task->uploads = 0;
 	task->copies = 0;
+	task->ranges = 0;
 }
 
 /* After any completion: if the task failed, stop what is still running. */
@@ -166,6 +190,15 @@ remora_etag_is_strong(const char *etag)
 	return etag[0] == '"';
 }
 
+/* ranges.c */
+extern Request *remora_xfer_source_request(Transfer *task, RequestDone done);
+extern void     remora_xfer_source_http_failed(Transfer *task, Request *req);
+extern int64_t  remora_xfer_probe_end(const Transfer *task);
+extern bool     remora_xfer_range_fits(Transfer *task, Request *req);
+extern bool     remora_xfer_ranges_begin(Transfer *task, Request *req);
+extern void     remora_xfer_probe_done(Transfer *task);
+extern void     remora_xfer_ranges_pump(Transfer *task);
+
 /* segments.c */
 extern void    remora_xfer_restart(Transfer *task, const char *why);
 extern void    remora_xfer_drop_segments(Transfer *task);
@@ -176,6 +209,7 @@ extern void    remora_xfer_pump(Transfer *task);
 extern void    remora_xfer_take(Transfer *task, const char *p, size_t n);
 extern void    remora_xfer_begin_buffer(Transfer *task, Buffer *b);
 extern void    remora_xfer_adopt_resume(Transfer *task, const RemoraResume *r);
+extern void    remora_xfer_source_ended(Transfer *task);
 extern bool remora_xfer_checkpoint(Transfer *task, RemoraTaskCheckpoint *out);
 
 /* assemble.c */

@@ -7,8 +7,9 @@
  * Credentials from REMORA_KEY / REMORA_SECRET (default S3RVER), sources
  * allowed on 127.0.0.1; TLS trust and egress proxies from REMORA_CA_FILE,
  * REMORA_HTTP_PROXY, REMORA_HTTPS_PROXY and REMORA_NO_PROXY (unset: the
- * system's bundle, direct).  Prints the result or the error, exits 0 on
- * success.
+ * system's bundle, direct); ranged GETs in parallel from REMORA_CONNECTIONS
+ * (unset: one GET), at most 16 connections to a host.  Prints the result or the
+ * error, exits 0 on success.
  */
 #include <poll.h>
 #include <stdio.h>
@@ -54,6 +55,7 @@ main(int argc, char **argv)
 	cfg.http_proxy = getenv("REMORA_HTTP_PROXY");
 	cfg.https_proxy = getenv("REMORA_HTTPS_PROXY");
 	cfg.no_proxy = getenv("REMORA_NO_PROXY");
+	cfg.max_connections_per_host = 16;
 	engine = remora_engine_new(&cfg, err, sizeof(err));
 	if (engine == NULL)
 	{
@@ -68,6 +70,8 @@ main(int argc, char **argv)
 	spec.job_id = 1;
 	spec.attempt_id = "00000000-0000-0000-0000-000000000001";
 	spec.fencing_token = 1;
+	spec.connections =
+		getenv("REMORA_CONNECTIONS") ? atoi(getenv("REMORA_CONNECTIONS")) : 1;
 	task = remora_task_start(engine, &spec, err, sizeof(err));
 	if (task == NULL)
 	{

@@ -3,7 +3,9 @@
 # s3rver, the signature-checking test server, by default; rgw, Ceph's
 # RADOS Gateway), a fault proxy in front of each, and a PostgreSQL cluster
 # whose workers use them.  Helpers to wait on jobs and to check results
-# with the AWS CLI follow.
+# with the AWS CLI follow.  Jobs fetch with one GET unless they say
+# otherwise (options.connections): the scripts' slow sources and their
+# checkpoints are timed for one; test/e2e/ranges.sh asks for more.
 
 # stack_up [NAME]: start it all in $T (e2e_begin NAME first, unless the
 # script has begun already), stopped when the script exits
@@ -38,6 +40,7 @@ remora.lease_duration = '4s'
 remora.retry_base_delay = '200ms'
 remora.retry_max_delay = '2s'
 remora.stall_timeout = '60s'
+remora.object_connections = 1
 CONF
 	q "CREATE EXTENSION remora" >/dev/null
 }
