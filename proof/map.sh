@@ -30,6 +30,7 @@ remora._coordination_lost"
 # protocol functions with no transition, and why
 declare -A NOT_MODELLED=(
 	[remora.job_objects_deleted]="records that a hard delete's objects are gone: no authority changes"
+	[remora.worker_settings]="hands an external worker the server's settings: no state at all"
 )
 
 # function -> transition, from the model's list
