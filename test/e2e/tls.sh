@@ -31,15 +31,17 @@ make_cert "$CA" ca1 expired "IP:127.0.0.1" -1
 make_cert "$CA" ca1 store1
 make_cert "$CA" ca2 store2
 chmod 644 "$CA"/*
+# each port is picked once the one before is bound: free_port only knows
+# the ports in use, and two fronts on one port would go unnoticed
 HTTPS_PORT=$(free_port)
-OTHER_PORT=$(free_port)
-EXPIRED_PORT=$(free_port)
-STORE1_PORT=$(free_port)
-STORE2_PORT=$(free_port)
 start_nginx_tls "$T/https" "$HTTPS_PORT" "$CA/files.pem" "$CA/files.key" "$WWW"
+OTHER_PORT=$(free_port)
 start_nginx_tls "$T/other" "$OTHER_PORT" "$CA/other.pem" "$CA/other.key" "$WWW"
+EXPIRED_PORT=$(free_port)
 start_nginx_tls "$T/expired" "$EXPIRED_PORT" "$CA/expired.pem" "$CA/expired.key" "$WWW"
+STORE1_PORT=$(free_port)
 start_nginx_tls "$T/store1" "$STORE1_PORT" "$CA/store1.pem" "$CA/store1.key" "$S3_PORT"
+STORE2_PORT=$(free_port)
 start_nginx_tls "$T/store2" "$STORE2_PORT" "$CA/store2.pem" "$CA/store2.key" "$S3_PORT"
 HTTPS="https://127.0.0.1:$HTTPS_PORT"
 
