@@ -4,7 +4,7 @@
 # the catalog (Remora's functions and views among everything else), to a
 # cluster with the extension and jobs in every state, once as a member of
 # remora_user and once as a member of remora_admin, for SQLSMITH_SECONDS
-# each (default 60).  Then: the server is up and never crashed (no
+# each (default 30).  Then: the server is up and never crashed (no
 # "terminated by signal", PANIC or TRAP in its log), and no error of
 # SQLSTATE XX000 (internal_error) came from Remora: raised in one of its C
 # files (LOCATION, with log_error_verbosity = verbose), in one of its SQL
@@ -18,7 +18,7 @@
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_begin sqlsmith
 
-SECS=${SQLSMITH_SECONDS:-60}
+SECS=${SQLSMITH_SECONDS:-30}
 SEED=${SQLSMITH_SEED:-$RANDOM}
 command -v sqlsmith >/dev/null || { not_ok "sqlsmith is installed"; exit 1; }
 
