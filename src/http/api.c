@@ -1239,6 +1239,26 @@ sse_free(void *cls)
 	free(s);
 }
 
+/*
+ * The id at the start of p ("42" of "42/cancel") copied into id (24
+ * bytes); the rest of the path, or NULL after answering 400 naming FIELD.
+ */
+static const char *
+path_id(RemoraRequest *req, const char *p, char *id, const char *message,
+		const char *detail, const char *field)
+{
+	size_t n = strspn(p, "0123456789");
+
+	if (n == 0 || n > 18 || (p[n] != '\0' && p[n] != '/'))
+	{
+		remora_respond_error(req, 400, "22023", message, detail, NULL, field);
+		return NULL;
+	}
+	memcpy(id, p, n);
+	id[n] = '\0';
+	return p + n;
+}
+
 static void
 events(RemoraRequest *req)
 {
@@ -1316,20 +1336,12 @@ remora_api_dispatch(RemoraRequest *req)
 	}
 	else if (strncmp(path, "/api/jobs/", 10) == 0)
 	{
-		const char *p = path + 10;
-		size_t      n = strspn(p, "0123456789");
 		char        id[24];
+		const char *rest = path_id(req, path + 10, id, "invalid job id",
+								   "A job id is a positive integer.", "job_id");
 
-		if (n == 0 || n > 18 || (p[n] != '\0' && p[n] != '/'))
-		{
-			remora_respond_error(req, 400, "22023", "invalid job id",
-								 "A job id is a positive integer.", NULL,
-								 "job_id");
-			return;
-		}
-		memcpy(id, p, n);
-		id[n] = '\0';
-		one_job(req, id, p + n);
+		if (rest)
+			one_job(req, id, rest);
 	}
 	else if (strcmp(path, "/api/exports") == 0)
 	{
@@ -1340,20 +1352,13 @@ remora_api_dispatch(RemoraRequest *req)
 	}
 	else if (strncmp(path, "/api/exports/", 13) == 0)
 	{
-		const char *p = path + 13;
-		size_t      n = strspn(p, "0123456789");
 		char        id[24];
+		const char *rest =
+			path_id(req, path + 13, id, "invalid export id",
+					"An export id is a positive integer.", "export_id");
 
-		if (n == 0 || n > 18 || (p[n] != '\0' && p[n] != '/'))
-		{
-			remora_respond_error(req, 400, "22023", "invalid export id",
-								 "An export id is a positive integer.", NULL,
-								 "export_id");
-			return;
-		}
-		memcpy(id, p, n);
-		id[n] = '\0';
-		one_export(req, id, p + n);
+		if (rest)
+			one_export(req, id, rest);
 	}
 	else if (strcmp(path, "/api/events") == 0)
 		events(req);
