@@ -17,7 +17,7 @@ ensure_node_modules() {
 }
 
 # start_nginx DIR PORT: serve DIR/www; /redirect/NAME -> /NAME, /slow/NAME
-# at 1 MB/s, /to-denied -> http://127.0.0.2:PORT/small.bin.  DIR must be world-readable (nginx workers run as nobody).
+# at 1 MB/s, /slower/NAME at 256 KB/s, /to-denied -> http://127.0.0.2:PORT/small.bin.  DIR must be world-readable (nginx workers run as nobody).
 start_nginx() {
 	local dir=$1 port=$2
 	mkdir -p "$dir/www" "$dir/tmp"
@@ -40,6 +40,7 @@ http {
 		root $dir/www;
 		location /redirect/ { rewrite ^/redirect/(.*)\$ /\$1 redirect; }
 		location /slow/ { alias $dir/www/; limit_rate 1m; }
+		location /slower/ { alias $dir/www/; limit_rate 256k; }
 		# a redirect to an address the policy denies (127.0.0.2)
 		location = /to-denied { return 302 http://127.0.0.2:$port/small.bin; }
 		# hostile redirects
