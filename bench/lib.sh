@@ -29,3 +29,22 @@ else:
 open(path, 'w').write(doc)
 PY
 }
+
+# Remora's background workers (the scripts set remora.max_workers = 1).
+# fresh_worker stops them and waits for the launcher's next one, which
+# reads the configuration anew (q and wait_for from test/lib/e2e.sh; the
+# script's die)
+worker_pids() { q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'remora worker'"; }
+worker_pid() { worker_pids | head -1; }
+fresh_worker() {
+	local old p
+	old=" $(worker_pids | tr '\n' ' ') "
+	for p in $old; do kill "$p" 2>/dev/null || true; done	# SIGTERM: the launcher starts a fresh one
+	fresh() {
+		local ps
+		ps=$(worker_pids)
+		[ "$(echo "$ps" | grep -c .)" = 1 ] || return 1
+		case $old in *" $ps "*) return 1 ;; esac
+	}
+	wait_for 60 fresh || die "no fresh worker"
+}

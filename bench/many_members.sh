@@ -134,22 +134,6 @@ export RCLONE_CONFIG=$T/rclone.conf RCLONE_CONFIG_BENCH_TYPE=s3 RCLONE_CONFIG_BE
 	RCLONE_CONFIG_BENCH_REGION=us-east-1 RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE=true
 : >"$RCLONE_CONFIG"
 
-worker_pids() { q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'remora worker'"; }
-worker_pid() { worker_pids | head -1; }
-# fresh_worker: stop the workers and wait for the launcher's next one (just
-# one: remora.max_workers = 1), which reads the configuration anew
-fresh_worker() {
-	local old p
-	old=" $(worker_pids | tr '\n' ' ') "
-	for p in $old; do kill "$p" 2>/dev/null || true; done	# SIGTERM: the launcher starts a fresh one
-	fresh() {
-		local ps
-		ps=$(worker_pids)
-		[ "$(echo "$ps" | grep -c .)" = 1 ] || return 1
-		case $old in *" $ps "*) return 1 ;; esac
-	}
-	wait_for 60 fresh || die "no fresh worker"
-}
 # use_store STORE: the worker (its target store), the AWS CLI (aws_s3) and
 # rclone talk to that store
 CUR=""
