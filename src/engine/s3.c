@@ -260,6 +260,27 @@ remora_s3_address(const S3Endpoint *ep, const char *bucket, const char *key,
 					  key, query, nquery, out);
 }
 
+/*
+ * CreateMultipartUpload is the one request whose repeat makes something
+ * new: a second upload, and the first, whose id nobody learns, keeps its
+ * parts invisible to every listing of objects (under a committed attempt
+ * no cleanup looks for it).  libcurl sends a request again by itself when
+ * a reused connection closes before any byte of the answer, though the
+ * store may have carried it out; on a connection of its own it never
+ * does, and a lost answer fails the attempt, whose cleanup aborts the
+ * upload.
+ */
+static bool
+creates_upload(const S3Call *call)
+{
+	if (strcmp(call->method, "POST") != 0)
+		return false;
+	for (int i = 0; i < call->nquery; i++)
+		if (strcmp(call->query[i].key, "uploads") == 0)
+			return true;
+	return false;
+}
+
 /* A signed request to a store given by ep (the target, or a source). */
 Request *
 remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
@@ -324,6 +345,8 @@ remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
 		goto fail;
 	}
 	curl_easy_setopt(req->easy, CURLOPT_URL, url);
+	if (creates_upload(call))
+		curl_easy_setopt(req->easy, CURLOPT_FRESH_CONNECT, 1L);
 	/* the store is the administrator's: direct, with its own CAs if any */
 	curl_easy_setopt(req->easy, CURLOPT_PROXY, "");
 	remora_req_set_ca_pem(req, ep->ca_pem);

@@ -5,7 +5,11 @@
 # worker is killed (-9) while the store holds its CompleteMultipartUpload,
 # so its upload stays incomplete; the replacement attempt commits; then the
 # cleanup of the first attempt must leave nothing under the job's prefix
-# but the committed result.
+# but the committed result.  And an upload whose creation the store
+# carried out but whose answer was lost is never created twice within an
+# attempt (libcurl repeats a request by itself when a reused connection
+# dies without an answer): the attempt fails, and its cleanup finds the
+# upload.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_begin staging
@@ -45,5 +49,22 @@ rgw)
 		grep -q NotImplemented <<<"$uploads"
 	;;
 esac
+
+# --- CreateMultipartUpload carried out by the store, its answer lost (the
+# proxy forwards it, then drops the connection before a byte of the answer)
+make_file lost.bin 12000000
+rule "$S3_PROXY" "match=/data/lost.bin?uploads&method=POST&action=reset&after=0&count=1"
+k=$(q "SELECT remora_submit('$SRC/lost.bin')")
+check "a lost CreateMultipartUpload answer: the job succeeds" wait_state "$k" succeeded 90
+verify "$k" lost.bin
+check_eq "the upload was created once an attempt: the first attempt failed, not sent again by libcurl" \
+	"$(q "SELECT attempts_used FROM remora.jobs WHERE job_id = $k")/$(hits "$S3_PROXY" "/data/lost.bin?uploads")" "2/2"
+k_cleaned() { all_cleaned "$k"; }
+check "every attempt's staging is cleaned" wait_for 60 k_cleaned
+if [ "${REMORA_STORE:-s3rver}" = rgw ]; then
+	check_eq "no multipart upload remains under the job's prefix" \
+		"$(aws_s3 s3api list-multipart-uploads --bucket target --prefix "remora/$k/" \
+			--query 'length(Uploads || `[]`)' --output text 2>&1)" "0"
+fi
 
 e2e_finish
