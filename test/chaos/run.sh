@@ -379,8 +379,10 @@ check_eq "no object under the staging area that no committed manifest names ($(w
 	"$(printf '%s' "$orphans" | grep -c . || true)" 0
 [ -z "$orphans" ] || echo "$orphans" | head -20 | sed 's/^/# orphan: /'
 if [ "${REMORA_STORE:-s3rver}" = rgw ]; then
-	check_eq "no multipart upload left open" \
-		"$(aws_s3 s3api list-multipart-uploads --bucket target --query 'length(Uploads || `[]`)' --output text)" 0
+	open=$(aws_s3 s3api list-multipart-uploads --bucket target --query 'length(Uploads || `[]`)' --output text)
+	check_eq "no multipart upload left open" "$open" 0
+	[ "$open" = 0 ] || aws_s3 s3api list-multipart-uploads --bucket target \
+		--query 'Uploads[].[Key, Initiated]' --output text | sed 's/^/# open: /'
 else
 	echo "# the test server does not list multipart uploads (RGW's run checks them)"
 fi
