@@ -10,6 +10,7 @@
 //   GET /__release       release every held request
 //   GET /__reset         forget all rules
 //   GET /__hits?match=SUBSTR   how many requests matched so far
+//   GET /__fired         how often each action was applied, as JSON
 // A rule applies to the first `count` requests (default: all) whose
 // "METHOD path" contains SUBSTR (and whose method is M, if given):
 //   status:NNN  answer NNN (with Retry-After: 1 for 429/503)
@@ -48,6 +49,7 @@ const upstreamPort = Number(process.argv[3])
 let rules = []
 let held = []
 const hits = new Map()
+const fired = {}
 
 function control(req, res) {
   const url = new URL(req.url, 'http://x')
@@ -66,6 +68,9 @@ function control(req, res) {
     h.forEach((fn) => fn())
   } else if (url.pathname === '/__reset') {
     rules = []
+  } else if (url.pathname === '/__fired') {
+    res.end(JSON.stringify(fired))
+    return
   } else if (url.pathname === '/__hits') {
     res.end(String(hits.get(q.get('match')) || 0))
     return
@@ -175,6 +180,7 @@ const server = http.createServer((req, res) => {
   if (!rule) return forward(req, res)
   rule.count--
   const [action, arg] = rule.action.split(':')
+  fired[action] = (fired[action] || 0) + 1
   switch (action) {
     case 'status': {
       const code = Number(arg)
