@@ -72,7 +72,7 @@ PAUSE_SECONDS=6	# a SIGSTOP lasts past the lease (4 s)
 
 # ---- the schedule: every random draw of the run, from the seed, here ----
 RANDOM=$SEED
-pick() { P=${@:$((RANDOM % $# + 1)):1}; }	# pick WORD...: one of them, in $P
+pick() { P=${*:$((RANDOM % $# + 1)):1}; }	# pick WORD...: one of them, in $P
 
 declare -a HTTP_SIZE PREFIX_SIZES HUB_SIZE JOB INJ_AT INJ_KIND INJ_ARG INJ_R INJ_EXPORT EXP_MODE EXP_R
 # http objects of several sizes: o1 of one part and o2 of several, whatever
@@ -125,7 +125,7 @@ for ((at = 0; at < SECONDS_TOTAL; at += 1 + RANDOM % 4)); do
 		kill_external kill_external pause_bgworker pause_external pause_external \
 		source_fault source_fault source_fault source_fault target_fault target_fault target_fault \
 		hub_fault change_source cancel
-	INJ_AT[i]=$at INJ_KIND[i]=$P INJ_ARG[i]= INJ_R[i]=$RANDOM INJ_EXPORT[i]=$((RANDOM % 100 < 60))
+	INJ_AT[i]=$at INJ_KIND[i]=$P INJ_ARG[i]='' INJ_R[i]=$RANDOM INJ_EXPORT[i]=$((RANDOM % 100 < 60))
 	case ${INJ_KIND[i]} in
 	source_fault)	# one GET of an http source: "FILE ACTION"
 		f=o$((RANDOM % N_HTTP + 1))
@@ -358,7 +358,8 @@ inject() {	# inject I: the schedule's injection I
 	local kind=${INJ_KIND[$1]} arg=${INJ_ARG[$1]} r=${INJ_R[$1]} pid name f j action
 	case $kind in
 	kill_bgworker | kill_launcher)
-		pid=$(nth "$r" "SELECT pid FROM pg_stat_activity WHERE backend_type = 'remora ${kind#kill_}'")
+		[ "$kind" = kill_bgworker ] && action="remora worker" || action="remora launcher"
+		pid=$(nth "$r" "SELECT pid FROM pg_stat_activity WHERE backend_type = '$action'")
 		[ -n "$pid" ] || return 0
 		kill -9 "$pid" && note "$kind" "$pid"
 		;;
@@ -611,6 +612,21 @@ check_eq "nor have the remora-workers' logs a crash or an assertion" \
 kills=$((${INJECTED[kill_bgworker]:-0} + ${INJECTED[kill_launcher]:-0} + ${INJECTED[restart_pg]:-0} + ${INJECTED[kill_external]:-0}))
 check "the run injected kills and restarts ($kills) and faults of $(echo "${!INJECTED[@]}" | wc -w) kinds" \
 	test "$kills" -ge $((SECONDS_TOTAL / 30)) -a "$(echo "${!INJECTED[@]}" | wc -w)" -ge 8
+# a kill or pause whose target the run could not find is not counted: each
+# kind must have found one (the first soak's kill_bgworker looked for a
+# backend type that does not exist, and killed no background worker)
+declare -A PLANNED=()	# kind -> times the schedule holds it
+for k in "${INJ_KIND[@]}"; do PLANNED[$k]=$((${PLANNED[$k]:-0} + 1)); done
+PROCESS_KINDS="kill_bgworker kill_launcher kill_external restart_pg pause_bgworker pause_external"
+every_process_kind() {	# those the schedule holds three times or more
+	local k
+	for k in $PROCESS_KINDS; do
+		[ "${PLANNED[$k]:-0}" -lt 3 ] || [ "${INJECTED[$k]:-0}" -ge 1 ] || return 1
+	done
+}
+check "every kind of kill, restart and pause the schedule holds was carried out (carried out/planned: $(for k in $PROCESS_KINDS; do
+	printf '%s %s/%s, ' "$k" "${INJECTED[$k]:-0}" "${PLANNED[$k]:-0}"
+done))" every_process_kind
 KILL9=$((${INJECTED[kill_bgworker]:-0} + ${INJECTED[kill_launcher]:-0} + ${INJECTED[kill_external]:-0}))
 if [ "$MODE" = soak ]; then
 	check "the soak killed workers and the launcher with kill -9 100 times or more ($KILL9)" test "$KILL9" -ge 100
@@ -619,8 +635,10 @@ fi
 SRC_FIRED=$(curl -s "http://127.0.0.1:$SRC_PROXY/__fired")
 S3_FIRED=$(curl -s "http://127.0.0.1:$S3_PROXY/__fired")
 fired() { jq -r --arg a "$2" '.[$a] // 0' <<<"$1"; }
+# the first three target faults of the schedule are one of each
 check "the store's answers were stalled ($(fired "$S3_FIRED" stall)) and truncated ($(fired "$S3_FIRED" truncate)), and uploads cut short ($(fired "$S3_FIRED" cutrequest))" \
-	test "$(fired "$S3_FIRED" stall)" -ge 1 -a "$(fired "$S3_FIRED" truncate)" -ge 1 -a "$(fired "$S3_FIRED" cutrequest)" -ge 1
+	test "$(fired "$S3_FIRED" stall)" -ge 1 -a "$(fired "$S3_FIRED" truncate)" -ge 1 -a "$(fired "$S3_FIRED" cutrequest)" -ge 1 \
+	-o "${PLANNED[target_fault]:-0}" -lt 3
 
 # ---- the summary ----
 summary() {
