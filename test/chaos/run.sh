@@ -20,26 +20,43 @@
 #     them: RGW does, the test server does not);
 #   - the server log holds no PANIC, no failed assertion, no leak warning.
 #
-# It prints a summary (injections by kind, attempts per job, recoveries,
-# reuse) as a Markdown table.
+# It prints a summary (injections by kind, the source kinds submitted and
+# checked, attempts per job, recoveries, reuse) as a Markdown table.
 #
 #   test/chaos/run.sh            the CI variant: CHAOS_SECONDS=300 of
 #                                injections, 50 jobs and 16 exports
 #   test/chaos/run.sh --soak     CHAOS_SECONDS=1500, 216 jobs and 60
-#                                exports; writes its summary into
-#                                doc/reliability.md
+#                                exports, and 100+ kill -9 required; writes
+#                                its summary into doc/reliability.md
+#   test/chaos/run.sh --schedule [--soak]
+#                                print the schedule CHAOS_SEED draws and
+#                                exit, starting nothing
 #
-# CHAOS_SEED fixes the schedule (which injection, when, on what; the job
-# mix); the interleaving with the workers is still the machine's.
+# CHAOS_SEED fixes the schedule: the job mix and the sources' sizes, every
+# injection (which kind, at which second, with which fault and match), and
+# the draw that picks what it lands on among what is there when it fires
+# (the n-th running worker or job by a stable order); which pid or job
+# that is, and the interleaving with the workers, are still the machine's.
+# Every draw is made up front, in this shell (bash reseeds $RANDOM in every
+# subshell, so a draw inside $(...) would not replay); the run checks that
+# two dry runs with its seed print its schedule.
 # REMORA_STORE chooses the target store (s3rver or rgw), as for test/e2e.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
-e2e_begin chaos
 
 MODE=ci
-[ "${1:-}" = --soak ] && MODE=soak
+SCHEDULE_ONLY=
+for arg in "$@"; do
+	case $arg in
+	--soak) MODE=soak ;;
+	--schedule) SCHEDULE_ONLY=1 ;;
+	*)
+		echo "usage: $0 [--soak] [--schedule]" >&2
+		exit 2
+		;;
+	esac
+done
 SEED=${CHAOS_SEED:-$(((RANDOM << 15) | RANDOM))}
-RANDOM=$SEED
 if [ "$MODE" = soak ]; then
 	SECONDS_TOTAL=${CHAOS_SECONDS:-1500}
 	N_HTTP=150 N_PREFIX=50 N_HUB=16 N_EXPORT=60
@@ -49,18 +66,162 @@ else
 	N_HTTP=32 N_PREFIX=12 N_HUB=6 N_EXPORT=16
 	DOC=${CHAOS_DOC:-}
 fi
-echo "# chaos run: $MODE, seed $SEED, ${SECONDS_TOTAL} s of injections, store ${REMORA_STORE:-s3rver}"
+N_JOBS=$((N_HTTP + N_PREFIX + N_HUB))
+PART=5242880	# remora.part_size (test/lib/stack.sh): a larger http object goes in parts
+PAUSE_SECONDS=6	# a SIGSTOP lasts past the lease (4 s)
 
-stack_up
-e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/chaos${E2E_LABEL:+-rgw}-${f##*/}"; done'
+# ---- the schedule: every random draw of the run, from the seed, here ----
+RANDOM=$SEED
+pick() { P=${*:$((RANDOM % $# + 1)):1}; }	# pick WORD...: one of them, in $P
+
+declare -a HTTP_SIZE PREFIX_SIZES HUB_SIZE JOB INJ_AT INJ_KIND INJ_ARG INJ_R INJ_EXPORT EXP_MODE EXP_R
+# http objects of several sizes: o1 of one part and o2 of several, whatever
+# the draw, so that both are in the mix
+for ((i = 1; i <= N_HTTP; i++)); do
+	case $i in
+	1) pick 150000 600000 3000000 ;;
+	2) pick 11000000 24000000 ;;
+	*) pick 150000 600000 3000000 3000000 11000000 24000000 ;;
+	esac
+	HTTP_SIZE[i]=$P
+done
+for ((i = 1; i <= N_PREFIX; i++)); do	# 3-14 members under d/, and top.bin
+	PREFIX_SIZES[i]=
+	for ((m = 3 + RANDOM % 12; m > 0; m--)); do PREFIX_SIZES[i]+="$((500 + RANDOM * 4)) "; done
+done
+for ((i = 1; i <= N_HUB; i++)); do HUB_SIZE[i]=$((1200000 + RANDOM * 30)); done
+# the jobs, in the order they are submitted: the first four one of each
+# kind (an http object of one part, one of several, a prefix, a Hub
+# snapshot), in a drawn order; then a drawn mix
+first=("http o1" "http o2" "prefix p$((RANDOM % N_PREFIX + 1))" "hub r$((RANDOM % N_HUB + 1))")
+for ((i = 3; i > 0; i--)); do
+	k=$((RANDOM % (i + 1)))
+	t=${first[i]} first[i]=${first[k]} first[k]=$t
+done
+for ((n = 1; n <= N_JOBS; n++)); do
+	if [ "$n" -le 4 ]; then
+		JOB[n]=${first[n - 1]}
+		continue
+	fi
+	pick http http http prefix prefix hub
+	case $P in
+	http) JOB[n]="http o$((RANDOM % N_HTTP + 1))" ;;
+	prefix) JOB[n]="prefix p$((RANDOM % N_PREFIX + 1))" ;;
+	hub) JOB[n]="hub r$((RANDOM % N_HUB + 1))" ;;
+	esac
+done
+# the injections: one every 1-4 s, at seconds from the start of the run;
+# each with a draw (INJ_R) for what it lands on, and a 60 % chance of an
+# export before it
+TARGET_FIRST=(stall truncate cutrequest)
+for ((i = 2; i > 0; i--)); do
+	k=$((RANDOM % (i + 1)))
+	t=${TARGET_FIRST[i]} TARGET_FIRST[i]=${TARGET_FIRST[k]} TARGET_FIRST[k]=$t
+done
+TF=0	# target faults drawn so far
+i=0
+for ((at = 0; at < SECONDS_TOTAL; at += 1 + RANDOM % 4)); do
+	pick kill_bgworker kill_bgworker kill_bgworker kill_launcher restart_pg restart_pg \
+		kill_external kill_external pause_bgworker pause_external pause_external \
+		source_fault source_fault source_fault source_fault target_fault target_fault target_fault \
+		hub_fault change_source cancel
+	INJ_AT[i]=$at INJ_KIND[i]=$P INJ_ARG[i]='' INJ_R[i]=$RANDOM INJ_EXPORT[i]=$((RANDOM % 100 < 60))
+	case ${INJ_KIND[i]} in
+	source_fault)	# one GET of an http source: "FILE ACTION"
+		f=o$((RANDOM % N_HTTP + 1))
+		pick "reset&after=$((RANDOM * 16))" "truncate&after=$((RANDOM * 16))" status:500 status:503 \
+			"stall&after=$((RANDOM * 8))"
+		INJ_ARG[i]="$f $P"
+		;;
+	target_fault)	# one request to the store: "MATCH ACTION"
+		ANY="PUT%20/target/remora/ POST%20/target/remora/ GET%20/target/src/ GET%20/target%3F PUT%20/target/stable/"
+		if [ "$TF" -lt 3 ]; then
+			# the first three are a stall, a truncated answer and a cut
+			# upload, in a drawn order, on requests every job makes
+			P=${TARGET_FIRST[TF]}
+			ANY="PUT%20/target/remora/ POST%20/target/remora/"
+		else
+			pick status:500 status:503 s3error:SlowDown:503 s3error:InternalError:500 "reset&after=0" \
+				stall stall truncate truncate cutrequest
+		fi
+		TF=$((TF + 1))
+		case $P in
+		stall)	# the store acted; its answer stops after some bytes (or never starts)
+			action="stall&after=$((RANDOM % 2 * RANDOM * 16))"
+			pick $ANY
+			;;
+		truncate)	# the store acted; its answer is cut short cleanly
+			action="truncate&after=$((RANDOM % 2 * RANDOM * 16))"
+			pick $ANY
+			;;
+		cutrequest)	# a part or object upload reaches the store cut short
+			action="cutrequest&after=$((RANDOM * 64))"
+			P=PUT%20/target/remora/
+			;;
+		*)
+			action=$P
+			pick $ANY
+			;;
+		esac
+		INJ_ARG[i]="$P $action"
+		;;
+	hub_fault)	# one Hub request: "MATCH STATUS"
+		pick /resolve/ /tree/ /cdn/
+		f=$P
+		pick 500 503 429
+		INJ_ARG[i]="$f $P"
+		;;
+	esac
+	i=$((i + 1))
+done
+for ((k = 1; k <= N_EXPORT; k++)); do
+	pick fail overwrite
+	EXP_MODE[k]=$P EXP_R[k]=$RANDOM
+done
+
+print_schedule() {
+	local i
+	echo "chaos schedule: $MODE, seed $SEED, ${SECONDS_TOTAL} s, $N_JOBS jobs, $N_EXPORT exports, ${#INJ_AT[@]} injections"
+	for ((i = 1; i <= N_HTTP; i++)); do echo "file o$i ${HTTP_SIZE[i]}"; done
+	for ((i = 1; i <= N_PREFIX; i++)); do echo "prefix p$i ${PREFIX_SIZES[i]}"; done
+	for ((i = 1; i <= N_HUB; i++)); do echo "hub r$i ${HUB_SIZE[i]}"; done
+	for ((i = 1; i <= N_JOBS; i++)); do echo "job $i ${JOB[i]}"; done
+	for i in "${!INJ_AT[@]}"; do
+		echo "at ${INJ_AT[i]} s: ${INJ_KIND[i]}${INJ_ARG[i]:+ ${INJ_ARG[i]}} draw ${INJ_R[i]}$([ "${INJ_EXPORT[i]}" = 1 ] && echo ", export first")"
+	done
+	for ((i = 1; i <= N_EXPORT; i++)); do echo "export $i if_exists ${EXP_MODE[i]} draw ${EXP_R[i]}"; done
+}
+if [ -n "$SCHEDULE_ONLY" ]; then
+	print_schedule
+	exit 0
+fi
+
+e2e_begin chaos
+echo "# chaos run: $MODE, seed $SEED, ${SECONDS_TOTAL} s of injections, store ${REMORA_STORE:-s3rver}"
 
 # count the checks for the summary
 N_OK=0 N_NOT_OK=0
 ok() { N_OK=$((N_OK + 1)); echo "ok - $E2E_LABEL$*"; }
 not_ok() { N_NOT_OK=$((N_NOT_OK + 1)); echo "not ok - $E2E_LABEL$*"; E2E_FAILED=1; }
 
-pick() { echo "${@:$((RANDOM % $# + 1)):1}"; }	# pick WORD...: one of them
-chance() { [ $((RANDOM % 100)) -lt "$1" ]; }	# chance PERCENT
+# the schedule replays: two dry runs with this seed print this run's
+print_schedule >"$T/schedule"
+e2e_at_exit 'cp "$T/schedule" "/tmp/chaos${E2E_LABEL:+-rgw}-schedule.txt"'
+soak_flag=
+[ "$MODE" = soak ] && soak_flag=--soak
+replays() {
+	local r
+	for r in 1 2; do
+		CHAOS_SEED=$SEED CHAOS_SECONDS=$SECONDS_TOTAL bash "$0" --schedule $soak_flag >"$T/schedule.$r" || return 1
+		cmp -s "$T/schedule" "$T/schedule.$r" || return 1
+	done
+}
+check "CHAOS_SEED $SEED replays the schedule: two dry runs print this run's $(wc -l <"$T/schedule") lines ($(sha256sum <"$T/schedule" | cut -c1-12))" replays
+CHAOS_SEED=$((SEED + 1)) CHAOS_SECONDS=$SECONDS_TOTAL bash "$0" --schedule $soak_flag >"$T/schedule.other"
+check "and seed $((SEED + 1)) draws another" test "$(tail -n +2 "$T/schedule.other" | sha256sum)" != "$(tail -n +2 "$T/schedule" | sha256sum)"
+
+stack_up
+e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/chaos${E2E_LABEL:+-rgw}-${f##*/}"; done'
 
 # qr SQL: like q, but waits out a server that is restarting (90 s)
 qr() {
@@ -75,20 +236,35 @@ qr() {
 	printf '%s\n' "$out"
 }
 
-# ---- the sources: http objects of several sizes (some multi-part, 5 MB
+# nth DRAW SQL: the row DRAW mod n of the n values SQL selects, in their
+# order (a drawn choice among what is there now); empty when there is none
+nth() {
+	q "SELECT x FROM (SELECT x, row_number() OVER (ORDER BY x) - 1 AS i, count(*) OVER () AS n FROM ($2) s (x)) t
+		WHERE i = $1 % n" 2>/dev/null
+}
+
+# kind_of SOURCE SIZE: the kind of source, in $K, for the checks
+KINDS=("http single-part" "http multi-part" "s3 prefix" "hf snapshot" export)
+kind_of() {
+	case $1 in
+	s3://*) K="s3 prefix" ;;
+	hf://*) K="hf snapshot" ;;
+	*) if [ "$2" -gt "$PART" ]; then K="http multi-part"; else K="http single-part"; fi ;;
+	esac
+}
+
+# ---- the sources, of the sizes drawn: http objects (some multi-part, 5 MB
 # parts) behind the fault proxy and nginx's 256 KB/s, S3 prefixes in the
 # target store behind the store's fault proxy, Hub repositories ----
 mkdir -p "$WWW/c" "$T/src" "$T/old"
-declare -a HTTP_FILES
-for i in $(seq 1 "$N_HTTP"); do
-	size=$(pick 150000 600000 3000000 3000000 11000000 24000000)
-	make_file "c/o$i.bin" "$size"
-	HTTP_FILES+=("o$i.bin")
-done
-for i in $(seq 1 "$N_PREFIX"); do
-	n=$((3 + RANDOM % 12))
+for ((i = 1; i <= N_HTTP; i++)); do make_file "c/o$i.bin" "${HTTP_SIZE[i]}"; done
+for ((i = 1; i <= N_PREFIX; i++)); do
 	mkdir -p "$T/src/p$i/d"
-	for m in $(seq 1 "$n"); do head -c $((500 + RANDOM * 4)) /dev/urandom >"$T/src/p$i/d/m$m.bin"; done
+	m=0
+	for size in ${PREFIX_SIZES[i]}; do
+		m=$((m + 1))
+		head -c "$size" /dev/urandom >"$T/src/p$i/d/m$m.bin"
+	done
 	head -c 7000 /dev/urandom >"$T/src/p$i/top.bin"
 done
 aws_s3 s3 cp --recursive --quiet "$T/src" s3://target/src/
@@ -97,12 +273,12 @@ HUB_PORT=$(free_port)
 CDN_PORT=$(free_port)
 HUB=$T/hub
 TOKEN=hf_chaosToken0123456789abcdef
-for i in $(seq 1 "$N_HUB"); do
+for ((i = 1; i <= N_HUB; i++)); do
 	r=$HUB/models/chaos/r$i
 	mkdir -p "$r/weights"
 	head -c 900 /dev/urandom >"$r/README.md"
 	head -c 400 /dev/urandom >"$r/config.json"
-	head -c $((1200000 + RANDOM * 30)) /dev/urandom >"$r/weights/model.bin"
+	head -c "${HUB_SIZE[i]}" /dev/urandom >"$r/weights/model.bin"
 	head -c 2500000 /dev/urandom >"$r/weights/extra.bin"
 done
 start_hub "$HUB_PORT" "$CDN_PORT" "$HUB" "$TOKEN"
@@ -134,6 +310,8 @@ new_external() {
 }
 new_external
 new_external
+# ext_name DRAW: one of the running remora-workers, by the draw
+ext_name() { printf '%s\n' "${!EXT[@]}" | sort -V | sed -n "$(($1 % ${#EXT[@]} + 1))p"; }
 
 # ---- what the run does, and counts ----
 declare -A INJECTED=()	# kind -> count
@@ -141,52 +319,47 @@ SUBMITTED=0	# jobs submitted (idempotency keys chaos-1 ..)
 declare -A CHANGED=()	# job -> the SHA-256 of its source before the run replaced it
 declare -A CANCELLED=()	# job -> 1: the run asked to cancel it
 declare -A EXPORTED=()	# job -> export id
-declare -a JOBS=()
+declare -a JOBS=() PAUSERS=()
 note() { INJECTED[$1]=$((${INJECTED[$1]:-0} + 1)); echo "# $(date +%T) $1 ${2:-}"; }
 
-submit_one() {	# the next job of the mix, with an idempotency key: replayable
-	local n=$((SUBMITTED + 1)) src kind j
-	kind=$(pick http http http prefix prefix hub)
-	case $kind in
-	http) src="$FLAKY/slower/c/$(pick "${HTTP_FILES[@]}")" ;;
-	prefix) src="s3://target/src/p$((RANDOM % N_PREFIX + 1))/" ;;
-	hub) src="hf://chaos/r$((RANDOM % N_HUB + 1))" ;;
+submit_one() {	# the next job of the schedule, with an idempotency key: replayable
+	local n=$((SUBMITTED + 1)) src j
+	set -- ${JOB[n]}
+	case $1 in
+	http) src="$FLAKY/slower/c/$2.bin" ;;
+	prefix) src="s3://target/src/$2/" ;;
+	hub) src="hf://chaos/$2" ;;
 	esac
 	j=$(qr "SELECT remora_submit('$src', idempotency_key => 'chaos-$n')") || return 0
 	SUBMITTED=$n
 	JOBS+=("$j")
 }
 
-export_one() {	# an export of a succeeded job not yet exported
-	local j mode ex
-	j=$(qr "SELECT job_id FROM remora.jobs j WHERE source_kind <> 'export' AND state = 'succeeded' AND idempotency_key LIKE 'chaos-%'
-		AND NOT EXISTS (SELECT 1 FROM remora.jobs e WHERE e.idempotency_key = 'chaos-export-' || j.job_id)
-		ORDER BY random() LIMIT 1") || return 0
+export_one() {	# the next export of the schedule: a succeeded job not yet exported
+	local k=$((${#EXPORTED[@]} + 1)) j ex
+	j=$(nth "${EXP_R[k]}" "SELECT job_id FROM remora.jobs j WHERE source_kind <> 'export' AND state = 'succeeded' AND idempotency_key LIKE 'chaos-%'
+		AND NOT EXISTS (SELECT 1 FROM remora.jobs e WHERE e.idempotency_key = 'chaos-export-' || j.job_id)")
 	[ -n "$j" ] || return 0
-	mode=$(pick fail overwrite)
-	ex=$(qr "SELECT remora_export($j, 'target', 'stable/$j', '{\"if_exists\": \"$mode\"}', 'chaos-export-$j')") || return 0
+	ex=$(qr "SELECT remora_export($j, 'target', 'stable/$j', '{\"if_exists\": \"${EXP_MODE[k]}\"}', 'chaos-export-$j')") || return 0
 	EXPORTED[$j]=$ex
 }
 
-running_pid() {	# running_pid TYPE: a random pid of a backend of TYPE
-	q "SELECT pid FROM pg_stat_activity WHERE backend_type = '$1' ORDER BY random() LIMIT 1" 2>/dev/null
+# pause PID: SIGSTOP, and SIGCONT past the lease, while the run goes on
+pause() {
+	kill -STOP "$1" 2>/dev/null || return 1
+	{
+		sleep "$PAUSE_SECONDS"
+		kill -CONT "$1" 2>/dev/null
+	} &
+	PAUSERS+=($!)
 }
 
-pause() {	# pause PID: SIGSTOP past the lease (4 s), then SIGCONT
-	kill -STOP "$1" 2>/dev/null || return 0
-	sleep 6
-	kill -CONT "$1" 2>/dev/null || true
-}
-
-inject() {
-	local kind pid name f j action
-	kind=$(pick kill_bgworker kill_bgworker kill_bgworker kill_launcher restart_pg restart_pg \
-		kill_external kill_external pause_bgworker pause_external pause_external \
-		source_fault source_fault source_fault source_fault target_fault target_fault target_fault \
-		hub_fault change_source cancel)
+inject() {	# inject I: the schedule's injection I
+	local kind=${INJ_KIND[$1]} arg=${INJ_ARG[$1]} r=${INJ_R[$1]} pid name f j action
 	case $kind in
 	kill_bgworker | kill_launcher)
-		[ "$kind" = kill_bgworker ] && pid=$(running_pid "remora worker") || pid=$(running_pid "remora launcher")
+		[ "$kind" = kill_bgworker ] && action="remora worker" || action="remora launcher"
+		pid=$(nth "$r" "SELECT pid FROM pg_stat_activity WHERE backend_type = '$action'")
 		[ -n "$pid" ] || return 0
 		kill -9 "$pid" && note "$kind" "$pid"
 		;;
@@ -196,44 +369,40 @@ inject() {
 		note "$kind"
 		;;
 	kill_external)
-		name=$(pick "${!EXT[@]}")
+		name=$(ext_name "$r")
 		kill -9 "${EXT[$name]}" 2>/dev/null && note "$kind" "$name"
 		unset "EXT[$name]"
 		new_external
 		;;
 	pause_bgworker)
-		pid=$(running_pid "remora worker")
+		pid=$(nth "$r" "SELECT pid FROM pg_stat_activity WHERE backend_type = 'remora worker'")
 		[ -n "$pid" ] || return 0
-		note "$kind" "$pid"
-		pause "$pid"
+		pause "$pid" && note "$kind" "$pid"
 		;;
 	pause_external)
-		name=$(pick "${!EXT[@]}")
-		note "$kind" "$name"
-		pause "${EXT[$name]}"
+		name=$(ext_name "$r")
+		pause "${EXT[$name]}" && note "$kind" "$name"
 		;;
 	source_fault)
-		f=$(pick "${HTTP_FILES[@]}")
-		action=$(pick "reset&after=$((RANDOM * 16))" "truncate&after=$((RANDOM * 16))" status:500 status:503 \
-			"stall&after=$((RANDOM * 8))")
+		f=${arg%% *}.bin action=${arg#* }
 		rule "$SRC_PROXY" "match=GET%20/slower/c/$f&action=$action&count=1"
 		note "$kind" "$f ${action%%&*}"
 		;;
 	target_fault)
-		action=$(pick status:500 status:503 s3error:SlowDown:503 s3error:InternalError:500 "reset&after=0")
-		rule "$S3_PROXY" "match=$(pick PUT%20/target/remora/ POST%20/target/remora/ GET%20/target/src/ PUT%20/target/stable/)&action=$action&count=1"
-		note "$kind" "${action%%&*}"
+		action=${arg#* }
+		rule "$S3_PROXY" "match=${arg%% *}&action=$action&count=1"
+		note "$kind" "${action%%&*} ${arg%% *}"
 		;;
 	hub_fault)
-		curl -s "$HUBCTL/__rule?match=$(pick /resolve/ /tree/ /cdn/)&status=$(pick 500 503 429)&count=1&retry_after=1" >/dev/null
-		note "$kind"
+		curl -s "$HUBCTL/__rule?match=${arg%% *}&status=${arg#* }&count=1&retry_after=1" >/dev/null
+		note "$kind" "$arg"
 		;;
 	change_source)
 		# replace an http source a running job reads (each file once): a
 		# new file, so that the GET in flight goes on with the old one and
 		# the next attempt's resume check sees the change
-		j=$(q "SELECT j.job_id FROM remora.jobs j JOIN remora.checkpoints c USING (job_id) WHERE j.state = 'running'
-			AND j.source LIKE '%/slower/c/%' AND c.bytes_done > 0 ORDER BY random() LIMIT 1" 2>/dev/null)
+		j=$(nth "$r" "SELECT j.job_id FROM remora.jobs j JOIN remora.checkpoints c USING (job_id) WHERE j.state = 'running'
+			AND j.source LIKE '%/slower/c/%' AND c.bytes_done > 0")
 		[ -n "$j" ] || return 0
 		f=$(q "SELECT regexp_replace(source, '^.*/', '') FROM remora.jobs WHERE job_id = $j")
 		[ ! -e "$T/old/$f" ] || return 0
@@ -248,8 +417,9 @@ inject() {
 		done
 		note "$kind" "$f (job $j)"
 		;;
-	cancel)
-		j=$(q "SELECT job_id FROM remora.jobs WHERE source_kind <> 'export' AND state IN ('queued', 'running', 'retrying') ORDER BY random() LIMIT 1" 2>/dev/null)
+	cancel)	# not one of the first four jobs, one of each kind: every kind ends checked
+		j=$(nth "$r" "SELECT job_id FROM remora.jobs WHERE source_kind <> 'export' AND state IN ('queued', 'running', 'retrying')
+			AND idempotency_key NOT IN ('chaos-1', 'chaos-2', 'chaos-3', 'chaos-4')")
 		[ -n "$j" ] || return 0
 		CANCELLED[$j]=1
 		qr "SELECT remora_cancel($j)" >/dev/null
@@ -259,24 +429,27 @@ inject() {
 }
 
 # ---- the run: jobs submitted through most of it, exports of what
-# succeeded, an injection every 1-4 s ----
-N_JOBS=$((N_HTTP + N_PREFIX + N_HUB))
+# succeeded, the injections at the seconds of the schedule ----
 t0=$(date +%s)
-end=$((t0 + SECONDS_TOTAL))
 for _ in $(seq 1 $((N_JOBS / 4))); do submit_one; done
-while [ "$(date +%s)" -lt "$end" ]; do
-	elapsed=$(($(date +%s) - t0))
-	due=$((N_JOBS * (elapsed + 10) * 5 / (SECONDS_TOTAL * 4)))
-	while [ "$SUBMITTED" -lt "$N_JOBS" ] && [ "$SUBMITTED" -lt "$due" ]; do submit_one; done
-	[ "${#EXPORTED[@]}" -lt "$N_EXPORT" ] && chance 60 && export_one
-	inject
-	sleep "$((1 + RANDOM % 4))"
+for i in "${!INJ_AT[@]}"; do
+	while :; do	# submit what is due until the injection's second
+		now=$(date +%s)
+		due=$((N_JOBS * (now - t0 + 10) * 5 / (SECONDS_TOTAL * 4)))
+		while [ "$SUBMITTED" -lt "$N_JOBS" ] && [ "$SUBMITTED" -lt "$due" ]; do submit_one; done
+		[ "$now" -lt $((t0 + INJ_AT[i])) ] || break
+		sleep 0.5
+	done
+	[ "${#EXPORTED[@]}" -lt "$N_EXPORT" ] && [ "${INJ_EXPORT[i]}" = 1 ] && export_one
+	inject "$i"
 done
+echo "# $(date +%T) the schedule's ${#INJ_AT[@]} injections ran in $(($(date +%s) - t0)) s (planned: $SECONDS_TOTAL)"
 while [ "$SUBMITTED" -lt "$N_JOBS" ]; do submit_one; done
 
 # ---- the faults stop; every job and export ends ----
 curl -s "http://127.0.0.1:$SRC_PROXY/__reset" >/dev/null
 curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
+for p in "${PAUSERS[@]}"; do wait "$p" 2>/dev/null || true; done
 for name in "${!EXT[@]}"; do kill -CONT "${EXT[$name]}" 2>/dev/null || true; done
 echo "# $(date +%T) injections stopped: $(for k in "${!INJECTED[@]}"; do printf '%s %s, ' "$k" "${INJECTED[$k]}"; done)"
 exportable() {
@@ -333,11 +506,13 @@ check_eq "one committed result per succeeded job, from its only succeeded attemp
 mkdir -p "$T/dl"
 aws_s3 s3 sync --quiet s3://target/remora/ "$T/dl/remora/"
 aws_s3 s3 sync --quiet s3://target/stable/ "$T/dl/stable/"
-q "SELECT m.key, m.sha256, m.path, j.source, j.job_id FROM remora.results r JOIN remora.members m USING (attempt_id)
+q "SELECT m.key, m.sha256, m.path, j.source, j.job_id, m.size FROM remora.results r JOIN remora.members m USING (attempt_id)
 	JOIN remora.jobs j USING (job_id) WHERE j.$CHAOS" >"$T/members"
 bad_store=0 bad_source=0
-while IFS='|' read -r key sha path source job; do
-	[ "$(sha256sum "$T/dl/$key" 2>/dev/null | cut -d' ' -f1)" = "$sha" ] || bad_store=$((bad_store + 1))
+declare -A CHECKED_MEMBERS=() CHECKED_JOB=()	# kind -> members checked; kind|job -> 1
+while IFS='|' read -r key sha path source job size; do
+	good=1
+	[ "$(sha256sum "$T/dl/$key" 2>/dev/null | cut -d' ' -f1)" = "$sha" ] || { bad_store=$((bad_store + 1)) good=; }
 	case $source in
 	s3://target/src/*) file=$T/src/${source#s3://target/src/}$path ;;
 	hf://*)
@@ -349,7 +524,12 @@ while IFS='|' read -r key sha path source job; do
 	got=$(sha256sum "$file" | cut -d' ' -f1)
 	if [ "$got" != "$sha" ] && [ "${CHANGED[$job]:-}" != "$sha" ]; then
 		echo "# job $job: $path has $sha, its source $got${CHANGED[$job]:+ (before the change: ${CHANGED[$job]})}"
-		bad_source=$((bad_source + 1))
+		bad_source=$((bad_source + 1)) good=
+	fi
+	if [ -n "$good" ]; then
+		kind_of "$source" "$size"
+		CHECKED_MEMBERS[$K]=$((${CHECKED_MEMBERS[$K]:-0} + 1))
+		CHECKED_JOB[$K|$job]=1
 	fi
 done <"$T/members"
 n_members=$(wc -l <"$T/members")
@@ -362,10 +542,49 @@ done < <(q "SELECT r.manifest_key, r.manifest_sha256 FROM remora.results r JOIN 
 check_eq "every manifest object hashes to its committed SHA-256" "$bad" 0
 bad=0
 while IFS='|' read -r key sha; do
-	[ "$(sha256sum "$T/dl/$key" 2>/dev/null | cut -d' ' -f1)" = "$sha" ] || bad=$((bad + 1))
+	if [ "$(sha256sum "$T/dl/$key" 2>/dev/null | cut -d' ' -f1)" = "$sha" ]; then
+		CHECKED_MEMBERS[export]=$((${CHECKED_MEMBERS[export]:-0} + 1))
+	else
+		bad=$((bad + 1))
+	fi
 done < <(q "SELECT 'stable/' || j.job_id || '/' || m.path, m.sha256 FROM remora.jobs e JOIN remora.jobs j ON e.idempotency_key = 'chaos-export-' || j.job_id
 	JOIN remora.results r ON r.job_id = j.job_id JOIN remora.members m ON m.attempt_id = r.attempt_id WHERE e.state = 'succeeded'")
 check_eq "every exported key holds its member" "$bad" 0
+
+# every kind of source was submitted, and its results checked above
+declare -A KIND_SUBMITTED=() KIND_SUCCEEDED=() KIND_JOBS_CHECKED=()
+declare -A KIND_OF_JOB=()	# job id -> kind
+for ((n = 1; n <= SUBMITTED; n++)); do
+	set -- ${JOB[n]}
+	case $1 in
+	http) kind_of http "${HTTP_SIZE[${2#o}]}" ;;
+	prefix) K="s3 prefix" ;;
+	hub) K="hf snapshot" ;;
+	esac
+	KIND_SUBMITTED[$K]=$((${KIND_SUBMITTED[$K]:-0} + 1))
+	KIND_OF_JOB[${JOBS[n - 1]}]=$K
+done
+for j in $(q "SELECT job_id FROM remora.jobs WHERE source_kind <> 'export' AND $CHAOS AND state = 'succeeded'"); do
+	K=${KIND_OF_JOB[$j]:-?}
+	KIND_SUCCEEDED[$K]=$((${KIND_SUCCEEDED[$K]:-0} + 1))
+done
+for kj in "${!CHECKED_JOB[@]}"; do
+	K=${kj%|*}
+	KIND_JOBS_CHECKED[$K]=$((${KIND_JOBS_CHECKED[$K]:-0} + 1))
+done
+KIND_SUBMITTED[export]=${#EXPORTED[@]}
+KIND_SUCCEEDED[export]=$(q "SELECT count(*) FROM remora.jobs WHERE source_kind = 'export' AND $CHAOS AND state = 'succeeded'")
+KIND_JOBS_CHECKED[export]=$(q "SELECT count(*) FROM remora.jobs e WHERE e.source_kind = 'export' AND e.$CHAOS AND e.state = 'succeeded'")
+every_kind() {
+	local k
+	for k in "${KINDS[@]}"; do
+		[ "${KIND_SUBMITTED[$k]:-0}" -ge 1 ] && [ "${KIND_JOBS_CHECKED[$k]:-0}" -ge 1 ] &&
+			[ "${CHECKED_MEMBERS[$k]:-0}" -ge 1 ] || return 1
+	done
+}
+check "every source kind was submitted and its results checked against the store ($(for k in "${KINDS[@]}"; do
+	printf '%s: %s submitted, %s checked, %s members; ' "$k" "${KIND_SUBMITTED[$k]:-0}" "${KIND_JOBS_CHECKED[$k]:-0}" "${CHECKED_MEMBERS[$k]:-0}"
+done))" every_kind
 
 # staging: every attempt's cleanup is carried out, then nothing is left
 # under the staging area that a committed manifest does not name
@@ -393,6 +612,33 @@ check_eq "nor have the remora-workers' logs a crash or an assertion" \
 kills=$((${INJECTED[kill_bgworker]:-0} + ${INJECTED[kill_launcher]:-0} + ${INJECTED[restart_pg]:-0} + ${INJECTED[kill_external]:-0}))
 check "the run injected kills and restarts ($kills) and faults of $(echo "${!INJECTED[@]}" | wc -w) kinds" \
 	test "$kills" -ge $((SECONDS_TOTAL / 30)) -a "$(echo "${!INJECTED[@]}" | wc -w)" -ge 8
+# a kill or pause whose target the run could not find is not counted: each
+# kind must have found one (the first soak's kill_bgworker looked for a
+# backend type that does not exist, and killed no background worker)
+declare -A PLANNED=()	# kind -> times the schedule holds it
+for k in "${INJ_KIND[@]}"; do PLANNED[$k]=$((${PLANNED[$k]:-0} + 1)); done
+PROCESS_KINDS="kill_bgworker kill_launcher kill_external restart_pg pause_bgworker pause_external"
+every_process_kind() {	# those the schedule holds three times or more
+	local k
+	for k in $PROCESS_KINDS; do
+		[ "${PLANNED[$k]:-0}" -lt 3 ] || [ "${INJECTED[$k]:-0}" -ge 1 ] || return 1
+	done
+}
+check "every kind of kill, restart and pause the schedule holds was carried out (carried out/planned: $(for k in $PROCESS_KINDS; do
+	printf '%s %s/%s, ' "$k" "${INJECTED[$k]:-0}" "${PLANNED[$k]:-0}"
+done))" every_process_kind
+KILL9=$((${INJECTED[kill_bgworker]:-0} + ${INJECTED[kill_launcher]:-0} + ${INJECTED[kill_external]:-0}))
+if [ "$MODE" = soak ]; then
+	check "the soak killed workers and the launcher with kill -9 100 times or more ($KILL9)" test "$KILL9" -ge 100
+fi
+# what the proxies applied (a rule waits for a request it matches)
+SRC_FIRED=$(curl -s "http://127.0.0.1:$SRC_PROXY/__fired")
+S3_FIRED=$(curl -s "http://127.0.0.1:$S3_PROXY/__fired")
+fired() { jq -r --arg a "$2" '.[$a] // 0' <<<"$1"; }
+# the first three target faults of the schedule are one of each
+check "the store's answers were stalled ($(fired "$S3_FIRED" stall)) and truncated ($(fired "$S3_FIRED" truncate)), and uploads cut short ($(fired "$S3_FIRED" cutrequest))" \
+	test "$(fired "$S3_FIRED" stall)" -ge 1 -a "$(fired "$S3_FIRED" truncate)" -ge 1 -a "$(fired "$S3_FIRED" cutrequest)" -ge 1 \
+	-o "${PLANNED[target_fault]:-0}" -lt 3
 
 # ---- the summary ----
 summary() {
@@ -402,6 +648,19 @@ summary() {
 	echo "| injection | count |"
 	echo "| --- | --- |"
 	for k in $(printf '%s\n' "${!INJECTED[@]}" | sort); do echo "| $k | ${INJECTED[$k]} |"; done
+	echo "| of them kill -9 | $KILL9 |"
+	echo
+	echo "| fault applied by a proxy | source side | target side |"
+	echo "| --- | --- | --- |"
+	for k in $(jq -rn --argjson a "$SRC_FIRED" --argjson b "$S3_FIRED" '$a + $b | keys[]'); do
+		echo "| $k | $(fired "$SRC_FIRED" "$k") | $(fired "$S3_FIRED" "$k") |"
+	done
+	echo
+	echo "| source kind | submitted | succeeded | checked against the store (jobs, members) |"
+	echo "| --- | --- | --- | --- |"
+	for k in "${KINDS[@]}"; do
+		echo "| $k | ${KIND_SUBMITTED[$k]:-0} | ${KIND_SUCCEEDED[$k]:-0} | ${KIND_JOBS_CHECKED[$k]:-0}, ${CHECKED_MEMBERS[$k]:-0} |"
+	done
 	echo
 	echo "| outcome | count |"
 	echo "| --- | --- |"

@@ -4,10 +4,16 @@
 # only coordinates) remora-worker, as a non-superuser role that is a member
 # of remora_worker, finishes an http job, a multi-part http job, an S3
 # prefix job, a Hugging Face snapshot and an export, each read back with
-# the AWS CLI; --help and a bad option's exit code; a NOTIFY wakes it
-# well before its poll would, and --poll-only still finishes; SIGTERM
-# mid-transfer hands the attempt back and a later run finishes the job;
-# remora_workers shows host, label and version; remora.worker_settings()
+# the AWS CLI; --help names every exit code, and the worker exits with
+# each: 2 on a bad option, 1 when its role may not read the settings, 3
+# when the server stays unreachable for the bound (10 minutes, run 100
+# times faster under libfaketime), before and after it connected; a
+# NOTIFY wakes it well before its poll would, and --poll-only still
+# finishes without ever running LISTEN (its statements, logged by the
+# server); SIGTERM mid-transfer hands the attempts back and a later run
+# finishes the jobs; remora_workers shows host, label and version, a
+# heartbeat that advances while it transfers, and active_leases that are
+# the attempts it runs; remora.worker_settings()
 # is refused to a plain remora_user; the staging of finished attempts is
 # cleaned by the worker's sweep; a cancel, a server restart and a server
 # that cannot be reached (the attempt stops within its lease); valgrind
@@ -34,16 +40,76 @@ q "CREATE ROLE rw LOGIN; GRANT remora_worker TO rw;
 # --- the command line
 "$WORKER" --help >"$T/help.out" 2>&1
 check_eq "--help exits 0" "$?" "0"
-check "--help documents the exit codes and --poll-only" \
-	grep -q -- "--poll-only" "$T/help.out"
+check "--help documents --poll-only" grep -q -- "--poll-only" "$T/help.out"
+help=$(tr '\n' ' ' <"$T/help.out")
+help_codes() {
+	grep -qE "Exit status: 0 stopped by SIGTERM or SIGINT, 1 cannot run, 2 usage error, +3 the server was unreachable for [0-9]+ minutes" <<<"$help"
+}
+check "--help names every exit code: 0 stopped, 1 cannot run, 2 usage, 3 unreachable" help_codes
+minutes=$(grep -oE "unreachable for [0-9]+ minutes" <<<"$help" | grep -oE "[0-9]+")
+check_eq "the operator guide gives the same codes and the same bound" \
+	"$(tr '\n' ' ' <doc/operator-guide.md | grep -oE 'Exit status: `0` stopped by SIGTERM or SIGINT .{0,200}`1` cannot run .{0,200}`2` usage error; `3` the server was unreachable for [0-9]+ minutes' | grep -oE '[0-9]+ minutes')" \
+	"$minutes minutes"
 set +e
 "$WORKER" --no-such-option >/dev/null 2>&1
 rc=$?
 "$WORKER" --concurrency 0 >/dev/null 2>&1
 rc2=$?
+"$WORKER" "dbname=postgres" "dbname=postgres" >/dev/null 2>&1
+rc3=$?
 set -e
 check_eq "a bad option exits 2" "$rc" "2"
 check_eq "a bad --concurrency exits 2" "$rc2" "2"
+check_eq "two connection strings exit 2" "$rc3" "2"
+# exit 1: connected, but the role (a plain remora_user) may not read the
+# settings: that is final, no retrying
+set +e
+timeout 30 "$WORKER" "host=$T/pg port=$PG_PORT dbname=postgres user=alice" >"$T/cannot.log" 2>&1
+rc=$?
+set -e
+check_eq "a role that is not a remora_worker: exit 1 at once" "$rc" "1"
+check "saying what it needs" grep -q "cannot read the settings: the role must be a member of remora_worker" "$T/cannot.log"
+# exit 3: the bound is a constant (GIVE_UP_MS, $minutes minutes), no option
+# shortens it; libfaketime runs the worker's clocks 100 times faster
+# (monotonic included), so it is reached in about $((minutes * 60 / 100)) s.
+# Once never connected, once after the connection was cut (through
+# test/faults/tcpproxy.js: new connections refused, the open one dropped).
+FAST=(faketime -f "+0 x100")
+gave_up() {	# gave_up LOG RC: exit 3, and the fast clock passed the bound first
+	local first last
+	first=$(grep -m1 "could not connect" "$1" | cut -d' ' -f1)
+	last=$(tail -1 "$1" | cut -d' ' -f1)
+	[ "$2" = 3 ] && [ -n "$first" ] &&
+		[ "$(q "SELECT '$last'::timestamptz - '$first'::timestamptz >= interval '$minutes minutes' - interval '10 seconds'")" = t ]
+}
+DEAD=$(free_port)
+set +e
+t0=$(date +%s)
+timeout 60 "${FAST[@]}" "$WORKER" "host=127.0.0.1 port=$DEAD dbname=postgres user=rw" >"$T/giveup1.log" 2>&1
+rc=$?
+set -e
+check "never reachable: exit 3 once $minutes minutes of its clock passed ($(($(date +%s) - t0)) s here, rc $rc)" gave_up "$T/giveup1.log" "$rc"
+GPX=$(free_port)
+GCT=$(free_port)
+start_tcpproxy "$GPX" "$PG_PORT" "$GCT" giveup-proxy
+"${FAST[@]}" "$WORKER" --label e2e-giveup "host=127.0.0.1 port=$GPX dbname=postgres user=rw" >"$T/giveup2.log" 2>&1 &
+GW=$!
+echo "$GW KILL" >>"$SERVICES_DIR/pids"
+giveup_live() { [ "$(q "SELECT count(*) FROM remora_workers WHERE label = 'e2e-giveup' AND heartbeat_at IS NOT NULL")" = 1 ]; }
+check "a worker connects through the TCP proxy" wait_for 20 giveup_live
+tcpproxy "$GCT" refuse >/dev/null
+tcpproxy "$GCT" drop >/dev/null
+t0=$(date +%s)
+set +e
+wait_gone() { ! kill -0 "$GW" 2>/dev/null; }
+wait_for 60 wait_gone
+wait "$GW"
+rc=$?
+set -e
+check "cut off: exit 3 once $minutes minutes of its clock passed ($(($(date +%s) - t0)) s here, rc $rc)" gave_up "$T/giveup2.log" "$rc"
+check "saying so" grep -q "the server was unreachable for $minutes minutes; giving up" "$T/giveup2.log"
+no_worker_backend() { [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'remora-worker'")" = 0 ]; }
+wait_for 20 no_worker_backend || echo "# the cut-off worker's backend is still there"
 
 # --- worker_settings: remora_worker only
 err=$(psql -X -q -d postgres -U alice -c "SELECT * FROM remora.worker_settings()" 2>&1 || true)
@@ -57,10 +123,14 @@ check_eq "a remora_worker reads the target settings" \
 # --- an http job
 make_file small.bin 300000
 make_file big.bin 23000000
+# the server logs every statement of the sessions of rw that start from here
+# until the poll-only worker below has started (what LISTENs shows there)
+q "ALTER ROLE rw SET log_statement = 'all'" >/dev/null
 start_remora_worker w1 --label e2e-one --concurrency 3 "$CONNINFO"
 W1=$REMORA_WORKER_PID
 registered() { [ "$(q "SELECT count(*) FROM remora_workers WHERE label = 'e2e-one' AND stopped_at IS NULL")" = 1 ]; }
 check "remora-worker records its incarnation" wait_for 20 registered
+W1_BACKEND=$(q "SELECT string_agg(pid::text, '|') FROM pg_stat_activity WHERE application_name = 'remora-worker'")
 check_eq "remora_workers shows its kind, host, label and version" \
 	"$(q "SELECT kind, host, label, version FROM remora_workers WHERE label = 'e2e-one'")" \
 	"external|$(hostname)|e2e-one|$(grep -oP "^default_version = '\K[^']+" remora.control)"
@@ -175,31 +245,57 @@ q "SELECT remora_cancel($c)" >/dev/null
 stopped() { grep -q "job $c attempt .* stopped: the job was cancelled" "$T/w1.log"; }
 check "the worker stops the cancelled attempt within 2 s" wait_for 2 stopped
 
-# --- SIGTERM mid-transfer hands the attempt back; a later run finishes it
+# --- SIGTERM mid-transfer hands the attempts back; a later run finishes
+# them.  Meanwhile remora_workers shows the worker alive and busy: its
+# heartbeat advances, and active_leases is the attempts it runs.
 t=$(q "SELECT remora_submit('$SRC/slow/slow.bin')")
-check "a slow job runs again" wait_state "$t" running 20
-check "its first segment is checkpointed" wait_for 30 validated_at_least "$t" 5242880
+t2=$(q "SELECT remora_submit('$SRC/slow/slow.bin')")
+both_run() { is_state "$t" running && is_state "$t2" running; }
+check "two slow jobs run" wait_for 20 both_run
+W1_ROW="FROM remora_workers w WHERE w.label = 'e2e-one' AND w.stopped_at IS NULL"
+check_eq "remora_workers: active_leases 2, the attempts the worker runs" \
+	"$(q "SELECT w.active_leases || '|' || (SELECT count(*) FROM remora.attempts a WHERE a.incarnation = w.incarnation
+		AND a.state = 'running' AND a.job_id IN ($t, $t2)) $W1_ROW")" "2|2"
+hb=$(q "SELECT heartbeat_at $W1_ROW")
+advanced() { [ "$(q "SELECT heartbeat_at > '$hb' AND heartbeat_at > now() - interval '4 seconds' $W1_ROW")" = t ]; }
+check "its heartbeat advances while it transfers (every third of the 4 s lease)" wait_for 4 advanced
+check "the first one's first segment is checkpointed" wait_for 30 validated_at_least "$t" 5242880
 kill -TERM "$W1"
 set +e
 wait "$W1"
 rc=$?
 set -e
 check_eq "SIGTERM: the worker exits 0" "$rc" "0"
-check_eq "its attempt was handed back, retryable, and the job waits" \
-	"$(q "SELECT a.state || ' ' || (a.error ->> 'class') || ' ' || j.state FROM remora.attempts a JOIN remora.jobs j USING (job_id) WHERE a.job_id = $t")" \
-	"failed worker retrying"
-check_eq "and its incarnation ended" \
-	"$(q "SELECT stopped_at IS NOT NULL FROM remora_workers WHERE label = 'e2e-one'")" "t"
+check_eq "its attempts were handed back, retryable, and the jobs wait" \
+	"$(q "SELECT string_agg(a.state || ' ' || (a.error ->> 'class') || ' ' || j.state, ', ') FROM remora.attempts a JOIN remora.jobs j USING (job_id) WHERE a.job_id IN ($t, $t2)")" \
+	"failed worker retrying, failed worker retrying"
+check_eq "and its incarnation ended, holding no lease" \
+	"$(q "SELECT stopped_at IS NOT NULL, active_leases FROM remora_workers WHERE label = 'e2e-one'")" "t|0"
 
-# --poll-only: no LISTEN, and the job still finishes (resuming)
+# --poll-only: no LISTEN, and the jobs still finish (resuming)
 start_remora_worker w2 --poll-only --label e2e-poll "$CONNINFO"
 W2=$REMORA_WORKER_PID
-check "--poll-only: the handed-back job succeeds" wait_state "$t" succeeded 60
+poll_registered() { [ "$(q "SELECT count(*) FROM remora_workers WHERE label = 'e2e-poll' AND stopped_at IS NULL")" = 1 ]; }
+wait_for 20 poll_registered || true
+W2_BACKEND=$(q "SELECT string_agg(pid::text, '|') FROM pg_stat_activity WHERE application_name = 'remora-worker'")
+q "ALTER ROLE rw RESET log_statement" >/dev/null
+check "--poll-only: the handed-back jobs succeed" wait_state "$t" succeeded 60
+wait_state "$t2" succeeded 30 >/dev/null || true
 verify "$t" slow.bin
 check_eq "in a second attempt that resumed from the first one's checkpoint" \
 	"$(q "SELECT attempts_used, (SELECT resumed_from IS NOT NULL FROM remora.attempts WHERE job_id = $t AND attempt_no = 2) FROM remora.jobs WHERE job_id = $t")" \
 	"2|t"
 check "the poll-only worker says so" grep -q "(poll only)" "$T/w2.log"
+# the statements the server logged for a worker's sessions (PIDS: a|b),
+# by the pid in log_line_prefix '%m [%p] %b '
+statements() { grep -E "^[^[]*\[($1)\] .*(statement|execute [^:]*): " "$LOG"; }
+check "the log shows the listening worker's session run LISTEN remora_jobs" \
+	grep -q "LISTEN remora_jobs" <(statements "$W1_BACKEND")
+check "and the poll-only worker's session claim (its statements are logged)" \
+	grep -q "remora.claim" <(statements "$W2_BACKEND")
+check_eq "but never LISTEN" "$(statements "$W2_BACKEND" | grep -c "LISTEN" || true)" 0
+check_eq "and pg_stat_activity shows it is that session, alive, idle or working" \
+	"$(q "SELECT count(*) FROM pg_stat_activity WHERE pid IN (${W2_BACKEND//|/,}) AND application_name = 'remora-worker' AND usename = 'rw'")" 1
 
 # --- with no background worker, the external worker's sweep cleans staging
 # and carries out hard deletes; the launcher still reconciles and prunes

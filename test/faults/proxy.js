@@ -10,6 +10,7 @@
 //   GET /__release       release every held request
 //   GET /__reset         forget all rules
 //   GET /__hits?match=SUBSTR   how many requests matched so far
+//   GET /__fired         how often each action was applied, as JSON
 // A rule applies to the first `count` requests (default: all) whose
 // "METHOD path" contains SUBSTR (and whose method is M, if given):
 //   status:NNN  answer NNN (with Retry-After: 1 for 429/503)
@@ -18,6 +19,16 @@
 //               destroy the connection (a reset mid-transfer)
 //   truncate    like reset, but close cleanly (a short body)
 //   stall       send the headers and `after` bytes, then nothing, forever
+//               (the connection stays open until the client gives up)
+//               For these three the upstream has acted on the request, and
+//               the fault always bites: an answer of at most `after` bytes
+//               is cut one byte short of its Content-Length, and one
+//               without a body (Content-Length 0, HEAD) loses its headers
+//               too (nothing of the answer is sent).
+//   cutrequest  forward the headers and `after` bytes of the request body
+//               (one byte short of its Content-Length at most), then close
+//               both connections: the upstream sees an upload cut short,
+//               the client no answer
 //   hold        do not forward until /__release
 //   slow        forward at 256 KiB/s
 //   drop:HEADER forward without that request header (e.g. drop:if-range:
@@ -38,6 +49,7 @@ const upstreamPort = Number(process.argv[3])
 let rules = []
 let held = []
 const hits = new Map()
+const fired = {}
 
 function control(req, res) {
   const url = new URL(req.url, 'http://x')
@@ -56,11 +68,21 @@ function control(req, res) {
     h.forEach((fn) => fn())
   } else if (url.pathname === '/__reset') {
     rules = []
+  } else if (url.pathname === '/__fired') {
+    res.end(JSON.stringify(fired))
+    return
   } else if (url.pathname === '/__hits') {
     res.end(String(hits.get(q.get('match')) || 0))
     return
   }
   res.end('ok\n')
+}
+
+// at most `after` bytes of a body of `length` (a header's value): one byte
+// short of a known length, so that a cut always cuts
+function cutPoint(after, length) {
+  const n = Number(length)
+  return Number.isFinite(n) && n > 0 ? Math.min(after, n - 1) : after
 }
 
 function forward(req, res, opts = {}) {
@@ -75,6 +97,8 @@ function forward(req, res, opts = {}) {
       headers,
     },
     (ur) => {
+      // an answer to a request cut short goes nowhere
+      if (opts.cutRequest !== undefined) return ur.resume()
       // a header string goes out as latin1: \u00ff is the byte 0xff
       if (opts.etag) ur.headers.etag = opts.etag
       res.writeHead(ur.statusCode, ur.headers)
@@ -82,29 +106,66 @@ function forward(req, res, opts = {}) {
         ur.pipe(res)
         return
       }
+      // no body to send (HEAD): the cut comes before the headers
+      const cut = req.method === 'HEAD' ? 0 : cutPoint(opts.cutAfter, ur.headers['content-length'])
       let sent = 0
+      let cutDone = false
+      const doCut = () => {
+        if (cutDone) return
+        cutDone = true
+        ur.destroy()
+        if (opts.mode === 'reset') res.socket.destroy()
+        else if (opts.mode === 'truncate') res.socket.end()
+        // stall: keep the connection open and send nothing more
+      }
       ur.on('data', (chunk) => {
         if (opts.cutAfter !== undefined) {
-          const room = opts.cutAfter - sent
+          if (cutDone) return
+          const room = cut - sent
           if (room > 0) res.write(chunk.subarray(0, Math.min(room, chunk.length)))
           sent += chunk.length
-          if (sent >= opts.cutAfter) {
-            ur.destroy()
-            if (opts.mode === 'reset') res.socket.destroy()
-            else if (opts.mode === 'truncate') res.socket.end()
-            // stall: keep the connection open and send nothing more
-          }
+          if (sent >= cut) doCut()
         } else {
           ur.pause()
           res.write(chunk)
           setTimeout(() => ur.resume(), (chunk.length / (256 * 1024)) * 1000)
         }
       })
-      ur.on('end', () => res.end())
+      // an answer that ended before the cut (no body, or a chunked one
+      // shorter than `after`) is cut at its end
+      ur.on('end', () => (opts.cutAfter !== undefined ? doCut() : res.end()))
     },
   )
   up.on('error', () => res.destroy())
-  req.pipe(up)
+  if (opts.cutRequest === undefined) {
+    req.pipe(up)
+    return
+  }
+  // the request body cut short: `cut` bytes reach the upstream, then both
+  // connections close (the upstream's once those bytes are written)
+  const cut = cutPoint(opts.cutRequest, req.headers['content-length'])
+  let sent = 0
+  let cutDone = false
+  const doCut = (last) => {
+    if (cutDone) return
+    cutDone = true
+    req.pause()
+    res.socket.destroy()
+    if (last && last.length > 0) up.write(last, () => up.destroy())
+    else {
+      up.flushHeaders()
+      setTimeout(() => up.destroy(), 50)
+    }
+  }
+  if (cut <= 0) return doCut()
+  req.on('data', (chunk) => {
+    if (cutDone) return
+    const piece = chunk.subarray(0, Math.min(cut - sent, chunk.length))
+    sent += chunk.length
+    if (sent >= cut) doCut(piece)
+    else up.write(piece)
+  })
+  req.on('end', () => doCut())
 }
 
 const server = http.createServer((req, res) => {
@@ -119,6 +180,7 @@ const server = http.createServer((req, res) => {
   if (!rule) return forward(req, res)
   rule.count--
   const [action, arg] = rule.action.split(':')
+  fired[action] = (fired[action] || 0) + 1
   switch (action) {
     case 'status': {
       const code = Number(arg)
@@ -143,6 +205,8 @@ const server = http.createServer((req, res) => {
     case 'truncate':
     case 'stall':
       return forward(req, res, { cutAfter: rule.after, mode: action })
+    case 'cutrequest':
+      return forward(req, res, { cutRequest: rule.after })
     case 'hold':
       held.push(() => forward(req, res))
       return
