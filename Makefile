@@ -42,7 +42,8 @@ ENGINE_OBJS = \
 	src/engine/engine.o \
 	src/engine/object.o \
 	src/engine/ranges.o \
-	src/engine/segments.o \
+	src/engine/parts.o \
+	src/engine/reuse.o \
 	src/engine/assemble.o \
 	src/engine/manifest.o \
 	src/engine/cleanup.o \
@@ -129,7 +130,7 @@ UNIT_CFLAGS = -g -O1 -Wall -Wextra -Werror -fsanitize=address,undefined \
 UNIT_LIBS = $(shell pkg-config --libs $(PKG_LIBS))
 ENGINE_UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_test \
 	test/unit/s3xml_test test/unit/engine_test test/unit/json_test \
-	test/unit/ranges_test
+	test/unit/ranges_test test/unit/reuse_test
 UNIT_TESTS = $(ENGINE_UNIT_TESTS) test/unit/http_test \
 	test/unit/worker_codec_test
 ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)
