@@ -67,10 +67,11 @@ trap 'kill $WATCHDOG 2>/dev/null; cluster_stop "$T/pg" immediate; stop_services;
 LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # Remora as a user would run it: the store directly (no fault proxy), the
-# default part size and connections, one worker
-for s in part_size object_connections lease_duration stall_timeout; do
-	q "ALTER SYSTEM RESET remora.$s" >/dev/null
-done
+# documented defaults of what the test stack sets otherwise, one worker
+q "ALTER SYSTEM SET remora.part_size = '16MB'" >/dev/null
+q "ALTER SYSTEM SET remora.object_connections = 4" >/dev/null
+q "ALTER SYSTEM SET remora.lease_duration = '30s'" >/dev/null
+q "ALTER SYSTEM SET remora.stall_timeout = '60s'" >/dev/null
 q "ALTER SYSTEM SET remora.max_workers = 1" >/dev/null
 q "ALTER SYSTEM SET remora.s3_endpoint = 'http://127.0.0.1:$S3_PORT'" >/dev/null
 q "SELECT pg_reload_conf()" >/dev/null
@@ -80,8 +81,11 @@ fresh_worker
 
 if [ "$STORE" = s3rver ]; then
 	SPIDS=$(while read -r p _; do
-		tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "server.js $T/store " && echo "$p"
-	done <"$T/pids" | head -1)
+		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "server.js $T/store "; then
+			echo "$p"
+			break
+		fi
+	done <"$T/pids")
 	SIDLE=0
 else
 	SPIDS=$(tr '\n' ' ' <"$T/store/daemons")
@@ -118,6 +122,8 @@ export RCLONE_CONFIG=$T/rclone.conf RCLONE_CONFIG_BENCH_TYPE=s3 RCLONE_CONFIG_BE
 	RCLONE_CONFIG_BENCH_ENDPOINT=$EP RCLONE_CONFIG_BENCH_ACCESS_KEY_ID=$S3_ACCESS_KEY \
 	RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY=$S3_SECRET_KEY
 : >"$RCLONE_CONFIG"
+export AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_DEFAULT_REGION=us-east-1 \
+	AWS_EC2_METADATA_DISABLED=true AWS_MAX_ATTEMPTS=1
 TICK=$(getconf CLK_TCK)
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 succeeded() { [ "$(q "SELECT state FROM remora.jobs WHERE job_id = $1")" = succeeded ]; }
@@ -136,7 +142,7 @@ run() {
 		;;
 	C)
 		/usr/bin/time -f '%e %U %S' -o "$out" sh -c \
-			'curl -sf "$1" | AWS_MAX_ATTEMPTS=1 /usr/bin/aws --endpoint-url "$2" s3 cp --only-show-errors - "s3://target/$3"' \
+			'curl -sf "$1" | /usr/bin/aws --endpoint-url "$2" s3 cp --only-show-errors - "s3://target/$3"' \
 			sh "$URL" "$EP" "runs/C$n/obj.bin" || die "C failed"
 		echo "$(awk '{print $1, $2 + $3}' "$out") runs/C$n/obj.bin"
 		;;

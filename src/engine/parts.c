@@ -310,6 +310,7 @@ remora_xfer_upload_part(Transfer *task, Buffer *buf)
 		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0, "%s", err);
 		return;
 	}
+	curl_easy_setopt(req->easy, CURLOPT_UPLOAD_BUFFERSIZE, XFER_SEND_BUFFER);
 	req->kind = K_PART;
 	req->index = buf->partno;
 	req->data = buf;

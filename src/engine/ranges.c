@@ -70,6 +70,7 @@ remora_xfer_source_request(Transfer *task, RequestDone done)
 		return NULL;
 	}
 	curl_easy_setopt(req->easy, CURLOPT_URL, task->url);
+	curl_easy_setopt(req->easy, CURLOPT_BUFFERSIZE, XFER_RECV_BUFFER);
 	/* the bytes as stored: ranges count those, not a compressed form */
 	curl_easy_setopt(req->easy, CURLOPT_ACCEPT_ENCODING, NULL);
 	/*
