@@ -137,6 +137,7 @@ struct RemoraSet
 	Entry *tail;
 	int    nentries;
 	int    running;
+	int    children; /* of them member tasks (E_RUNNING), to reap */
 
 	/*
 	 * Duplicates: 64-bit hashes of member paths and their contents, keyed

@@ -108,6 +108,7 @@ start_child(RemoraSet *set, Entry *e)
 	}
 	e->state = E_RUNNING;
 	set->running++;
+	set->children++;
 }
 
 static void
@@ -201,6 +202,7 @@ remora_set_reap_child(RemoraSet *set, Entry *e)
 	if (st == REMORA_TASK_RUNNING)
 		return;
 	set->running--;
+	set->children--;
 	if (st == REMORA_TASK_SUCCEEDED)
 	{
 		const RemoraTaskResult *r = remora_task_result(e->child);
