@@ -42,7 +42,8 @@ ENGINE_OBJS = \
 	src/engine/engine.o \
 	src/engine/object.o \
 	src/engine/ranges.o \
-	src/engine/segments.o \
+	src/engine/parts.o \
+	src/engine/reuse.o \
 	src/engine/assemble.o \
 	src/engine/manifest.o \
 	src/engine/cleanup.o \
@@ -97,6 +98,13 @@ include $(PGXS)
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	cp $< $@
 
+# PGXS knows no header dependencies: an object built against an older
+# struct layout would link and corrupt memory.  Every object depends on
+# the headers of the subsystems it may include.
+$(PG_OBJS): $(wildcard src/pg/*.h src/engine/*.h)
+$(ENGINE_OBJS): $(wildcard src/engine/*.h)
+$(HTTP_OBJS): $(wildcard src/http/*.h src/engine/*.h)
+
 # remora-worker, the external worker (src/worker): the engine plus libpq,
 # no PostgreSQL server code; installed into PostgreSQL's bindir.  PGXS's
 # PROGRAM cannot go with MODULE_big, hence a rule and an install hook.
@@ -104,7 +112,7 @@ WORKER_OBJS = src/worker/main.o src/worker/log.o src/worker/conn.o \
 	src/worker/settings.o src/worker/calls.o src/worker/decode.o \
 	src/worker/encode.o src/worker/runner.o
 WORKER_PROGRAM = src/worker/remora-worker
-$(WORKER_OBJS): $(wildcard src/worker/*.h) src/engine/engine.h
+$(WORKER_OBJS): $(wildcard src/worker/*.h src/engine/*.h)
 $(WORKER_OBJS): CPPFLAGS += -I$(shell $(PG_CONFIG) --includedir)
 $(WORKER_PROGRAM): $(WORKER_OBJS) $(ENGINE_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ \
@@ -129,7 +137,7 @@ UNIT_CFLAGS = -g -O1 -Wall -Wextra -Werror -fsanitize=address,undefined \
 UNIT_LIBS = $(shell pkg-config --libs $(PKG_LIBS))
 ENGINE_UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_test \
 	test/unit/s3xml_test test/unit/engine_test test/unit/json_test \
-	test/unit/ranges_test
+	test/unit/ranges_test test/unit/reuse_test
 UNIT_TESTS = $(ENGINE_UNIT_TESTS) test/unit/http_test \
 	test/unit/worker_codec_test
 ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)

@@ -178,8 +178,8 @@ REPORT=$WORK/report.md
 	echo "($(ratio "${WALL[D]}" "${WALL[R8]}")× faster), $(ratio "${WALL[R8]}" "${WALL[C]}")× that of \`curl | aws s3 cp -\`"
 	echo "($(ratio "${WALL[C]}" "${WALL[R8]}")× faster) and $(ratio "${WALL[R8]}" "${WALL[R1]}")× that of one GET: the"
 	echo "one-connection methods are held at $RATE/s by the source, eight ranges are"
-	echo "not, and the rest of R8's time is the store's (segments, then their copies into"
-	echo "the multipart upload: \"Segment cost\" above)."
+	echo "not, and the rest of R8's time is the store's (its parts and their"
+	echo "completion)."
 } >"$REPORT"
 cat "$REPORT"
 if [ "$WRITE" = 1 ]; then

@@ -3,7 +3,12 @@
 #
 # segment_cost.sh: what the engine's segments cost on the happy path.
 #
-# The engine cuts a source into segment objects of part_size bytes, then
+# For engines before parts went straight into the member's upload (commit
+# a019314): run it with --rev and a commit before that one.  Since then
+# there are no segments; bench/one_object.sh measures the current engine
+# end to end, and refuses to measure a tree without src/engine/segments.c.
+#
+# Such an engine cuts a source into segment objects of part_size bytes, then
 # assembles the member with a multipart upload whose parts are server-side
 # UploadPartCopy from the segments, then deletes the segments.  An object
 # that fits in one buffer is PUT once instead.  This bench moves the same
@@ -230,6 +235,8 @@ if [ -n "$REV" ]; then
 	git -C "$ROOT" archive "$REV" src/engine test/engine | tar -x -C "$TREE" ||
 		die "cannot read src/engine and test/engine at $REV"
 fi
+[ -f "$TREE/src/engine/segments.c" ] ||
+	die "the engine of ${REV:-the work tree} has no segments (parts go straight into the member's upload): give --rev a commit before a019314, or see bench/one_object.sh"
 log "building test/engine/fetch.c with -O2 (no sanitizers) from ${REV:-the work tree}"
 FETCH=$WORK/fetch
 # shellcheck disable=SC2046

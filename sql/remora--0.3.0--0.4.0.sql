@@ -160,6 +160,62 @@ CREATE INDEX jobs_priority_idx ON remora.jobs (priority, job_id)
 	WHERE deleted_at IS NULL;
 
 /* ------------------------------------------------------------------------
+ * Each byte sent once (issue 12): parts go straight into the attempt's own
+ * multipart upload of the member, and checkpoints name that upload and
+ * its validated parts instead of segment objects.
+ * ------------------------------------------------------------------------ */
+-- Validate a checkpoint before anything is written: what a later claim
+-- offers as resume state must be what the workers can read back.  An
+-- object's state names its multipart upload (upload_key, upload_id) and
+-- the validated parts of it, in order.
+CREATE OR REPLACE FUNCTION remora._check_checkpoint(cp jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	st		jsonb := cp -> 'state';
+	part	jsonb;
+	bad		text;
+BEGIN
+	IF cp IS NULL OR jsonb_typeof(cp) <> 'object' THEN
+		bad := 'A checkpoint must be a JSON object.';
+	ELSIF NOT remora._is_count(cp -> 'bytes_done') OR NOT remora._is_count(cp -> 'bytes_total') THEN
+		bad := '"bytes_done" and "bytes_total" must be non-negative integers.';
+	ELSIF jsonb_typeof(cp -> 'restart_reason') NOT IN ('string', 'null') THEN
+		bad := '"restart_reason" must be a string.';
+	ELSIF cp ? 'state' AND jsonb_typeof(st) <> 'object' THEN
+		bad := '"state" must be a JSON object.';
+	ELSIF jsonb_typeof(st -> 'etag') NOT IN ('string', 'null')
+		OR jsonb_typeof(st -> 'last_modified') NOT IN ('string', 'null')
+		OR jsonb_typeof(st -> 'sha256_state') NOT IN ('string', 'null') THEN
+		bad := '"state.etag", "state.last_modified" and "state.sha256_state" must be strings.';
+	ELSIF NOT remora._is_count(st -> 'size') OR NOT remora._is_count(st -> 'members_done')
+		OR NOT remora._is_count(st -> 'members_total') THEN
+		bad := '"state.size", "state.members_done" and "state.members_total" must be non-negative integers.';
+	ELSIF st ? 'parts' AND jsonb_typeof(st -> 'parts') <> 'array' THEN
+		bad := '"state.parts" must be an array.';
+	ELSIF st ? 'parts' AND (jsonb_typeof(st -> 'upload_key') IS DISTINCT FROM 'string'
+		OR jsonb_typeof(st -> 'upload_id') IS DISTINCT FROM 'string') THEN
+		bad := '"state.parts" needs the upload they belong to: string "state.upload_key" and "state.upload_id".';
+	END IF;
+	IF bad IS NULL AND jsonb_typeof(st -> 'parts') = 'array' THEN
+		FOR part IN SELECT value FROM jsonb_array_elements(st -> 'parts') LOOP
+			IF jsonb_typeof(part) <> 'object'
+				OR jsonb_typeof(part -> 'etag') IS DISTINCT FROM 'string'
+				OR part -> 'size' IS NULL OR NOT remora._is_count(part -> 'size') THEN
+				bad := 'Each of "state.parts" needs a string etag and a non-negative integer size.';
+				EXIT;
+			END IF;
+		END LOOP;
+	END IF;
+	IF bad IS NOT NULL THEN
+		RAISE EXCEPTION 'invalid checkpoint'
+			USING ERRCODE = 'invalid_parameter_value', DETAIL = bad;
+	END IF;
+END
+$$;
+
+/* ------------------------------------------------------------------------
  * Export to stable keys with forward recovery (remora_export,
  * remora_export_resolve, remora_exports, remora_export_attempts; the state
  * outcome_unknown): an export is a job of source kind 'export', so that

@@ -1420,14 +1420,16 @@ END
 $$;
 
 -- Validate a checkpoint before anything is written: what a later claim
--- offers as resume state must be what the workers can read back.
+-- offers as resume state must be what the workers can read back.  An
+-- object's state names its multipart upload (upload_key, upload_id) and
+-- the validated parts of it, in order.
 CREATE FUNCTION remora._check_checkpoint(cp jsonb) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	st		jsonb := cp -> 'state';
-	seg		jsonb;
+	part	jsonb;
 	bad		text;
 BEGIN
 	IF cp IS NULL OR jsonb_typeof(cp) <> 'object' THEN
@@ -1445,16 +1447,18 @@ BEGIN
 	ELSIF NOT remora._is_count(st -> 'size') OR NOT remora._is_count(st -> 'members_done')
 		OR NOT remora._is_count(st -> 'members_total') THEN
 		bad := '"state.size", "state.members_done" and "state.members_total" must be non-negative integers.';
-	ELSIF st ? 'segments' AND jsonb_typeof(st -> 'segments') <> 'array' THEN
-		bad := '"state.segments" must be an array.';
+	ELSIF st ? 'parts' AND jsonb_typeof(st -> 'parts') <> 'array' THEN
+		bad := '"state.parts" must be an array.';
+	ELSIF st ? 'parts' AND (jsonb_typeof(st -> 'upload_key') IS DISTINCT FROM 'string'
+		OR jsonb_typeof(st -> 'upload_id') IS DISTINCT FROM 'string') THEN
+		bad := '"state.parts" needs the upload they belong to: string "state.upload_key" and "state.upload_id".';
 	END IF;
-	IF bad IS NULL AND jsonb_typeof(st -> 'segments') = 'array' THEN
-		FOR seg IN SELECT value FROM jsonb_array_elements(st -> 'segments') LOOP
-			IF jsonb_typeof(seg) <> 'object'
-				OR jsonb_typeof(seg -> 'key') IS DISTINCT FROM 'string'
-				OR jsonb_typeof(seg -> 'etag') IS DISTINCT FROM 'string'
-				OR seg -> 'size' IS NULL OR NOT remora._is_count(seg -> 'size') THEN
-				bad := 'Each of "state.segments" needs a string key and etag and a non-negative integer size.';
+	IF bad IS NULL AND jsonb_typeof(st -> 'parts') = 'array' THEN
+		FOR part IN SELECT value FROM jsonb_array_elements(st -> 'parts') LOOP
+			IF jsonb_typeof(part) <> 'object'
+				OR jsonb_typeof(part -> 'etag') IS DISTINCT FROM 'string'
+				OR part -> 'size' IS NULL OR NOT remora._is_count(part -> 'size') THEN
+				bad := 'Each of "state.parts" needs a string etag and a non-negative integer size.';
 				EXIT;
 			END IF;
 		END LOOP;

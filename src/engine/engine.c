@@ -251,9 +251,9 @@ remora_resume_free(RemoraResume *resume)
 {
 	if (resume == NULL)
 		return;
-	for (int i = 0; i < resume->nsegments; i++)
-		free(resume->segments[i].key);
-	free(resume->segments);
+	free(resume->upload_key);
+	free(resume->upload_id);
+	free(resume->parts);
 	free(resume->etag);
 	free(resume->last_modified);
 	free(resume->sha256_state);

@@ -21,20 +21,20 @@
  * A member transfer moves one source object into the target store under
  * its staging prefix:
  *
- *	  source GET --> segment buffers --> segment objects  <prefix>/.segments/N
- *	                 (SHA-256 of all,      (PUT, Content-MD5)
- *	                  MD5 per segment)
- *	  end of source --> one segment: PUT the member directly
- *	                    several:     multipart upload of the member,
- *	                                 UploadPartCopy from the segments
- *	                                 (x-amz-copy-source-if-match)
+ *	  source GET --> part buffers --> parts of the attempt's own multipart
+ *	                 (SHA-256 of all,  upload of the member (UploadPart,
+ *	                  and of each part  payload signed with the part's
+ *	                  for its payload)  SHA-256), completed at the end
+ *	  an object that fits in one buffer: one PUT of the member
  *	  --> manifest object --> result: the manifest descriptor
  *
- * Segments are immutable objects, so a replacement attempt can verify and
- * reuse an earlier attempt's segments (HEAD, then a guarded copy) while
- * writing only under its own prefix.  Memory per task is bounded by
- * (REMORA_SEGMENTS_IN_FLIGHT + 1) segment buffers, whatever the object size,
- * or connections + REMORA_SEGMENTS_IN_FLIGHT with ranged GETs in parallel.
+ * Each byte is sent to the store once.  Checkpoints record the validated
+ * parts of the upload, so a replacement attempt can complete the lost
+ * attempt's upload with them (at that attempt's own key) and copy them into
+ * its own, checking every copied part's ETag (reuse.c).  Memory per task
+ * is bounded by (REMORA_PARTS_IN_FLIGHT + 1) part buffers, whatever the
+ * object size, or connections + REMORA_PARTS_IN_FLIGHT with ranged GETs in
+ * parallel.
  *
  * All memory is malloc'd; every function that can fail says so and fills
  * an error buffer that never contains a secret.
@@ -49,9 +49,9 @@
 #include <stdint.h>
 #include <time.h>
 
-#define REMORA_SEGMENTS_IN_FLIGHT 2
-#define REMORA_MAX_REDIRECTS      10
-#define REMORA_MAX_SEGMENTS       10000 /* S3's part limit */
+#define REMORA_PARTS_IN_FLIGHT 2
+#define REMORA_MAX_REDIRECTS   10
+#define REMORA_MAX_PARTS       10000 /* S3's part limit */
 
 typedef struct RemoraEngine RemoraEngine;
 typedef struct RemoraTask   RemoraTask;
@@ -71,11 +71,11 @@ typedef struct RemoraTargetConfig
 typedef struct RemoraEngineConfig
 {
 	RemoraTargetConfig target;
-	size_t             part_size; /* segment size, >= 5 MiB except in tests */
-	const char        *allow_networks; /* outbound policy for sources */
-	const char        *deny_networks;
-	const char        *allow_ports; /* NULL or "": REMORA_DEFAULT_PORTS */
-	long               connect_timeout_ms;
+	size_t      part_size; /* multipart part size, >= 5 MiB except in tests */
+	const char *allow_networks; /* outbound policy for sources */
+	const char *deny_networks;
+	const char *allow_ports; /* NULL or "": REMORA_DEFAULT_PORTS */
+	long        connect_timeout_ms;
 	long        stall_timeout_ms; /* no byte for this long: the source failed */
 	const char *user_agent;
 
@@ -112,26 +112,28 @@ typedef struct RemoraEngineConfig
 	int64_t export_copy_cutoff;
 } RemoraEngineConfig;
 
-/*
- * One validated segment.  Its key is under the staging prefix of the
- * attempt that wrote it, which after a resume may be an earlier attempt.
- */
-typedef struct RemoraSegment
+/* One validated part of an attempt's multipart upload of a member. */
+typedef struct RemoraPart
 {
-	char   *key;
 	int64_t size;
 	char    etag[256]; /* as the store returned it */
-} RemoraSegment;
+} RemoraPart;
 
-/* Validated progress a replacement attempt may resume from. */
+/*
+ * Validated progress a replacement attempt may resume from: the first
+ * parts of an earlier attempt's multipart upload, which is at that
+ * attempt's key for the member and not completed.
+ */
 typedef struct RemoraResume
 {
-	char          *etag; /* source validators when they were written */
-	char          *last_modified;
-	int64_t        size; /* -1 if unknown */
-	RemoraSegment *segments;
-	int            nsegments;
-	char          *sha256_state; /* hex state after the segments */
+	char       *etag; /* source validators when they were written */
+	char       *last_modified;
+	int64_t     size;       /* -1 if unknown */
+	char       *upload_key; /* NULL: nothing to resume from (say why) */
+	char       *upload_id;
+	RemoraPart *parts;
+	int         nparts;
+	char       *sha256_state; /* hex state after the parts */
 } RemoraResume;
 
 typedef struct RemoraTaskSpec
@@ -148,10 +150,9 @@ typedef struct RemoraTaskSpec
 
 	/*
 	 * A member of a larger job (remora_set_start sets these): where the
-	 * member and its segments go, and no manifest of its own.
+	 * member goes, and no manifest of its own.
 	 */
-	const char *member_key;     /* NULL: staging + "data/" + file_name */
-	const char *segment_prefix; /* NULL: staging + "segments/" */
+	const char *member_key; /* NULL: staging + "data/" + file_name */
 	bool        no_manifest;
 	int64_t     expected_size; /* -1 (or 0 with no other field set): unknown */
 	bool        size_known;
@@ -356,16 +357,21 @@ typedef struct RemoraTaskResult
 	char    source_commit[41]; /* hf: the pinned commit */
 } RemoraTaskResult;
 
-/* What a checkpoint records: validated segments and the hash after them. */
+/*
+ * What a checkpoint records: the validated parts of the attempt's upload
+ * and the hash after them.
+ */
 typedef struct RemoraTaskCheckpoint
 {
-	int64_t              bytes_done;  /* bytes in validated segments */
-	int64_t              bytes_total; /* -1 if unknown */
-	const char          *etag;
-	const char          *last_modified;
-	const RemoraSegment *segments;
-	int                  nsegments;
-	const char          *sha256_state;
+	int64_t           bytes_done;  /* bytes in validated parts */
+	int64_t           bytes_total; /* -1 if unknown */
+	const char       *etag;
+	const char       *last_modified;
+	const char       *upload_key;
+	const char       *upload_id;
+	const RemoraPart *parts;
+	int               nparts;
+	const char       *sha256_state;
 
 	/* a set: members completed since the last checkpoint */
 	const RemoraSetMember *members;

@@ -226,8 +226,8 @@ head_done(Request *req, CURLcode rc)
 static void
 start_head(Export *x, Member *mb)
 {
-	S3Call call = {"HEAD", x->bucket, mb->target, NULL,  0,   NULL,
-				   0,      NULL,      0,          false, true};
+	S3Call call = {"HEAD", x->bucket, mb->target, NULL, 0,   NULL,
+				   0,      NULL,      0,          NULL, true};
 	char   errbuf[256];
 
 	mb->req = remora_s3_start(&x->base.engine->loop, &x->base.engine->target, x,
@@ -341,8 +341,8 @@ start_single_copy(Export *x, Member *mb)
 		h[0] = (RemoraKV){"x-amz-copy-source", src};
 		h[1] = (RemoraKV){"x-amz-copy-source-if-match", mb->m.etag};
 		h[2] = (RemoraKV){"x-amz-copy-if-match", mb->m.etag}; /* RGW */
-		call = (S3Call){"PUT", x->bucket, mb->target, NULL,  0,    h,
-						3,     NULL,      0,          false, false};
+		call = (S3Call){"PUT", x->bucket, mb->target, NULL, 0,    h,
+						3,     NULL,      0,          NULL, false};
 		mb->req =
 			remora_s3_start(&x->base.engine->loop, &x->base.engine->target, x,
 							&call, copy_done, errbuf, sizeof(errbuf));
@@ -403,8 +403,8 @@ hash_done(Request *req, CURLcode rc)
 static void
 start_hash(Export *x, Member *mb)
 {
-	S3Call call = {"GET", x->bucket, mb->target, NULL,  0,    NULL,
-				   0,     NULL,      0,          false, false};
+	S3Call call = {"GET", x->bucket, mb->target, NULL, 0,    NULL,
+				   0,     NULL,      0,          NULL, false};
 	char   errbuf[256] = "out of memory";
 
 	mb->hsha = remora_sha256_new();

@@ -91,8 +91,8 @@ static void
 mpu_abort(Export *x, Member *mb)
 {
 	RemoraKV q[1] = {{"uploadId", mb->upload_id}};
-	S3Call   call = {"DELETE", x->bucket, mb->target, q,     1,    NULL,
-					 0,        NULL,      0,          false, false};
+	S3Call   call = {"DELETE", x->bucket, mb->target, q,    1,    NULL,
+					 0,        NULL,      0,          NULL, false};
 
 	if (mb->upload_id == NULL || !mpu_start(x, mb, &call, mpu_abort_done))
 		mb->state = M_DONE;
@@ -162,8 +162,8 @@ mpu_complete_done(Request *req, CURLcode rc)
 	else if (etag[0] == '\0')
 	{
 		/* RGW answers an empty ETag: the key's HEAD has it */
-		S3Call call = {"HEAD", x->bucket, mb->target, NULL,  0,   NULL,
-					   0,      NULL,      0,          false, true};
+		S3Call call = {"HEAD", x->bucket, mb->target, NULL, 0,   NULL,
+					   0,      NULL,      0,          NULL, true};
 
 		if (!mpu_start(x, mb, &call, mpu_head_done))
 			mb->state = M_DONE;
@@ -193,8 +193,8 @@ mpu_complete(Export *x, Member *mb)
 		mpu_abort(x, mb);
 		return;
 	}
-	call = (S3Call){"POST", x->bucket,         mb->target, q,     1,    NULL,
-					0,      mb->complete_body, len,        false, false};
+	call = (S3Call){"POST", x->bucket,         mb->target, q,    1,    NULL,
+					0,      mb->complete_body, len,        NULL, false};
 	if (!mpu_start(x, mb, &call, mpu_complete_done))
 		mpu_abort(x, mb);
 }
@@ -274,8 +274,8 @@ mpu_part(Export *x, Member *mb)
 	h[0] = (RemoraKV){"x-amz-copy-source", src};
 	h[1] = (RemoraKV){"x-amz-copy-source-range", range};
 	h[2] = (RemoraKV){"x-amz-copy-source-if-match", mb->m.etag};
-	call = (S3Call){"PUT", x->bucket, mb->target, q,     2,    h,
-					3,     NULL,      0,          false, false};
+	call = (S3Call){"PUT", x->bucket, mb->target, q,    2,    h,
+					3,     NULL,      0,          NULL, false};
 	if (!mpu_start(x, mb, &call, mpu_part_done))
 		mpu_abort(x, mb);
 	free(src);
@@ -330,8 +330,8 @@ void
 remora_export_start_multipart(Export *x, Member *mb)
 {
 	RemoraKV q[1] = {{"uploads", ""}};
-	S3Call   call = {"POST", x->bucket, mb->target, q,     1,    NULL,
-					 0,      NULL,      0,          false, false};
+	S3Call   call = {"POST", x->bucket, mb->target, q,    1,    NULL,
+					 0,      NULL,      0,          NULL, false};
 	int64_t  mib = 1024 * 1024;
 
 	mb->part_size = (int64_t) x->base.engine->part_size;

@@ -3,12 +3,12 @@
  * hash.c
  *	  SHA-256 of a whole object, with a state that can be saved and
  *	  restored, so that a replacement attempt continues the hash of the
- *	  segments it reuses instead of downloading them again.
+ *	  parts it reuses instead of downloading them again.
  *
  * OpenSSL 3 hides the state of its EVP digests, so this uses the low-level
  * SHA256_CTX (deprecated in OpenSSL 3, still supported, and just as fast:
  * the same SHA-NI code).  Only the chaining value and the length are saved,
- * and only at a 64-byte block boundary, which every segment boundary is
+ * and only at a 64-byte block boundary, which every part boundary is
  * (remora.part_size is a multiple of 1 kB): a saved state is therefore
  * independent of the struct's layout.
  *

@@ -41,7 +41,7 @@ struct Request
 	struct curl_slist *headers;
 	RequestDone        done;
 	int                kind;  /* owner's own tag */
-	int                index; /* owner's own tag (segment, part) */
+	int                index; /* owner's own tag (a part number) */
 	void              *data;  /* owner's own pointer (a buffer) */
 
 	/* the response */

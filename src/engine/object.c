@@ -6,18 +6,20 @@
  *
  * Phases, each driven by the completion of the requests of the one before:
  *
- *	  VERIFY	HEAD the segments a replacement wants to reuse; one missing
- *				or changed: start from zero
+ *	  REUSE		a replacement completes the lost attempt's upload with the
+ *				parts its checkpoint validated and copies them into its own
+ *				(reuse.c); anything amiss: start from zero
  *	  SOURCE	GET the source (from the resume offset, with If-Range);
- *				bytes fill segment buffers; full buffers are PUT as segment
- *				objects while the next one fills (the source is paused when
- *				every buffer is busy)
+ *				bytes fill part buffers; full buffers are uploaded as parts
+ *				of the attempt's multipart upload of the member while the
+ *				next one fills (the source is paused when every buffer is
+ *				busy)
  *	  SINGLE,	the member object and, for a job of one member, its
- *	  ASSEMBLE,	manifest (assemble.c)
+ *	  COMPLETE,	manifest (assemble.c)
  *	  MANIFEST
  *
- * The task writes only keys under its own staging prefix.  Segments reused
- * from an earlier attempt are read (copied from), never written or deleted.
+ * The task writes only keys under its own staging prefix, but for the one
+ * completion of the lost attempt's own upload in REUSE.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,7 +34,6 @@
 #include "engine/transfer.h"
 
 static void start_source(Transfer *task);
-static void start_verify(Transfer *task);
 
 /*
  * First body bytes of a source response: decide what the response is.
@@ -136,7 +137,7 @@ source_data(Request *req, char *ptr, size_t len)
 			Buffer *full = task->fill;
 			Buffer *next = remora_xfer_free_buffer(task);
 
-			if (next == NULL || !remora_xfer_seal_segment(task, full))
+			if (next == NULL || !remora_xfer_seal_part(task, full))
 				return 0;
 			remora_xfer_begin_buffer(task, next);
 		}
@@ -292,7 +293,7 @@ start_source(Transfer *task)
 		return;
 	req->kind = K_SOURCE;
 	req->on_data = source_data;
-	/* a large object in parallel: the first GET is its first segment */
+	/* a large object in parallel: the first GET is its first part */
 	task->probe_end = remora_xfer_probe_end(task);
 	if (task->offset > 0)
 	{
@@ -335,72 +336,27 @@ start_source(Transfer *task)
 	}
 }
 
-/* ------------------------------------------------------------- verify */
-
-static void
-verify_done(Request *req, CURLcode rc)
-{
-	Transfer *task = req->owner;
-	Segment  *seg = &task->segs[req->index - 1];
-
-	RemoraTaskError err;
-
-	if (rc != CURLE_OK || req->status >= 500 || req->status == 429)
-	{
-		/* the store did not answer: try again later, the checkpoint holds */
-		remora_s3_failed(req, rc, &err, "checking a segment of the checkpoint");
-		remora_fail_with(&task->status, &err);
-		return;
-	}
-	if (req->status != 200 || !remora_etag_equal(req->hdr.etag, seg->etag) ||
-		req->hdr.content_length != seg->size)
-	{
-		char why[160];
-
-		snprintf(
-			why, sizeof(why),
-			"segment %d of the checkpoint is missing or changed in the store",
-			req->index);
-		remora_xfer_restart(task, why);
-		start_source(task);
-		return;
-	}
-	task->verify_next++;
-	start_verify(task);
-}
-
-static void
-start_verify(Transfer *task)
-{
-	S3Call   call;
-	Request *req;
-	char     err[256];
-	Segment *seg;
-
-	task->phase = P_VERIFY;
-	if (task->verify_next > task->nsegs)
-	{
-		start_source(task);
-		return;
-	}
-	seg = &task->segs[task->verify_next - 1];
-	call = (S3Call){"HEAD", task->bucket, seg->key, NULL,  0,   NULL,
-					0,      NULL,         0,        false, true};
-	req = remora_target_request(task->base.engine, task, &call, verify_done,
-								err, sizeof(err));
-	if (req == NULL || !remora_req_start(req))
-	{
-		if (req)
-			remora_req_cancel(req);
-		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
-					"could not check a segment");
-		return;
-	}
-	req->kind = K_HEAD;
-	req->index = task->verify_next;
-}
-
 /* ------------------------------------------------------------ the kind */
+
+/*
+ * The member's key: a set's, or <staging>data/<file name>, apart from the
+ * attempt's control object (<staging>manifest.jsonl), so that no file name
+ * can collide with it.  False: too long (never cut).
+ */
+static bool
+member_key(Transfer *task, const char *given)
+{
+	char *k = task->result.member_key;
+	int   n;
+
+	if (given)
+		n = snprintf(k, sizeof(task->result.member_key), "%s", given);
+	else
+		n = snprintf(k, sizeof(task->result.member_key), "%sdata/%s",
+					 task->staging, task->file_name);
+	return n >= 0 && n <= REMORA_MAX_S3_KEY_LEN &&
+		   (size_t) n < sizeof(task->result.member_key);
+}
 
 static RemoraTaskState
 xfer_state(const RemoraTask *t)
@@ -449,24 +405,38 @@ xfer_error(const RemoraTask *t)
 													: NULL;
 }
 
+/*
+ * Stop.  The upload stays for a replacement to reuse (a worker handing its
+ * attempts back, a lost lease) unless the staging is to go too; the
+ * staging cleanup aborts what is left once the job has ended.
+ */
 static void
 xfer_abort(RemoraTask *t, bool delete_staging)
 {
 	Transfer *task = (Transfer *) t;
 
-	(void) delete_staging;
 	remora_xfer_cancel_requests(task);
-	remora_xfer_abort_upload(task);
+	if (delete_staging || task->no_manifest)
+		remora_xfer_abort_upload(task);
 	if (task->status.state == REMORA_TASK_RUNNING)
 		task->status.state = REMORA_TASK_ABORTED;
 }
 
-/* Start what the last callbacks could not: uploads of sealed buffers. */
+/*
+ * Start what the last callbacks could not: the source once a reuse is
+ * settled, uploads of sealed buffers, ranges.
+ */
 static void
 xfer_pump(RemoraTask *t)
 {
 	Transfer *task = (Transfer *) t;
 
+	if (task->status.state == REMORA_TASK_RUNNING && task->phase == P_REUSE)
+	{
+		remora_xfer_reuse_pump(task);
+		if (task->reuse_ready && task->status.state == REMORA_TASK_RUNNING)
+			start_source(task);
+	}
 	if (task->status.state == REMORA_TASK_RUNNING)
 		remora_xfer_pump(task);
 	if (task->status.state == REMORA_TASK_RUNNING)
@@ -479,18 +449,16 @@ xfer_free(RemoraTask *t)
 	Transfer *task = (Transfer *) t;
 
 	remora_xfer_cancel_requests(task);
-	remora_xfer_abort_upload(task);
-	if (task->part_etags)
-		for (int i = 0; i < task->nsegs; i++)
-			free(task->part_etags[i]);
-	free(task->part_etags);
-	remora_xfer_drop_segments(task);
-	free(task->segs);
-	free(task->cp_segments);
+	/* a set's member is never resumed: its upload goes with it */
+	if (task->no_manifest && task->status.state != REMORA_TASK_SUCCEEDED)
+		remora_xfer_abort_upload(task);
+	remora_xfer_drop_parts(task);
+	free(task->parts);
+	free(task->cp_parts);
 	for (int i = 0; i < task->nbufs; i++)
 	{
 		free(task->bufs[i].data);
-		EVP_MD_CTX_free(task->bufs[i].md5);
+		EVP_MD_CTX_free(task->bufs[i].sha);
 	}
 	free(task->bufs);
 	remora_sha256_free(task->sha);
@@ -501,13 +469,13 @@ xfer_free(RemoraTask *t)
 	free(task->staging);
 	free(task->expected_sha256);
 	free(task->attempt_id);
-	free(task->member_key_spec);
-	free(task->segment_prefix);
 	free(task->auth_header);
 	free(task->auth_host);
 	free(task->ca_pem);
 	free(task->if_match);
 	free(task->upload_id);
+	free(task->reuse_key);
+	free(task->reuse_upload_id);
 	free(task->manifest);
 }
 
@@ -536,8 +504,6 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	task->staging = remora_xstrdup(spec->staging_prefix);
 	task->expected_sha256 = remora_xstrdup(spec->expected_sha256);
 	task->attempt_id = remora_xstrdup(spec->attempt_id);
-	task->member_key_spec = remora_xstrdup(spec->member_key);
-	task->segment_prefix = remora_xstrdup(spec->segment_prefix);
 	task->no_manifest = spec->no_manifest;
 	task->trusted_source = spec->trusted_source;
 	task->ca_pem = remora_xstrdup(spec->ca_pem);
@@ -552,10 +518,10 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	task->connections = spec->connections < 1    ? 1
 						: spec->connections > 64 ? 64
 												 : spec->connections;
-	/* ranges: a buffer each, and a few for uploads and waiting segments */
+	/* ranges: a buffer each, and a few for uploads and waiting parts */
 	task->nbufs = task->connections > 1
-					  ? task->connections + REMORA_SEGMENTS_IN_FLIGHT
-					  : REMORA_SEGMENTS_IN_FLIGHT + 1;
+					  ? task->connections + REMORA_PARTS_IN_FLIGHT
+					  : REMORA_PARTS_IN_FLIGHT + 1;
 	task->bufs = calloc(task->nbufs, sizeof(Buffer));
 	if (task->bufs == NULL)
 		task->nbufs = 0;
@@ -566,11 +532,11 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	for (int i = 0; ok && i < task->nbufs; i++)
 	{
 		/* the ranges' own buffers are allocated when first used */
-		if (i <= REMORA_SEGMENTS_IN_FLIGHT)
+		if (i <= REMORA_PARTS_IN_FLIGHT)
 			task->bufs[i].data = malloc(engine->part_size);
-		task->bufs[i].md5 = EVP_MD_CTX_new();
-		ok = ok && task->bufs[i].md5 &&
-			 (task->bufs[i].data || i > REMORA_SEGMENTS_IN_FLIGHT);
+		task->bufs[i].sha = EVP_MD_CTX_new();
+		ok = ok && task->bufs[i].sha &&
+			 (task->bufs[i].data || i > REMORA_PARTS_IN_FLIGHT);
 	}
 	if (!ok)
 	{
@@ -579,9 +545,7 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 		return NULL;
 	}
 	remora_xfer_begin_buffer(task, &task->bufs[0]);
-	if (spec->member_key == NULL &&
-		strlen(task->staging) + strlen("data/") + strlen(task->file_name) >
-			REMORA_MAX_S3_KEY_LEN)
+	if (!member_key(task, spec->member_key))
 	{
 		/* never a truncated key: fail the task, as the source's fault */
 		remora_fail(
@@ -593,9 +557,8 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	}
 
 	remora_xfer_adopt_resume(task, spec->resume);
-	task->verify_next = 1;
-	if (task->nsegs > 0)
-		start_verify(task);
+	if (task->reuse_key != NULL)
+		remora_xfer_reuse_start(task);
 	else
 		start_source(task);
 	return &task->base;

@@ -4,25 +4,25 @@
  *	  Source requests of a member transfer, and a large object fetched as
  *	  ranged GETs in parallel.
  *
- * With connections > 1 the first GET asks for the first missing segment
+ * With connections > 1 the first GET asks for the first missing part
  * only (Range: bytes=<offset>-<offset + part size - 1>).  Its answer says
  * what the source does:
  *
  *	  200		no ranges: the whole object in this one GET, as with one
  *				connection
  *	  206, the	the object's size (Content-Range) and validators; the rest
- *	  segment	comes as one ranged GET per segment, up to `connections` at
+ *	  part	comes as one ranged GET per part, up to `connections` at
  *				once, each checked against them (If-Match, or
  *				If-Unmodified-Since without a strong ETag, and the answer's
  *				Content-Range, ETag or Last-Modified compared here)
- *	  206, all	the object fits in that segment: as with one connection
+ *	  206, all	the object fits in that part: as with one connection
  *
- * The SHA-256 is over the object in order: a segment whose GET ends before
+ * The SHA-256 is over the object in order: a part whose GET ends before
  * those in front of it waits in its buffer, unhashed, and is hashed, sealed
- * and PUT once they are.  So checkpoints (the run of acknowledged segments
+ * and PUT once they are.  So checkpoints (the run of acknowledged parts
  * from the first) are exactly those of one GET, and a replacement resumes
- * the same way.  Ranges are asked for in order, so the segment to hash
- * next always has a buffer: at most connections + REMORA_SEGMENTS_IN_FLIGHT
+ * the same way.  Ranges are asked for in order, so the part to hash
+ * next always has a buffer: at most connections + REMORA_PARTS_IN_FLIGHT
  * buffers of the part size.  A range that does not match (another size,
  * range or validator; 412; 200) means the source changed under us: the
  * attempt fails, retryably, and the next one's resume check restarts from
@@ -70,6 +70,7 @@ remora_xfer_source_request(Transfer *task, RequestDone done)
 		return NULL;
 	}
 	curl_easy_setopt(req->easy, CURLOPT_URL, task->url);
+	curl_easy_setopt(req->easy, CURLOPT_BUFFERSIZE, XFER_RECV_BUFFER);
 	/* the bytes as stored: ranges count those, not a compressed form */
 	curl_easy_setopt(req->easy, CURLOPT_ACCEPT_ENCODING, NULL);
 	/*
@@ -110,8 +111,8 @@ remora_xfer_source_http_failed(Transfer *task, Request *req)
 
 /*
  * The last byte the first GET asks for: the end of the first missing
- * segment when the rest may be fetched in parallel; -1: to the end.  An
- * object known to fit in one segment is one GET, as with one connection.
+ * part when the rest may be fetched in parallel; -1: to the end.  An
+ * object known to fit in one part is one GET, as with one connection.
  */
 int64_t
 remora_xfer_probe_end(const Transfer *task)
@@ -186,23 +187,23 @@ remora_xfer_ranges_begin(Transfer *task, Request *req)
 		return false;
 	}
 	nseg = (total - task->offset + part - 1) / part;
-	if (task->nsegs + nseg > REMORA_MAX_SEGMENTS)
+	if (task->nparts + nseg > REMORA_MAX_PARTS)
 	{
 		remora_fail(
 			&task->status, REMORA_ERR_SIZE, false, 0,
-			"the object needs more than %d segments; raise remora.part_size",
-			REMORA_MAX_SEGMENTS);
+			"the object needs more than %d parts; raise remora.part_size",
+			REMORA_MAX_PARTS);
 		return false;
 	}
 	task->ranged = true;
 	task->range_base = task->offset;
-	task->range_seg = task->nsegs;
-	task->range_next = task->nsegs + 2; /* this GET brings the one before */
-	task->range_last = task->nsegs + (int) nseg;
+	task->range_seg = task->nparts;
+	task->range_next = task->nparts + 2; /* this GET brings the one before */
+	task->range_last = task->nparts + (int) nseg;
 	return true;
 }
 
-/* The bytes of segment segno (of this attempt's GETs). */
+/* The bytes of part segno (of this attempt's GETs). */
 static void
 range_of(const Transfer *task, int segno, int64_t *first, int64_t *last)
 {
@@ -213,20 +214,20 @@ range_of(const Transfer *task, int segno, int64_t *first, int64_t *last)
 }
 
 /*
- * Hash, seal and upload the segments that are next in order.  When the
+ * Hash, seal and upload the parts that are next in order.  When the
  * last one is, the source has ended.
  */
 static void
 advance(Transfer *task)
 {
 	while (task->status.state == REMORA_TASK_RUNNING && task->fill == NULL &&
-		   task->nsegs < task->range_last)
+		   task->nparts < task->range_last)
 	{
 		Buffer *b = NULL;
 
 		for (int i = 0; i < task->nbufs && b == NULL; i++)
 			if (task->bufs[i].complete &&
-				task->bufs[i].segno == task->nsegs + 1)
+				task->bufs[i].partno == task->nparts + 1)
 				b = &task->bufs[i];
 		if (b == NULL)
 			return; /* its GET is still running */
@@ -234,16 +235,16 @@ advance(Transfer *task)
 		task->received += (int64_t) b->len;
 		task->range_pending -= (int64_t) b->len;
 		b->complete = false;
-		if (!remora_xfer_seal_segment(task, b))
+		if (!remora_xfer_seal_part(task, b))
 			return;
-		remora_xfer_upload_segment(task, b);
+		remora_xfer_upload_part(task, b);
 	}
 	if (task->status.state == REMORA_TASK_RUNNING && task->fill == NULL &&
-		task->nsegs == task->range_last && !task->src_ended)
+		task->nparts == task->range_last && !task->src_ended)
 		remora_xfer_source_ended(task);
 }
 
-/* The first GET of a ranged object ended: its segment is the next one. */
+/* The first GET of a ranged object ended: its part is the next one. */
 void
 remora_xfer_probe_done(Transfer *task)
 {
@@ -256,9 +257,9 @@ remora_xfer_probe_done(Transfer *task)
 					"the source's answer to a range ended early");
 		return;
 	}
-	if (!remora_xfer_seal_segment(task, task->fill))
+	if (!remora_xfer_seal_part(task, task->fill))
 		return;
-	remora_xfer_upload_segment(task, task->fill);
+	remora_xfer_upload_part(task, task->fill);
 	task->fill = NULL;
 	advance(task);
 }
@@ -277,7 +278,7 @@ range_answer_ok(Transfer *task, Request *req, Buffer *b)
 		b->discard = true; /* range_done says what the error is */
 		return true;
 	}
-	range_of(task, b->segno, &first, &last);
+	range_of(task, b->partno, &first, &last);
 	if (status != 206)
 		remora_fail(&task->status, REMORA_ERR_SOURCE, true, status,
 					CHANGED " (it answered a range with the whole object)");
@@ -315,7 +316,7 @@ range_data(Request *req, char *ptr, size_t len)
 		return 0;
 	}
 	memcpy(b->data + b->len, ptr, len);
-	EVP_DigestUpdate(b->md5, ptr, len);
+	EVP_DigestUpdate(b->sha, ptr, len);
 	b->len += len;
 	task->range_pending += (int64_t) len;
 	return len;
@@ -367,7 +368,7 @@ range_done(Request *req, CURLcode rc)
 	remora_xfer_settle(task);
 }
 
-/* A buffer no GET, upload or waiting segment holds (allocated on use). */
+/* A buffer no GET, upload or waiting part holds (allocated on use). */
 static Buffer *
 range_buffer(Transfer *task)
 {
@@ -416,8 +417,8 @@ start_range(Transfer *task, Buffer *b)
 	req->index = segno;
 	req->data = b;
 	b->len = 0;
-	EVP_DigestInit_ex(b->md5, EVP_md5(), NULL);
-	b->segno = segno;
+	EVP_DigestInit_ex(b->sha, EVP_sha256(), NULL);
+	b->partno = segno;
 	b->want = last - first + 1;
 	b->checked = false;
 	b->discard = false;

@@ -5,9 +5,9 @@
  *
  * Addressing is path-style (endpoint/bucket/key) or virtual-host style
  * (bucket.endpoint/key).  The Host header is set explicitly to the value
- * that was signed.  Bodies of segments are sent as UNSIGNED-PAYLOAD with a
- * Content-MD5 that the store verifies; small bodies (XML) are signed with
- * their SHA-256.
+ * that was signed.  Every body is signed with its SHA-256, which the store
+ * checks: parts and objects with the one their caller took while the bytes
+ * came in, small bodies (XML, manifests) hashed here.
  *
  *-------------------------------------------------------------------------
  */
@@ -317,8 +317,9 @@ remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
 	path = addr.path;
 	host = addr.host;
 
-	if (call->unsigned_payload)
-		strcpy(payload_hash, "UNSIGNED-PAYLOAD");
+	if (call->payload_sha256)
+		snprintf(payload_hash, sizeof(payload_hash), "%s",
+				 call->payload_sha256);
 	else
 		remora_sha256_hex(call->body ? call->body : "", call->body_len,
 						  payload_hash);

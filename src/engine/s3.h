@@ -27,8 +27,9 @@ typedef struct S3Call
 	int             nheaders;
 	const char     *body; /* not copied: must outlive the request */
 	size_t          body_len;
-	bool            unsigned_payload; /* sign as UNSIGNED-PAYLOAD */
-	bool            head;             /* HEAD: no body expected */
+	const char     *payload_sha256; /* the body's SHA-256 in hex, taken by
+									 * the caller; NULL: hashed here */
+	bool head;                      /* HEAD: no body expected */
 } S3Call;
 
 typedef struct S3Address

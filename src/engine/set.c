@@ -55,13 +55,19 @@ static void
 set_pump(RemoraTask *t)
 {
 	RemoraSet *set = (RemoraSet *) t;
+	int        children = set->children;
 
 	if (set->status.state != REMORA_TASK_RUNNING)
 		return;
-	for (Entry *e = set->head; e && set->status.state == REMORA_TASK_RUNNING;
+	/* the member tasks only, not the whole window (REMORA_SET_WINDOW) */
+	for (Entry *e = set->head;
+		 e && children > 0 && set->status.state == REMORA_TASK_RUNNING;
 		 e = e->next)
 		if (e->state == E_RUNNING)
+		{
+			children--;
 			remora_set_reap_child(set, e);
+		}
 	if (set->phase == S_RESOLVE)
 	{
 		list_next(set);

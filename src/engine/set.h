@@ -133,11 +133,11 @@ struct RemoraSet
 	int64_t  listed_bytes;
 
 	/* the window */
-	Entry  *head;
-	Entry  *tail;
-	int     nentries;
-	int     running;
-	int64_t seq; /* members started, for segment prefixes */
+	Entry *head;
+	Entry *tail;
+	int    nentries;
+	int    running;
+	int    children; /* of them member tasks (E_RUNNING), to reap */
 
 	/*
 	 * Duplicates: 64-bit hashes of member paths and their contents, keyed

@@ -255,7 +255,7 @@ mfinal_done(Request *req, CURLcode rc)
 		S3Call call = {"HEAD", set->bucket, set->result.manifest_key,
 					   NULL,   0,           NULL,
 					   0,      NULL,        0,
-					   false,  true};
+					   NULL,   true};
 
 		set->mreq =
 			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
@@ -293,7 +293,7 @@ remora_set_manifest_flush(RemoraSet *set)
 		}
 		call =
 			(S3Call){"PUT", set->bucket, set->result.manifest_key, NULL, 0,
-					 NULL,  0,           set->part_body,           n,    false,
+					 NULL,  0,           set->part_body,           n,    NULL,
 					 false};
 		set->mreq =
 			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
@@ -305,7 +305,7 @@ remora_set_manifest_flush(RemoraSet *set)
 		call = (S3Call){"POST", set->bucket, set->result.manifest_key,
 						q,      1,           NULL,
 						0,      NULL,        0,
-						false,  false};
+						NULL,   false};
 		set->mreq =
 			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
 							set, &call, minit_done, errbuf, sizeof(errbuf));
@@ -327,7 +327,7 @@ remora_set_manifest_flush(RemoraSet *set)
 		q[0] = (RemoraKV){"partNumber", partno};
 		q[1] = (RemoraKV){"uploadId", set->upload_id};
 		call = (S3Call){"PUT", set->bucket, set->result.manifest_key, q, 2,
-						NULL,  0,           set->part_body,           n, false,
+						NULL,  0,           set->part_body,           n, NULL,
 						false};
 		set->mreq =
 			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
@@ -347,7 +347,7 @@ remora_set_manifest_flush(RemoraSet *set)
 		}
 		call =
 			(S3Call){"POST", set->bucket, set->result.manifest_key, q,   1,
-					 NULL,   0,           set->part_body,           len, false,
+					 NULL,   0,           set->part_body,           len, NULL,
 					 false};
 		set->mreq =
 			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,

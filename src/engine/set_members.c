@@ -47,7 +47,6 @@ start_child(RemoraSet *set, Entry *e)
 	RemoraTaskSpec spec;
 	char          *url = NULL;
 	char          *key = target_key(set, e->path);
-	char           segprefix[1200];
 	char           errbuf[256];
 
 	memset(&spec, 0, sizeof(spec));
@@ -85,8 +84,6 @@ start_child(RemoraSet *set, Entry *e)
 						"starting a member: %s", errbuf);
 		return;
 	}
-	snprintf(segprefix, sizeof(segprefix), "%ssegments/m%06" PRId64 "-",
-			 set->staging, ++set->seq);
 	spec.source_url = url;
 	spec.file_name = e->path;
 	spec.bucket = set->bucket;
@@ -95,7 +92,6 @@ start_child(RemoraSet *set, Entry *e)
 	spec.attempt_id = set->attempt_id;
 	spec.fencing_token = set->fencing_token;
 	spec.member_key = key;
-	spec.segment_prefix = segprefix;
 	spec.no_manifest = true;
 	spec.expected_size = e->size;
 	spec.size_known = true;
@@ -112,6 +108,7 @@ start_child(RemoraSet *set, Entry *e)
 	}
 	e->state = E_RUNNING;
 	set->running++;
+	set->children++;
 }
 
 static void
@@ -175,8 +172,8 @@ start_reuse(RemoraSet *set, Entry *e)
 		snprintf(src, n, "/%s/%s", set->bucket, enc);
 		h[0] = (RemoraKV){"x-amz-copy-source", src};
 		h[1] = (RemoraKV){"x-amz-copy-source-if-match", e->prior->etag};
-		call = (S3Call){"PUT", set->bucket, e->key, NULL,  0,    h,
-						2,     NULL,        0,      false, false};
+		call = (S3Call){"PUT", set->bucket, e->key, NULL, 0,    h,
+						2,     NULL,        0,      NULL, false};
 		req =
 			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
 							set, &call, reuse_done, errbuf, sizeof(errbuf));
@@ -205,6 +202,7 @@ remora_set_reap_child(RemoraSet *set, Entry *e)
 	if (st == REMORA_TASK_RUNNING)
 		return;
 	set->running--;
+	set->children--;
 	if (st == REMORA_TASK_SUCCEEDED)
 	{
 		const RemoraTaskResult *r = remora_task_result(e->child);
@@ -392,8 +390,8 @@ hash_done(Request *req, CURLcode rc)
 		snprintf(src, n, "/%s/%s", set->source_bucket, enc);
 		h[0] = (RemoraKV){"x-amz-copy-source", src};
 		h[1] = (RemoraKV){"x-amz-copy-source-if-match", e->src_etag};
-		call = (S3Call){"PUT", set->bucket, key, NULL,  0,    h,
-						2,     NULL,        0,   false, false};
+		call = (S3Call){"PUT", set->bucket, key, NULL, 0,    h,
+						2,     NULL,        0,   NULL, false};
 		e->copy = remora_s3_start(&set->base.engine->loop,
 								  &set->base.engine->target, set, &call,
 								  server_copy_done, errbuf, sizeof(errbuf));

@@ -1,18 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * transfer.h
- *	  One member's transfer (a job of kind "transfer"), shared by the three
- *	  files that drive it:
+ *	  One member's transfer (a job of kind "transfer"), shared by the files
+ *	  that drive it:
  *
- *	  object.c    the job: the spec, verification of a resume, the source
- *	              GET, redirects, validators
+ *	  object.c    the job: the spec, the source GET, redirects, validators
+ *	  reuse.c     a replacement's reuse of the parts of the lost attempt's
+ *	              upload (complete it, copy its parts into this one's)
  *	  ranges.c    source requests; the rest of a large object as ranged
  *	              GETs in parallel, hashed in order
- *	  segments.c  buffers, segment PUTs, resumes adopted, checkpoints
- *	  assemble.c  the member object (one PUT or a multipart upload of the
- *	              segments) and, for a job of one member, its manifest
+ *	  parts.c     buffers, the attempt's multipart upload and its parts,
+ *	              resumes adopted, checkpoints
+ *	  assemble.c  the member object (one PUT, or the upload completed) and,
+ *	              for a job of one member, its manifest
  *
- * Calls go one way: object.c -> ranges.c -> segments.c -> assemble.c.
+ * Calls go one way: object.c -> reuse.c, ranges.c -> parts.c ->
+ * assemble.c.  What a lower file has set in motion, a higher one sees in
+ * its pump (object.c's xfer_pump), never by a call upwards.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,12 +29,20 @@
 
 #define COPIES_IN_FLIGHT 4
 
+/*
+ * libcurl's buffers for a member's bytes: larger than its defaults (16 KiB
+ * in, 64 KiB out), so that a part moves in fewer system calls and copies.
+ * Only the source GETs and the part uploads get them.
+ */
+#define XFER_RECV_BUFFER (256L * 1024)
+#define XFER_SEND_BUFFER (1024L * 1024)
+
 typedef enum Phase
 {
-	P_VERIFY,
+	P_REUSE,
 	P_SOURCE,
 	P_SINGLE,
-	P_ASSEMBLE,
+	P_COMPLETE,
 	P_MANIFEST,
 	P_DONE
 } Phase;
@@ -41,10 +53,10 @@ typedef struct Buffer
 	size_t      len;
 	bool        sealed; /* full: waiting for its upload to start */
 	bool        busy;   /* being uploaded */
-	int         segno;  /* segment number once sealed */
-	EVP_MD_CTX *md5;
+	int         partno; /* part number once sealed */
+	EVP_MD_CTX *sha;    /* SHA-256 of its bytes: the part's payload hash */
 
-	/* a segment fetched by a ranged GET (ranges.c) */
+	/* a part fetched by a ranged GET (ranges.c) */
 	bool    ranging;  /* its GET is running */
 	bool    complete; /* all its bytes are here, not yet hashed */
 	bool    checked;  /* the answer's status and range looked at */
@@ -52,15 +64,13 @@ typedef struct Buffer
 	int64_t want;     /* the range's length */
 } Buffer;
 
-typedef struct Segment
+typedef struct Part
 {
-	char   *key;
 	int64_t size;
 	char    etag[256];
-	char   *sha_after; /* SHA-256 state after this segment */
+	char   *sha_after; /* SHA-256 state of the object after this part */
 	bool    done;      /* acknowledged by the store */
-	bool    reused;    /* an earlier attempt's */
-} Segment;
+} Part;
 
 typedef struct Transfer
 {
@@ -81,8 +91,6 @@ typedef struct Transfer
 	int     redirects;
 
 	/* as a member of a larger job (see RemoraTaskSpec) */
-	char   *member_key_spec;
-	char   *segment_prefix;
 	bool    no_manifest;
 	bool    trusted_source;
 	char   *ca_pem; /* a trusted source's own CAs, or NULL */
@@ -110,44 +118,47 @@ typedef struct Transfer
 	bool    no_ranges;     /* the source gave no way to check a range */
 	int64_t probe_end;     /* last byte the first GET asks for; -1: all */
 	bool    ranged;        /* the rest of the object comes in ranges */
-	int64_t range_base;    /* first byte of the first GET's segment */
-	int     range_seg;     /* segments before it (a resume's) */
-	int     range_next;    /* next segment to ask for */
-	int     range_last;    /* the object's last segment */
+	int64_t range_base;    /* first byte of the first GET's part */
+	int     range_seg;     /* parts before it (a resume's) */
+	int     range_next;    /* next part to ask for */
+	int     range_last;    /* the object's last part */
 	int     ranges;        /* ranged GETs running */
 	int64_t range_pending; /* bytes received in ranges, not yet hashed */
 
-	/* resume */
-	bool restarted;
-	char restart_reason[256];
-	int  verify_next;
+	/* resume: the lost attempt's upload (reuse.c) */
+	bool  restarted;
+	char  restart_reason[256];
+	char *reuse_key;       /* its key, NULL when not reusing */
+	char *reuse_upload_id; /* its upload, completed by this attempt */
+	char  reuse_etag[256]; /* the completed object's ETag */
+	bool  reuse_ready;     /* parts copied (or restarted): the source next */
+	int   copy_next;
+	int   copies; /* in flight */
+	int   copied;
 
-	/* segments and buffers */
-	Segment      *segs;
-	int           nsegs;
-	int           segs_cap;
-	int           validated; /* segments 1..validated are acknowledged */
+	/* parts and buffers */
+	Part         *parts;
+	int           nparts;
+	int           parts_cap;
+	int           validated; /* parts 1..validated are acknowledged */
 	bool          cp_dirty;
-	Buffer       *bufs; /* the first REMORA_SEGMENTS_IN_FLIGHT + 1 always */
+	Buffer       *bufs; /* the first REMORA_PARTS_IN_FLIGHT + 1 always */
 	int           nbufs;
 	Buffer       *fill;
-	int           uploads; /* segment PUTs in flight */
+	int           uploads; /* part PUTs in flight */
 	RemoraSha256 *sha;
 	char          sha_hex[65];
 
-	/* assembly */
-	char  *upload_id;
-	bool   upload_done; /* CompleteMultipartUpload succeeded */
-	int    copy_next;
-	int    copies; /* in flight */
-	int    copied;
-	char **part_etags;
+	/* the attempt's own multipart upload of the member */
+	char *upload_id;
+	bool  upload_asked; /* CreateMultipartUpload sent */
+	bool  upload_done;  /* completed (or aborted): nothing left open */
 
 	/* the body of the request in flight (part list, manifest) */
 	char  *manifest;
 	size_t manifest_len;
 
-	RemoraSegment   *cp_segments; /* the last checkpoint's view */
+	RemoraPart      *cp_parts; /* the last checkpoint's view */
 	RemoraTaskResult result;
 } Transfer;
 
@@ -155,13 +166,14 @@ enum
 {
 	K_SOURCE = 1,
 	K_HEAD,
-	K_SEGMENT,
+	K_PART,
 	K_SINGLE,
 	K_INIT,
 	K_COPY,
 	K_COMPLETE,
 	K_MANIFEST,
-	K_RANGE
+	K_RANGE,
+	K_REUSE
 };
 
 /* Stop every request of the task (on failure or abort). */
@@ -173,6 +185,8 @@ remora_xfer_cancel_requests(Transfer *task)
 	task->uploads = 0;
 	task->copies = 0;
 	task->ranges = 0;
+	for (int i = 0; i < task->nbufs; i++)
+		task->bufs[i].busy = false;
 }
 
 /* After any completion: if the task failed, stop what is still running. */
@@ -199,21 +213,28 @@ extern bool     remora_xfer_ranges_begin(Transfer *task, Request *req);
 extern void     remora_xfer_probe_done(Transfer *task);
 extern void     remora_xfer_ranges_pump(Transfer *task);
 
-/* segments.c */
+/* reuse.c */
+extern void remora_xfer_reuse_start(Transfer *task);
+extern void remora_xfer_reuse_pump(Transfer *task);
+
+/* parts.c */
 extern void    remora_xfer_restart(Transfer *task, const char *why);
-extern void    remora_xfer_drop_segments(Transfer *task);
+extern void    remora_xfer_drop_parts(Transfer *task);
 extern Buffer *remora_xfer_free_buffer(Transfer *task);
-extern bool    remora_xfer_seal_segment(Transfer *task, Buffer *buf);
-extern void    remora_xfer_upload_segment(Transfer *task, Buffer *buf);
+extern bool    remora_xfer_seal_part(Transfer *task, Buffer *buf);
+extern void    remora_xfer_upload_part(Transfer *task, Buffer *buf);
 extern void    remora_xfer_pump(Transfer *task);
 extern void    remora_xfer_take(Transfer *task, const char *p, size_t n);
 extern void    remora_xfer_begin_buffer(Transfer *task, Buffer *b);
 extern void    remora_xfer_adopt_resume(Transfer *task, const RemoraResume *r);
 extern void    remora_xfer_source_ended(Transfer *task);
 extern bool remora_xfer_checkpoint(Transfer *task, RemoraTaskCheckpoint *out);
+extern bool remora_xfer_start_s3(Transfer *task, const S3Call *call,
+								 RequestDone done, int kind, int index);
+extern void remora_xfer_create_upload(Transfer *task);
+extern void remora_xfer_abort_upload(Transfer *task);
 
 /* assemble.c */
 extern void remora_xfer_start_assembly(Transfer *task);
-extern void remora_xfer_abort_upload(Transfer *task);
 
 #endif /* REMORA_TRANSFER_H */

@@ -379,12 +379,13 @@ remora_jobspec_decode_resume(Jsonb *resume, const char **why)
 {
 	JsonbValue      v;
 	JsonbContainer *state;
-	JsonbContainer *segs;
+	JsonbContainer *parts = NULL;
 	char           *etag, *last_modified, *sha256_state;
+	char           *upload_key, *upload_id;
 	int64           size;
-	int             nseg;
-	char          **seg_key, **seg_etag;
-	int64          *seg_size;
+	int             nparts = 0;
+	char          **part_etag = NULL;
+	int64          *part_size = NULL;
 	RemoraResume   *r;
 
 	*why = NULL;
@@ -400,31 +401,35 @@ remora_jobspec_decode_resume(Jsonb *resume, const char **why)
 		!get_string(state, "last_modified", &last_modified) ||
 		!get_int64(state, "size", &size) || size < 0 ||
 		!get_string(state, "sha256_state", &sha256_state) ||
-		sha256_state == NULL || !lookup(state, "segments", &v) ||
-		v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+		sha256_state == NULL || !get_string(state, "upload_key", &upload_key) ||
+		!get_string(state, "upload_id", &upload_id))
 		return NULL;
-	segs = v.val.binary.data;
-	nseg = JsonContainerSize(segs);
-	seg_key = palloc0(sizeof(char *) * (nseg + 1));
-	seg_etag = palloc0(sizeof(char *) * (nseg + 1));
-	seg_size = palloc0(sizeof(int64) * (nseg + 1));
-	for (int i = 0; i < nseg; i++)
+	/* no upload: an earlier version's segment objects, not reused */
+	if (upload_key != NULL && upload_id != NULL)
 	{
-		JsonbValue     *e = getIthJsonbValueFromContainer(segs, i);
-		JsonbContainer *seg;
+		if (!lookup(state, "parts", &v) || v.type != jbvBinary ||
+			!JsonContainerIsArray(v.val.binary.data))
+			return NULL;
+		parts = v.val.binary.data;
+		nparts = JsonContainerSize(parts);
+		part_etag = palloc0(sizeof(char *) * (nparts + 1));
+		part_size = palloc0(sizeof(int64) * (nparts + 1));
+	}
+	for (int i = 0; i < nparts; i++)
+	{
+		JsonbValue     *e = getIthJsonbValueFromContainer(parts, i);
+		JsonbContainer *part;
 
 		if (e == NULL || e->type != jbvBinary ||
 			!JsonContainerIsObject(e->val.binary.data))
 			return NULL;
-		seg = e->val.binary.data;
-		if (!get_string(seg, "key", &seg_key[i]) || seg_key[i] == NULL ||
-			!get_string(seg, "etag", &seg_etag[i]) || seg_etag[i] == NULL ||
-			!get_int64(seg, "size", &seg_size[i]) || seg_size[i] <= 0)
+		part = e->val.binary.data;
+		if (!get_string(part, "etag", &part_etag[i]) || part_etag[i] == NULL ||
+			!get_int64(part, "size", &part_size[i]) || part_size[i] <= 0)
 			return NULL;
-		if (strlen(seg_etag[i]) >= sizeof(((RemoraSegment *) 0)->etag))
+		if (strlen(part_etag[i]) >= sizeof(((RemoraPart *) 0)->etag))
 		{
-			*why = "a segment ETag of the checkpoint it was offered is too "
-				   "long";
+			*why = "a part ETag of the checkpoint it was offered is too long";
 			return NULL;
 		}
 	}
@@ -437,25 +442,26 @@ remora_jobspec_decode_resume(Jsonb *resume, const char **why)
 	r->last_modified = last_modified ? strdup(last_modified) : NULL;
 	r->size = size;
 	r->sha256_state = strdup(sha256_state);
-	r->segments = calloc(nseg + 1, sizeof(RemoraSegment));
-	if (r->segments == NULL || r->sha256_state == NULL ||
-		(etag && r->etag == NULL) || (last_modified && !r->last_modified))
+	if (parts != NULL)
+	{
+		r->upload_key = strdup(upload_key);
+		r->upload_id = strdup(upload_id);
+		r->parts = calloc(nparts + 1, sizeof(RemoraPart));
+	}
+	if (r->sha256_state == NULL || (etag && r->etag == NULL) ||
+		(last_modified && !r->last_modified) ||
+		(parts != NULL &&
+		 (!r->upload_key || !r->upload_id || r->parts == NULL)))
 	{
 		remora_resume_free(r);
 		return NULL;
 	}
-	for (int i = 0; i < nseg; i++)
+	for (int i = 0; i < nparts; i++)
 	{
-		r->segments[i].key = strdup(seg_key[i]);
-		if (r->segments[i].key == NULL)
-		{
-			remora_resume_free(r);
-			return NULL;
-		}
-		r->segments[i].size = seg_size[i];
+		r->parts[i].size = part_size[i];
 		/* checked above: it fits */
-		strcpy(r->segments[i].etag, seg_etag[i]);
-		r->nsegments++;
+		strcpy(r->parts[i].etag, part_etag[i]);
+		r->nparts++;
 	}
 	*why = NULL;
 	return r;
@@ -747,8 +753,8 @@ remora_jobspec_member(const char *bucket, const RemoraSetMember *m)
 /*
  * A checkpoint.  For a set, its counts and the members not yet recorded
  * (members, a List of remora_jobspec_member documents); for an object, the
- * validated segments and, once, why it restarted from zero.  With cp NULL,
- * only the members (a retry of members whose checkpoint did not commit).
+ * validated parts of its upload and, once, why it restarted from zero.  With cp
+ * NULL, only the members (a retry of members whose checkpoint did not commit).
  */
 Jsonb *
 remora_jobspec_checkpoint(const RemoraTaskCheckpoint *cp, bool is_set,
@@ -780,7 +786,7 @@ remora_jobspec_checkpoint(const RemoraTaskCheckpoint *cp, bool is_set,
 		put_int(&b, "bytes_total", cp->bytes_total);
 	if (restart_reason)
 		put_string(&b, "restart_reason", restart_reason);
-	if (cp->nsegments > 0)
+	if (cp->nparts > 0)
 	{
 		push_string(&b, WJB_KEY, "state");
 		begin_object(&b);
@@ -788,14 +794,15 @@ remora_jobspec_checkpoint(const RemoraTaskCheckpoint *cp, bool is_set,
 		put_string(&b, "last_modified", cp->last_modified);
 		put_int(&b, "size", cp->bytes_total);
 		put_string(&b, "sha256_state", cp->sha256_state);
-		push_string(&b, WJB_KEY, "segments");
+		put_string(&b, "upload_key", cp->upload_key);
+		put_string(&b, "upload_id", cp->upload_id);
+		push_string(&b, WJB_KEY, "parts");
 		pushJsonbValue(&b, WJB_BEGIN_ARRAY, NULL);
-		for (int s = 0; s < cp->nsegments; s++)
+		for (int s = 0; s < cp->nparts; s++)
 		{
 			begin_object(&b);
-			put_string(&b, "key", cp->segments[s].key);
-			put_int(&b, "size", cp->segments[s].size);
-			put_string(&b, "etag", cp->segments[s].etag);
+			put_int(&b, "size", cp->parts[s].size);
+			put_string(&b, "etag", cp->parts[s].etag);
 			(void) end_object(&b);
 		}
 		pushJsonbValue(&b, WJB_END_ARRAY, NULL);

@@ -362,10 +362,11 @@ RemoraResume *
 remora_codec_decode_resume(const char *text, const char **why)
 {
 	RemoraJson       *doc;
-	const RemoraJson *state, *segs;
+	const RemoraJson *state, *parts = NULL;
 	const char       *etag, *last_modified, *sha256_state;
+	const char       *upload_key, *upload_id;
 	int64_t           size;
-	int               nseg = 0;
+	int               nparts = 0;
 	RemoraResume     *r = NULL;
 	char              jerr[128];
 
@@ -387,25 +388,27 @@ remora_codec_decode_resume(const char *text, const char **why)
 		!get_string(state, "last_modified", &last_modified) ||
 		!get_int64(state, "size", &size) || size < 0 ||
 		!get_string(state, "sha256_state", &sha256_state) ||
-		sha256_state == NULL || (segs = lookup(state, "segments")) == NULL ||
-		segs->type != RJ_ARRAY)
+		sha256_state == NULL || !get_string(state, "upload_key", &upload_key) ||
+		!get_string(state, "upload_id", &upload_id))
 		goto done;
-	for (const RemoraJson *e = segs->child; e; e = e->next)
+	/* no upload: an earlier version's segment objects, not reused */
+	if (upload_key != NULL && upload_id != NULL &&
+		((parts = lookup(state, "parts")) == NULL || parts->type != RJ_ARRAY))
+		goto done;
+	for (const RemoraJson *e = parts ? parts->child : NULL; e; e = e->next)
 	{
-		const char *k, *t;
+		const char *t;
 		int64_t     sz;
 
-		if (e->type != RJ_OBJECT || !get_string(e, "key", &k) || k == NULL ||
-			!get_string(e, "etag", &t) || t == NULL ||
+		if (e->type != RJ_OBJECT || !get_string(e, "etag", &t) || t == NULL ||
 			!get_int64(e, "size", &sz) || sz <= 0)
 			goto done;
-		if (strlen(t) >= sizeof(((RemoraSegment *) 0)->etag))
+		if (strlen(t) >= sizeof(((RemoraPart *) 0)->etag))
 		{
-			*why = "a segment ETag of the checkpoint it was offered is too "
-				   "long";
+			*why = "a part ETag of the checkpoint it was offered is too long";
 			goto done;
 		}
-		nseg++;
+		nparts++;
 	}
 
 	*why = "the checkpoint it was offered could not be loaded";
@@ -416,29 +419,29 @@ remora_codec_decode_resume(const char *text, const char **why)
 	r->last_modified = last_modified ? strdup(last_modified) : NULL;
 	r->size = size;
 	r->sha256_state = strdup(sha256_state);
-	r->segments = calloc(nseg + 1, sizeof(RemoraSegment));
-	if (r->segments == NULL || r->sha256_state == NULL ||
-		(etag && r->etag == NULL) || (last_modified && !r->last_modified))
+	if (parts != NULL)
+	{
+		r->upload_key = strdup(upload_key);
+		r->upload_id = strdup(upload_id);
+		r->parts = calloc(nparts + 1, sizeof(RemoraPart));
+	}
+	if (r->sha256_state == NULL || (etag && r->etag == NULL) ||
+		(last_modified && !r->last_modified) ||
+		(parts != NULL &&
+		 (!r->upload_key || !r->upload_id || r->parts == NULL)))
 	{
 		remora_resume_free(r);
 		r = NULL;
 		goto done;
 	}
-	for (const RemoraJson *e = segs->child; e; e = e->next)
+	for (const RemoraJson *e = parts ? parts->child : NULL; e; e = e->next)
 	{
-		RemoraSegment *s = &r->segments[r->nsegments];
+		RemoraPart *p = &r->parts[r->nparts];
 
-		s->key = strdup(remora_json_string(e, "key"));
-		if (s->key == NULL)
-		{
-			remora_resume_free(r);
-			r = NULL;
-			goto done;
-		}
-		(void) get_int64(e, "size", &s->size);
+		(void) get_int64(e, "size", &p->size);
 		/* checked above: it fits */
-		snprintf(s->etag, sizeof(s->etag), "%s", remora_json_string(e, "etag"));
-		r->nsegments++;
+		snprintf(p->etag, sizeof(p->etag), "%s", remora_json_string(e, "etag"));
+		r->nparts++;
 	}
 	*why = NULL;
 done:

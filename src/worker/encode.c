@@ -208,8 +208,8 @@ remora_codec_ref(const RemoraExportRef *r)
 
 /*
  * A checkpoint.  For a set, its counts and the members not yet recorded;
- * for an object, the validated segments and, once, why it restarted from
- * zero.  With cp NULL, only the members.
+ * for an object, the validated parts of its upload and, once, why it
+ * restarted from zero.  With cp NULL, only the members.
  */
 char *
 remora_codec_checkpoint(const RemoraTaskCheckpoint *cp, bool is_set,
@@ -241,7 +241,7 @@ remora_codec_checkpoint(const RemoraTaskCheckpoint *cp, bool is_set,
 		put_int(&d, "bytes_total", cp->bytes_total);
 	if (restart_reason)
 		put_string(&d, "restart_reason", restart_reason);
-	if (cp->nsegments > 0)
+	if (cp->nparts > 0)
 	{
 		key(&d, "state");
 		open_(&d, '{');
@@ -249,15 +249,16 @@ remora_codec_checkpoint(const RemoraTaskCheckpoint *cp, bool is_set,
 		put_string(&d, "last_modified", cp->last_modified);
 		put_int(&d, "size", cp->bytes_total);
 		put_string(&d, "sha256_state", cp->sha256_state);
-		key(&d, "segments");
+		put_string(&d, "upload_key", cp->upload_key);
+		put_string(&d, "upload_id", cp->upload_id);
+		key(&d, "parts");
 		open_(&d, '[');
-		for (int s = 0; s < cp->nsegments; s++)
+		for (int s = 0; s < cp->nparts; s++)
 		{
 			sep(&d);
 			open_(&d, '{');
-			put_string(&d, "key", cp->segments[s].key);
-			put_int(&d, "size", cp->segments[s].size);
-			put_string(&d, "etag", cp->segments[s].etag);
+			put_int(&d, "size", cp->parts[s].size);
+			put_string(&d, "etag", cp->parts[s].etag);
 			close_(&d, '}');
 		}
 		close_(&d, ']');

@@ -13,7 +13,7 @@ e2e_begin dataplane
 stack_up
 
 make_file small.bin 1000000
-make_file large.bin 32000000		# seven 5 MB segments
+make_file large.bin 32000000		# seven 5 MB parts
 make_file exact.bin 5242880		# exactly remora.part_size
 make_file flaky.bin 300000
 for f in reset truncated toomany forbidden throttled slowdown sum; do make_file $f.bin 700000; done
@@ -35,18 +35,22 @@ j=$(q "SELECT remora_submit('$SRC/manifest.jsonl')")
 check "a file named manifest.jsonl succeeds" wait_state "$j" succeeded 30
 verify "$j" manifest.jsonl
 
-# --- a large object: seven segments, assembled by UploadPartCopy
-rule "$S3_PROXY" "match=/segments/&method=PUT&action=status:500&count=0"	# counts only
+# --- a large object: seven parts, each uploaded once into the member's
+# multipart upload (no segment objects, no copies)
+rule "$S3_PROXY" "match=data/large.bin?partNumber=&method=PUT&action=status:500&count=0"	# counts only
+rule "$S3_PROXY" "match=data/exact.bin?partNumber=&method=PUT&action=status:500&count=0"
+rule "$S3_PROXY" "match=/segments/&action=status:500&count=0"
 j=$(q "SELECT remora_submit('$SRC/large.bin')")
 check "large object (7 parts) succeeds" wait_state "$j" succeeded 60
 verify "$j" large.bin
-check_eq "seven segment objects were uploaded" "$(hits "$S3_PROXY" /segments/)" "7"
-# an object of exactly one part size is one PUT, no segment
+check_eq "seven parts were uploaded, once each" "$(hits "$S3_PROXY" "data/large.bin?partNumber=")" "7"
+check_eq "and no segment object was written" "$(hits "$S3_PROXY" /segments/)" "0"
+# an object of exactly one part size is one PUT, no part
 j=$(q "SELECT remora_submit('$SRC/exact.bin')")
 check "an object of exactly remora.part_size succeeds" wait_state "$j" succeeded 30
-check_eq "and needed no segment" "$(hits "$S3_PROXY" /segments/)" "7"
+check_eq "and is one PUT, not a multipart upload" "$(hits "$S3_PROXY" "data/exact.bin?partNumber=")" "0"
 verify "$j" exact.bin
-check "segments are cleaned up after the commit" wait_for 20 all_cleaned "$j"
+check "the committed attempt's cleanup is recorded" wait_for 20 all_cleaned "$j"
 check_eq "only the member and the manifest remain" "$(staging_objects "$j")" "2"
 
 # --- a redirect, followed one hop at a time
@@ -139,7 +143,7 @@ check_eq "cancel: no object remains under the job's prefix" "$(staging_objects "
 # --- kill -9 of the worker mid-transfer: PostgreSQL restarts every
 # backend; a replacement attempt with a greater token resumes
 j=$(q "SELECT remora_submit('$SRC/slow/crash.bin')")
-check "crash: two segments are validated" wait_for 30 validated_at_least "$j" 10000000
+check "crash: two parts are validated" wait_for 30 validated_at_least "$j" 10000000
 kill_worker "$(worker_of "$j")"
 check "crash: the job still succeeds" wait_state "$j" succeeded 60
 check_eq "crash: a second attempt with a greater token committed" \
@@ -175,7 +179,7 @@ check "zombie: its staging is cleaned up" wait_for 30 all_cleaned "$j"
 
 # --- immediate restart of PostgreSQL mid-transfer
 j=$(q "SELECT remora_submit('$SRC/slow/restart.bin')")
-check "restart: a segment is validated" wait_for 30 validated_at_least "$j" 5000000
+check "restart: a part is validated" wait_for 30 validated_at_least "$j" 5000000
 cluster_stop "$T/pg" immediate
 cluster_start "$T/pg"
 check "restart: the job completes" wait_state "$j" succeeded 60
@@ -184,7 +188,7 @@ verify "$j" restart.bin
 # --- SIGTERM (a fast shutdown) mid-transfer: the worker hands its attempt
 # back at once, and after the restart a replacement resumes
 j=$(q "SELECT remora_submit('$SRC/slow/sigterm.bin')")
-check "sigterm: a segment is validated" wait_for 30 validated_at_least "$j" 5000000
+check "sigterm: a part is validated" wait_for 30 validated_at_least "$j" 5000000
 cluster_stop "$T/pg" fast
 check_eq "sigterm: the stopped worker reported its attempt, retryable" \
 	"$( (cluster_start "$T/pg" >/dev/null; q "SELECT (error_history -> 0 ->> 'class') || ' ' || (error_history -> 0 ->> 'retryable') FROM remora_jobs WHERE job_id = $j") )" \
@@ -198,7 +202,7 @@ check_eq "incarnations record their heartbeat and their end" \
 
 # --- the source changes between attempts: restart from zero, new content
 j=$(q "SELECT remora_submit('$SRC/slow/change.bin')")
-check "change: a segment is validated" wait_for 30 validated_at_least "$j" 5000000
+check "change: a part is validated" wait_for 30 validated_at_least "$j" 5000000
 cluster_stop "$T/pg" immediate
 make_file change.bin 12000000		# new content, new ETag
 cluster_start "$T/pg"
@@ -211,7 +215,7 @@ verify "$j" change.bin
 # its 206 answer are checked all the same, and the attempt starts over
 rule "$SRC_PROXY" "match=ignored.bin&action=drop:if-range"
 j=$(q "SELECT remora_submit('$FLAKY/slow/ignored.bin')")
-check "ignored If-Range: a segment is validated" wait_for 30 validated_at_least "$j" 5000000
+check "ignored If-Range: a part is validated" wait_for 30 validated_at_least "$j" 5000000
 cluster_stop "$T/pg" immediate
 make_file ignored.bin 12000000
 cluster_start "$T/pg"

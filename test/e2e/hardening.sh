@@ -13,7 +13,7 @@
 #     jobs on the same worker checkpoint and finish;
 #   - members handed to checkpoints and a commit whose transactions did not
 #     commit are offered again: the result has every member;
-#   - a malformed checkpoint row (a segment without size, a state that is
+#   - a malformed checkpoint row (a part without size, a state that is
 #     not an object) makes the next attempt start from zero, no crash;
 #   - a URL's query string is not in the server log when a submit fails,
 #     nor in pg_stat_activity of an idle session; the target's secret can
@@ -194,19 +194,19 @@ make_file m1.bin 14000000
 make_file m2.bin 14000000
 m1=$(q "SELECT remora_submit('$SRC/slow/m1.bin')")
 m2=$(q "SELECT remora_submit('$SRC/slow/m2.bin')")
-check "two slow jobs checkpoint a first segment" wait_for 30 validated_at_least "$m1" 5242880
-check "two slow jobs checkpoint a first segment (2)" wait_for 30 validated_at_least "$m2" 5242880
+check "two slow jobs checkpoint a first part" wait_for 30 validated_at_least "$m1" 5242880
+check "two slow jobs checkpoint a first part (2)" wait_for 30 validated_at_least "$m2" 5242880
 q "ALTER SYSTEM SET remora.max_workers = 0" >/dev/null
 q "SELECT pg_reload_conf()" >/dev/null
 check "the worker stops and hands the attempts back" wait_for 30 no_workers
-q "UPDATE remora.checkpoints SET state = jsonb_set(state, '{segments,0}', (state #> '{segments,0}') - 'size') WHERE job_id = $m1;
+q "UPDATE remora.checkpoints SET state = jsonb_set(state, '{parts,0}', (state #> '{parts,0}') - 'size') WHERE job_id = $m1;
    UPDATE remora.checkpoints SET state = '\"not an object\"' WHERE job_id = $m2" >/dev/null
 # a spec a submit cannot have made (read by key, every type checked)
 bad=$(q "SELECT remora_submit('$SRC/small.bin', options => '{\"max_attempts\": 1}')")
 q "UPDATE remora.jobs SET spec = jsonb_set(spec, '{source,kind}', '\"ftp\"') WHERE job_id = $bad" >/dev/null
 q "ALTER SYSTEM RESET remora.max_workers" >/dev/null
 q "SELECT pg_reload_conf()" >/dev/null
-check "with a segment missing its size, the job still succeeds" wait_state "$m1" succeeded 60
+check "with a part missing its size, the job still succeeds" wait_state "$m1" succeeded 60
 check "with a state that is not an object, the job still succeeds" wait_state "$m2" succeeded 60
 verify "$m1" m1.bin
 verify "$m2" m2.bin

@@ -83,7 +83,7 @@ check "remora_workers: live incarnations with heartbeats and leases" \
 	test "$(q "SELECT count(*) FROM remora_workers WHERE stopped_at IS NULL AND heartbeat_at > now() - interval '30 seconds'")" -ge 2
 check "remora_stats: current throughput" \
 	test "$(q "SELECT bytes_per_second > 0 AND bytes_in_flight > 0 FROM remora_stats")" = t
-# (the first checkpoint follows the first sealed segment by up to a second)
+# (the first checkpoint follows the first sealed part by up to a second)
 checkpointed() {
 	[ "$(q "SELECT transactions > 0 AND checkpoints >= transactions AND max_batch >= 1 AND refusals = $refused_before AND mean_commit_ms >= 0 FROM remora_checkpoint_stats")" = t ]
 }

@@ -45,9 +45,9 @@ wait_port "$RATE_PORT"
 SRCR="http://127.0.0.1:$RATE_PORT"
 ALOG=$RATE/access.log
 
-make_file big.bin 67108864 # 64 MiB: 13 segments of 5 MB
+make_file big.bin 67108864 # 64 MiB: 13 parts of 5 MB
 make_file plain.bin 20000000
-make_file crash.bin 33554432 # 7 segments
+make_file crash.bin 33554432 # 7 parts
 make_file swap.bin 67108864 # its last ranges are asked for after the swap
 
 # the most requests for PATH in flight at once, from the access log
@@ -79,7 +79,7 @@ check "connections 8 is at least 3 times faster ($ms1 ms / $ms8 ms)" \
 	test "$((ms1 * 10 / (ms8 > 0 ? ms8 : 1)))" -ge 30
 check_eq "connections 8: thirteen ranged GETs, all 206" \
 	"$(grep -F '"GET /r4/big.bin ' "$ALOG" | awk '{ print $3 }' | sort | uniq -c | awk '{ print $1 "x" $2 }')" "13x206"
-check_eq "connections 8: the first asks for the first segment" \
+check_eq "connections 8: the first asks for the first part" \
 	"$(grep -cF '"bytes=0-5242879"' "$ALOG")" "1"
 at_once=$(most_at_once /r4/big.bin)
 check "connections 8: at most 8 GETs at once, and more than 4 ($at_once)" \
@@ -106,7 +106,7 @@ check_eq "s3 source: the member came in thirteen GETs" \
 
 # --- kill -9 mid-transfer: the replacement resumes, in ranges
 j=$(q "SELECT remora_submit('$SRCR/r1/crash.bin', options => '{\"connections\": 4}')")
-check "crash: a segment is validated" wait_for 60 validated_at_least "$j" 5000000
+check "crash: a part is validated" wait_for 60 validated_at_least "$j" 5000000
 before=$(wc -l <"$ALOG")
 kill_worker "$(worker_of "$j")"
 check "crash: the job still succeeds" wait_state "$j" succeeded 120
@@ -121,7 +121,7 @@ verify "$j" crash.bin
 # ranges' If-Match refuses the new one; the attempt fails retryably and
 # the next restarts from zero, so no mixed bytes are ever published
 j=$(q "SELECT remora_submit('$SRCR/r1/swap.bin', options => '{\"connections\": 4}')")
-check "swap: a segment is validated" wait_for 60 validated_at_least "$j" 5000000
+check "swap: a part is validated" wait_for 60 validated_at_least "$j" 5000000
 head -c 67108864 /dev/urandom >"$WWW/swap.new"
 chmod 644 "$WWW/swap.new"
 touch -d "@$(($(date +%s) + 60))" "$WWW/swap.new" # another Last-Modified, another ETag

@@ -21,7 +21,7 @@
 #include "unit.h"
 
 #define PART     (64 * 1024)
-#define OBJ_SIZE (6 * PART + 123) /* seven segments */
+#define OBJ_SIZE (6 * PART + 123) /* seven parts */
 #define SEG_ETAG "\"0123456789abcdef0123456789abcdef\""
 
 typedef struct Server
@@ -169,7 +169,10 @@ serve_source(Server *s, int c, const char *req)
 	put_all(c, s->obj[ver] + first, last - first + 1);
 }
 
-/* The store: just enough S3 for segments, their assembly and a manifest. */
+/*
+ * The store: just enough S3 for a multipart upload, the reuse of one
+ * (completed, its parts copied) and a manifest.
+ */
 static void
 serve_store(int c, const char *req)
 {
@@ -375,22 +378,19 @@ run(RemoraEngine *engine, RemoraTask *task, RemoraResume *capture)
 
 		poll(&p, 1, t < 0 || t > 10 ? 10 : (int) t);
 		remora_engine_run(engine);
-		/* keep the first checkpoint of two segments or more, for a resume */
+		/* keep the first checkpoint of two parts or more, for a resume */
 		if (remora_task_checkpoint(task, &cp) && capture &&
-			capture->nsegments == 0 && cp.nsegments >= 2 &&
-			cp.bytes_done < OBJ_SIZE)
+			capture->nparts == 0 && cp.nparts >= 2 && cp.bytes_done < OBJ_SIZE)
 		{
 			capture->etag = strdup(cp.etag);
 			capture->last_modified = strdup(cp.last_modified);
 			capture->size = cp.bytes_total;
 			capture->sha256_state = strdup(cp.sha256_state);
-			capture->segments = calloc(cp.nsegments, sizeof(RemoraSegment));
-			for (int k = 0; k < cp.nsegments; k++)
-			{
-				capture->segments[k] = cp.segments[k];
-				capture->segments[k].key = strdup(cp.segments[k].key);
-			}
-			capture->nsegments = cp.nsegments;
+			capture->upload_key = strdup(cp.upload_key);
+			capture->upload_id = strdup(cp.upload_id);
+			capture->parts = calloc(cp.nparts, sizeof(RemoraPart));
+			memcpy(capture->parts, cp.parts, cp.nparts * sizeof(RemoraPart));
+			capture->nparts = cp.nparts;
 		}
 	}
 	return remora_task_state(task);
@@ -548,16 +548,15 @@ main(void)
 	CHECK(transfer(&s, 0, "/src/obj", 2, got, &err, cp, NULL) ==
 			  REMORA_TASK_SUCCEEDED,
 		  "a first attempt with checkpoints (%s)", err->message);
-	CHECK(cp->nsegments >= 2, "a checkpoint of %d segments taken",
-		  cp->nsegments);
-	if (cp->nsegments >= 2)
+	CHECK(cp->nparts >= 2, "a checkpoint of %d parts taken", cp->nparts);
+	if (cp->nparts >= 2)
 	{
 		server_reset(&s, 0);
 		CHECK(transfer(&s, 0, "/src/obj", 4, got, &err, NULL, cp) ==
 				  REMORA_TASK_SUCCEEDED,
 			  "the resume: succeeded (%s)", err->message);
 		CHECK_STR(got, want, "the resume: the object's SHA-256");
-		CHECK(s.from_zero == 0 && s.ranged_gets == 7 - cp->nsegments,
+		CHECK(s.from_zero == 0 && s.ranged_gets == 7 - cp->nparts,
 			  "the resume: %d ranged GETs, none from the first byte",
 			  s.ranged_gets);
 	}

@@ -151,23 +151,41 @@ test_resume(void)
 	r = remora_codec_decode_resume(
 		"{\"bytes_done\":10,\"state\":{\"etag\":\"\\\"e\\\"\","
 		"\"last_modified\":null,\"size\":20,\"sha256_state\":\"00ff\","
-		"\"segments\":[{\"key\":\"s/1\",\"size\":5,\"etag\":\"a\"},"
-		"{\"key\":\"s/2\",\"size\":5,\"etag\":\"b\"}]}}",
+		"\"upload_key\":\"s/data/f\",\"upload_id\":\"u1\","
+		"\"parts\":[{\"size\":5,\"etag\":\"a\"},"
+		"{\"size\":5,\"etag\":\"b\"}]}}",
 		&why);
-	CHECK(r != NULL && why == NULL && r->nsegments == 2 && r->size == 20 &&
+	CHECK(r != NULL && why == NULL && r->nparts == 2 && r->size == 20 &&
 			  strcmp(r->etag, "\"e\"") == 0 && r->last_modified == NULL &&
-			  strcmp(r->segments[1].key, "s/2") == 0,
-		  "a resume decodes with its segments");
+			  strcmp(r->upload_key, "s/data/f") == 0 &&
+			  strcmp(r->upload_id, "u1") == 0 &&
+			  strcmp(r->parts[1].etag, "b") == 0,
+		  "a resume decodes with its upload and parts");
+	remora_resume_free(r);
+
+	r = remora_codec_decode_resume(
+		"{\"state\":{\"size\":10,\"sha256_state\":\"00\",\"segments\":"
+		"[{\"key\":\"s/1\",\"size\":5,\"etag\":\"a\"}]}}",
+		&why);
+	CHECK(r != NULL && why == NULL && r->upload_key == NULL && r->nparts == 0,
+		  "an earlier version's segments: a resume without an upload (the "
+		  "engine restarts and says why)");
 	remora_resume_free(r);
 
 	r = remora_codec_decode_resume("{\"bytes_done\":0}", &why);
 	CHECK(r == NULL && why == NULL, "a checkpoint without state: no resume");
 	r = remora_codec_decode_resume(
-		"{\"state\":{\"size\":1,\"sha256_state\":\"00\",\"segments\":"
-		"[{\"key\":\"k\",\"etag\":\"e\"}]}}",
+		"{\"state\":{\"size\":1,\"sha256_state\":\"00\",\"upload_key\":"
+		"\"k\",\"upload_id\":\"u\",\"parts\":[{\"etag\":\"e\"}]}}",
 		&why);
 	CHECK(r == NULL && why && strstr(why, "malformed"),
-		  "a segment without size: start from zero, malformed");
+		  "a part without size: start from zero, malformed");
+	r = remora_codec_decode_resume(
+		"{\"state\":{\"size\":1,\"sha256_state\":\"00\",\"upload_key\":"
+		"\"k\",\"upload_id\":\"u\"}}",
+		&why);
+	CHECK(r == NULL && why && strstr(why, "malformed"),
+		  "an upload without parts: start from zero, malformed");
 	r = remora_codec_decode_resume("{\"state\":[]}", &why);
 	CHECK(r == NULL && why && strstr(why, "malformed"),
 		  "a state that is not an object: malformed");
@@ -179,11 +197,12 @@ test_resume(void)
 		etag[sizeof(etag) - 1] = '\0';
 		snprintf(text, sizeof(text),
 				 "{\"state\":{\"size\":1,\"sha256_state\":\"00\","
-				 "\"segments\":[{\"key\":\"k\",\"size\":1,\"etag\":\"%s\"}]}}",
+				 "\"upload_key\":\"k\",\"upload_id\":\"u\","
+				 "\"parts\":[{\"size\":1,\"etag\":\"%s\"}]}}",
 				 etag);
 		r = remora_codec_decode_resume(text, &why);
 		CHECK(r == NULL && why && strstr(why, "too long"),
-			  "a segment ETag too long for the engine: restart, said why");
+			  "a part ETag too long for the engine: restart, said why");
 	}
 }
 
@@ -227,7 +246,7 @@ test_writing(void)
 	RemoraTaskResult     r;
 	RemoraTaskError      e;
 	RemoraDocs           docs = {0};
-	RemoraSegment        seg = {"s/1", 5, "\"e1\""};
+	RemoraPart           part = {5, "\"e1\""};
 	RemoraTaskCheckpoint cp;
 	char                *t;
 
@@ -255,13 +274,17 @@ test_writing(void)
 	cp.bytes_total = 10;
 	cp.etag = "\"src\"";
 	cp.sha256_state = "00";
-	cp.segments = &seg;
-	cp.nsegments = 1;
+	cp.upload_key = "s/data/f";
+	cp.upload_id = "u1";
+	cp.parts = &part;
+	cp.nparts = 1;
 	t = remora_codec_checkpoint(&cp, false, "the source changed", NULL);
 	CHECK(has(t, "restart_reason", "the source changed") &&
 			  strstr(t, "\"last_modified\":null") != NULL &&
-			  strstr(t, "\"segments\":[{\"key\":\"s/1\",\"size\":5,") != NULL,
-		  "an object's checkpoint: segments, validators, restart reason");
+			  strstr(t, "\"upload_key\":\"s/data/f\",\"upload_id\":\"u1\"") &&
+			  strstr(t, "\"parts\":[{\"size\":5,\"etag\":") != NULL,
+		  "an object's checkpoint: its upload, parts, validators, restart "
+		  "reason");
 	free(t);
 
 	memset(&e, 0, sizeof(e));

@@ -86,17 +86,20 @@ SELECT pg_temp.try(format('SELECT remora.checkpoint(%L, %s, %L)', :'a3', :t3, v)
 	'{"state": {"etag": 5}}',
 	'{"state": {"size": "big"}}',
 	'{"state": {"members_done": -3}}',
-	'{"state": {"segments": {"key": "k"}}}',
-	'{"state": {"segments": [{"key": "k", "etag": "e"}]}}',
-	'{"state": {"segments": [{"key": "k", "size": 5}]}}',
-	'{"state": {"segments": [7]}}',
+	'{"state": {"parts": {"size": 5}}}',
+	'{"state": {"upload_key": "k", "upload_id": "u", "parts": [{"etag": "e"}]}}',
+	'{"state": {"upload_key": "k", "upload_id": "u", "parts": [{"size": 5}]}}',
+	'{"state": {"upload_key": "k", "upload_id": "u", "parts": [7]}}',
+	'{"state": {"parts": [{"size": 5, "etag": "e"}]}}',
+	'{"state": {"upload_key": "k", "upload_id": 9, "parts": []}}',
 	'{"members": [{"path": "p", "bucket": "target", "key": "k", "etag": "e", "sha256": "' || repeat('a', 64) || '"}]}'
   ]) AS v;
 SELECT count(*) AS checkpoints FROM remora.checkpoints WHERE job_id = :e3;
 -- what the workers write is accepted
 SELECT remora.checkpoint(:'a3', :t3, '{"bytes_done": 10, "bytes_total": 20,
 	"state": {"etag": "\"e\"", "last_modified": "x", "size": 20, "sha256_state": "s",
-			  "segments": [{"key": "k", "size": 10, "etag": "\"p\""}]}}') AS well_formed;
+			  "upload_key": "k", "upload_id": "u",
+			  "parts": [{"size": 10, "etag": "\"p\""}]}}') AS well_formed;
 SELECT remora.checkpoint(:'a3', :t3, '{"bytes_done": 0, "state": {"members_done": 0, "members_total": 4}, "members": []}') AS set_progress;
 
 --

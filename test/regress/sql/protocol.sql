@@ -90,9 +90,9 @@ SELECT * FROM remora.renew('99999999-9999-9999-9999-999999999999', 1);
 SELECT * FROM remora.renew(:'att_a', NULL);
 
 -- checkpoint
-SELECT remora.checkpoint(:'att_a', :tok_a, '{"state": {"upload_id": "u1", "parts": [1, 2]}, "bytes_done": 100, "bytes_total": 1000}');
+SELECT remora.checkpoint(:'att_a', :tok_a, '{"state": {"upload_key": "k", "upload_id": "u1", "parts": [{"size": 50, "etag": "a"}, {"size": 50, "etag": "b"}]}, "bytes_done": 100, "bytes_total": 1000}');
 SELECT remora.checkpoint(:'att_a', :tok_a + 1, '{"state": {}}') AS stale_checkpoint;
-SELECT remora.checkpoint(:'att_a', :tok_a, '{"state": {"upload_id": "u1", "parts": [1, 2, 3]}, "bytes_done": 150, "bytes_total": 1000}');
+SELECT remora.checkpoint(:'att_a', :tok_a, '{"state": {"upload_key": "k", "upload_id": "u1", "parts": [{"size": 50, "etag": "a"}, {"size": 50, "etag": "b"}, {"size": 50, "etag": "c"}]}, "bytes_done": 150, "bytes_total": 1000}');
 SELECT bytes_done, bytes_total, writes, state FROM remora.checkpoints WHERE job_id = :a;
 SELECT job_id, bytes_done, bytes_total FROM remora_jobs WHERE job_id = :a;
 SELECT pg_temp.try($$SELECT remora.checkpoint('$$ || :'att_a' || $$', 1, '[1]')$$);

@@ -1,0 +1,282 @@
+/*-------------------------------------------------------------------------
+ *
+ * reuse.c
+ *	  A replacement attempt's reuse of the parts the lost attempt's
+ *	  checkpoint validated.
+ *
+ * Those parts are in the lost attempt's multipart upload, at its own key
+ * for the member.  The parts of an upload cannot be copied from until it
+ * is completed, so this attempt completes it with exactly those parts
+ * (the store keeps the ones listed, in order, and checks their ETags),
+ * then copies them range by range into its own upload, each copy's ETag
+ * checked against the part's (a store may ignore the copy's
+ * x-amz-copy-source-if-match).  Only then does the source go on from the
+ * end of those parts.
+ *
+ *	  COMPLETE	the lost attempt's upload with parts 1..k
+ *	    |	200 with an ETag: the object is those parts
+ *	    |	anything else: HEAD (a zombie may have completed it itself, with
+ *	    |	more parts; or it is gone)
+ *	  HEAD		an object at least as long as the parts: copy from it;
+ *	    |		none: start from zero, and say why
+ *	  COPY		once this attempt's own upload exists (parts.c): part i from
+ *				the bytes of part i of that object, COPIES_IN_FLIGHT at
+ *				once; a copy refused (412, 404) or whose ETag is not the
+ *				part's: start from zero in a new upload
+ *
+ * Completing the lost attempt's upload is the one write under another
+ * attempt's staging prefix: of the bytes that attempt wrote, at the key it
+ * chose.  The staging cleanup deletes the object with the rest of that
+ * prefix once the job has ended.  A zombie of the lost attempt that goes
+ * on uploading parts gets NoSuchUpload; one that completed the upload
+ * first left an object whose first parts are still the validated ones,
+ * or the copies' ETags tell they are not.  The replacement pays for the
+ * reuse with one server-side copy of the reused bytes; the happy path
+ * pays nothing.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/s3xml.h"
+#include "engine/source_uri.h"
+#include "engine/transfer.h"
+
+static void start_head(Transfer *task);
+
+/* Nothing to reuse after all: the source from the first byte. */
+static void
+reuse_nothing(Transfer *task, const char *why)
+{
+	remora_req_cancel_owner(&task->base.engine->loop, task);
+	task->copies = 0;
+	remora_xfer_abort_upload(task); /* copies may be in it: a new one */
+	remora_xfer_restart(task, why);
+	task->reuse_ready = true;
+}
+
+/* The store did not answer: the attempt fails, the checkpoint holds. */
+static void
+store_unavailable(Transfer *task, Request *req, CURLcode rc, const char *what)
+{
+	RemoraTaskError err;
+
+	if (!remora_s3_failed(req, rc, &err, what))
+		remora_fail(&task->status, REMORA_ERR_S3, true, req->status,
+					"%s: the store's answer could not be read", what);
+	else
+		remora_fail_with(&task->status, &err);
+	remora_xfer_settle(task);
+}
+
+static bool
+unavailable(const Request *req, CURLcode rc)
+{
+	return rc != CURLE_OK || req->status >= 500 || req->status == 429;
+}
+
+/* The object to copy from is known: make this attempt's own upload. */
+static void
+object_known(Transfer *task, const char *etag)
+{
+	snprintf(task->reuse_etag, sizeof(task->reuse_etag), "%s", etag);
+	task->copy_next = 1;
+	remora_xfer_create_upload(task);
+}
+
+static void
+complete_done(Request *req, CURLcode rc)
+{
+	Transfer       *task = req->owner;
+	RemoraTaskError err;
+	char           *etag = NULL;
+
+	if (!remora_s3_failed(req, rc, &err, "completing the checkpoint's upload"))
+		etag = remora_s3_answer_etag(req, "CompleteMultipartUploadResult", &err,
+									 "completing the checkpoint's upload");
+	if (etag != NULL && etag[0] != '\0')
+		object_known(task, etag);
+	else
+		start_head(task); /* completed by someone else, or gone */
+	free(etag);
+	remora_xfer_settle(task);
+}
+
+static void
+head_done(Request *req, CURLcode rc)
+{
+	Transfer *task = req->owner;
+	int64_t   need = 0;
+
+	if (unavailable(req, rc))
+	{
+		store_unavailable(task, req, rc, "looking up the checkpoint's upload");
+		return;
+	}
+	for (int i = 0; i < task->nparts; i++)
+		need += task->parts[i].size;
+	if (req->status != 200 || req->hdr.etag[0] == '\0' ||
+		req->hdr.content_length < need)
+		reuse_nothing(task, "the parts of the checkpoint are no longer in the "
+							"store (its upload is gone)");
+	else
+		object_known(task, req->hdr.etag);
+	remora_xfer_settle(task);
+}
+
+static void
+start_head(Transfer *task)
+{
+	S3Call call = {
+		"HEAD", task->bucket, task->reuse_key, NULL, 0, NULL, 0, NULL, 0,
+		NULL,   true};
+
+	remora_xfer_start_s3(task, &call, head_done, K_HEAD, 0);
+}
+
+/*
+ * Begin: complete the lost attempt's upload with the parts its checkpoint
+ * validated (remora_xfer_adopt_resume loaded them).
+ */
+void
+remora_xfer_reuse_start(Transfer *task)
+{
+	const char **etags = malloc(task->nparts * sizeof(char *));
+	size_t       len = 0;
+	char        *body = NULL;
+	RemoraKV     q[1] = {{"uploadId", task->reuse_upload_id}};
+	S3Call       call;
+
+	task->phase = P_REUSE;
+	if (etags)
+	{
+		for (int i = 0; i < task->nparts; i++)
+			etags[i] = task->parts[i].etag;
+		body = remora_s3xml_complete_body(etags, task->nparts, &len);
+		free(etags);
+	}
+	if (body == NULL)
+	{
+		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+					"could not build the part list");
+		return;
+	}
+	free(task->manifest);
+	task->manifest = body; /* kept alive while the request runs */
+	task->manifest_len = len;
+	call = (S3Call){
+		"POST", task->bucket, task->reuse_key, q, 1, NULL, 0, body, len,
+		NULL,   false};
+	remora_xfer_start_s3(task, &call, complete_done, K_REUSE, 0);
+}
+
+static void
+copy_done(Request *req, CURLcode rc)
+{
+	Transfer       *task = req->owner;
+	Part           *part = &task->parts[req->index - 1];
+	RemoraTaskError err;
+	char           *etag;
+	char            why[200];
+
+	task->copies--;
+	if (unavailable(req, rc))
+	{
+		store_unavailable(task, req, rc, "copying a part of the checkpoint");
+		return;
+	}
+	if (remora_s3_failed(req, rc, &err, "copying a part of the checkpoint"))
+	{
+		/* 412: the object changed; 404: it is gone */
+		snprintf(why, sizeof(why),
+				 "part %d of the checkpoint could not be copied (HTTP %ld)",
+				 req->index, req->status);
+		reuse_nothing(task, why);
+		return;
+	}
+	etag = remora_s3_answer_etag(req, "CopyPartResult", &err,
+								 "copying a part of the checkpoint");
+	if (etag == NULL || !remora_etag_equal(etag, part->etag))
+	{
+		snprintf(why, sizeof(why),
+				 "part %d copied from the checkpoint's upload is not the part "
+				 "it validated (its ETag differs)",
+				 req->index);
+		free(etag);
+		reuse_nothing(task, why);
+		return;
+	}
+	free(etag);
+	part->done = true;
+	if (++task->copied == task->nparts)
+	{
+		/* the parts are this attempt's now: checkpoints record its upload */
+		task->validated = task->nparts;
+		task->cp_dirty = true;
+		task->reuse_ready = true;
+	}
+}
+
+/* One copy: part partno from its bytes in the completed object. */
+static bool
+start_copy(Transfer *task, int partno, const char *source)
+{
+	int64_t  first = 0;
+	char     partstr[16];
+	char     range[64];
+	RemoraKV q[2];
+	RemoraKV h[3];
+	S3Call   call;
+
+	for (int i = 0; i < partno - 1; i++)
+		first += task->parts[i].size;
+	snprintf(partstr, sizeof(partstr), "%d", partno);
+	snprintf(range, sizeof(range), "bytes=%" PRId64 "-%" PRId64, first,
+			 first + task->parts[partno - 1].size - 1);
+	q[0] = (RemoraKV){"partNumber", partstr};
+	q[1] = (RemoraKV){"uploadId", task->upload_id};
+	h[0] = (RemoraKV){"x-amz-copy-source", source};
+	h[1] = (RemoraKV){"x-amz-copy-source-if-match", task->reuse_etag};
+	h[2] = (RemoraKV){"x-amz-copy-source-range", range};
+	call = (S3Call){
+		"PUT", task->bucket, task->result.member_key, q, 2, h, 3, NULL, 0,
+		NULL,  false};
+	return remora_xfer_start_s3(task, &call, copy_done, K_COPY, partno);
+}
+
+/* Copy the parts into this attempt's upload, once it and the object exist. */
+void
+remora_xfer_reuse_pump(Transfer *task)
+{
+	char  *enc;
+	char  *source;
+	size_t n;
+
+	if (task->reuse_ready || task->upload_id == NULL ||
+		task->reuse_etag[0] == '\0' || task->copy_next > task->nparts ||
+		task->copies >= COPIES_IN_FLIGHT)
+		return;
+	enc = remora_uri_encode(task->reuse_key, strlen(task->reuse_key), true);
+	n = strlen(task->bucket) + (enc ? strlen(enc) : 0) + 3;
+	source = enc ? malloc(n) : NULL;
+	if (source == NULL)
+	{
+		free(enc);
+		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+					"out of memory");
+		return;
+	}
+	snprintf(source, n, "/%s/%s", task->bucket, enc);
+	while (task->status.state == REMORA_TASK_RUNNING &&
+		   task->copies < COPIES_IN_FLIGHT && task->copy_next <= task->nparts)
+	{
+		task->copies++;
+		if (!start_copy(task, task->copy_next++, source))
+			task->copies--;
+	}
+	free(enc);
+	free(source);
+}
