@@ -504,7 +504,11 @@ connect_first(void)
 		if (got_stop)
 			return EXIT_STOPPED;
 		if (remora_wclock_ms() - conn.down_since_ms > GIVE_UP_MS)
+		{
+			remora_wlog("the server was unreachable for %d minutes; giving up",
+						GIVE_UP_MS / 60000);
 			return EXIT_UNREACHABLE;
+		}
 		p.events = events;
 		(void) poll(&p, p.fd >= 0 ? 1 : 0, 100);
 	}

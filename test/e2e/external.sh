@@ -89,6 +89,7 @@ timeout 60 "${FAST[@]}" "$WORKER" "host=127.0.0.1 port=$DEAD dbname=postgres use
 rc=$?
 set -e
 check "never reachable: exit 3 once $minutes minutes of its clock passed ($(($(date +%s) - t0)) s here, rc $rc)" gave_up "$T/giveup1.log" "$rc"
+check "saying so" grep -q "the server was unreachable for $minutes minutes; giving up" "$T/giveup1.log"
 GPX=$(free_port)
 GCT=$(free_port)
 start_tcpproxy "$GPX" "$PG_PORT" "$GCT" giveup-proxy
