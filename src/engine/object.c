@@ -91,6 +91,8 @@ check_source_response(Transfer *task, Request *req)
 	}
 	task->probe_end = -1;
 	task->total = req->hdr.content_length;
+	if (task->fill && task->fill->len == 0)
+		remora_xfer_begin_buffer(task, task->fill); /* the size is known now */
 	snprintf(task->etag, sizeof(task->etag), "%s", req->hdr.etag);
 	snprintf(task->last_modified, sizeof(task->last_modified), "%s",
 			 req->hdr.last_modified);

@@ -141,7 +141,6 @@ create_done(Request *req, CURLcode rc)
 		return;
 	}
 	/* sealed parts start in the next pump */
-	task->cp_dirty = true;
 }
 
 /*
@@ -287,8 +286,13 @@ remora_xfer_upload_part(Transfer *task, Buffer *buf)
 		remora_xfer_create_upload(task);
 		return; /* stays sealed until the upload's id is known */
 	}
-	EVP_DigestFinal_ex(buf->sha, digest, NULL);
-	remora_hex_encode(digest, 32, sha_hex);
+	if (buf->hashing)
+	{
+		EVP_DigestFinal_ex(buf->sha, digest, NULL);
+		remora_hex_encode(digest, 32, sha_hex);
+	}
+	else
+		remora_sha256_hex(buf->data, buf->len, sha_hex); /* never expected */
 	snprintf(partno, sizeof(partno), "%d", buf->partno);
 	q[0] = (RemoraKV){"partNumber", partno};
 	q[1] = (RemoraKV){"uploadId", task->upload_id};
@@ -346,15 +350,26 @@ remora_xfer_take(Transfer *task, const char *p, size_t n)
 	memcpy(b->data + b->len, p, n);
 	b->len += n;
 	remora_sha256_update(task->sha, p, n);
-	EVP_DigestUpdate(b->sha, p, n);
+	if (b->hashing)
+		EVP_DigestUpdate(b->sha, p, n);
 	task->received += (int64_t) n;
 }
 
+/*
+ * Start filling b.  Its own SHA-256 (the part's payload hash) is taken
+ * only when the object may be a multipart upload: one known to fit in one
+ * buffer is one PUT, signed with the object's SHA-256, and a set of small
+ * members would hash every byte twice for nothing.
+ */
 void
 remora_xfer_begin_buffer(Transfer *task, Buffer *b)
 {
+	int64_t size = task->total >= 0 ? task->total : task->expected_size;
+
 	b->len = 0;
-	EVP_DigestInit_ex(b->sha, EVP_sha256(), NULL);
+	b->hashing = size < 0 || size > (int64_t) task->base.engine->part_size;
+	if (b->hashing)
+		EVP_DigestInit_ex(b->sha, EVP_sha256(), NULL);
 	task->fill = b;
 }
 

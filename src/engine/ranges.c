@@ -418,6 +418,7 @@ start_range(Transfer *task, Buffer *b)
 	req->data = b;
 	b->len = 0;
 	EVP_DigestInit_ex(b->sha, EVP_sha256(), NULL);
+	b->hashing = true;
 	b->partno = segno;
 	b->want = last - first + 1;
 	b->checked = false;

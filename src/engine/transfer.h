@@ -51,10 +51,11 @@ typedef struct Buffer
 {
 	char       *data;
 	size_t      len;
-	bool        sealed; /* full: waiting for its upload to start */
-	bool        busy;   /* being uploaded */
-	int         partno; /* part number once sealed */
-	EVP_MD_CTX *sha;    /* SHA-256 of its bytes: the part's payload hash */
+	bool        sealed;  /* full: waiting for its upload to start */
+	bool        busy;    /* being uploaded */
+	int         partno;  /* part number once sealed */
+	EVP_MD_CTX *sha;     /* SHA-256 of its bytes: the part's payload hash */
+	bool        hashing; /* sha is being taken (see remora_xfer_begin_buffer) */
 
 	/* a part fetched by a ranged GET (ranges.c) */
 	bool    ranging;  /* its GET is running */
