@@ -171,27 +171,24 @@ remora_xfer_create_upload(Transfer *task)
 void
 remora_xfer_abort_upload(Transfer *task)
 {
-	RemoraKV q[1];
-	S3Call   call;
-	char     err[256];
-	Request *req;
-
 	if (task->upload_id != NULL && !task->upload_done)
 	{
-		q[0] = (RemoraKV){"uploadId", task->upload_id};
-		call = (S3Call){"DELETE",
-						task->bucket,
-						task->result.member_key,
-						q,
-						1,
-						NULL,
-						0,
-						NULL,
-						0,
-						NULL,
-						false};
-		req = remora_target_request(task->base.engine, NULL, &call, NULL, err,
-									sizeof(err));
+		RemoraKV q[1] = {{"uploadId", task->upload_id}};
+		S3Call   call = {"DELETE",
+						 task->bucket,
+						 task->result.member_key,
+						 q,
+						 1,
+						 NULL,
+						 0,
+						 NULL,
+						 0,
+						 NULL,
+						 false};
+		char     err[256];
+		Request *req = remora_target_request(task->base.engine, NULL, &call,
+											 NULL, err, sizeof(err));
+
 		if (req && !remora_req_start(req))
 			remora_req_cancel(req);
 	}
@@ -273,13 +270,12 @@ remora_xfer_seal_part(Transfer *task, Buffer *buf)
 void
 remora_xfer_upload_part(Transfer *task, Buffer *buf)
 {
-	unsigned char digest[EVP_MAX_MD_SIZE];
-	char          sha_hex[65];
-	char          partno[16];
-	RemoraKV      q[2];
-	S3Call        call;
-	Request      *req;
-	char          err[256];
+	char     sha_hex[65];
+	char     partno[16];
+	RemoraKV q[2];
+	S3Call   call;
+	Request *req;
+	char     err[256];
 
 	if (task->upload_id == NULL)
 	{
@@ -288,6 +284,8 @@ remora_xfer_upload_part(Transfer *task, Buffer *buf)
 	}
 	if (buf->hashing)
 	{
+		unsigned char digest[EVP_MAX_MD_SIZE];
+
 		EVP_DigestFinal_ex(buf->sha, digest, NULL);
 		remora_hex_encode(digest, 32, sha_hex);
 	}
