@@ -507,8 +507,10 @@ $$;
  * ------------------------------------------------------------------------ */
 
 -- What a claimed export publishes, for its worker: the mode, if_exists,
--- and each member of the exported result with the reference an earlier
--- attempt recorded for it (ref), if any.
+-- the output digest and the exported result's member count and bytes.
+-- Not the members: the worker reads them a page at a time
+-- (remora.export_members), so that neither the spec nor the worker's
+-- memory grows with their number.
 CREATE FUNCTION remora._export_spec(export bigint) RETURNS jsonb
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -516,13 +518,60 @@ AS $$
 	SELECT jsonb_build_object(
 		'job_id', e.job_id, 'mode', e.mode, 'if_exists', e.if_exists,
 		'output_digest', e.output_digest, 'members_total', e.members,
-		'members', coalesce((SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
-							'path', m.path, 'bucket', m.bucket, 'key', m.key,
-							'size', m.size, 'sha256', m.sha256, 'etag', m.etag,
-							'ref', e.refs -> m.path)) ORDER BY m.path)
-							   FROM remora.members m
-							  WHERE m.attempt_id = e.result_attempt), '[]'))
+		'bytes_total', e.bytes)
 	  FROM remora.exports e WHERE e.export_id = $1
+$$;
+
+-- A page of the members an export's attempt publishes, in path order: at
+-- most max_rows members of the exported result whose path sorts after
+-- `after` (NULL: from the first), each with the ETag of the conclusive
+-- answer an earlier attempt recorded for it (ref_etag, NULL if none).  A
+-- worker reads them page by page (keyset by path, the members' primary
+-- key) instead of all at once in the claim's spec.  Only the export's
+-- current running attempt with its token, not cancelled, its lease not
+-- expired, is answered; any other gets no rows (its checkpoint and commit
+-- would be refused).  It locks nothing and changes nothing.
+CREATE FUNCTION remora.export_members(attempt_id uuid, fencing_token bigint,
+									  after text DEFAULT NULL,
+									  max_rows integer DEFAULT 1000)
+RETURNS TABLE (path text, bucket text, key text, size bigint, sha256 text,
+			   etag text, ref_etag text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	p_attempt	uuid := $1;
+	p_token		bigint := $2;
+	p_after		text := $3;
+	p_max		integer := $4;
+	result_att	uuid;
+	answers		jsonb;	-- a variable: detoasted once, not once a row
+BEGIN
+	IF p_max IS NULL OR p_max < 1 OR p_max > 10000 THEN
+		RAISE EXCEPTION 'invalid max_rows: %', p_max
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'max_rows must be between 1 and 10000.';
+	END IF;
+	SELECT e.result_attempt, e.refs INTO result_att, answers
+	  FROM remora.attempts a
+	  JOIN remora.jobs j ON j.job_id = a.job_id
+	  JOIN remora.exports e ON e.export_id = a.job_id
+	 WHERE a.attempt_id = p_attempt AND a.fencing_token = p_token
+	   AND a.state = 'running' AND j.state = 'running'
+	   AND j.current_attempt = p_attempt AND j.cancel_requested_at IS NULL
+	   AND NOT EXISTS (SELECT 1 FROM remora.leases l
+						WHERE l.attempt_id = p_attempt AND l.expires_at < now());
+	IF NOT FOUND THEN
+		RETURN;
+	END IF;
+	RETURN QUERY
+	SELECT m.path, m.bucket, m.key, m.size, m.sha256, m.etag,
+		   answers -> m.path ->> 'etag'
+	  FROM remora.members m
+	 WHERE m.attempt_id = result_att AND (p_after IS NULL OR m.path > p_after)
+	 ORDER BY m.path
+	 LIMIT p_max;
+END
 $$;
 
 -- Record conclusive per-member answers of an export: [{path, key, etag,
@@ -991,9 +1040,12 @@ SELECT a.attempt_id,
   LEFT JOIN remora.leases l ON l.attempt_id = a.attempt_id;
 
 REVOKE ALL ON FUNCTION remora._export_spec(bigint),
+	remora.export_members(uuid, bigint, text, integer),
 	remora._record_refs(bigint, jsonb), remora._commit_export(uuid, bigint, jsonb),
 	remora._export(oid, bigint, text, text, jsonb, text),
 	remora._export_resolve(oid, bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION remora.export_members(uuid, bigint, text, integer)
+	TO remora_worker;
 REVOKE ALL ON FUNCTION remora_export(bigint, text, text, jsonb, text),
 	remora_export_resolve(bigint, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION remora_export(bigint, text, text, jsonb, text),
