@@ -870,12 +870,23 @@ test_export_multipart(FakeS3 *s3)
 		  "a completion without an answer: outcome_unknown, and aborted (%s)",
 		  why);
 
+	/* if_exists = fail: a HEAD (404) first, then the multipart copy */
+	spec.prefix = "mpuhead";
+	spec.if_exists = REMORA_IF_EXISTS_FAIL;
+	CHECK(run_export(engine, &spec, &m, 1, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_SUCCEEDED &&
+			  nrefs == 1 && s3->uploads == 4 && s3->completes == 3,
+		  "after a HEAD that finds nothing, the same multipart copy (%s; %d "
+		  "%d)",
+		  why, s3->uploads, s3->completes);
+	spec.if_exists = REMORA_IF_EXISTS_OVERWRITE;
+
 	/* below the cutoff: one CopyObject, as before */
 	m.size = 5 * mib;
 	spec.prefix = "small";
 	CHECK(run_export(engine, &spec, &m, 1, &nrefs, why, sizeof(why)) ==
 				  REMORA_TASK_SUCCEEDED &&
-			  s3->uploads == 3,
+			  s3->uploads == 4,
 		  "a member at the cutoff is one CopyObject (%s)", why);
 	remora_engine_free(engine);
 }
