@@ -200,17 +200,36 @@ report_failure(int64 job_id, const char *attempt_id, int64 token,
 }
 
 /*
+ * Keep a document (built in the round's context, which is reset) in the
+ * worker's context, in unsent: only the document itself, not what
+ * building it allocated, which would stay in the worker's context for
+ * good (about a kilobyte a member).
+ */
+static void
+keep_doc(Attempt *a, const Jsonb *doc)
+{
+	MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
+	Jsonb        *copy = palloc(VARSIZE(doc));
+
+	memcpy(copy, doc, VARSIZE(doc));
+	a->unsent = lappend(a->unsent, copy);
+	MemoryContextSwitchTo(old);
+}
+
+/*
  * Members the engine hands out now, kept (in the worker's context) until a
  * checkpoint or the commit that carries them has committed.
  */
 static void
 keep_members(Attempt *a, const RemoraSetMember *m, int n)
 {
-	MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
-
 	for (int i = 0; i < n; i++)
-		a->unsent = lappend(a->unsent, remora_jobspec_member(a->bucket, &m[i]));
-	MemoryContextSwitchTo(old);
+	{
+		Jsonb *doc = remora_jobspec_member(a->bucket, &m[i]);
+
+		keep_doc(a, doc);
+		pfree(doc);
+	}
 }
 
 /*
@@ -221,11 +240,13 @@ keep_members(Attempt *a, const RemoraSetMember *m, int n)
 static void
 keep_refs(Attempt *a, const RemoraExportRef *r, int n)
 {
-	MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
-
 	for (int i = 0; i < n; i++)
-		a->unsent = lappend(a->unsent, remora_jobspec_ref(&r[i]));
-	MemoryContextSwitchTo(old);
+	{
+		Jsonb *doc = remora_jobspec_ref(&r[i]);
+
+		keep_doc(a, doc);
+		pfree(doc);
+	}
 }
 
 /* The members are recorded: forget them. */
