@@ -178,8 +178,8 @@ ALTER TABLE remora.attempts ADD COLUMN export_ledger jsonb;
 -- what it publishes.  Recorded before dispatch: the output digest (the
 -- exported result's manifest SHA-256), members and bytes, the source
 -- fingerprint (a digest of the member inventory) and the publication
--- digest (target, if_exists, output).  refs holds each member's
--- conclusive answer by path: {key, etag, version_id, size, outcome}.
+-- digest (target, if_exists, output).  remora.export_refs holds each
+-- member's conclusive answer.
 CREATE TABLE remora.exports (
 	export_id		bigint PRIMARY KEY REFERENCES remora.jobs ON DELETE CASCADE,
 	job_id			bigint NOT NULL REFERENCES remora.jobs,
@@ -193,16 +193,29 @@ CREATE TABLE remora.exports (
 	bytes			bigint NOT NULL,
 	mode			text NOT NULL DEFAULT 'dispatch'
 		CHECK (mode IN ('dispatch', 'verify')),
-	refs			jsonb NOT NULL DEFAULT '{}',
 	committed_attempt uuid,
 	decisions		jsonb NOT NULL DEFAULT '[]'	-- resolutions: who, what, when
 );
 CREATE INDEX exports_job_idx ON remora.exports (job_id);
+
+-- An export's conclusive answer for each member of the exported result, by
+-- path: {path, key, etag, version_id, size, outcome}.  A row a member, so
+-- that a checkpoint costs its batch, not every answer recorded so far.
+CREATE TABLE remora.export_refs (
+	export_id		bigint NOT NULL REFERENCES remora.exports ON DELETE CASCADE,
+	path			text NOT NULL,
+	ref				jsonb NOT NULL,
+	PRIMARY KEY (export_id, path)
+);
 SELECT pg_catalog.pg_extension_config_dump('remora.exports', '');
+SELECT pg_catalog.pg_extension_config_dump('remora.export_refs', '');
 ALTER TABLE remora.exports ENABLE ROW LEVEL SECURITY;
 CREATE POLICY exports_visible ON remora.exports FOR SELECT
 	USING (EXISTS (SELECT 1 FROM remora.jobs j WHERE j.job_id = exports.export_id));
-GRANT SELECT ON remora.exports TO remora_user;
+ALTER TABLE remora.export_refs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY export_refs_visible ON remora.export_refs FOR SELECT
+	USING (EXISTS (SELECT 1 FROM remora.jobs j WHERE j.job_id = export_refs.export_id));
+GRANT SELECT ON remora.exports, remora.export_refs TO remora_user;
 
 -- End a running attempt that did not commit, and move its job on:
 -- cancelled if cancellation was requested, retrying while budget remains
@@ -544,15 +557,15 @@ DECLARE
 	p_token		bigint := $2;
 	p_after		text := $3;
 	p_max		integer := $4;
+	p_export	bigint;
 	result_att	uuid;
-	answers		jsonb;	-- a variable: detoasted once, not once a row
 BEGIN
 	IF p_max IS NULL OR p_max < 1 OR p_max > 10000 THEN
 		RAISE EXCEPTION 'invalid max_rows: %', p_max
 			USING ERRCODE = 'invalid_parameter_value',
 				  DETAIL = 'max_rows must be between 1 and 10000.';
 	END IF;
-	SELECT e.result_attempt, e.refs INTO result_att, answers
+	SELECT e.export_id, e.result_attempt INTO p_export, result_att
 	  FROM remora.attempts a
 	  JOIN remora.jobs j ON j.job_id = a.job_id
 	  JOIN remora.exports e ON e.export_id = a.job_id
@@ -565,10 +578,11 @@ BEGIN
 		RETURN;
 	END IF;
 	RETURN QUERY
-	SELECT m.path, m.bucket, m.key, m.size, m.sha256, m.etag,
-		   answers -> m.path ->> 'etag'
+	SELECT m.path, m.bucket, m.key, m.size, m.sha256, m.etag, r.ref ->> 'etag'
 	  FROM remora.members m
-	 WHERE m.attempt_id = result_att AND (p_after IS NULL OR m.path > p_after)
+	  LEFT JOIN remora.export_refs r ON r.export_id = p_export AND r.path = m.path
+	 WHERE m.attempt_id = result_att
+	   AND m.path > coalesce(p_after, '')	-- a range of the primary key (no path is '')
 	 ORDER BY m.path
 	 LIMIT p_max;
 END
@@ -600,10 +614,12 @@ BEGIN
 				DETAIL = 'Each reference needs string path, key and etag and a non-negative integer size.';
 		END IF;
 	END LOOP;
-	UPDATE remora.exports e
-	   SET refs = e.refs || (SELECT jsonb_object_agg(x.value ->> 'path', x.value)
-							   FROM jsonb_array_elements(p_refs) x)
-	 WHERE e.export_id = export AND jsonb_array_length(p_refs) > 0;
+	-- the last answer for a path in the batch, as for one before it
+	INSERT INTO remora.export_refs AS r (export_id, path, ref)
+	SELECT DISTINCT ON (x.value ->> 'path') export, x.value ->> 'path', x.value
+	  FROM jsonb_array_elements(p_refs) WITH ORDINALITY x(value, n)
+	 ORDER BY x.value ->> 'path', x.n DESC
+	ON CONFLICT (export_id, path) DO UPDATE SET ref = EXCLUDED.ref;
 END
 $$;
 
@@ -642,9 +658,10 @@ BEGIN
 		RETURN false;
 	END IF;
 	PERFORM remora._record_refs(e.export_id, manifest -> 'references');
-	SELECT count(*) INTO missing FROM remora.members m, remora.exports x
-	 WHERE x.export_id = e.export_id AND m.attempt_id = x.result_attempt
-	   AND NOT x.refs ? m.path;
+	SELECT count(*) INTO missing FROM remora.members m
+	 WHERE m.attempt_id = e.result_attempt
+	   AND NOT EXISTS (SELECT 1 FROM remora.export_refs r
+					    WHERE r.export_id = e.export_id AND r.path = m.path);
 	IF missing > 0 THEN
 		RAISE WARNING 'commit refused: % members of the export have no conclusive answer', missing;
 		RETURN false;
@@ -999,8 +1016,9 @@ SELECT j.job_id AS export_id,
 	   e.source_digest,
 	   e.members,
 	   e.bytes,
-	   (SELECT count(*) FROM jsonb_object_keys(e.refs)) AS members_done,
-	   (SELECT jsonb_agg(x.value ORDER BY x.key) FROM jsonb_each(e.refs) x) AS "references",
+	   (SELECT count(*) FROM remora.export_refs r WHERE r.export_id = e.export_id) AS members_done,
+	   (SELECT jsonb_agg(r.ref ORDER BY r.path) FROM remora.export_refs r
+		 WHERE r.export_id = e.export_id) AS "references",
 	   e.if_exists,
 	   e.mode = 'verify' AND j.state IN ('queued', 'running') AS verifying,
 	   j.label,
