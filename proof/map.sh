@@ -31,6 +31,7 @@ remora._coordination_lost"
 declare -A NOT_MODELLED=(
 	[remora.job_objects_deleted]="records that a hard delete's objects are gone: no authority changes"
 	[remora.worker_settings]="hands an external worker the server's settings: no state at all"
+	[remora.export_members]="hands the current export attempt a page of the members it publishes: reads, locks and changes nothing (a stale attempt gets none)"
 )
 
 # function -> transition, from the model's list

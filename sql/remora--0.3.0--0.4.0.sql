@@ -234,8 +234,8 @@ ALTER TABLE remora.attempts ADD COLUMN export_ledger jsonb;
 -- what it publishes.  Recorded before dispatch: the output digest (the
 -- exported result's manifest SHA-256), members and bytes, the source
 -- fingerprint (a digest of the member inventory) and the publication
--- digest (target, if_exists, output).  refs holds each member's
--- conclusive answer by path: {key, etag, version_id, size, outcome}.
+-- digest (target, if_exists, output).  remora.export_refs holds each
+-- member's conclusive answer.
 CREATE TABLE remora.exports (
 	export_id		bigint PRIMARY KEY REFERENCES remora.jobs ON DELETE CASCADE,
 	job_id			bigint NOT NULL REFERENCES remora.jobs,
@@ -249,16 +249,29 @@ CREATE TABLE remora.exports (
 	bytes			bigint NOT NULL,
 	mode			text NOT NULL DEFAULT 'dispatch'
 		CHECK (mode IN ('dispatch', 'verify')),
-	refs			jsonb NOT NULL DEFAULT '{}',
 	committed_attempt uuid,
 	decisions		jsonb NOT NULL DEFAULT '[]'	-- resolutions: who, what, when
 );
 CREATE INDEX exports_job_idx ON remora.exports (job_id);
+
+-- An export's conclusive answer for each member of the exported result, by
+-- path: {path, key, etag, version_id, size, outcome}.  A row a member, so
+-- that a checkpoint costs its batch, not every answer recorded so far.
+CREATE TABLE remora.export_refs (
+	export_id		bigint NOT NULL REFERENCES remora.exports ON DELETE CASCADE,
+	path			text NOT NULL,
+	ref				jsonb NOT NULL,
+	PRIMARY KEY (export_id, path)
+);
 SELECT pg_catalog.pg_extension_config_dump('remora.exports', '');
+SELECT pg_catalog.pg_extension_config_dump('remora.export_refs', '');
 ALTER TABLE remora.exports ENABLE ROW LEVEL SECURITY;
 CREATE POLICY exports_visible ON remora.exports FOR SELECT
 	USING (EXISTS (SELECT 1 FROM remora.jobs j WHERE j.job_id = exports.export_id));
-GRANT SELECT ON remora.exports TO remora_user;
+ALTER TABLE remora.export_refs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY export_refs_visible ON remora.export_refs FOR SELECT
+	USING (EXISTS (SELECT 1 FROM remora.jobs j WHERE j.job_id = export_refs.export_id));
+GRANT SELECT ON remora.exports, remora.export_refs TO remora_user;
 
 -- End a running attempt that did not commit, and move its job on:
 -- cancelled if cancellation was requested, retrying while budget remains
@@ -563,8 +576,10 @@ $$;
  * ------------------------------------------------------------------------ */
 
 -- What a claimed export publishes, for its worker: the mode, if_exists,
--- and each member of the exported result with the reference an earlier
--- attempt recorded for it (ref), if any.
+-- the output digest and the exported result's member count and bytes.
+-- Not the members: the worker reads them a page at a time
+-- (remora.export_members), so that neither the spec nor the worker's
+-- memory grows with their number.
 CREATE FUNCTION remora._export_spec(export bigint) RETURNS jsonb
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -572,13 +587,61 @@ AS $$
 	SELECT jsonb_build_object(
 		'job_id', e.job_id, 'mode', e.mode, 'if_exists', e.if_exists,
 		'output_digest', e.output_digest, 'members_total', e.members,
-		'members', coalesce((SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
-							'path', m.path, 'bucket', m.bucket, 'key', m.key,
-							'size', m.size, 'sha256', m.sha256, 'etag', m.etag,
-							'ref', e.refs -> m.path)) ORDER BY m.path)
-							   FROM remora.members m
-							  WHERE m.attempt_id = e.result_attempt), '[]'))
+		'bytes_total', e.bytes)
 	  FROM remora.exports e WHERE e.export_id = $1
+$$;
+
+-- A page of the members an export's attempt publishes, in path order: at
+-- most max_rows members of the exported result whose path sorts after
+-- `after` (NULL: from the first), each with the ETag of the conclusive
+-- answer an earlier attempt recorded for it (ref_etag, NULL if none).  A
+-- worker reads them page by page (keyset by path, the members' primary
+-- key) instead of all at once in the claim's spec.  Only the export's
+-- current running attempt with its token, not cancelled, its lease not
+-- expired, is answered; any other gets no rows (its checkpoint and commit
+-- would be refused).  It locks nothing and changes nothing.
+CREATE FUNCTION remora.export_members(attempt_id uuid, fencing_token bigint,
+									  after text DEFAULT NULL,
+									  max_rows integer DEFAULT 1000)
+RETURNS TABLE (path text, bucket text, key text, size bigint, sha256 text,
+			   etag text, ref_etag text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	p_attempt	uuid := $1;
+	p_token		bigint := $2;
+	p_after		text := $3;
+	p_max		integer := $4;
+	p_export	bigint;
+	result_att	uuid;
+BEGIN
+	IF p_max IS NULL OR p_max < 1 OR p_max > 10000 THEN
+		RAISE EXCEPTION 'invalid max_rows: %', p_max
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'max_rows must be between 1 and 10000.';
+	END IF;
+	SELECT e.export_id, e.result_attempt INTO p_export, result_att
+	  FROM remora.attempts a
+	  JOIN remora.jobs j ON j.job_id = a.job_id
+	  JOIN remora.exports e ON e.export_id = a.job_id
+	 WHERE a.attempt_id = p_attempt AND a.fencing_token = p_token
+	   AND a.state = 'running' AND j.state = 'running'
+	   AND j.current_attempt = p_attempt AND j.cancel_requested_at IS NULL
+	   AND NOT EXISTS (SELECT 1 FROM remora.leases l
+						WHERE l.attempt_id = p_attempt AND l.expires_at < now());
+	IF NOT FOUND THEN
+		RETURN;
+	END IF;
+	RETURN QUERY
+	SELECT m.path, m.bucket, m.key, m.size, m.sha256, m.etag, r.ref ->> 'etag'
+	  FROM remora.members m
+	  LEFT JOIN remora.export_refs r ON r.export_id = p_export AND r.path = m.path
+	 WHERE m.attempt_id = result_att
+	   AND m.path > coalesce(p_after, '')	-- a range of the primary key (no path is '')
+	 ORDER BY m.path
+	 LIMIT p_max;
+END
 $$;
 
 -- Record conclusive per-member answers of an export: [{path, key, etag,
@@ -607,10 +670,12 @@ BEGIN
 				DETAIL = 'Each reference needs string path, key and etag and a non-negative integer size.';
 		END IF;
 	END LOOP;
-	UPDATE remora.exports e
-	   SET refs = e.refs || (SELECT jsonb_object_agg(x.value ->> 'path', x.value)
-							   FROM jsonb_array_elements(p_refs) x)
-	 WHERE e.export_id = export AND jsonb_array_length(p_refs) > 0;
+	-- the last answer for a path in the batch, as for one before it
+	INSERT INTO remora.export_refs AS r (export_id, path, ref)
+	SELECT DISTINCT ON (x.value ->> 'path') export, x.value ->> 'path', x.value
+	  FROM jsonb_array_elements(p_refs) WITH ORDINALITY x(value, n)
+	 ORDER BY x.value ->> 'path', x.n DESC
+	ON CONFLICT (export_id, path) DO UPDATE SET ref = EXCLUDED.ref;
 END
 $$;
 
@@ -649,9 +714,10 @@ BEGIN
 		RETURN false;
 	END IF;
 	PERFORM remora._record_refs(e.export_id, manifest -> 'references');
-	SELECT count(*) INTO missing FROM remora.members m, remora.exports x
-	 WHERE x.export_id = e.export_id AND m.attempt_id = x.result_attempt
-	   AND NOT x.refs ? m.path;
+	SELECT count(*) INTO missing FROM remora.members m
+	 WHERE m.attempt_id = e.result_attempt
+	   AND NOT EXISTS (SELECT 1 FROM remora.export_refs r
+					    WHERE r.export_id = e.export_id AND r.path = m.path);
 	IF missing > 0 THEN
 		RAISE WARNING 'commit refused: % members of the export have no conclusive answer', missing;
 		RETURN false;
@@ -1006,8 +1072,9 @@ SELECT j.job_id AS export_id,
 	   e.source_digest,
 	   e.members,
 	   e.bytes,
-	   (SELECT count(*) FROM jsonb_object_keys(e.refs)) AS members_done,
-	   (SELECT jsonb_agg(x.value ORDER BY x.key) FROM jsonb_each(e.refs) x) AS "references",
+	   (SELECT count(*) FROM remora.export_refs r WHERE r.export_id = e.export_id) AS members_done,
+	   (SELECT jsonb_agg(r.ref ORDER BY r.path) FROM remora.export_refs r
+		 WHERE r.export_id = e.export_id) AS "references",
 	   e.if_exists,
 	   e.mode = 'verify' AND j.state IN ('queued', 'running') AS verifying,
 	   j.label,
@@ -1047,9 +1114,12 @@ SELECT a.attempt_id,
   LEFT JOIN remora.leases l ON l.attempt_id = a.attempt_id;
 
 REVOKE ALL ON FUNCTION remora._export_spec(bigint),
+	remora.export_members(uuid, bigint, text, integer),
 	remora._record_refs(bigint, jsonb), remora._commit_export(uuid, bigint, jsonb),
 	remora._export(oid, bigint, text, text, jsonb, text),
 	remora._export_resolve(oid, bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION remora.export_members(uuid, bigint, text, integer)
+	TO remora_worker;
 REVOKE ALL ON FUNCTION remora_export(bigint, text, text, jsonb, text),
 	remora_export_resolve(bigint, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION remora_export(bigint, text, text, jsonb, text),

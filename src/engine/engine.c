@@ -11,11 +11,13 @@
  *
  *-------------------------------------------------------------------------
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/engine_int.h"
+#include "engine/source_uri.h"
 
 struct PendingLookup
 {
@@ -24,7 +26,11 @@ struct PendingLookup
 	RemoraLookupAnswered answered;
 	bool                 taken; /* handed to the host */
 	PendingLookup       *next;
+	RemoraExportMember  *members; /* an export page: what the host added */
+	int                  nmembers;
 };
+
+static void lookup_free(PendingLookup *l);
 
 static void
 pump_jobs(void *arg)
@@ -119,8 +125,7 @@ remora_engine_free(RemoraEngine *engine)
 		PendingLookup *l = engine->lookups;
 
 		engine->lookups = l->next;
-		free(l->pub.out);
-		free(l);
+		lookup_free(l);
 	}
 	remora_netpolicy_free(engine->policy);
 	free(engine->base_url);
@@ -262,6 +267,25 @@ remora_resume_free(RemoraResume *resume)
 
 /* ------------------------------------------------------------- lookups */
 
+static PendingLookup *
+lookup_append(RemoraEngine *engine, RemoraTask *task, void *host_arg,
+			  RemoraLookupKind kind, RemoraLookupAnswered answered)
+{
+	PendingLookup  *l = calloc(1, sizeof(PendingLookup));
+	PendingLookup **tail;
+
+	if (l == NULL)
+		return NULL;
+	l->pub.kind = kind;
+	l->pub.host_arg = host_arg;
+	l->task = task;
+	l->answered = answered;
+	for (tail = &engine->lookups; *tail; tail = &(*tail)->next)
+		;
+	*tail = l;
+	return l;
+}
+
 /*
  * Queue a lookup of paths (not copied: they must stay valid until the
  * lookup is answered or cancelled).  NULL when out of memory.
@@ -271,28 +295,137 @@ remora_lookup_queue(RemoraEngine *engine, RemoraTask *task, void *host_arg,
 					const char *const *paths, int n,
 					RemoraLookupAnswered answered)
 {
-	PendingLookup  *l = calloc(1, sizeof(PendingLookup));
-	PendingLookup **tail;
+	RemoraPrior   *out = calloc(n > 0 ? n : 1, sizeof(RemoraPrior));
+	PendingLookup *l = out ? lookup_append(engine, task, host_arg,
+										   REMORA_LOOKUP_PRIOR, answered)
+						   : NULL;
 
-	if (l == NULL || (l->pub.out = calloc(n, sizeof(RemoraPrior))) == NULL)
+	if (l == NULL)
 	{
-		free(l);
+		free(out);
 		return NULL;
 	}
-	l->pub.host_arg = host_arg;
 	l->pub.paths = paths;
 	l->pub.n = n;
-	l->task = task;
-	l->answered = answered;
-	for (tail = &engine->lookups; *tail; tail = &(*tail)->next)
-		;
-	*tail = l;
+	l->pub.out = out;
 	return &l->pub;
+}
+
+/* Queue a lookup of the next page of an export's members. */
+RemoraLookup *
+remora_lookup_queue_page(RemoraEngine *engine, RemoraTask *task, void *host_arg,
+						 const char *after, int max,
+						 RemoraLookupAnswered answered)
+{
+	RemoraExportMember *members =
+		calloc(max > 0 ? max : 1, sizeof(RemoraExportMember));
+	PendingLookup *l = members
+						   ? lookup_append(engine, task, host_arg,
+										   REMORA_LOOKUP_EXPORT_PAGE, answered)
+						   : NULL;
+
+	if (l == NULL)
+	{
+		free(members);
+		return NULL;
+	}
+	l->pub.after = after;
+	l->pub.max = max;
+	l->members = members;
+	return &l->pub;
+}
+
+void
+remora_export_member_free(RemoraExportMember *m)
+{
+	free((char *) m->path);
+	free((char *) m->bucket);
+	free((char *) m->key);
+	free((char *) m->etag);
+	free((char *) m->sha256);
+	free((char *) m->ref_etag);
+	memset(m, 0, sizeof(*m));
+}
+
+static PendingLookup *
+pending_of(RemoraLookup *lookup)
+{
+	return (PendingLookup *) ((char *) lookup - offsetof(PendingLookup, pub));
+}
+
+bool
+remora_lookup_add_member(RemoraLookup *lookup, const RemoraExportMember *src,
+						 char *errbuf, size_t errlen)
+{
+	PendingLookup      *l = pending_of(lookup);
+	RemoraExportMember *m;
+
+	if (lookup->kind != REMORA_LOOKUP_EXPORT_PAGE || l->nmembers >= lookup->max)
+	{
+		snprintf(errbuf, errlen, "the page holds %d members at most",
+				 lookup->max);
+		return false;
+	}
+	if (src->path == NULL || !remora_member_path_valid(src->path))
+	{
+		snprintf(errbuf, errlen, "a member's path is not valid");
+		return false;
+	}
+	if (src->bucket == NULL || src->key == NULL || src->etag == NULL ||
+		src->size < 0 || src->sha256 == NULL || strlen(src->sha256) != 64 ||
+		strspn(src->sha256, "0123456789abcdef") != 64)
+	{
+		snprintf(errbuf, errlen,
+				 "the member \"%.200s\" has no valid bucket, key, ETag, size "
+				 "or SHA-256",
+				 src->path);
+		return false;
+	}
+	m = &l->members[l->nmembers];
+	m->path = strdup(src->path);
+	m->bucket = strdup(src->bucket);
+	m->key = strdup(src->key);
+	m->etag = strdup(src->etag);
+	m->sha256 = strdup(src->sha256);
+	m->ref_etag = src->ref_etag ? strdup(src->ref_etag) : NULL;
+	m->size = src->size;
+	if (m->path == NULL || m->bucket == NULL || m->key == NULL ||
+		m->etag == NULL || m->sha256 == NULL ||
+		(src->ref_etag != NULL && m->ref_etag == NULL))
+	{
+		remora_export_member_free(m);
+		snprintf(errbuf, errlen, "out of memory");
+		return false;
+	}
+	l->nmembers++;
+	return true;
+}
+
+RemoraExportMember *
+remora_lookup_take_members(RemoraLookup *lookup, int *n)
+{
+	PendingLookup      *l = pending_of(lookup);
+	RemoraExportMember *members = l->members;
+
+	*n = l->nmembers;
+	l->members = NULL;
+	l->nmembers = 0;
+	return members;
+}
+
+static void
+lookup_drop_members(PendingLookup *l)
+{
+	for (int i = 0; i < l->nmembers; i++)
+		remora_export_member_free(&l->members[i]);
+	l->nmembers = 0;
 }
 
 static void
 lookup_free(PendingLookup *l)
 {
+	lookup_drop_members(l);
+	free(l->members);
 	free(l->pub.out);
 	free(l);
 }
@@ -346,9 +479,11 @@ remora_engine_lookup_done(RemoraEngine *engine, RemoraLookup *lookup, bool ok)
 			PendingLookup *l = *p;
 
 			*p = l->next;
-			if (!ok)
+			if (!ok && l->pub.out)
 				memset(l->pub.out, 0, l->pub.n * sizeof(RemoraPrior));
-			l->answered(l->task, &l->pub);
+			if (!ok)
+				lookup_drop_members(l);
+			l->answered(l->task, &l->pub, ok);
 			lookup_free(l);
 			remora_loop_wake_at(&engine->loop, remora_now_ms());
 			return;

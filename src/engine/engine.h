@@ -270,15 +270,25 @@ typedef struct RemoraExportMember
 	const char *ref_etag; /* an earlier attempt's conclusive answer, or NULL */
 } RemoraExportMember;
 
+/*
+ * The export's members are not in its spec: the export asks its host for
+ * them a page at a time (a lookup of kind REMORA_LOOKUP_EXPORT_PAGE, at
+ * most REMORA_EXPORT_PAGE members) and holds at most two pages, so that
+ * its memory does not grow with the member count.  The pages must add up
+ * to members_total.
+ */
+#define REMORA_EXPORT_PAGE 1000
+
 typedef struct RemoraExportSpec
 {
-	const char               *bucket; /* target */
-	const char               *prefix; /* "" or without a trailing '/' */
-	RemoraIfExists            if_exists;
-	bool                      verify; /* observe only, write nothing */
-	const RemoraExportMember *members;
-	int                       nmembers;
-	const char               *output_digest; /* the result's manifest SHA-256 */
+	const char    *bucket; /* target */
+	const char    *prefix; /* "" or without a trailing '/' */
+	RemoraIfExists if_exists;
+	bool           verify;        /* observe only, write nothing */
+	int64_t        members_total; /* members of the exported result */
+	int64_t        bytes_total;   /* their bytes */
+	const char    *output_digest; /* the result's manifest SHA-256 */
+	void          *host_arg;      /* handed back in each RemoraLookup */
 } RemoraExportSpec;
 
 /* A conclusive answer for one member, for remora.checkpoint/commit. */
@@ -392,26 +402,59 @@ extern long          remora_engine_timeout_ms(const RemoraEngine *engine);
 extern void          remora_engine_run(RemoraEngine *engine);
 
 /*
- * Lookups: what a job needs from its host's database (which members an
- * earlier attempt of the job completed).  The engine never calls its host:
- * a set that listed a page queues a lookup and waits.  Between two runs of
+ * Lookups: what a job needs from its host's database.  The engine never
+ * calls its host: a job queues a lookup and waits.  Between two runs of
  * the engine the host takes each pending lookup, answers it inside its own
- * transaction and error boundary, and hands it back.  One handed back with
- * ok = false (the host could not answer) counts as "found in no earlier
- * attempt": those members are transferred again.  A lookup is valid until
- * it is handed back, or until its task is aborted or freed.
+ * transaction and error boundary, and hands it back.  A lookup is valid
+ * until it is handed back, or until its task is aborted or freed.
+ *
+ * REMORA_LOOKUP_PRIOR (a set that listed a page): which of paths an
+ * earlier attempt of the job completed, out[i] for paths[i].  One handed
+ * back with ok = false (the host could not answer) counts as "found in no
+ * earlier attempt": those members are transferred again.
+ *
+ * REMORA_LOOKUP_EXPORT_PAGE (an export): the next page of the exported
+ * result's members, in the database's path order: exactly max members
+ * (fewer only at the end of the result) whose path sorts after `after`
+ * (NULL: from the first), each with the reference an earlier attempt
+ * recorded for it, handed over one by one with remora_lookup_add_member
+ * (which copies it).  One handed back with ok = false, or with fewer
+ * members than the export still has, fails the export (retryable).
  */
+typedef enum RemoraLookupKind
+{
+	REMORA_LOOKUP_PRIOR,
+	REMORA_LOOKUP_EXPORT_PAGE
+} RemoraLookupKind;
+
 typedef struct RemoraLookup
 {
-	void              *host_arg; /* RemoraSetSpec.host_arg of the asking set */
-	const char *const *paths;    /* member paths */
+	RemoraLookupKind kind;
+	void            *host_arg; /* the asking job's spec's host_arg */
+
+	/* REMORA_LOOKUP_PRIOR */
+	const char *const *paths; /* member paths */
 	int                n;
 	RemoraPrior       *out; /* out[i] for paths[i]; zeroed on entry */
+
+	/* REMORA_LOOKUP_EXPORT_PAGE */
+	const char *after; /* NULL: the first page */
+	int         max;   /* members asked for, <= REMORA_EXPORT_PAGE */
 } RemoraLookup;
 
 extern RemoraLookup *remora_engine_lookup_next(RemoraEngine *engine);
 extern void          remora_engine_lookup_done(RemoraEngine *engine,
 											   RemoraLookup *lookup, bool ok);
+
+/*
+ * Add one member to an export page's answer (copied).  False, with the
+ * reason in errbuf, for a member that is not valid (its path, size,
+ * SHA-256 or ETag) or one more than max; the host then hands the lookup
+ * back with ok = false.
+ */
+extern bool remora_lookup_add_member(RemoraLookup             *lookup,
+									 const RemoraExportMember *member,
+									 char *errbuf, size_t errlen);
 
 extern RemoraTask     *remora_task_start(RemoraEngine         *engine,
 										 const RemoraTaskSpec *spec, char *errbuf,
@@ -434,9 +477,10 @@ extern RemoraTask *remora_cleanup_start(RemoraEngine *engine,
 extern void remora_resume_free(RemoraResume *resume);
 
 /*
- * Start an export (see RemoraExportSpec).  Its checkpoints carry the
- * conclusive answers (refs) since the last one, which the host makes
- * durable; after it ended, one more call hands out the rest.  It fails
+ * Start an export (see RemoraExportSpec).  It asks for its members a page
+ * at a time (lookups of kind REMORA_LOOKUP_EXPORT_PAGE).  Its checkpoints
+ * carry the conclusive answers (refs) since the last one, which the host
+ * makes durable; after it ended, one more call hands out the rest.  It fails
  * with class REMORA_ERR_OUTCOME_UNKNOWN (not retryable) when a copy was
  * sent without a conclusive answer, after the copies in flight ended.
  */

@@ -80,17 +80,32 @@ extern Request *remora_target_request(RemoraEngine *engine, void *owner,
 
 /*
  * Lookups (see engine.h).  A job queues one and is told, through answered,
- * when the host hands it back (with lookup->out filled, or zeroed when the
- * host could not answer); the lookup is freed after answered returns.  A
- * job that goes away first cancels its lookups.
+ * when the host hands it back (ok false when the host could not answer;
+ * a prior lookup's out is then zeroed, an export page's members dropped);
+ * the lookup is freed after answered returns.  A job that goes away first
+ * cancels its lookups.
  */
-typedef void (*RemoraLookupAnswered)(RemoraTask *task, RemoraLookup *lookup);
+typedef void (*RemoraLookupAnswered)(RemoraTask *task, RemoraLookup *lookup,
+									 bool ok);
 
 extern RemoraLookup *remora_lookup_queue(RemoraEngine *engine, RemoraTask *task,
 										 void              *host_arg,
 										 const char *const *paths, int n,
 										 RemoraLookupAnswered answered);
-extern void          remora_lookup_cancel_all(RemoraEngine     *engine,
-											  const RemoraTask *task);
+/* an export page: after is not copied (valid until answered or cancelled) */
+extern RemoraLookup *remora_lookup_queue_page(RemoraEngine *engine,
+											  RemoraTask *task, void *host_arg,
+											  const char *after, int max,
+											  RemoraLookupAnswered answered);
+/*
+ * The members the host added to an export page, in order; the caller owns
+ * the array and their strings from then on (free each field, then the
+ * array).  NULL with *n = 0 when there are none.
+ */
+extern RemoraExportMember *remora_lookup_take_members(RemoraLookup *lookup,
+													  int          *n);
+extern void                remora_export_member_free(RemoraExportMember *m);
+extern void                remora_lookup_cancel_all(RemoraEngine     *engine,
+													const RemoraTask *task);
 
 #endif /* REMORA_ENGINE_INT_H */

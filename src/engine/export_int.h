@@ -42,27 +42,49 @@ typedef struct Member
 	char   *complete_body; /* alive while COMPLETE runs */
 } Member;
 
+/*
+ * A page of members, as the host handed it out (REMORA_LOOKUP_EXPORT_PAGE).
+ * Members are started in order; a member started whose request has ended
+ * (req NULL) is done for good, so a page whose members are all started
+ * and idle is freed.
+ */
+typedef struct Page
+{
+	Member      *members;
+	int          n;
+	int          next;  /* the next member to start */
+	int          idle;  /* members [0, idle) are started and idle */
+	struct Page *newer; /* the page after this one */
+} Page;
+
 typedef struct Export
 {
-	RemoraTask       base; /* kind: export_kind */
-	RemoraJobStatus  status;
-	char            *bucket;
-	char            *prefix;
-	RemoraIfExists   if_exists;
-	bool             verify;
-	char             output_digest[65];
-	Member          *members;
-	int              n;
-	int              next;     /* next member to start */
+	RemoraTask      base; /* kind: export_kind */
+	RemoraJobStatus status;
+	char           *bucket;
+	char           *prefix;
+	RemoraIfExists  if_exists;
+	bool            verify;
+	char            output_digest[65];
+	void           *host_arg;
+	/* the members: at most two pages held, the next asked for in time */
+	Page            *oldest;
+	Page            *newest;
+	int              npages;
+	RemoraLookup    *lookup;   /* the page the host has been asked for */
+	char            *after;    /* the last path received (the lookup's) */
+	int64_t          total;    /* members of the exported result */
+	int64_t          received; /* members handed out by the host so far */
+	int              held_max; /* most members held at once (for tests) */
 	int              running;  /* requests in flight */
-	int              finished; /* members concluded */
+	int64_t          finished; /* members concluded */
 	int64_t          bytes_done;
 	int64_t          bytes_total;
 	bool             stopping;  /* a failure: start nothing new */
 	bool             ambiguous; /* a copy without a conclusive answer */
 	RemoraTaskError  first;     /* the first failure */
 	bool             has_first;
-	int              mismatches; /* verify */
+	int64_t          mismatches; /* verify */
 	RemoraBuf        mismatch_text;
 	RemoraExportRef *refs; /* conclusive answers not yet handed out */
 	int              nrefs;
@@ -70,6 +92,14 @@ typedef struct Export
 	int              nhanded;
 	RemoraTaskResult result;
 } Export;
+
+/*
+ * Conclusive answers waiting for a checkpoint: no new member starts at
+ * this many (those in flight may add REMORA_EXPORT_CONCURRENCY - 1 more),
+ * so that a host that checkpoints once a second bounds
+ * them too.
+ */
+#define EXPORT_REFS_MAX (2 * REMORA_EXPORT_PAGE)
 
 /* export.c: the answers of a member, and the pump that starts the next */
 extern void remora_export_pump(Export *x);

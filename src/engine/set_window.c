@@ -353,9 +353,11 @@ remora_set_drop_lookup(RemoraSet *set)
  * of transferred.
  */
 static void
-lookup_answered(RemoraTask *t, RemoraLookup *lookup)
+lookup_answered(RemoraTask *t, RemoraLookup *lookup, bool ok)
 {
 	RemoraSet *set = (RemoraSet *) t;
+
+	(void) ok; /* not ok: out is zeroed, nothing found */
 
 	for (int i = 0; i < lookup->n && set->status.state == REMORA_TASK_RUNNING;
 		 i++)

@@ -200,17 +200,36 @@ report_failure(int64 job_id, const char *attempt_id, int64 token,
 }
 
 /*
+ * Keep a document (built in the round's context, which is reset) in the
+ * worker's context, in unsent: only the document itself, not what
+ * building it allocated, which would stay in the worker's context for
+ * good (about a kilobyte a member).
+ */
+static void
+keep_doc(Attempt *a, const Jsonb *doc)
+{
+	MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
+	Jsonb        *copy = palloc(VARSIZE(doc));
+
+	memcpy(copy, doc, VARSIZE(doc));
+	a->unsent = lappend(a->unsent, copy);
+	MemoryContextSwitchTo(old);
+}
+
+/*
  * Members the engine hands out now, kept (in the worker's context) until a
  * checkpoint or the commit that carries them has committed.
  */
 static void
 keep_members(Attempt *a, const RemoraSetMember *m, int n)
 {
-	MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
-
 	for (int i = 0; i < n; i++)
-		a->unsent = lappend(a->unsent, remora_jobspec_member(a->bucket, &m[i]));
-	MemoryContextSwitchTo(old);
+	{
+		Jsonb *doc = remora_jobspec_member(a->bucket, &m[i]);
+
+		keep_doc(a, doc);
+		pfree(doc);
+	}
 }
 
 /*
@@ -221,11 +240,13 @@ keep_members(Attempt *a, const RemoraSetMember *m, int n)
 static void
 keep_refs(Attempt *a, const RemoraExportRef *r, int n)
 {
-	MemoryContext old = MemoryContextSwitchTo(attempt_cxt);
-
 	for (int i = 0; i < n; i++)
-		a->unsent = lappend(a->unsent, remora_jobspec_ref(&r[i]));
-	MemoryContextSwitchTo(old);
+	{
+		Jsonb *doc = remora_jobspec_ref(&r[i]);
+
+		keep_doc(a, doc);
+		pfree(doc);
+	}
 }
 
 /* The members are recorded: forget them. */
@@ -572,10 +593,11 @@ remora_attempts_checkpoint(void)
 
 /*
  * Answer the lookups the engine queued in its last run: the members an
- * earlier attempt of each asking job completed, for a replacement to
- * reuse.  Each is its own transaction inside the protocol's error boundary
- * (the engine is not running meanwhile); one that fails is logged and
- * handed back unanswered, and those members are transferred again.
+ * earlier attempt of each asking set completed, for a replacement to
+ * reuse, and the next page of each asking export's members.  Each is its
+ * own transaction inside the protocol's error boundary (the engine is not
+ * running meanwhile); one that fails is logged and handed back unanswered:
+ * a set's members are then transferred again, an export fails (retryable).
  */
 void
 remora_attempts_answer_lookups(RemoraEngine *engine)
@@ -585,11 +607,15 @@ remora_attempts_answer_lookups(RemoraEngine *engine)
 	while ((l = remora_engine_lookup_next(engine)) != NULL)
 	{
 		Attempt *a = l->host_arg;
+		bool     ok;
 
-		remora_engine_lookup_done(
-			engine, l,
-			remora_protocol_lookup_members(a->job_id, a->attempt_id, l->paths,
-										   l->n, l->out));
+		if (l->kind == REMORA_LOOKUP_EXPORT_PAGE)
+			ok = remora_protocol_export_members(a->job_id, a->attempt_id,
+												a->token, l);
+		else
+			ok = remora_protocol_lookup_members(a->job_id, a->attempt_id,
+												l->paths, l->n, l->out);
+		remora_engine_lookup_done(engine, l, ok);
 	}
 }
 
@@ -639,7 +665,10 @@ remora_attempt_start(RemoraEngine *engine, RemoraClaim *c)
 	a->is_set = job->is_set;
 	a->is_export = job->is_export;
 	if (job->is_export)
+	{
+		job->export.host_arg = a;
 		task = remora_export_start(engine, &job->export, err, sizeof(err));
+	}
 	else if (job->is_set)
 	{
 		RemoraSetSpec *s = &job->set;

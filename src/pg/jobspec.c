@@ -8,7 +8,8 @@
  * else:
  *
  *	  remora_submit   source, options --> job definition, canonical request
- *	  remora.claim    spec --> RemoraJobSpec (RemoraTaskSpec or RemoraSetSpec)
+ *	  remora.claim    spec --> RemoraJobSpec (RemoraTaskSpec, RemoraSetSpec
+ *	                  or RemoraExportSpec)
  *	                  resume --> RemoraResume
  *	  member lookup   a member row --> RemoraPrior
  *	  worker          RemoraTaskCheckpoint --> checkpoint
@@ -182,20 +183,19 @@ spec_string(JsonbContainer *c, const char *path, const char *key, bool required)
 
 /*
  * An export's spec (source kind "export"): the target prefix and
- * spec.export, the members to publish with what an earlier attempt
- * recorded for each.  ERRORs (22023) naming the key, like the rest.
+ * spec.export, what to publish: the mode, if_exists, the output digest and
+ * the exported result's member count and bytes (its members come a page
+ * at a time, remora_protocol_export_members).  ERRORs (22023) naming the
+ * key, like the rest.
  */
 static void
 decode_export(JsonbContainer *root, RemoraJobSpec *out)
 {
-	RemoraExportSpec   *x = &out->export;
-	JsonbContainer     *ex;
-	JsonbValue          v;
-	JsonbContainer     *a;
-	const char         *mode;
-	const char         *if_exists;
-	int                 n;
-	RemoraExportMember *members;
+	RemoraExportSpec *x = &out->export;
+	JsonbContainer   *ex;
+	const char       *mode;
+	const char       *if_exists;
+	int64             n = 0;
 
 	out->is_export = true;
 	out->prefix = spec_string(root, "prefix", "prefix", true);
@@ -218,42 +218,12 @@ decode_export(JsonbContainer *root, RemoraJobSpec *out)
 	x->prefix = out->prefix;
 	x->output_digest =
 		spec_string(ex, "export.output_digest", "output_digest", true);
-	if (!lookup(ex, "members", &v) || v.type != jbvBinary ||
-		!JsonContainerIsArray(v.val.binary.data))
-		bad_spec("export.members", "is not an array");
-	a = v.val.binary.data;
-	n = JsonContainerSize(a);
-	members = palloc0(sizeof(RemoraExportMember) * (n + 1));
-	x->members = members;
-	for (int i = 0; i < n; i++)
-	{
-		JsonbValue         *e = getIthJsonbValueFromContainer(a, i);
-		RemoraExportMember *m = &members[i];
-		JsonbContainer     *c, *ref;
-		int64               size;
-
-		if (e == NULL || e->type != jbvBinary ||
-			!JsonContainerIsObject(e->val.binary.data))
-		{
-			bad_spec("export.members", "holds something not an object");
-			return; /* not reached */
-		}
-		c = e->val.binary.data;
-		m->path = spec_string(c, "export.members[].path", "path", true);
-		m->bucket = spec_string(c, "export.members[].bucket", "bucket", true);
-		m->key = spec_string(c, "export.members[].key", "key", true);
-		m->etag = spec_string(c, "export.members[].etag", "etag", true);
-		m->sha256 = spec_string(c, "export.members[].sha256", "sha256", true);
-		if (!get_int64(c, "size", &size) || size < 0)
-			bad_spec("export.members[].size", "is not a size");
-		m->size = size;
-		if (!get_object(c, "ref", &ref))
-			bad_spec("export.members[].ref", "is not an object");
-		m->ref_etag =
-			ref ? spec_string(ref, "export.members[].ref.etag", "etag", false)
-				: NULL;
-	}
-	x->nmembers = n;
+	if (!get_int64(ex, "members_total", &n) || n < 0)
+		bad_spec("export.members_total", "is not a count");
+	x->members_total = n;
+	if (!get_int64(ex, "bytes_total", &n) || n < 0)
+		bad_spec("export.bytes_total", "is not a size");
+	x->bytes_total = n;
 }
 
 /*

@@ -784,6 +784,71 @@ remora_protocol_lookup_members(int64 job_id, const char *attempt_id,
 	return false;
 }
 
+/* ------------------------------------------------- an export's members */
+
+typedef struct PageCall
+{
+	const char   *attempt_id;
+	int64         token;
+	RemoraLookup *lookup;
+} PageCall;
+
+static void
+page_call(void *arg)
+{
+	PageCall     *c = arg;
+	RemoraLookup *l = c->lookup;
+	Oid           types[4] = {UUIDOID, INT8OID, TEXTOID, INT4OID};
+	Datum         values[4];
+	char          nulls[5] = "    ";
+	char          err[256];
+
+	values[0] = uuid_datum(c->attempt_id);
+	values[1] = Int64GetDatum(c->token);
+	if (l->after)
+		values[2] = CStringGetTextDatum(l->after);
+	else
+	{
+		values[2] = (Datum) 0;
+		nulls[2] = 'n';
+	}
+	values[3] = Int32GetDatum(l->max);
+	sql("SELECT path, bucket, key, size, sha256, etag, ref_etag "
+		"FROM remora.export_members($1, $2, $3, $4)",
+		4, types, values, nulls);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool               isnull;
+		Datum              size = col_value(r, "size", &isnull);
+		RemoraExportMember m = {
+			col_text(r, "path"),    col_text(r, "bucket"),
+			col_text(r, "key"),     col_text(r, "etag"),
+			col_text(r, "sha256"),  isnull ? -1 : DatumGetInt64(size),
+			col_text(r, "ref_etag")};
+
+		if (!remora_lookup_add_member(l, &m, err, sizeof(err)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid export member"), errdetail("%s.", err)));
+	}
+}
+
+/*
+ * The next page of an export's members (remora.export_members), added to
+ * the lookup one by one.  Its own short transaction inside the error
+ * boundary: false (logged) on an error, a member the engine refuses
+ * included; the export then fails, retryably.  A page with fewer members
+ * than asked (the attempt lost its authority) is the engine's to judge.
+ */
+bool
+remora_protocol_export_members(int64 job_id, const char *attempt_id,
+							   int64 token, RemoraLookup *lookup)
+{
+	PageCall c = {attempt_id, token, lookup};
+
+	return remora_tx_call("reading an export's members", job_id, page_call, &c);
+}
+
 /* --------------------------------------------------------------- cleanup */
 
 typedef struct CleanupCall

@@ -65,6 +65,8 @@ extern char *remora_protocol_fail(int64 job_id, const char *attempt_id,
 extern bool remora_protocol_lookup_members(int64 job_id, const char *attempt_id,
 										   const char *const *paths, int n,
 										   RemoraPrior *out);
+extern bool remora_protocol_export_members(int64 job_id, const char *attempt_id,
+										   int64 token, RemoraLookup *lookup);
 extern bool remora_protocol_next_cleanup(char *attempt_id, int64 *job_id,
 										 char **bucket, char **prefix);
 extern void remora_protocol_cleanup_done(const char *attempt_id, int64 job_id,

@@ -2,10 +2,10 @@
  *
  * calls.c
  *	  Every SQL statement remora-worker runs: the worker protocol
- *	  (remora.claim, renew, checkpoint, commit, fail), its incarnation,
- *	  the members of earlier attempts, a source endpoint, and the cleanup
- *	  sweep, the same statements as the background workers' (see
- *	  src/pg/protocol.c).
+ *	  (remora.claim, renew, checkpoint, commit, fail, export_members),
+ *	  its incarnation, the members of earlier attempts, a source
+ *	  endpoint, and the cleanup sweep, the same statements as the background
+ *workers' (see src/pg/protocol.c).
  *
  * Each is one parameterized statement in a transaction of its own
  * (conn.c), parameters passed as text and cast in the statement; every
@@ -313,6 +313,55 @@ remora_call_lookup(RemoraConn *c, int64_t job, const char *attempt,
 	if (!ok)
 		for (int i = 0; i < n; i++)
 			out[i].found = false;
+	return ok;
+}
+
+/* ------------------------------------------------ an export's members */
+
+/*
+ * The next page of an export's members (remora.export_members), added to
+ * the lookup one by one; false when the call failed or the engine refused
+ * a member (logged): the export then fails, retryably.  A page with fewer
+ * members than asked is the engine's to judge.
+ */
+bool
+remora_call_export_members(RemoraConn *c, int64_t job, const char *attempt,
+						   int64_t token, RemoraLookup *l)
+{
+	char        tok[24], max[16], label[96];
+	const char *params[4] = {attempt, tok, l->after, max};
+	PGresult   *res;
+	bool        ok = true;
+	char        err[256];
+
+	snprintf(tok, sizeof(tok), "%" PRId64, token);
+	snprintf(max, sizeof(max), "%d", l->max);
+	snprintf(label, sizeof(label), "job %" PRId64 " attempt %s: %s", job,
+			 attempt, "reading an export's members");
+	res = remora_conn_exec(
+		c, label,
+		"SELECT path, bucket, key, size, sha256, etag, ref_etag "
+		"FROM remora.export_members($1::uuid, $2::bigint, $3::text, "
+		"$4::integer)",
+		4, params);
+	if (res == NULL)
+		return false;
+	for (int r = 0; r < PQntuples(res) && ok; r++)
+	{
+		RemoraExportMember m = {
+			col(res, r, "path"),
+			col(res, r, "bucket"),
+			col(res, r, "key"),
+			col(res, r, "etag"),
+			col(res, r, "sha256"),
+			col(res, r, "size") ? col_int(res, r, "size") : -1,
+			col(res, r, "ref_etag")};
+
+		ok = remora_lookup_add_member(l, &m, err, sizeof(err));
+		if (!ok)
+			remora_wlog("%s failed: invalid export member: %s", label, err);
+	}
+	PQclear(res);
 	return ok;
 }
 

@@ -48,6 +48,9 @@ extern char *remora_call_fail(RemoraConn *c, int64_t job, const char *attempt,
 extern bool  remora_call_lookup(RemoraConn *c, int64_t job, const char *attempt,
 								const char *const *paths, int n,
 								RemoraPrior *out);
+extern bool  remora_call_export_members(RemoraConn *c, int64_t job,
+										const char *attempt, int64_t token,
+										RemoraLookup *l);
 extern bool  remora_call_endpoint(RemoraConn *c, const char *name,
 								  RemoraEndpoint *out, bool *found);
 extern void  remora_endpoint_free(RemoraEndpoint *e);

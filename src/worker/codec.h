@@ -38,10 +38,9 @@ typedef struct RemoraWJob
 	RemoraTaskSpec task;
 	RemoraSetSpec  set;
 	RemoraExportSpec export;
-	RemoraJson         *doc;
-	const char        **include;
-	const char        **exclude;
-	RemoraExportMember *members;
+	RemoraJson  *doc;
+	const char **include;
+	const char **exclude;
 } RemoraWJob;
 
 /* A list of JSON documents (members, references), malloc'd texts. */

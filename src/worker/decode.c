@@ -144,13 +144,18 @@ spec_string(Reader *r, const RemoraJson *obj, const char *path, const char *key,
 	return s;
 }
 
+/*
+ * An export's spec: what to publish, with the exported result's member
+ * count and bytes; its members come a page at a time
+ * (remora_call_export_members), as for the background workers.
+ */
 static void
 decode_export(Reader *r, const RemoraJson *root, RemoraWJob *out)
 {
 	RemoraExportSpec *x = &out->export;
-	const RemoraJson *ex, *a;
+	const RemoraJson *ex;
 	const char       *mode, *if_exists;
-	int               n = 0;
+	int64_t           n = 0;
 
 	out->is_export = true;
 	out->prefix = spec_string(r, root, "prefix", "prefix", true);
@@ -178,50 +183,12 @@ decode_export(Reader *r, const RemoraJson *root, RemoraWJob *out)
 	x->prefix = out->prefix;
 	x->output_digest =
 		spec_string(r, ex, "export.output_digest", "output_digest", true);
-	a = lookup(ex, "members");
-	if (a == NULL || a->type != RJ_ARRAY)
-	{
-		bad(r, "export.members", "is not an array");
-		return;
-	}
-	for (const RemoraJson *e = a->child; e; e = e->next)
-		n++;
-	out->members = calloc(n + 1, sizeof(RemoraExportMember));
-	if (out->members == NULL)
-	{
-		bad(r, "export.members", "does not fit in memory");
-		return;
-	}
-	x->members = out->members;
-	n = 0;
-	for (const RemoraJson *e = a->child; e && !r->failed; e = e->next)
-	{
-		RemoraExportMember *m = &out->members[n++];
-		const RemoraJson   *ref;
-		int64_t             size;
-
-		if (e->type != RJ_OBJECT)
-		{
-			bad(r, "export.members", "holds something not an object");
-			return;
-		}
-		m->path = spec_string(r, e, "export.members[].path", "path", true);
-		m->bucket =
-			spec_string(r, e, "export.members[].bucket", "bucket", true);
-		m->key = spec_string(r, e, "export.members[].key", "key", true);
-		m->etag = spec_string(r, e, "export.members[].etag", "etag", true);
-		m->sha256 =
-			spec_string(r, e, "export.members[].sha256", "sha256", true);
-		if (!get_int64(e, "size", &size) || size < 0)
-			bad(r, "export.members[].size", "is not a size");
-		m->size = size;
-		if (!get_object(e, "ref", &ref))
-			bad(r, "export.members[].ref", "is not an object");
-		else if (ref)
-			m->ref_etag =
-				spec_string(r, ref, "export.members[].ref.etag", "etag", false);
-	}
-	x->nmembers = n;
+	if (!get_int64(ex, "members_total", &n) || n < 0)
+		bad(r, "export.members_total", "is not a count");
+	x->members_total = n;
+	if (!get_int64(ex, "bytes_total", &n) || n < 0)
+		bad(r, "export.bytes_total", "is not a size");
+	x->bytes_total = n;
 }
 
 static void
@@ -347,7 +314,6 @@ remora_codec_job_free(RemoraWJob *job)
 	remora_json_free(job->doc);
 	free(job->include);
 	free(job->exclude);
-	free(job->members);
 	memset(job, 0, sizeof(*job));
 }
 

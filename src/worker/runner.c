@@ -389,11 +389,15 @@ remora_runner_answer_lookups(RemoraEngine *engine)
 	while ((l = remora_engine_lookup_next(engine)) != NULL)
 	{
 		Attempt *a = l->host_arg;
+		bool     ok;
 
-		remora_engine_lookup_done(engine, l,
-								  remora_call_lookup(conn, a->job_id,
-													 a->attempt_id, l->paths,
-													 l->n, l->out));
+		if (l->kind == REMORA_LOOKUP_EXPORT_PAGE)
+			ok = remora_call_export_members(conn, a->job_id, a->attempt_id,
+											a->token, l);
+		else
+			ok = remora_call_lookup(conn, a->job_id, a->attempt_id, l->paths,
+									l->n, l->out);
+		remora_engine_lookup_done(engine, l, ok);
 	}
 }
 
@@ -421,7 +425,10 @@ start_task(RemoraEngine *engine, RemoraWJob *job, const RemoraClaimRow *row,
 		job->connections > 0 ? (int) job->connections : config.connections;
 
 	if (job->is_export)
+	{
+		job->export.host_arg = a;
 		return remora_export_start(engine, &job->export, err, errlen);
+	}
 	if (job->is_set)
 	{
 		RemoraSetSpec *s = &job->set;

@@ -5,7 +5,9 @@
 # back with its SHA-256, and one of 1,095 members; if_exists fail, skip_identical and overwrite do
 # what they say (requests counted at the fault proxy); a copy that the
 # store made but whose answer is cut short leaves the export
-# outcome_unknown and not retried, and a verify concludes succeeded; a copy
+# outcome_unknown and not retried, and a verify concludes succeeded; a
+# copy whose answer the proxy holds past remora.stall_timeout leaves it
+# outcome_unknown too, the copy sent exactly once and never again; a copy
 # refused with a 500 the store never saw leaves it outcome_unknown, a
 # verify says which member is missing, and an administrator's retry
 # publishes it; kill -9 of the worker mid-dispatch leaves it
@@ -118,6 +120,41 @@ check_eq "stable/amb2/b.bin has the member's SHA-256" \
 	"$(sum_key stable/amb2/b.bin)" "$(sum_file "$T/src/b.bin")"
 check_eq "the retry's token is greater than the verify's" \
 	"$(q "SELECT max(fencing_token) FILTER (WHERE state = 'succeeded') > max(fencing_token) FILTER (WHERE state <> 'succeeded') FROM remora_export_attempts WHERE export_id = $ex")" "t"
+
+# --- the store makes a copy, and its answer is held past
+# remora.stall_timeout (2s here): outcome_unknown, the copy sent once, and
+# nothing sends it again
+n=$(grep -c "new settings in effect" "$LOG" || true)
+q "ALTER SYSTEM SET remora.stall_timeout = '2s'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+applied() { [ "$(grep -c "new settings in effect" "$LOG" || true)" -ge $((n + 2)) ]; }
+check "the workers take remora.stall_timeout = 2s" wait_for 30 applied
+rule "$S3_PROXY" "match=PUT%20/target/stable/late/a.bin&method=PUT&action=holdanswer&count=1"
+t0=$(date +%s)
+ex=$(q "SELECT remora_export($job, 'target', 'stable/late')")
+check "a copy whose answer is held past the stall timeout: outcome_unknown" \
+	wait_state "$ex" outcome_unknown 60
+check_eq "its error says so, naming the key" \
+	"$(q "SELECT last_error ->> 'class', last_error ->> 'retryable', last_error ->> 'message' LIKE '%stable/late/a.bin%' FROM remora_exports WHERE export_id = $ex")" \
+	"outcome_unknown|false|t"
+echo "# outcome_unknown $(($(date +%s) - t0)) s after the export was created"
+q "SELECT remora.reconcile()" >/dev/null
+check_eq "nothing retries it: one attempt, not queued, exactly one copy of a.bin sent" \
+	"$(q "SELECT attempts_used, state, (SELECT count(*) FROM remora.queue WHERE job_id = $ex) FROM remora_exports WHERE export_id = $ex")|$(copies PUT%20/target/stable/late/a.bin)" \
+	"1|outcome_unknown|0|1"
+check_eq "the other members were answered (checkpointed as copied)" \
+	"$(q "SELECT string_agg(r ->> 'path' || ':' || (r ->> 'outcome'), ',' ORDER BY r ->> 'path') FROM remora_exports e, jsonb_array_elements(e.\"references\") r WHERE e.export_id = $ex")" \
+	"b.bin:copied,sub/c.bin:copied"
+check_eq "the store made the copy nobody was told of" \
+	"$(sum_key stable/late/a.bin)" "$(sum_file "$T/src/a.bin")"
+curl -s "http://127.0.0.1:$S3_PROXY/__release" >/dev/null
+n=$(grep -c "new settings in effect" "$LOG" || true)
+q "ALTER SYSTEM SET remora.stall_timeout = '60s'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+check "the workers take remora.stall_timeout = 60s again" wait_for 30 applied
+check_eq "still one copy of a.bin, one attempt, outcome_unknown" \
+	"$(copies PUT%20/target/stable/late/a.bin)|$(q "SELECT attempts_used || state FROM remora_exports WHERE export_id = $ex")" \
+	"1|1outcome_unknown"
 
 # --- a result of 1,095 members, exported whole
 mkdir -p "$T/big"

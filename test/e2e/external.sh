@@ -217,6 +217,18 @@ check "the AWS CLI reads every exported key with its member's SHA-256" exported_
 check_eq "every member has its reference" \
 	"$(q "SELECT members_done, members FROM remora_exports WHERE export_id = $ex")" "31|31"
 
+# --- an export of 2,500 members: remora-worker reads them in pages of
+# 1,000 (remora.export_members), never all at once
+many=$(made_result 2500 src/f1.bin)
+ex=$(q "SELECT remora_export($many, 'target', 'stable/many', '{\"if_exists\": \"overwrite\"}')")
+check "an export of 2,500 members succeeds" wait_state "$ex" succeeded 180
+check_eq "every member answered, by remora-worker" \
+	"$(q "SELECT e.members_done || '|' || jsonb_array_length(e.\"references\") || '|' || w.label FROM remora_exports e JOIN remora.attempts a ON a.job_id = e.export_id JOIN remora_workers w USING (incarnation) WHERE e.export_id = $ex")" \
+	"2500|2500|e2e-one"
+check_eq "the AWS CLI lists 2,500 keys, the last page's too" \
+	"$(aws_s3 s3 ls --recursive s3://target/stable/many/ | wc -l)|$(aws_s3 s3 cp s3://target/stable/many/d0/m002500.bin - 2>/dev/null | sha256sum | cut -d' ' -f1)" \
+	"2500|$(sha256sum "$T/src/f1.bin" | cut -d' ' -f1)"
+
 # --- NOTIFY: a submit wakes the worker at once, not at its next poll (5 s)
 for i in 1 2 3; do
 	make_file "n$i.bin" 1000
@@ -365,8 +377,8 @@ kill -TERM "$W3"
 wait "$W3" || true
 
 # --- remora-worker under valgrind: an http job of one part and one of
-# several, an s3 prefix, then SIGTERM mid-transfer (a longer lease: valgrind
-# is slow)
+# several, an s3 prefix, an export of two pages of members, then SIGTERM
+# mid-transfer (a longer lease: valgrind is slow)
 q "ALTER SYSTEM SET remora.lease_duration = '20s'" >/dev/null
 q "SELECT pg_reload_conf()" >/dev/null
 valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99 \
@@ -378,6 +390,8 @@ v2=$(q "SELECT remora_submit('$SRC/big.bin', options => '{\"label\": \"vg\"}')")
 v3=$(q "SELECT remora_submit('s3://target/src/', options => '{\"label\": \"vg\"}')")
 vg_done() { [ "$(q "SELECT count(*) FROM remora.jobs WHERE label = 'vg' AND state = 'succeeded'")" = 3 ]; }
 check "valgrind: the worker finishes an http job, a multi-part one and a prefix" wait_for 180 vg_done
+v5=$(q "SELECT remora_export($(made_result 1001 src/f1.bin), 'target', 'stable/vg', '{\"if_exists\": \"overwrite\"}')")
+check "valgrind: an export of 1,001 members (two pages) succeeds" wait_state "$v5" succeeded 300
 v4=$(q "SELECT remora_submit('$SRC/slow/slow.bin')")
 check "valgrind: a slow job runs" wait_state "$v4" running 60
 kill -TERM "$VG"

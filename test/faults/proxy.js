@@ -30,6 +30,8 @@
 //               both connections: the upstream sees an upload cut short,
 //               the client no answer
 //   hold        do not forward until /__release
+//   holdanswer  forward, and hold the upstream's answer until /__release
+//               (the store did what was asked; nobody is told)
 //   slow        forward at 256 KiB/s
 //   drop:HEADER forward without that request header (e.g. drop:if-range:
 //               a server that ignores If-Range)
@@ -99,6 +101,14 @@ function forward(req, res, opts = {}) {
     (ur) => {
       // an answer to a request cut short goes nowhere
       if (opts.cutRequest !== undefined) return ur.resume()
+      if (opts.holdAnswer) {
+        // not read meanwhile: the answer waits in the upstream socket
+        held.push(() => {
+          res.writeHead(ur.statusCode, ur.headers)
+          ur.pipe(res)
+        })
+        return
+      }
       // a header string goes out as latin1: \u00ff is the byte 0xff
       if (opts.etag) ur.headers.etag = opts.etag
       res.writeHead(ur.statusCode, ur.headers)
@@ -210,6 +220,8 @@ const server = http.createServer((req, res) => {
     case 'hold':
       held.push(() => forward(req, res))
       return
+    case 'holdanswer':
+      return forward(req, res, { holdAnswer: true })
     case 'slow':
       return forward(req, res, { slow: true })
     case 'drop':

@@ -87,6 +87,45 @@ verify() {
 		"$(q "SELECT result_manifest_sha256 FROM remora_jobs WHERE job_id = $job")"
 }
 
+# made_result N KEY: a succeeded job (of the source s3://target/<KEY's
+# folder>/) whose result has N members, made by hand through the worker
+# protocol (submit, claim, checkpoint, commit) in one transaction, so that
+# no worker claims it first; the member paths are d<i % 100>/m<i, six
+# digits>.bin, and every member is one object under the attempt's staging
+# prefix (data/made.bin, a copy of KEY: same size, ETag and SHA-256): a
+# result of many members for the price of one copy.  Prints the job id.
+made_result() {
+	local n=$1 key=$2 etag sha size label=made-$RANDOM$RANDOM job mkey
+	etag=$(aws_s3 s3api head-object --bucket target --key "$key" --output json | jq -r .ETag)
+	size=$(aws_s3 s3api head-object --bucket target --key "$key" --output json | jq -r .ContentLength)
+	sha=$(aws_s3 s3 cp "s3://target/$key" - 2>/dev/null | sha256sum | cut -d' ' -f1)
+	q "DO \$\$
+	DECLARE job bigint; att uuid; tok bigint; stage text;
+	BEGIN
+		job := remora_submit('s3://target/${key%/*}/',
+							 options => '{\"priority\": 1000, \"label\": \"$label\"}');
+		SELECT c.attempt_id, c.fencing_token INTO att, tok
+		  FROM remora.claim('44444444-4444-4444-4444-444444444444') c WHERE c.job_id = job;
+		stage := remora._staging_prefix((SELECT j.prefix FROM remora.jobs j WHERE j.job_id = job),
+										job, att);
+		PERFORM remora.checkpoint(att, tok, jsonb_build_object('members',
+			(SELECT jsonb_agg(jsonb_build_object(
+				'path', 'd' || i % 100 || '/m' || lpad(i::text, 6, '0') || '.bin',
+				'bucket', 'target', 'key', stage || 'data/made.bin', 'size', $size,
+				'sha256', '$sha', 'etag', \$e\$$etag\$e\$)) FROM generate_series(1, $n) i)));
+		IF NOT remora.commit(att, tok, jsonb_build_object(
+				'key', stage || 'manifest.jsonl', 'etag', 'm', 'sha256', repeat('a', 64),
+				'members', $n, 'bytes', $n * $size)) THEN
+			RAISE EXCEPTION 'the made result of job % was not committed', job;
+		END IF;
+	END \$\$" >/dev/null || return 1
+	job=$(q "SELECT job_id FROM remora.jobs WHERE label = '$label' AND state = 'succeeded'")
+	mkey=$(q "SELECT min(m.key) FROM remora.members m JOIN remora.results r USING (attempt_id) WHERE r.job_id = $job")
+	aws_s3 s3 cp --quiet "s3://target/$key" "s3://target/$mkey" || return 1
+	[ "$(aws_s3 s3api head-object --bucket target --key "$mkey" --output json | jq -r .ETag)" = "$etag" ] || return 1
+	echo "$job"
+}
+
 staging_objects() {	# staging_objects JOB: objects under the job's prefix
 	aws_s3 s3 ls --recursive "s3://target/remora/$1/" 2>/dev/null | wc -l
 }

@@ -94,19 +94,17 @@ test_specs(void)
 			  "{\"source\":{\"kind\":\"export\"},\"bucket\":\"b\",\"prefix\":"
 			  "\"stable\",\"options\":{},\"export\":{\"mode\":\"dispatch\","
 			  "\"if_exists\":\"skip_identical\",\"output_digest\":\"d\","
-			  "\"members\":[{\"path\":\"a\",\"bucket\":\"b\",\"key\":\"k/a\","
-			  "\"etag\":\"e\",\"sha256\":\"s\",\"size\":3,\"ref\":{\"etag\":"
-			  "\"r\"}},{\"path\":\"b\",\"bucket\":\"b\",\"key\":\"k/b\","
-			  "\"etag\":\"e2\",\"sha256\":\"s2\",\"size\":0}]}," STAGING "}",
+			  "\"members_total\":20000,\"bytes_total\":123456789}," STAGING "}",
 			  &job, err, sizeof(err)),
 		  "an export spec decodes");
-	CHECK(job.is_export && job.export.nmembers == 2 &&
+	CHECK(job.is_export &&
 			  job.export.if_exists == REMORA_IF_EXISTS_SKIP_IDENTICAL &&
-			  !job.export.verify &&
-			  strcmp(job.export.members[0].ref_etag, "r") == 0 &&
-			  job.export.members[1].ref_etag == NULL &&
-			  job.export.members[0].size == 3,
-		  "export: its members, their earlier answers, if_exists");
+			  !job.export.verify && job.export.members_total == 20000 &&
+			  job.export.bytes_total == 123456789 &&
+			  strcmp(job.export.output_digest, "d") == 0 &&
+			  strcmp(job.export.prefix, "stable") == 0,
+		  "export: if_exists, the output digest, the member count and bytes "
+		  "(the members come a page at a time)");
 	remora_codec_job_free(&job);
 
 	CHECK(refused_with("[1]", "\"(root)\" is not an object"),
@@ -135,9 +133,23 @@ test_specs(void)
 	CHECK(refused_with("{\"source\":{\"kind\":\"export\"},\"bucket\":\"b\","
 					   "\"prefix\":\"p\",\"options\":{},\"export\":{\"mode\":"
 					   "\"dispatch\",\"if_exists\":\"maybe\",\"output_digest\":"
-					   "\"d\",\"members\":[]}," STAGING "}",
+					   "\"d\",\"members_total\":0,\"bytes_total\":0}," STAGING
+					   "}",
 					   "\"export.if_exists\" names no choice"),
 		  "an export's unknown if_exists is refused");
+	CHECK(refused_with("{\"source\":{\"kind\":\"export\"},\"bucket\":\"b\","
+					   "\"prefix\":\"p\",\"options\":{},\"export\":{\"mode\":"
+					   "\"dispatch\",\"if_exists\":\"fail\",\"output_digest\":"
+					   "\"d\",\"bytes_total\":0}," STAGING "}",
+					   "\"export.members_total\" is not a count"),
+		  "an export without its member count is refused");
+	CHECK(refused_with("{\"source\":{\"kind\":\"export\"},\"bucket\":\"b\","
+					   "\"prefix\":\"p\",\"options\":{},\"export\":{\"mode\":"
+					   "\"dispatch\",\"if_exists\":\"fail\",\"output_digest\":"
+					   "\"d\",\"members_total\":2,\"bytes_total\":-1}," STAGING
+					   "}",
+					   "\"export.bytes_total\" is not a size"),
+		  "or with negative bytes");
 	CHECK(refused_with("{\"source\":", "invalid job specification"),
 		  "text that is not JSON is refused");
 }

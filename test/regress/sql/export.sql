@@ -67,6 +67,10 @@ SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"if_exists"
 SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"if_exists": 1}')$$);
 SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"max_attempts": 0}')$$);
 SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"priority": 1.5}')$$);
+SELECT pg_temp.try(format($$SELECT remora_export(1, 'stable', 'models/x', %L)$$,
+	jsonb_build_object('label', repeat('x', 257))));
+SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"label": 7}')$$);
+SELECT pg_temp.try($$SELECT remora_export_resolve(NULL, 'verify')$$);
 SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{}', '')$$);
 -- P0002: a job that does not exist, is not succeeded
 SELECT pg_temp.try($$SELECT remora_export(999, 'stable', 'models/x')$$);
@@ -101,20 +105,45 @@ SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, 'verify')$$, :ex));
 SELECT pg_temp.try(format($$SELECT remora_export(%s, 'stable', 'models/x')$$, :job));
 RESET ROLE;
 
--- the worker's claim carries what to publish; checkpoints record
--- conclusive answers; a lost attempt is outcome_unknown, never retried
+-- the worker's claim says what to publish, not the members themselves:
+-- the worker reads them a page at a time (remora.export_members, keyset by
+-- path); checkpoints record conclusive answers; a lost attempt is
+-- outcome_unknown, never retried
 SELECT job_id = :ex AS is_export, spec #>> '{source,kind}' AS kind,
-	   spec #> '{export,members}' AS members, spec #>> '{export,if_exists}' AS if_exists,
-	   attempt_id AS xatt, fencing_token AS xtok
+	   spec -> 'export' AS xspec, attempt_id AS xatt, fencing_token AS xtok
   FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :ex \gset
-SELECT :'is_export', :'kind', :'if_exists',
-	   (SELECT jsonb_agg(m - 'key') FROM jsonb_array_elements(:'members'::jsonb) m) AS members,
-	   (SELECT bool_and(m ->> 'key' LIKE 'remora/' || :job || '/%/data/' || (m ->> 'path'))
-		  FROM jsonb_array_elements(:'members'::jsonb) m) AS member_keys;
+SELECT :'is_export', :'kind', :'xspec'::jsonb - 'output_digest' AS export_spec,
+	   :'xspec'::jsonb ->> 'output_digest' = repeat('c', 64) AS output_digest,
+	   :'xspec'::jsonb ? 'members' AS spec_holds_members;
+SELECT path, bucket, key LIKE 'remora/' || :job || '/%/data/' || path AS member_key,
+	   size, sha256 = repeat(left(path, 1), 64) AS sha256, etag, ref_etag
+  FROM remora.export_members(:'xatt', :xtok, NULL, 1);
+SELECT path FROM remora.export_members(:'xatt', :xtok, 'a.bin', 1);
+SELECT count(*) AS after_the_last FROM remora.export_members(:'xatt', :xtok, 'sub/b.bin');
+SELECT string_agg(path, ',') AS whole_page FROM remora.export_members(:'xatt', :xtok);
+-- a stale token gets no rows (as its checkpoint and commit would be refused);
+-- max_rows is bounded; only a worker may read them
+SELECT count(*) AS stale_token FROM remora.export_members(:'xatt', :xtok + 1);
+SELECT count(*) AS not_an_export FROM remora.export_members(:'att', :tok);
+SELECT pg_temp.try(format($$SELECT * FROM remora.export_members(%L, %s, NULL, 0)$$, :'xatt', :xtok));
+SELECT pg_temp.try(format($$SELECT * FROM remora.export_members(%L, %s, NULL, 10001)$$, :'xatt', :xtok));
+SET ROLE regress_exp_ann;
+SELECT pg_temp.try(format($$SELECT * FROM remora.export_members(%L, %s)$$, :'xatt', :xtok));
+-- replaying the key while the export runs returns it
+SELECT remora_export(:job, 'stable', 'models/llama', '{"if_exists": "overwrite"}', 'k1') = :ex
+	AS replay_running;
+RESET ROLE;
 SELECT cleaned_at IS NOT NULL AS nothing_to_clean FROM remora.attempts WHERE job_id = :ex;
 SELECT remora.checkpoint(:'xatt', :xtok, '{"references": [{"path": "a.bin", "key": "models/llama/a.bin", "etag": "\"e-a\"", "version_id": "v1", "size": 3, "outcome": "copied"}]}');
 SELECT pg_temp.try(format($$SELECT remora.checkpoint(%L, %s, '{"references": [{"path": "a.bin", "etag": 1}]}')$$, :'xatt', :xtok));
+SELECT pg_temp.try(format($$SELECT remora.checkpoint(%L, %s, '{"references": {"path": "a.bin"}}')$$, :'xatt', :xtok));
 SELECT members_done, "references" FROM remora_exports;
+-- the page now carries the recorded answer
+SELECT path, ref_etag FROM remora.export_members(:'xatt', :xtok);
+-- a descriptor that is not one of an export's
+SELECT pg_temp.try(format($$SELECT remora.commit(%L, %s, '{"references": []}')$$, :'xatt', :xtok));
+SELECT pg_temp.try(format($$SELECT remora.commit(%L, %s, '[]')$$, :'xatt', :xtok));
+SELECT pg_temp.try(format($$SELECT remora.commit(%L, %s, '{"sha256": "c"}')$$, :'xatt', :xtok));
 -- a commit without every member's answer is refused
 SELECT remora.commit(:'xatt', :xtok, jsonb_build_object('sha256', repeat('c', 64)));
 SELECT remora.commit(:'xatt', :xtok, jsonb_build_object('sha256', repeat('d', 64),
@@ -179,10 +208,12 @@ RESET ROLE;
 SET ROLE regress_exp_admin;
 SELECT remora_export_resolve(:ex, 'retry');
 RESET ROLE;
-SELECT spec #> '{export,members}' -> 0 -> 'ref' ->> 'version_id' AS earlier_ref,
-	   attempt_id AS ratt, fencing_token AS rtok
+SELECT attempt_id AS ratt, fencing_token AS rtok
   FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :ex \gset
-SELECT :'earlier_ref';
+-- the replacement reads the answer the lost attempt recorded; the zombie
+-- reads nothing any more
+SELECT path, ref_etag AS earlier_ref FROM remora.export_members(:'ratt', :rtok);
+SELECT count(*) AS zombie_reads FROM remora.export_members(:'xatt', :xtok);
 -- the lost first attempt, back like a zombie, commits: refused (stale token)
 SELECT remora.commit(:'xatt', :xtok, jsonb_build_object('sha256', repeat('c', 64),
 	'references', '[{"path": "sub/b.bin", "key": "models/llama/sub/b.bin", "etag": "\"e-b\"", "size": 4}]'::jsonb))
@@ -231,6 +262,33 @@ RESET ROLE;
 SELECT attempt_id AS x4att, fencing_token AS x4tok
   FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :ex4 \gset
 SELECT remora.fail(:'x4att', :x4tok, '{"class": "exists", "message": "models/four/a.bin exists"}', false);
+
+-- the same idempotency key replayed while retrying and once failed
+SET ROLE regress_exp_ann;
+SELECT remora_export(:job, 'stable', 'models/six', '{"max_attempts": 2}', 'k6') AS ex6 \gset
+RESET ROLE;
+SELECT attempt_id AS x6att, fencing_token AS x6tok
+  FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :ex6 \gset
+SELECT remora.fail(:'x6att', :x6tok, '{"class": "s3", "message": "503 SlowDown"}', true);
+SET ROLE regress_exp_ann;
+SELECT state, remora_export(:job, 'stable', 'models/six', '{"max_attempts": 2}', 'k6') = :ex6
+	AS replay_retrying
+  FROM remora_exports WHERE export_id = :ex6;
+RESET ROLE;
+UPDATE remora.queue SET not_before = now() WHERE job_id = :ex6;	-- the backoff passed
+SELECT attempt_id AS x6att, fencing_token AS x6tok
+  FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :ex6 \gset
+SELECT remora.fail(:'x6att', :x6tok, '{"class": "s3", "message": "403 AccessDenied"}', false);
+SET ROLE regress_exp_ann;
+SELECT state, attempts_used, remora_export(:job, 'stable', 'models/six', '{"max_attempts": 2}', 'k6') = :ex6
+	AS replay_failed
+  FROM remora_exports WHERE export_id = :ex6;
+SELECT count(*) > 0 AS ann_sees_her_attempts FROM remora_export_attempts;
+RESET ROLE;
+-- nobody else reads an export's attempts
+SET ROLE regress_exp_ben;
+SELECT count(*) AS ben_sees_attempts FROM remora_export_attempts;
+RESET ROLE;
 
 -- a hard delete of the exported job leaves the exports alone
 SET ROLE regress_exp_ann;
