@@ -77,6 +77,7 @@ typedef struct Server
 	int  heads;
 	int  source_from; /* the first byte of the last source GET */
 	int  source_gets;
+	int  active; /* connections being served */
 } Server;
 
 static Server s;
@@ -503,6 +504,7 @@ serve_conn(void *arg)
 	}
 	free(req);
 	close(c);
+	__atomic_sub_fetch(&s.active, 1, __ATOMIC_SEQ_CST);
 	return NULL;
 }
 
@@ -521,8 +523,12 @@ serve(void *arg)
 		c = accept(s.fd, NULL, NULL);
 		if (c < 0)
 			continue;
+		__atomic_add_fetch(&s.active, 1, __ATOMIC_SEQ_CST);
 		if (pthread_create(&t, NULL, serve_conn, (void *) (intptr_t) c) != 0)
+		{
 			close(c);
+			__atomic_sub_fetch(&s.active, 1, __ATOMIC_SEQ_CST);
+		}
 		else
 			pthread_detach(t);
 	}
@@ -550,9 +556,25 @@ server_start(void)
 	return pthread_create(&s.thread, NULL, serve, NULL) == 0;
 }
 
+/* A connection being served, or waiting to be accepted? */
+static bool
+store_busy(void)
+{
+	struct pollfd p = {s.fd, POLLIN, 0};
+
+	return __atomic_load_n(&s.active, __ATOMIC_SEQ_CST) > 0 ||
+		   poll(&p, 1, 0) > 0;
+}
+
+/*
+ * Zero the counters, once the requests of the test before (a cancelled
+ * task's, which the store may still be reading) are served: at most 5 s.
+ */
 static void
 server_reset(void)
 {
+	for (int i = 0; i < 500 && store_busy(); i++)
+		usleep(10 * 1000);
 	pthread_mutex_lock(&s.mu);
 	s.source_bytes = s.part_bytes = s.put_bytes = 0;
 	s.part_puts = s.part_copies = s.completes = s.no_such_upload = 0;
