@@ -37,7 +37,7 @@ side() { E2E_DB=remora_side q "$1"; }
 side "CREATE EXTENSION remora" >/dev/null
 side "SELECT count(remora_submit('$SRC/side-' || g || '.bin')) FROM generate_series(1, 3) g" >/dev/null
 side "SELECT count(*) FROM remora.claim('33333333-3333-3333-3333-333333333333', 2)" >/dev/null
-side "SELECT remora.checkpoint(current_attempt, fencing_token, '{\"state\": {\"parts\": [1]}, \"bytes_done\": 7}')
+side "SELECT remora.checkpoint(current_attempt, fencing_token, '{\"state\": {\"upload_key\": \"k\", \"upload_id\": \"u\", \"parts\": [{\"size\": 7, \"etag\": \"e\"}]}, \"bytes_done\": 7}')
 	FROM remora.jobs WHERE state = 'running'" >/dev/null
 side_running=$(side "SELECT string_agg(current_attempt::text, ',' ORDER BY job_id) FROM remora.jobs WHERE state = 'running'")
 

@@ -31,7 +31,7 @@ q "SELECT count(*) FROM remora.claim('11111111-1111-1111-1111-111111111111', 3)"
 q "SELECT remora.fail(attempt_id, fencing_token, '{\"class\": \"http\"}', true)
      FROM remora.attempts ORDER BY job_id LIMIT 1" >/dev/null
 q "SELECT count(*) FROM remora.claim('11111111-1111-1111-1111-111111111111', 1)" >/dev/null
-q "SELECT remora.checkpoint(current_attempt, fencing_token, '{\"state\": {\"parts\": [1]}, \"bytes_done\": 5}')
+q "SELECT remora.checkpoint(current_attempt, fencing_token, '{\"state\": {\"upload_key\": \"k\", \"upload_id\": \"u\", \"parts\": [{\"size\": 5, \"etag\": \"e\"}]}, \"bytes_done\": 5}')
      FROM remora.jobs WHERE state = 'running'" >/dev/null
 check_eq "states before the crash" \
 	"$(q "SELECT string_agg(state || '=' || n, ',' ORDER BY state) FROM (SELECT state, count(*) n FROM remora.jobs GROUP BY state) s")" \
