@@ -55,11 +55,14 @@ install_deps() {
 # daemons open many while they start) could take the port between this
 # choice and the server's bind.
 free_port() {
-	local p lo=32768
+	local p lo=32768 lanes=${REMORA_PORT_LANES:-1} lane=${REMORA_PORT_LANE:-0} width
 	read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
 	[ "$lo" -gt 20000 ] 2>/dev/null || lo=32768
+	# scripts run side by side (test/run's lanes) each take ports from a
+	# range of their own
+	width=$(((lo - 10000) / lanes))
 	while :; do
-		p=$((10000 + RANDOM % (lo - 10000)))
+		p=$((10000 + lane * width + RANDOM % width))
 		(echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
 	done
 }

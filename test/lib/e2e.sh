@@ -68,6 +68,10 @@ e2e_begin() {
 	chmod 755 "$T"
 	SERVICES_DIR=$T
 	trap e2e_end EXIT
+	# a script stopped by test/run's timeout (SIGTERM) or by hand stops
+	# its servers too: the exit trap runs only on exit
+	trap 'exit 143' TERM
+	trap 'exit 130' INT
 }
 
 # e2e_at_exit COMMAND: run COMMAND too when the script exits, before the
