@@ -48,6 +48,7 @@ ENGINE_OBJS = \
 	src/engine/manifest.o \
 	src/engine/cleanup.o \
 	src/engine/export.o \
+	src/engine/export_pages.o \
 	src/engine/export_parts.o \
 	src/engine/json.o \
 	src/engine/set.o \

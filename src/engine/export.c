@@ -33,11 +33,8 @@
  * No key is deleted, ever: cancelling leaves what was written (an
  * aborted multipart upload was never a key).
  *
- * The members come from the host a page at a time (REMORA_EXPORT_PAGE, a
- * lookup of kind REMORA_LOOKUP_EXPORT_PAGE, keyset by path): the next page
- * is asked for when the newest has no more members left to start than run
- * at once, and at most two pages are held, so memory does not grow with
- * the member count.  A page freed has every member started and answered.
+ * The members come from the host a page at a time, at most two pages
+ * held (export_pages.c), so memory does not grow with the member count.
  * No new member starts while EXPORT_REFS_MAX answers wait for a
  * checkpoint.
  *
@@ -445,159 +442,6 @@ start_hash(Export *x, Member *mb)
 	x->running++;
 }
 
-/* ------------------------------------------------------------ the pages */
-
-static void
-page_free(Page *pg)
-{
-	for (int i = 0; i < pg->n; i++)
-	{
-		Member *mb = &pg->members[i];
-
-		remora_export_member_free(&mb->m);
-		free(mb->target);
-		remora_sha256_free(mb->hsha);
-		free(mb->upload_id);
-		for (int k = 0; mb->part_etags && k < mb->nparts; k++)
-			free(mb->part_etags[k]);
-		free(mb->part_etags);
-		free(mb->complete_body);
-	}
-	free(pg->members);
-	free(pg);
-}
-
-/* Free the oldest pages whose members are all started and idle. */
-static void
-pages_release(Export *x)
-{
-	while (x->oldest)
-	{
-		Page *pg = x->oldest;
-
-		while (pg->idle < pg->next && pg->members[pg->idle].req == NULL)
-			pg->idle++;
-		if (pg->idle < pg->n)
-			return;
-		x->oldest = pg->newer;
-		if (x->newest == pg)
-			x->newest = NULL;
-		x->npages--;
-		page_free(pg);
-	}
-}
-
-static void
-page_answered(RemoraTask *t, RemoraLookup *lookup, bool ok)
-{
-	Export             *x = (Export *) t;
-	int                 asked = lookup->max;
-	int                 n;
-	RemoraExportMember *got = remora_lookup_take_members(lookup, &n);
-	Page               *pg = NULL;
-
-	x->lookup = NULL;
-	if (ok && n == asked)
-	{
-		pg = calloc(1, sizeof(Page));
-		if (pg)
-			pg->members = calloc((size_t) n, sizeof(Member));
-		if (pg && pg->members == NULL)
-		{
-			free(pg);
-			pg = NULL;
-		}
-	}
-	for (int i = 0; i < n; i++)
-	{
-		Member *mb;
-		size_t  len;
-
-		if (pg == NULL)
-		{
-			remora_export_member_free(&got[i]);
-			continue;
-		}
-		mb = &pg->members[pg->n++];
-		mb->m = got[i]; /* its strings move into the page */
-		len = strlen(x->prefix) + strlen(mb->m.path) + 2;
-		mb->target = malloc(len);
-		if (mb->target)
-			snprintf(mb->target, len, "%s%s%s", x->prefix,
-					 x->prefix[0] ? "/" : "", mb->m.path);
-		else
-			ok = false;
-	}
-	free(got);
-	if (pg != NULL && ok)
-	{
-		char *after = strdup(pg->members[n - 1].m.path);
-
-		if (after != NULL)
-		{
-			free(x->after);
-			x->after = after;
-		}
-		ok = after != NULL;
-	}
-	if (pg == NULL || !ok)
-	{
-		if (pg)
-			page_free(pg);
-		if (ok && n != asked)
-			remora_export_note_failuref(
-				x, REMORA_ERR_INTERNAL, true, 0,
-				"the database handed out %d of the %d members asked for "
-				"after %lld of %lld (the attempt may have lost its authority)",
-				n, asked, (long long) x->received, (long long) x->total);
-		else
-			remora_export_note_failuref(
-				x, REMORA_ERR_INTERNAL, true, 0,
-				"the export's members after %lld of %lld could not be read",
-				(long long) x->received, (long long) x->total);
-		return;
-	}
-	if (x->newest)
-		x->newest->newer = pg;
-	else
-		x->oldest = pg;
-	x->newest = pg;
-	x->npages++;
-	x->received += n;
-	/* (the engine pumps the export at its next run) */
-}
-
-/*
- * Ask for the next page in time: when the newest page has no more members
- * to start than run at once, and fewer than two pages are held.
- */
-static void
-pages_ask(Export *x)
-{
-	int64_t left = x->total - x->received;
-	int     max = left < REMORA_EXPORT_PAGE ? (int) left : REMORA_EXPORT_PAGE;
-
-	if (x->lookup || left <= 0 || x->stopping || x->npages >= 2 ||
-		(x->newest &&
-		 x->newest->n - x->newest->next > REMORA_EXPORT_CONCURRENCY))
-		return;
-	x->lookup = remora_lookup_queue_page(x->base.engine, &x->base, x->host_arg,
-										 x->after, max, page_answered);
-	if (x->lookup == NULL)
-		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
-									"out of memory");
-}
-
-/* The next member to start, in order, or NULL. */
-static Member *
-next_member(Export *x)
-{
-	for (Page *pg = x->oldest; pg; pg = pg->newer)
-		if (pg->next < pg->n)
-			return &pg->members[pg->next++];
-	return NULL;
-}
-
 /* Start what the concurrency allows; end when everything has answered. */
 void
 remora_export_pump(Export *x)
@@ -607,7 +451,8 @@ remora_export_pump(Export *x)
 
 	while (x->status.state == REMORA_TASK_RUNNING && !x->stopping &&
 		   x->running < REMORA_EXPORT_CONCURRENCY &&
-		   x->nrefs < EXPORT_REFS_MAX && (mb = next_member(x)) != NULL)
+		   x->nrefs < EXPORT_REFS_MAX &&
+		   (mb = remora_export_next_member(x)) != NULL)
 	{
 		if (x->verify || mb->m.ref_etag ||
 			x->if_exists != REMORA_IF_EXISTS_OVERWRITE)
@@ -615,9 +460,9 @@ remora_export_pump(Export *x)
 		else
 			start_copy(x, mb);
 	}
-	pages_release(x);
+	remora_export_pages_release(x);
 	if (x->status.state == REMORA_TASK_RUNNING)
-		pages_ask(x);
+		remora_export_pages_ask(x);
 	for (const Page *pg = x->oldest; pg; pg = pg->newer)
 		held += pg->n;
 	if (held > x->held_max)
@@ -734,7 +579,7 @@ export_free(RemoraTask *t)
 		Page *pg = x->oldest;
 
 		x->oldest = pg->newer;
-		page_free(pg);
+		remora_export_page_free(pg);
 	}
 	refs_free(x->refs, x->nrefs);
 	refs_free(x->handed, x->nhanded);

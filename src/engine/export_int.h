@@ -1,10 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * export_int.h
- *	  What export.c (the kind "export") and export_parts.c (a member's
- *	  multipart copy) share: the export's and its members' state, and the
- *	  helpers that record each member's answer.  Nothing outside the two
- *	  files includes this.
+ *	  What export.c (the kind "export"), export_pages.c (its members, a
+ *	  page at a time) and export_parts.c (a member's multipart copy)
+ *	  share: the export's and its members' state, and the helpers that
+ *	  record each member's answer.  Nothing outside the three files
+ *	  includes this.
  *
  *-------------------------------------------------------------------------
  */
@@ -113,6 +114,12 @@ extern void remora_export_note_ambiguous(Export *x, const Member *mb,
 extern void remora_export_conclude(Export *x, Member *mb, const char *etag,
 								   const char *version, const char *outcome);
 extern bool remora_export_never_sent(CURLcode rc);
+
+/* export_pages.c: the members, a page at a time from the host */
+extern Member *remora_export_next_member(Export *x);
+extern void    remora_export_pages_ask(Export *x);
+extern void    remora_export_pages_release(Export *x);
+extern void    remora_export_page_free(Page *pg);
 
 /* export_parts.c: copy a member above the cutoff as a multipart upload */
 extern void remora_export_start_multipart(Export *x, Member *mb);
