@@ -462,12 +462,6 @@ remora_s3_failed(const Request *req, CURLcode rc, RemoraTaskError *err,
 	return true;
 }
 
-void
-remora_md5_base64(const unsigned char md5[16], char out[25])
-{
-	EVP_EncodeBlock((unsigned char *) out, md5, 16);
-}
-
 /* ---------------------------------------------------------------- ETags */
 
 /* The value inside quotes: "v", &quot;v&quot; or v, whitespace trimmed. */

@@ -95,6 +95,4 @@ extern bool  remora_etag_of_parts(const char *const *part_etags, int nparts,
 extern char *remora_s3_answer_etag(const Request *req, const char *root,
 								   RemoraTaskError *err, const char *what);
 
-extern void remora_md5_base64(const unsigned char md5[16], char out[25]);
-
 #endif /* REMORA_S3_H */
