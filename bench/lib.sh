@@ -1,6 +1,11 @@
 # Helpers shared by the benchmark scripts (source this file; ROOT is the
 # repository).
 
+# What the benchmarks need beyond the tests' packages (install_deps from
+# test/lib/deps.sh installs them): the peer rclone, gnuplot for the plots,
+# /usr/bin/time for CPU seconds.
+REMORA_DEB_PACKAGES="${REMORA_DEB_PACKAGES:-} rclone gnuplot-nox time"
+
 # median: the median of the numbers on standard input ("nan" if none)
 median() {
 	sort -g | awk '{ v[NR] = $1 } END {

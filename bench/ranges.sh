@@ -49,6 +49,7 @@ PART_B=$(bytes "$PART")
 . "$ROOT/test/lib/deps.sh"
 . "$ROOT/test/lib/services.sh"
 . "$ROOT/bench/lib.sh"
+install_deps >/dev/null
 for c in gcc nginx node curl rclone /usr/bin/aws /usr/bin/time; do
 	command -v "$c" >/dev/null || die "missing $c"
 done

@@ -1255,13 +1255,16 @@ BEGIN
 		 WHERE jb.job_id IN (SELECT p.job_id FROM picked p)
 		   FOR UPDATE SKIP LOCKED
 	), unqueued AS (
-		DELETE FROM remora.queue qq USING held h WHERE qq.job_id = h.job_id
+		-- by key, from the batch: a join (planned generically for up to
+		-- max_jobs rows) would hash the whole queue
+		DELETE FROM remora.queue qq
+		 WHERE qq.job_id = ANY (ARRAY(SELECT h.job_id FROM held h))
 	), go AS MATERIALIZED (
-		SELECT h.*, gen_random_uuid() AS new_attempt, c AS cp,
+		SELECT h.*, gen_random_uuid() AS new_attempt,
+			   (SELECT c FROM remora.checkpoints c WHERE c.job_id = h.job_id) AS cp,
 			   (SELECT u.url FROM remora.source_urls u WHERE u.job_id = h.job_id) AS url,
 			   (SELECT e FROM remora.exports e WHERE e.export_id = h.job_id) AS ex
 		  FROM held h
-		  LEFT JOIN remora.checkpoints c ON c.job_id = h.job_id
 		 WHERE h.state IN ('queued', 'retrying') AND h.cancel_requested_at IS NULL
 		   AND h.attempts_used < h.max_attempts
 	), attempt AS (

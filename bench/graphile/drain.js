@@ -2,14 +2,19 @@
 // task until JOBS jobs have succeeded, and print their rate (jobs per
 // second, timed from the first success to the last, so that start-up is
 // not counted).  Unbatched: graphile-worker's defaults otherwise.
+// JOBS 0: install graphile-worker's schema (all its migrations) and exit.
 "use strict";
-const { run, Logger } = require("graphile-worker");
+const { run, runMigrations, Logger } = require("graphile-worker");
 
 const quiet = new Logger(() => () => {});
 
 async function main() {
 	const [conn, want, concurrency] = process.argv.slice(2);
 	const target = Number(want);
+	if (target === 0) {
+		await runMigrations({ connectionString: conn, logger: quiet });
+		return;
+	}
 	let done = 0;
 	let first = null;
 	let last = null;
