@@ -170,7 +170,6 @@ CREATE INDEX jobs_priority_idx ON remora.jobs (priority, job_id)
 -- the validated parts of it, in order.
 CREATE OR REPLACE FUNCTION remora._check_checkpoint(cp jsonb) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	st		jsonb := cp -> 'state';
@@ -284,7 +283,6 @@ CREATE OR REPLACE FUNCTION remora._settle(j remora.jobs, a remora.attempts, outc
 							   err jsonb, retryable boolean)
 RETURNS text
 LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	next_state	text;
@@ -1140,7 +1138,6 @@ REVOKE ALL ON remora_exports, remora_export_attempts FROM PUBLIC;
 -- only cast once it is known to be a number).
 CREATE OR REPLACE FUNCTION remora._check_members(members jsonb) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	IF members IS NULL THEN
@@ -1426,12 +1423,10 @@ $$;
 
 CREATE OR REPLACE FUNCTION remora._setting_interval(name text) RETURNS interval
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$ BEGIN RETURN current_setting(name)::interval; END $$;
 CREATE OR REPLACE FUNCTION remora._staging_prefix(prefix text, job bigint, attempt uuid)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	RETURN CASE WHEN prefix = '' THEN '' ELSE prefix || '/' END
@@ -1440,7 +1435,6 @@ END
 $$;
 CREATE OR REPLACE FUNCTION remora._leases_in_use() RETURNS bigint
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	IF EXISTS (SELECT 1 FROM remora.coordination) THEN
@@ -1513,3 +1507,20 @@ REVOKE ALL ON FUNCTION remora._notify_workers(), remora.worker_settings()
 GRANT EXECUTE ON FUNCTION remora.worker_settings() TO remora_worker;
 GRANT SELECT (stopped_at), INSERT (host, label, version)
 	ON remora.incarnations TO remora_worker;
+
+/* ------------------------------------------------------------------------
+ * The protocol's private helpers run only inside SECURITY DEFINER functions,
+ * which pin search_path; a SET clause of their own cost every call a save
+ * and restore of the setting and a new search path (a quarter of a commit).
+ * ------------------------------------------------------------------------ */
+ALTER FUNCTION remora._authorize(uuid, bigint) RESET search_path;
+ALTER FUNCTION remora._settle(remora.jobs, remora.attempts, text, jsonb, boolean) RESET search_path;
+ALTER FUNCTION remora._check_members(jsonb) RESET search_path;
+ALTER FUNCTION remora._record_members(uuid, jsonb) RESET search_path;
+ALTER FUNCTION remora._check_manifest(jsonb) RESET search_path;
+ALTER FUNCTION remora._staging_prefix(text, bigint, uuid) RESET search_path;
+ALTER FUNCTION remora._setting_interval(text) RESET search_path;
+ALTER FUNCTION remora._check_checkpoint(jsonb) RESET search_path;
+ALTER FUNCTION remora._leases_in_use() RESET search_path;
+ALTER FUNCTION remora._lock_leases() RESET search_path;
+ALTER FUNCTION remora._backoff(integer, numeric) RESET search_path;

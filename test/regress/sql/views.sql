@@ -25,6 +25,16 @@ SELECT p.proname
  WHERE n.nspname IN ('public', 'remora') AND p.prosecdef
    AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false);
 
+-- a function that does not pin its search_path is one nobody may call:
+-- it runs only inside one that does
+SELECT p.proname
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname IN ('public', 'remora') AND p.prolang <> 13
+   AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false)
+   AND (p.proacl IS NULL
+		OR EXISTS (SELECT 1 FROM aclexplode(p.proacl) x
+					WHERE x.grantee <> p.proowner AND x.privilege_type = 'EXECUTE'));
+
 -- coordination tables are unlogged, authority tables logged
 SELECT c.relname, c.relpersistence
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
