@@ -556,7 +556,10 @@ BEGIN
 	VALUES ((v.j).job_id, p_attempt, p_token, d ->> 'key',
 			d ->> 'etag', d ->> 'sha256', (d ->> 'members')::bigint,
 			(d ->> 'bytes')::bigint, d);
-	UPDATE remora.attempts a SET state = 'succeeded', finished_at = now()
+	-- its staging holds the result and nothing else, so there is nothing to
+	-- clean (a 0.3.0 commit left segments/ there: those are still found)
+	UPDATE remora.attempts a
+	   SET state = 'succeeded', finished_at = now(), cleaned_at = now()
 	 WHERE a.attempt_id = p_attempt;
 	UPDATE remora.jobs jb SET state = 'succeeded', finished_at = now()
 	 WHERE jb.job_id = (v.j).job_id;
