@@ -21,7 +21,10 @@
 /*
  * The manifest goes up in parts of S3's smallest size (or the engine's part
  * size when that is smaller, as in tests): its unsent text is what a set
- * holds in memory, whatever remora.part_size is.
+ * holds in memory, whatever remora.part_size is.  No member is emitted
+ * while a whole part waits for the one being sent (or for the upload's
+ * creation), so a set holds at most two parts of it: one in flight, one
+ * filling.
  */
 #define MANIFEST_PART_MAX ((size_t) 5 * 1024 * 1024)
 
@@ -106,8 +109,7 @@ remora_set_pop_done(RemoraSet *set)
 {
 	while (set->head && set->status.state == REMORA_TASK_RUNNING &&
 		   set->ncpq < CHECKPOINT_QUEUE_MAX &&
-		   set->mtext.len < 2 * manifest_part(set) &&
-		   set->head->state == E_DONE)
+		   set->mtext.len < manifest_part(set) && set->head->state == E_DONE)
 	{
 		Entry *e = set->head;
 
