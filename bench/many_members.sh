@@ -421,14 +421,14 @@ rss_report() {
 			"$(echo "$peak / 1024" | bc -l)" "$(echo "($peak - $idle) / 1024" | bc -l)" "$secs"
 	done
 	echo
-	local first=${RSS_COUNTS%% *} last=${RSS_COUNTS##* } g1 g2 i1 p1 i2 p2
+	local first=${RSS_COUNTS%% *} last=${RSS_COUNTS##* } g1 met i1 p1 i2 p2
 	if [ "$first" != "$last" ]; then
 		read -r i1 p1 _ <<<"${RSS[$first]}"
 		read -r i2 p2 _ <<<"${RSS[$last]}"
 		g1=$(echo "($p2 - $i2 - $p1 + $i1) / 1024" | bc -l)
-		g2=$(echo "$g1 <= 16" | bc -l)
+		met=$(echo "$g1 <= 16" | bc -l)
 		printf 'From %s to %s members the peak above idle grows by %.1f MiB (target ≤ 16 MiB: %s).\n\n' \
-			"$first" "$last" "$g1" "$([ "$g2" = 1 ] && echo met || echo missed)"
+			"$first" "$last" "$g1" "$([ "$met" = 1 ] && echo met || echo missed)"
 	fi
 	echo "What the worker holds for a set: the listing window (at most 2,048"
 	echo "entries), completed members not yet checkpointed (at most 4,096; checkpoints"

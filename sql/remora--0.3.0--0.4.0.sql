@@ -1514,7 +1514,8 @@ GRANT SELECT (stopped_at), INSERT (host, label, version)
 /* ------------------------------------------------------------------------
  * The protocol's private helpers run only inside SECURITY DEFINER functions,
  * which pin search_path; a SET clause of their own cost every call a save
- * and restore of the setting and a new search path (a quarter of a commit).
+ * and restore of the setting and a new search path (10-25 % of a batched
+ * claim and commit).
  * ------------------------------------------------------------------------ */
 ALTER FUNCTION remora._authorize(uuid, bigint) RESET search_path;
 ALTER FUNCTION remora._settle(remora.jobs, remora.attempts, text, jsonb, boolean) RESET search_path;

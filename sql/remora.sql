@@ -44,7 +44,7 @@ GRANT USAGE ON SCHEMA remora TO remora_user, remora_worker;
 -- lease counters) do not: nobody may call them, and they run only inside a
 -- SECURITY DEFINER function that pinned it already.  A SET clause of their
 -- own cost every call a save and restore of the setting and a new search
--- path: a quarter of a commit's time.
+-- path (without them, batched claims and commits ran 10-25 % faster).
 
 /* ------------------------------------------------------------------------
  * Durable state

@@ -215,13 +215,7 @@ remora_http_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 	/* no database: just a place in pg_stat_activity */
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
-	/*
-	 * A reload announced while this process started can be lost (start-up
-	 * ignores SIGHUP until the handler above is set), which would leave it
-	 * the settings inherited at fork: read the files once now, as a SIGHUP
-	 * would.
-	 */
-	ProcessConfigFile(PGC_SIGHUP);
+	remora_reload_at_start();
 	pgstat_report_appname("remora http");
 
 	memset(cfg, 0, sizeof(*cfg));

@@ -278,13 +278,7 @@ remora_launcher_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(remora_database, NULL, 0);
-	/*
-	 * A reload announced while this process started can be lost (start-up
-	 * ignores SIGHUP until the handler above is set), which would leave it
-	 * the settings inherited at fork: read the files once now, as a SIGHUP
-	 * would.
-	 */
-	ProcessConfigFile(PGC_SIGHUP);
+	remora_reload_at_start();
 	remora_pin_session();
 	pgstat_report_appname("remora launcher");
 

@@ -309,3 +309,16 @@ remora_register_static_worker(const char *function, const char *name)
 	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", name);
 	RegisterBackgroundWorker(&worker);
 }
+
+/*
+ * For a background worker's start, once its SIGHUP handler is set and its
+ * signals unblocked: a reload that the postmaster announced while the
+ * process started can be lost (start-up ignores SIGHUP until the handler
+ * is set), which would leave it the settings inherited at fork.  Read the
+ * files once, as a SIGHUP would.
+ */
+void
+remora_reload_at_start(void)
+{
+	ProcessConfigFile(PGC_SIGHUP);
+}

@@ -64,6 +64,7 @@ extern void        remora_target_config(struct RemoraTargetConfig *out);
 extern const char *remora_target_secret_loaded;
 extern void        remora_register_static_worker(const char *function,
 												 const char *name);
+extern void        remora_reload_at_start(void);
 extern int         remora_spi_execute(const char *query, int nargs, Oid *types,
 									  Datum *values, const char *nulls, bool read_only,
 									  long count);

@@ -349,13 +349,7 @@ remora_worker_main(Datum main_arg)
 		remora_database,
 		remora_worker_role && remora_worker_role[0] ? remora_worker_role : NULL,
 		0);
-	/*
-	 * A reload announced while this process started can be lost (start-up
-	 * ignores SIGHUP until the handler above is set), which would leave it
-	 * the settings inherited at fork: read the files once now, as a SIGHUP
-	 * would.
-	 */
-	ProcessConfigFile(PGC_SIGHUP);
+	remora_reload_at_start();
 	remora_pin_session();
 	pgstat_report_appname("remora worker");
 
