@@ -84,12 +84,12 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS) $(HTTP_PKG_LIBS)) -lpthread
 
 # pg_regress finds test/regress/sql/<name>.sql and ./expected/<name>.out
-REGRESS = submit protocol security coordination retention views \
+REGRESS = submit protocol commit_many security coordination retention views \
 	source_grants hardening export
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 ISOLATION = claim-race claim-order lease-limit cancel-commit stale-token \
 	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss \
-	export-cancel export-replace
+	export-cancel export-replace commit-many
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=. --load-extension=remora
 
 PG_CONFIG ?= pg_config

@@ -6,9 +6,9 @@
 # queued no-op job claimed and completed:
 #
 #   A  remora, batched: remora.claim(incarnation, K) in one transaction,
-#      then one transaction that commits the K attempts (remora.commit
-#      with a one-member descriptor each), as a worker does when several
-#      finish together
+#      then one call of remora.commit_many that commits the K attempts
+#      (a one-member descriptor each), as a worker does when several
+#      finish in one round
 #   B  remora, one at a time: remora.claim(incarnation, 1), remora.commit
 #   C  the floor: a plain table, claim by UPDATE ... WHERE id = (SELECT ...
 #      ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED) on a
@@ -113,8 +113,10 @@ CREATE TEMP TABLE IF NOT EXISTS claimed (attempt_id uuid, fencing_token bigint, 
 INSERT INTO claimed SELECT attempt_id, fencing_token, spec ->> 'staging_prefix'
   FROM remora.claim($INC, $BATCH);
 BEGIN;
-SELECT count(*) FILTER (WHERE NOT remora.commit(attempt_id, fencing_token, $(tr -d '\n' <<<"$DESCRIPTOR")))
-  AS refused FROM claimed \gset
+SELECT count(*) FILTER (WHERE NOT committed) AS refused
+  FROM remora.commit_many((SELECT array_agg(attempt_id) FROM claimed),
+						  (SELECT array_agg(fencing_token) FROM claimed),
+						  (SELECT array_agg($(tr -d '\n' <<<"$DESCRIPTOR")) FROM claimed)) \gset
 \if :refused > 0
 SELECT 1 / 0;
 \endif

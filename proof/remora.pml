@@ -10,7 +10,10 @@
  * call is the code's own granularity.  Each transition names the
  * function that implements it ("Model: <Transition>" in the comment above
  * that function in sql/remora.sql); proof/map.sh checks that the two lists
- * agree.
+ * agree.  remora.commit_many is Commit for several jobs in one transaction:
+ * it holds every one of their job locks to its end, so its effect is that
+ * of the same Commits one after another with nothing in between, one of
+ * the interleavings the model already explores.
  *
  * Transitions (the names map.sh reads):
  *   @transition Authorize         remora._authorize
@@ -20,6 +23,7 @@
  *   @transition Renew             remora.renew
  *   @transition Checkpoint        remora.checkpoint
  *   @transition Commit            remora.commit
+ *   @transition Commit            remora.commit_many
  *   @transition CommitExport      remora._commit_export
  *   @transition Fail              remora.fail
  *   @transition Cancel            remora._cancel

@@ -265,40 +265,85 @@ typedef enum CommitOutcome
 } CommitOutcome;
 
 /*
- * Commit a result.  The descriptor is built once (the engine hands out a
+ * The descriptor of a result.  It is built once (the engine hands out a
  * set's last members only once) and kept, so that a commit whose call or
  * transaction failed is tried again with exactly the same members.
  */
+static Jsonb *
+commit_doc(Attempt *a, const RemoraTaskResult *r)
+{
+	MemoryContext        old;
+	RemoraTaskCheckpoint cp;
+	bool                 more;
+
+	if (a->commit_doc)
+		return a->commit_doc;
+	more = (a->is_set || a->is_export) && remora_task_checkpoint(a->task, &cp);
+	/* what the engine hands out last goes with the commit */
+	if (more && a->is_export)
+		keep_refs(a, cp.refs, cp.nrefs);
+	else if (more)
+		keep_members(a, cp.members, cp.nmembers);
+	old = MemoryContextSwitchTo(attempt_cxt);
+	a->commit_doc =
+		a->is_export ? remora_jobspec_export_descriptor(r, a->unsent)
+		: a->is_set
+			? remora_jobspec_set_descriptor(r, a->unsent)
+			: remora_jobspec_object_descriptor(r, a->bucket, a->file_name);
+	MemoryContextSwitchTo(old);
+	members_sent(a);
+	return a->commit_doc;
+}
+
+/* Commit one result, in a transaction of its own. */
 static CommitOutcome
-report_success(Attempt *a, const RemoraTaskResult *r)
+report_success(Attempt *a)
 {
 	bool ok;
 
-	if (a->commit_doc == NULL)
-	{
-		MemoryContext        old;
-		RemoraTaskCheckpoint cp;
-		bool                 more =
-			(a->is_set || a->is_export) && remora_task_checkpoint(a->task, &cp);
-
-		/* what the engine hands out last goes with the commit */
-		if (more && a->is_export)
-			keep_refs(a, cp.refs, cp.nrefs);
-		else if (more)
-			keep_members(a, cp.members, cp.nmembers);
-		old = MemoryContextSwitchTo(attempt_cxt);
-		a->commit_doc =
-			a->is_export ? remora_jobspec_export_descriptor(r, a->unsent)
-			: a->is_set
-				? remora_jobspec_set_descriptor(r, a->unsent)
-				: remora_jobspec_object_descriptor(r, a->bucket, a->file_name);
-		MemoryContextSwitchTo(old);
-		members_sent(a);
-	}
 	if (!remora_protocol_commit(a->job_id, a->attempt_id, a->token,
-								a->commit_doc, &ok))
+								commit_doc(a, remora_task_result(a->task)),
+								&ok))
 		return COMMIT_AGAIN;
 	return ok ? COMMIT_DONE : COMMIT_REFUSED;
+}
+
+/*
+ * Commit the results of the attempts that succeeded (outcome[i] for
+ * attempts[i]).  Several commit in one call and one transaction
+ * (remora.commit_many decides each item as remora.commit would): a round
+ * in which many small jobs finish pays for one commit, not one each.  If
+ * that call fails, each is committed alone.
+ */
+static void
+commit_succeeded(CommitOutcome *outcome)
+{
+	const char *ids[REMORA_MAX_ATTEMPTS];
+	int64       tokens[REMORA_MAX_ATTEMPTS];
+	Jsonb      *docs[REMORA_MAX_ATTEMPTS];
+	bool        ok[REMORA_MAX_ATTEMPTS];
+	int         which[REMORA_MAX_ATTEMPTS];
+	int         n = 0;
+
+	for (int i = 0; i < nattempts; i++)
+	{
+		Attempt *a = attempts[i];
+
+		if (remora_task_state(a->task) != REMORA_TASK_SUCCEEDED)
+			continue;
+		ids[n] = a->attempt_id;
+		tokens[n] = a->token;
+		docs[n] = commit_doc(a, remora_task_result(a->task));
+		which[n++] = i;
+	}
+	if (n > 1 && remora_protocol_commit_many(n, ids, tokens, docs, ok))
+	{
+		for (int k = 0; k < n; k++)
+			outcome[which[k]] = ok[k] ? COMMIT_DONE : COMMIT_REFUSED;
+		return;
+	}
+	for (int k = 0; k < n; k++)
+		outcome[which[k]] = report_success(attempts[which[k]]);
 }
 
 /*
@@ -338,6 +383,10 @@ static void export_flush(Attempt *a);
 void
 remora_attempts_finish(void)
 {
+	CommitOutcome outcome[REMORA_MAX_ATTEMPTS];
+
+	commit_succeeded(outcome);
+	/* backwards: forgetting attempts[i] moves the last one into its place */
 	for (int i = nattempts - 1; i >= 0; i--)
 	{
 		Attempt        *a = attempts[i];
@@ -345,7 +394,7 @@ remora_attempts_finish(void)
 
 		if (st == REMORA_TASK_SUCCEEDED)
 		{
-			CommitOutcome o = report_success(a, remora_task_result(a->task));
+			CommitOutcome o = outcome[i];
 
 			if (o == COMMIT_DONE)
 				ereport(LOG, (errmsg("remora job " INT64_FORMAT

@@ -685,6 +685,61 @@ remora_protocol_commit(int64 job_id, const char *attempt_id, int64 token,
 	return called;
 }
 
+/* Several commits, one call: ok[i] for item i (rows come back in order). */
+typedef struct CommitManyCall
+{
+	int                n;
+	const char *const *attempt_ids;
+	const int64       *tokens;
+	Jsonb *const      *docs;
+	bool              *ok;
+} CommitManyCall;
+
+static void
+commit_many_call(void *arg)
+{
+	CommitManyCall *c = arg;
+	Oid             types[3] = {UUIDARRAYOID, INT8ARRAYOID, JSONBARRAYOID};
+	Datum           values[3];
+	Datum          *ids = palloc(sizeof(Datum) * c->n);
+	Datum          *tokens = palloc(sizeof(Datum) * c->n);
+	Datum          *docs = palloc(sizeof(Datum) * c->n);
+
+	for (int i = 0; i < c->n; i++)
+	{
+		ids[i] = uuid_datum(c->attempt_ids[i]);
+		tokens[i] = Int64GetDatum(c->tokens[i]);
+		docs[i] = JsonbPGetDatum(c->docs[i]);
+	}
+	values[0] = PointerGetDatum(
+		construct_array(ids, c->n, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR));
+	values[1] =
+		PointerGetDatum(construct_array(tokens, c->n, INT8OID, sizeof(int64),
+										FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[2] = PointerGetDatum(
+		construct_array(docs, c->n, JSONBOID, -1, false, TYPALIGN_INT));
+	sql("SELECT committed FROM remora.commit_many($1, $2, $3)", 3, types,
+		values, NULL);
+	for (uint64 r = 0; r < SPI_processed && r < (uint64) c->n; r++)
+		c->ok[r] = col_bool(r, "committed");
+}
+
+/*
+ * Commit several results in one call and one transaction
+ * (remora.commit_many): ok[i] false when item i was refused.  False when
+ * the call failed; nothing was committed then.
+ */
+bool
+remora_protocol_commit_many(int n, const char *const *attempt_ids,
+							const int64 *tokens, Jsonb *const *docs, bool *ok)
+{
+	CommitManyCall c = {n, attempt_ids, tokens, docs, ok};
+
+	for (int i = 0; i < n; i++)
+		ok[i] = false;
+	return remora_tx_call("committing results", 0, commit_many_call, &c);
+}
+
 /*
  * Report a failed attempt (error: a remora_jobspec_error document).
  * Returns the job's resulting state (in the caller's context), or NULL if

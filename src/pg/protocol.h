@@ -60,6 +60,9 @@ extern bool  remora_protocol_checkpoint(int64 job_id, const char *attempt_id,
 										bool *ok);
 extern bool  remora_protocol_commit(int64 job_id, const char *attempt_id,
 									int64 token, Jsonb *descriptor, bool *ok);
+extern bool  remora_protocol_commit_many(int n, const char *const *attempt_ids,
+										 const int64 *tokens, Jsonb *const *docs,
+										 bool *ok);
 extern char *remora_protocol_fail(int64 job_id, const char *attempt_id,
 								  int64 token, Jsonb *error, bool retryable);
 extern bool remora_protocol_lookup_members(int64 job_id, const char *attempt_id,

@@ -11,7 +11,8 @@
  *	  engine	move bytes (no transaction is open)
  *	  renew		every third of the lease, or at once after a cancel; before
  *				any other protocol call, so that none can delay it
- *	  finish	commit the attempts that succeeded, fail those that failed
+ *	  finish	commit the attempts that succeeded (those of one round in one
+ *				call, remora.commit_many), fail those that failed
  *	  checkpoint  validated progress, all dirty attempts in one transaction,
  *				at most once a second
  *	  claim		when there is room and a submit committed, now and then, and

@@ -230,6 +230,60 @@ remora_call_commit(RemoraConn *c, int64_t job, const char *attempt,
 	return true;
 }
 
+/*
+ * Commit several results in one call and one transaction
+ * (remora.commit_many): ok[i] false when item i was refused.  False when
+ * the call failed; nothing was committed then.  The items travel as one
+ * JSON array ({"a": attempt, "t": token, "m": descriptor}, docs[i] being
+ * JSON texts already), which the statement unpacks into the arrays.
+ */
+bool
+remora_call_commit_many(RemoraConn *c, int n, const char *const *attempts,
+						const int64_t *tokens, const char *const *docs,
+						bool *ok)
+{
+	size_t      len = 3;
+	size_t      at = 0;
+	char       *items;
+	const char *params[1];
+	PGresult   *res;
+
+	for (int i = 0; i < n; i++)
+	{
+		ok[i] = false;
+		len += strlen(attempts[i]) + strlen(docs[i]) + 64;
+	}
+	if ((items = malloc(len)) == NULL)
+		return false;
+	items[at++] = '[';
+	for (int i = 0; i < n; i++)
+		at += (size_t) snprintf(items + at, len - at,
+								"%s{\"a\":\"%s\",\"t\":%" PRId64 ",\"m\":%s}",
+								i ? "," : "", attempts[i], tokens[i], docs[i]);
+	snprintf(items + at, len - at, "]");
+	params[0] = items;
+	res = remora_conn_exec(
+		c, "committing results",
+		"SELECT c.committed FROM (SELECT "
+		"pg_catalog.array_agg((x.e OPERATOR(pg_catalog.->>) 'a')::uuid "
+		"ORDER BY x.o) AS a, "
+		"pg_catalog.array_agg((x.e OPERATOR(pg_catalog.->>) 't')::bigint "
+		"ORDER BY x.o) AS t, "
+		"pg_catalog.array_agg(x.e OPERATOR(pg_catalog.->) 'm' ORDER BY x.o) "
+		"AS m "
+		"FROM pg_catalog.jsonb_array_elements($1::jsonb) "
+		"WITH ORDINALITY x(e, o)) s, "
+		"remora.commit_many(s.a, s.t, s.m) c",
+		1, params);
+	free(items);
+	if (res == NULL)
+		return false;
+	for (int r = 0; r < PQntuples(res) && r < n; r++)
+		ok[r] = col_bool(res, r, "committed");
+	PQclear(res);
+	return true;
+}
+
 /* The job's resulting state (malloc'd), or NULL if the call failed. */
 char *
 remora_call_fail(RemoraConn *c, int64_t job, const char *attempt, int64_t token,

@@ -43,6 +43,10 @@ extern bool  remora_call_checkpoint(RemoraConn *c, int64_t job,
 									const char *doc, bool *ok);
 extern bool  remora_call_commit(RemoraConn *c, int64_t job, const char *attempt,
 								int64_t token, const char *doc, bool *ok);
+extern bool  remora_call_commit_many(RemoraConn *c, int n,
+									 const char *const *attempts,
+									 const int64_t     *tokens,
+									 const char *const *docs, bool *ok);
 extern char *remora_call_fail(RemoraConn *c, int64_t job, const char *attempt,
 							  int64_t token, const char *error, bool retryable);
 extern bool  remora_call_lookup(RemoraConn *c, int64_t job, const char *attempt,

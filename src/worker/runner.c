@@ -212,30 +212,87 @@ typedef enum Outcome
 	AGAIN
 } Outcome;
 
+/*
+ * The descriptor of a result, built once and kept (the engine hands out a
+ * set's last members only once), or NULL when it cannot be built yet.
+ */
+static const char *
+commit_doc(Attempt *a, const RemoraTaskResult *r)
+{
+	RemoraTaskCheckpoint cp;
+
+	if (a->commit_doc)
+		return a->commit_doc;
+	if ((a->is_set || a->is_export) && remora_task_checkpoint(a->task, &cp))
+		keep_docs(a, &cp);
+	a->commit_doc = a->is_export ? remora_codec_export_descriptor(r, &a->unsent)
+					: a->is_set  ? remora_codec_set_descriptor(r, &a->unsent)
+								 : remora_codec_object_descriptor(r, a->bucket,
+																  a->file_name);
+	if (a->commit_doc)
+		remora_docs_clear(&a->unsent);
+	return a->commit_doc;
+}
+
 static Outcome
-report_success(Attempt *a, const RemoraTaskResult *r)
+report_success(Attempt *a)
 {
 	bool ok;
 
-	if (a->commit_doc == NULL)
-	{
-		RemoraTaskCheckpoint cp;
-
-		if ((a->is_set || a->is_export) && remora_task_checkpoint(a->task, &cp))
-			keep_docs(a, &cp);
-		a->commit_doc =
-			a->is_export ? remora_codec_export_descriptor(r, &a->unsent)
-			: a->is_set
-				? remora_codec_set_descriptor(r, &a->unsent)
-				: remora_codec_object_descriptor(r, a->bucket, a->file_name);
-		if (a->commit_doc == NULL)
-			return AGAIN;
-		remora_docs_clear(&a->unsent);
-	}
+	if (commit_doc(a, remora_task_result(a->task)) == NULL)
+		return AGAIN;
 	if (!remora_call_commit(conn, a->job_id, a->attempt_id, a->token,
 							a->commit_doc, &ok))
 		return AGAIN;
 	return ok ? DONE : REFUSED;
+}
+
+/* May this attempt commit now?  (Past its fence remora_runner_fence stops it.)
+ */
+static bool
+may_commit(const Attempt *a)
+{
+	return remora_task_state(a->task) == REMORA_TASK_SUCCEEDED &&
+		   remora_wclock_ms() < a->fence_ms;
+}
+
+/*
+ * Commit the results of the attempts that succeeded and may still commit
+ * (committing[i]; outcome[i] for attempts[i]): several in one call and one
+ * transaction (remora.commit_many, which decides each item as remora.commit
+ * would); if that call fails, each alone.
+ */
+static void
+commit_succeeded(const bool *committing, Outcome *outcome)
+{
+	const char *ids[REMORA_WORKER_MAX_ATTEMPTS];
+	int64_t     tokens[REMORA_WORKER_MAX_ATTEMPTS];
+	const char *docs[REMORA_WORKER_MAX_ATTEMPTS];
+	bool        ok[REMORA_WORKER_MAX_ATTEMPTS];
+	int         which[REMORA_WORKER_MAX_ATTEMPTS];
+	int         n = 0;
+
+	for (int i = 0; i < nattempts; i++)
+	{
+		Attempt *a = attempts[i];
+
+		outcome[i] = AGAIN;
+		if (!committing[i] ||
+			commit_doc(a, remora_task_result(a->task)) == NULL)
+			continue;
+		ids[n] = a->attempt_id;
+		tokens[n] = a->token;
+		docs[n] = a->commit_doc;
+		which[n++] = i;
+	}
+	if (n > 1 && remora_call_commit_many(conn, n, ids, tokens, docs, ok))
+	{
+		for (int k = 0; k < n; k++)
+			outcome[which[k]] = ok[k] ? DONE : REFUSED;
+		return;
+	}
+	for (int k = 0; k < n; k++)
+		outcome[which[k]] = report_success(attempts[which[k]]);
 }
 
 static void export_flush(Attempt *a);
@@ -244,6 +301,13 @@ static void export_flush(Attempt *a);
 void
 remora_runner_finish(void)
 {
+	Outcome outcome[REMORA_WORKER_MAX_ATTEMPTS];
+	bool    committing[REMORA_WORKER_MAX_ATTEMPTS];
+
+	for (int i = 0; i < nattempts; i++)
+		committing[i] = may_commit(attempts[i]);
+	commit_succeeded(committing, outcome);
+	/* backwards: forgetting attempts[i] moves the last one into its place */
 	for (int i = nattempts - 1; i >= 0; i--)
 	{
 		Attempt        *a = attempts[i];
@@ -251,12 +315,11 @@ remora_runner_finish(void)
 
 		if (st == REMORA_TASK_SUCCEEDED)
 		{
-			Outcome o;
+			Outcome o = outcome[i];
 			bool    ok = false, cancelled;
 
-			if (remora_wclock_ms() >= a->fence_ms)
+			if (!committing[i])
 				continue; /* remora_runner_fence stops it */
-			o = report_success(a, remora_task_result(a->task));
 			if (o == DONE)
 				remora_wlog("job %" PRId64 " attempt %s committed its result",
 							a->job_id, a->attempt_id);

@@ -146,6 +146,9 @@ SELECT pg_temp.try(format($$SELECT remora.commit(%L, %s, '[]')$$, :'xatt', :xtok
 SELECT pg_temp.try(format($$SELECT remora.commit(%L, %s, '{"sha256": "c"}')$$, :'xatt', :xtok));
 -- a commit without every member's answer is refused
 SELECT remora.commit(:'xatt', :xtok, jsonb_build_object('sha256', repeat('c', 64)));
+-- and so is it in a batch, where an export's descriptor is its own
+SELECT committed AS batched FROM remora.commit_many(ARRAY[:'xatt']::uuid[], ARRAY[:xtok]::bigint[],
+	ARRAY[jsonb_build_object('sha256', repeat('c', 64))]);
 SELECT remora.commit(:'xatt', :xtok, jsonb_build_object('sha256', repeat('d', 64),
 	'references', '[{"path": "sub/b.bin", "key": "models/llama/sub/b.bin", "etag": "\"e-b\"", "size": 4}]'::jsonb));
 -- lease lapses: lost mid-dispatch
