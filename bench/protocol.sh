@@ -242,7 +242,7 @@ LAST_B=${BACKLOGS##* }
 	echo "\`bench/protocol.sh\` ($(date -u +%Y-%m-%d), $(nproc) cores, PostgreSQL $PG_VERSION with \`fsync = on\`,"
 	echo "graphile-worker $GW_VERSION): claims and completions of queued no-op jobs per second, medians of"
 	echo "$RUNS interleaved rounds of $PAIRS each, drawn from the head of a backlog kept at its size."
-	echo "A: Remora, \`remora.claim(…, $BATCH)\` then one transaction committing the $BATCH attempts; B: Remora, one"
+	echo "A: Remora, \`remora.claim(…, $BATCH)\` then one \`remora.commit_many\` of the $BATCH attempts; B: Remora, one"
 	echo "job a claim and a commit; C: the floor, a plain table with \`FOR UPDATE SKIP LOCKED\` and a partial"
 	echo "index; D: graphile-worker \`-j 10\`, a no-op task, unbatched."
 	echo

@@ -1717,10 +1717,14 @@ BEGIN
 
 	-- validate every descriptor first (an export's goes to its own commit),
 	-- saying which item is wrong
+	-- (each row of the tables below is found by key from an item: the
+	-- lateral subqueries keep the planner from joining whole tables, which
+	-- a generic plan made while they were small had done)
 	SELECT coalesce(array_agg(i.ord::integer), '{}') INTO exports
 	  FROM unnest(attempt_ids) WITH ORDINALITY i(aid, ord)
-	  JOIN remora.attempts a ON a.attempt_id = i.aid
-	  JOIN remora.exports e ON e.export_id = a.job_id;
+	 CROSS JOIN LATERAL (SELECT a.job_id FROM remora.attempts a
+						  WHERE a.attempt_id = i.aid OFFSET 0) a
+	 WHERE EXISTS (SELECT 1 FROM remora.exports e WHERE e.export_id = a.job_id);
 	ds := array_fill(NULL::jsonb, ARRAY[n]);
 	BEGIN
 		FOR i IN 1 .. n LOOP
@@ -1742,9 +1746,11 @@ BEGIN
 	-- the job's bucket, the counts exact, no member recorded otherwise
 	SELECT coalesce(array_agg(i.ord::integer), '{}') INTO clean
 	  FROM unnest(attempt_ids, fencing_tokens, ds) WITH ORDINALITY i(aid, tok, d, ord)
-	  JOIN remora.attempts a ON a.attempt_id = i.aid
-	  JOIN remora.jobs j ON j.job_id = a.job_id
-	 CROSS JOIN LATERAL (SELECT remora._staging_prefix(j.prefix, j.job_id, i.aid) AS sp) s
+	 CROSS JOIN LATERAL (SELECT a.job_id, a.fencing_token, a.state FROM remora.attempts a
+						  WHERE a.attempt_id = i.aid OFFSET 0) a
+	 CROSS JOIN LATERAL (SELECT j.bucket, j.state, j.current_attempt, j.cancel_requested_at,
+								remora._staging_prefix(j.prefix, j.job_id, i.aid) AS sp
+						   FROM remora.jobs j WHERE j.job_id = a.job_id OFFSET 0) j
 	 WHERE i.d IS NOT NULL
 	   AND array_position(attempt_ids, i.aid) = i.ord
 	   AND array_position(attempt_ids, i.aid, i.ord::integer + 1) IS NULL
@@ -1753,8 +1759,8 @@ BEGIN
 	   AND j.cancel_requested_at IS NULL
 	   AND NOT EXISTS (SELECT 1 FROM remora.leases l
 						WHERE l.attempt_id = i.aid AND l.expires_at < now())
-	   AND left(i.d ->> 'key', length(s.sp)) = s.sp
-	   AND length(i.d ->> 'key') <> length(s.sp)
+	   AND left(i.d ->> 'key', length(j.sp)) = j.sp
+	   AND length(i.d ->> 'key') <> length(j.sp)
 	   AND NOT EXISTS (SELECT 1
 						 FROM (SELECT m.bucket, m.key FROM remora.members m
 								WHERE m.attempt_id = i.aid
@@ -1762,7 +1768,7 @@ BEGIN
 							   SELECT e.value ->> 'bucket', e.value ->> 'key'
 								 FROM jsonb_array_elements(coalesce(i.d -> 'entries', '[]')) e) x
 						WHERE x.bucket <> j.bucket
-						   OR left(x.key, length(s.sp)) <> s.sp
+						   OR left(x.key, length(j.sp)) <> j.sp
 						   OR x.key = i.d ->> 'key')
 	   AND (SELECT (count(*), coalesce(sum(u.size), 0))
 			  FROM (SELECT m.path, m.size FROM remora.members m
@@ -1784,7 +1790,8 @@ BEGIN
 		WITH c AS MATERIALIZED (
 			SELECT i.aid, i.tok, i.d, a.job_id
 			  FROM unnest(attempt_ids, fencing_tokens, ds) WITH ORDINALITY i(aid, tok, d, ord)
-			  JOIN remora.attempts a ON a.attempt_id = i.aid
+			 CROSS JOIN LATERAL (SELECT a.job_id FROM remora.attempts a
+								  WHERE a.attempt_id = i.aid OFFSET 0) a
 			 WHERE i.ord = ANY (clean)
 		), mem AS (
 			INSERT INTO remora.members (attempt_id, path, bucket, key, size, sha256, etag, source)
@@ -1820,7 +1827,8 @@ BEGIN
 	-- the others, one by one in job order
 	FOR k IN SELECT i.ord::integer
 			   FROM unnest(attempt_ids) WITH ORDINALITY i(aid, ord)
-			   LEFT JOIN remora.attempts a ON a.attempt_id = i.aid
+			   LEFT JOIN LATERAL (SELECT a.job_id FROM remora.attempts a
+								   WHERE a.attempt_id = i.aid OFFSET 0) a ON true
 			  WHERE NOT i.ord = ANY (clean)
 			  ORDER BY a.job_id NULLS LAST, i.ord LOOP
 		ok[k] := remora.commit(attempt_ids[k], fencing_tokens[k], manifests[k]);
