@@ -8,7 +8,8 @@
 #   A  remora, batched: remora.claim(incarnation, K) in one transaction,
 #      then one call of remora.commit_many that commits the K attempts
 #      (a one-member descriptor each), as a worker does when several
-#      finish in one round
+#      finish in one round; the claims are kept by the client (pgbench
+#      variables), as a worker keeps them in memory
 #   B  remora, one at a time: remora.claim(incarnation, 1), remora.commit
 #   C  the floor: a plain table, claim by UPDATE ... WHERE id = (SELECT ...
 #      ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED) on a
@@ -109,19 +110,16 @@ DESCRIPTOR="jsonb_build_object('key', p || 'manifest.json', 'etag', '\"m\"',
 	'sha256', repeat('0', 64), 'size', 1)))"
 cat >"$S/A.sql" <<SQL
 SET client_min_messages = warning;
-CREATE TEMP TABLE IF NOT EXISTS claimed (attempt_id uuid, fencing_token bigint, p text);
-INSERT INTO claimed SELECT attempt_id, fencing_token, spec ->> 'staging_prefix'
-  FROM remora.claim($INC, $BATCH);
-BEGIN;
+SELECT coalesce(array_agg(attempt_id), '{}') AS ids, coalesce(array_agg(fencing_token), '{}') AS toks,
+	   coalesce(array_agg(spec ->> 'staging_prefix'), '{}') AS ps
+  FROM remora.claim($INC, $BATCH) \gset
 SELECT count(*) FILTER (WHERE NOT committed) AS refused
-  FROM remora.commit_many((SELECT array_agg(attempt_id) FROM claimed),
-						  (SELECT array_agg(fencing_token) FROM claimed),
-						  (SELECT array_agg($(tr -d '\n' <<<"$DESCRIPTOR")) FROM claimed)) \gset
+  FROM remora.commit_many(':ids', ':toks',
+	(SELECT coalesce(array_agg($(tr -d '\n' <<<"$DESCRIPTOR") ORDER BY o), '{}')
+	   FROM unnest(':ps'::text[]) WITH ORDINALITY u(p, o))) \gset
 \if :refused > 0
 SELECT 1 / 0;
 \endif
-DELETE FROM claimed;
-COMMIT;
 SQL
 cat >"$S/B.sql" <<SQL
 SELECT attempt_id AS a, fencing_token AS t, spec ->> 'staging_prefix' AS p
