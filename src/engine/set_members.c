@@ -22,7 +22,11 @@
  * (CopyObject): the bytes are read once to hash them, and never sent back.
  * Only for objects whose ETag is the MD5 of their content (not multipart
  * uploads), so that the copy's ETag proves the copy is what was hashed,
- * also on a store that ignores x-amz-copy-source-if-match.
+ * also on a store that ignores x-amz-copy-source-if-match; and only from
+ * one part size up.  A smaller member is streamed like any other (its GET
+ * hashed on the way into one PUT): the same two requests, but the store
+ * reads it once instead of twice.  bench/many_members.sh, 2,000 x 64 KiB:
+ * streamed in 0.52x the wall time of hash-then-copy on RGW, 0.66x on s3rver.
  */
 #define COPY_OBJECT_MAX ((int64_t) 5 * 1024 * 1024 * 1024)
 
@@ -260,6 +264,7 @@ static bool
 server_copy_fits(const RemoraSet *set, const Entry *e)
 {
 	return set->kind == REMORA_SET_S3 && set->same_store &&
+		   e->size >= (int64_t) set->base.engine->part_size &&
 		   e->size <= COPY_OBJECT_MAX && remora_etag_is_md5(e->src_etag);
 }
 
