@@ -6,8 +6,9 @@
 # each store chosen with --store: the test S3 server (@20minutes/s3rver)
 # and Ceph's RADOS Gateway (test/lib/rgw.sh, BlueStore OSD).
 #
-#   A  remora, same store: every member read once to hash it, then copied
-#      inside the store (CopyObject)
+#   A  remora, same store: a member of a part size or more read once to
+#      hash it, then copied inside the store (CopyObject); a smaller one
+#      (all of them at the default --size) streamed, GET hashed into a PUT
 #   B  remora, streamed: the same store registered as a source endpoint,
 #      so every member is read and written again (GET + PUT)
 #   C  aws s3 sync s3://source/P/ s3://target/Q/ (CopyObject, no hashing)
@@ -285,7 +286,7 @@ done
 
 # ------------------------------------------------------------------ report
 declare -A NAME=(
-	[A]="A: remora, same store (hash by GET, then CopyObject)"
+	[A]="A: remora, same store (below a part: GET + PUT; from a part up: hash by GET, then CopyObject)"
 	[B]="B: remora, streamed (GET + PUT, through a registered endpoint)"
 	[C]="C: \`aws s3 sync\` (CopyObject, no hashing)"
 	[D]="D: \`rclone copy --transfers 8\` (server-side copy)"
@@ -312,10 +313,10 @@ store_words() {
 		peer_cpu="$peer_cpu and $(ratio "${CPU[$st/A]}" "${CPU[$st/D]}")× D's"
 	fi
 	cat <<TXT
-On $n, remora's same-store copy (A) took $peers, the peers that
-also copy inside the store, with $peer_cpu client CPU; the store's CPU for A
-was $(ratio "${SCPU[$st/A]}" "${SCPU[$st/C]}")× C's, since A also reads every member once (GET) to hash it.
-Streaming every byte through the worker instead (B: GET and PUT, no copy)
+On $n, remora's same-store job (A) took $peers, the peers that
+copy inside the store, with $peer_cpu client CPU; the store's CPU for A
+was $(ratio "${SCPU[$st/A]}" "${SCPU[$st/C]}")× C's, since A reads every member once (GET) to hash it.
+Streaming every byte through a registered endpoint (B: GET and PUT, no copy)
 took $(ratio "${WALL[$st/B]}" "${WALL[$st/A]}")× A's wall time and $(ratio "${SCPU[$st/B]}" "${SCPU[$st/A]}")× A's store CPU here.  The store
 wrote $(mib "${SW[$st/A]}") MiB for A and $(mib "${SW[$st/B]}") MiB for B, for $DATA_MIB MiB of data.
 TXT
