@@ -163,11 +163,16 @@ zpid=$(q "SELECT i.pid FROM remora.jobs j JOIN remora.attempts a ON a.attempt_id
 zatt=$(q "SELECT current_attempt FROM remora.jobs WHERE job_id = $j")
 kill -STOP "$zpid"
 check "zombie: the replacement succeeds while the first attempt is stopped" wait_state "$j" succeeded 40
+# the lost attempt's staging is due for the sweep a lease after it was
+# lost, which may come before the store has the manifest let go below, or
+# before it is seen: its cleanup waits (as after a failed one) until then
+q "UPDATE remora.attempts SET clean_after = now() + interval '1 hour' WHERE attempt_id = '$zatt'" >/dev/null
 curl -s "http://127.0.0.1:$S3_PROXY/__release" >/dev/null
 # resume it once the store has written its manifest: the answer is waiting,
 # so the first thing it does is try to commit
 zmanifest() { aws_s3 s3 ls "s3://target/remora/$j/$zatt/manifest.jsonl" >/dev/null 2>&1; }
 check "zombie: the store accepted its manifest while it was stopped" wait_for 20 zmanifest
+q "UPDATE remora.attempts SET clean_after = now() WHERE attempt_id = '$zatt'" >/dev/null
 kill -CONT "$zpid"
 refused() { grep -q "attempt $zatt: commit refused" "$LOG"; }
 check "zombie: its late commit is refused" wait_for 20 refused
