@@ -6,7 +6,7 @@
 # from the caller (COPT=-Werror), not from here.
 
 EXTENSION = remora
-EXTVERSION = 0.4.0
+EXTVERSION = 0.5.0
 
 MODULE_big = remora
 PG_OBJS = \
@@ -71,7 +71,8 @@ DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 # earlier releases and the upgrade path from each
 DATA = sql/$(EXTENSION)--0.1.0.sql sql/$(EXTENSION)--0.1.0--0.2.0.sql \
 	sql/$(EXTENSION)--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql \
-	sql/$(EXTENSION)--0.3.0.sql sql/$(EXTENSION)--0.3.0--0.4.0.sql
+	sql/$(EXTENSION)--0.3.0.sql sql/$(EXTENSION)--0.3.0--0.4.0.sql \
+	sql/$(EXTENSION)--0.4.0.sql sql/$(EXTENSION)--0.4.0--0.5.0.sql
 EXTRA_CLEAN = results regression.diffs regression.out output_iso \
 	$(WORKER_OBJS) $(WORKER_PROGRAM) \
 	test/unit/obj $(UNIT_TESTS) test/engine/fetch \
