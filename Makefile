@@ -63,6 +63,7 @@ HTTP_OBJS = \
 	src/http/httpd.o \
 	src/http/server.o \
 	src/http/session.o \
+	src/http/forwarded.o \
 	src/http/api.o \
 	src/http/assets.o
 OBJS = $(PG_OBJS) $(ENGINE_OBJS) $(HTTP_OBJS)
@@ -162,7 +163,8 @@ $(ENGINE_UNIT_TESTS): %: %.c test/unit/unit.h $(UNIT_LIB)
 
 # the HTTP server's threads, without PostgreSQL (src/http but httpd.c)
 test/unit/http_test: test/unit/http_test.c src/http/server.c \
-		src/http/session.c src/http/api.c src/http/assets.c $(UNIT_LIB)
+		src/http/session.c src/http/forwarded.c src/http/api.c \
+		src/http/assets.c $(UNIT_LIB)
 	$(CC) $(UNIT_CFLAGS) -Wno-unused-parameter $(shell pkg-config --cflags $(HTTP_PKG_LIBS)) \
 		-o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS) \
 		$(shell pkg-config --libs $(HTTP_PKG_LIBS)) -lpthread

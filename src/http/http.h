@@ -62,6 +62,13 @@ extern void remora_http_tick(void);
 extern bool remora_http_stopping(void);
 extern void remora_http_sleep(int ms);
 
+/* forwarded.c: the client's address (X-Forwarded-For of trusted proxies) */
+extern bool remora_http_set_trusted_proxies(const char *text, char *err,
+											size_t errlen);
+extern void remora_http_client_address(const struct sockaddr *peer,
+									   const char *forwarded, char *out,
+									   size_t outlen);
+
 /* session.c: connection pools per role, sessions, sign-in throttling */
 typedef struct RemoraPool RemoraPool;
 
@@ -79,12 +86,17 @@ extern RemoraAuthResult remora_http_login(const char  *user,
 										  const char  *address,
 										  RemoraPool **pool, int *retry_after,
 										  char *err, size_t errlen);
-extern void             remora_pool_unref(RemoraPool *pool);
-extern const char      *remora_pool_role(const RemoraPool *pool);
-extern PGconn          *remora_pool_acquire(RemoraPool *pool, bool *refused);
-extern void             remora_pool_release(RemoraPool *pool, PGconn *conn);
+extern int         remora_signin_admit(const char *user, const char *address,
+									   time_t now);
+extern void        remora_signin_done(const char *user, const char *address,
+									  RemoraAuthResult r, time_t now);
+extern void        remora_pool_unref(RemoraPool *pool);
+extern const char *remora_pool_role(const RemoraPool *pool);
+extern PGconn     *remora_pool_acquire(RemoraPool *pool, bool *refused);
+extern void        remora_pool_release(RemoraPool *pool, PGconn *conn);
 
-#define REMORA_SESSION_ID_LEN 64 /* hex characters */
+#define REMORA_SESSION_ID_LEN    64  /* hex characters */
+#define REMORA_SESSIONS_PER_ROLE 100 /* the oldest of a role goes first */
 
 extern bool remora_session_create(RemoraPool *pool, char *id, char *csrf);
 extern RemoraPool *remora_session_lookup(const char *id, bool touch,

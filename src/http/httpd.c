@@ -40,6 +40,7 @@
 #include "utils/memutils.h"
 #include "utils/varlena.h"
 
+#include "engine/netpolicy.h"
 #include "http/http.h"
 #include "http/httpd.h"
 
@@ -56,6 +57,26 @@ int   remora_http_client_timeout_s = 30;
 int   remora_http_max_connections = 256;
 int   remora_http_login_max_failures = 5;
 int   remora_http_login_lockout_s = 60;
+char *remora_http_trusted_proxies = NULL;
+
+/* remora.http_trusted_proxies must be a list of addresses and networks */
+static bool
+check_trusted_proxies(char **newval, void **extra, GucSource source)
+{
+	RemoraCidr *list;
+	int         n;
+	char        err[256];
+
+	if (!remora_cidr_list_parse(*newval, &list, &n, err, sizeof(err)))
+	{
+		GUC_check_errdetail("%s.", err);
+		GUC_check_errhint("Give addresses or CIDR networks separated by "
+						  "commas, e.g. '127.0.0.1/32, 10.0.0.0/8'.");
+		return false;
+	}
+	free(list);
+	return true;
+}
 
 /*
  * The GUCs of the web server.  Called before remora_define_gucs, which
@@ -122,9 +143,20 @@ remora_http_define_gucs(void)
 		"remora.http_login_max_failures",
 		"Failed sign-ins of one role before its sign-in is locked for a "
 		"while.",
-		"A client address gets four times as many.",
+		"A client address, and a role over all addresses, get four times as "
+		"many; an address where the role signed in before is not held to "
+		"those.",
 		&remora_http_login_max_failures, 5, 1, 1000, PGC_SIGHUP, 0, NULL, NULL,
 		NULL);
+
+	DefineCustomStringVariable(
+		"remora.http_trusted_proxies",
+		"Proxies (CIDR list) whose X-Forwarded-For names the web client.",
+		"Only when the connection comes from one of these networks is the "
+		"client's address taken from X-Forwarded-For, for the sign-in "
+		"throttle.  Empty: the header is ignored.",
+		&remora_http_trusted_proxies, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+		check_trusted_proxies, NULL, NULL);
 
 	DefineCustomIntVariable(
 		"remora.http_login_lockout",
@@ -146,12 +178,16 @@ static void
 apply_live_settings(void)
 {
 	RemoraHttpConfig *cfg = &remora_http_config;
+	char              err[256];
 
 	atomic_store(&cfg->session_idle_s, remora_http_session_idle_timeout_s);
 	atomic_store(&cfg->session_max_age_s, remora_http_session_max_age_s);
 	atomic_store(&cfg->max_body, remora_http_max_body_kb * 1024);
 	atomic_store(&cfg->login_failures, remora_http_login_max_failures);
 	atomic_store(&cfg->login_lockout_s, remora_http_login_lockout_s);
+	/* valid: the check hook accepted it */
+	(void) remora_http_set_trusted_proxies(remora_http_trusted_proxies, err,
+										   sizeof(err));
 }
 
 /* A whole PEM file, malloc'd; ERROR if it cannot be read. */

@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openssl/evp.h>
 
@@ -494,6 +495,43 @@ authenticate(RemoraRequest *req)
 	return true;
 }
 
+/* --- the client's address --------------------------------------------------
+ */
+
+static enum MHD_Result
+join_forwarded(void *cls, enum MHD_ValueKind kind, const char *key,
+			   const char *value)
+{
+	RemoraBuf *all = cls;
+
+	if (key && value && strcasecmp(key, "X-Forwarded-For") == 0)
+	{
+		if (all->len > 0)
+			remora_buf_puts(all, ",");
+		remora_buf_puts(all, value);
+	}
+	return MHD_YES;
+}
+
+/*
+ * req->address: the peer's address, or the client's as X-Forwarded-For
+ * gives it when the peer is a trusted proxy (forwarded.c).  Every
+ * X-Forwarded-For header counts, in order: a proxy may add its own line
+ * rather than extend the one it received.
+ */
+static void
+client_address(RemoraRequest *req, const struct sockaddr *peer)
+{
+	RemoraBuf forwarded = {0};
+
+	MHD_get_connection_values(req->conn, MHD_HEADER_KIND, join_forwarded,
+							  &forwarded);
+	remora_http_client_address(
+		peer, forwarded.len > 0 && !forwarded.failed ? forwarded.data : NULL,
+		req->address, sizeof(req->address));
+	remora_buf_free(&forwarded);
+}
+
 /* --- libmicrohttpd callbacks ------------------------------------------------
  */
 
@@ -543,18 +581,7 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
 			return MHD_NO;
 		}
 		ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-		if (ci && ci->client_addr)
-		{
-			const struct sockaddr *sa = ci->client_addr;
-
-			if (sa->sa_family == AF_INET)
-				inet_ntop(AF_INET, &((const struct sockaddr_in *) sa)->sin_addr,
-						  req->address, sizeof(req->address));
-			else if (sa->sa_family == AF_INET6)
-				inet_ntop(AF_INET6,
-						  &((const struct sockaddr_in6 *) sa)->sin6_addr,
-						  req->address, sizeof(req->address));
-		}
+		client_address(req, ci ? ci->client_addr : NULL);
 		*con_cls = req;
 		length = remora_req_header(req, "Content-Length");
 		if (length &&

@@ -19,9 +19,37 @@
  *
  * Sessions live in memory only (a restart of the worker signs everyone
  * out): a random id (256 bits) that the cookie carries, a random CSRF
- * token, and idle and absolute expiry.  Failed sign-ins are counted per
- * role and per client address; past the limit, further tries are refused
- * without reaching the server until the lockout has passed.
+ * token, and idle and absolute expiry.  A role holds at most
+ * REMORA_SESSIONS_PER_ROLE sessions: its next sign-in ends its oldest one,
+ * never another role's.  The whole table holds MAX_SESSIONS; when it is
+ * full, a sign-in ends the oldest session of the role that holds the most
+ * (possibly the role signing in), so a role with fewer sessions than some
+ * other never loses one to make room.
+ *
+ * Sign-in throttling.  L is remora.http_login_max_failures.  Failures are
+ * counted under three keys, each forgotten remora.http_login_lockout after
+ * its last failure:
+ *	  - the pair (role, client address), limit L: how often one place may
+ *		guess one role's password;
+ *	  - the client address, limit 4 L: how many names one place may try;
+ *	  - the role, limit 4 L: how many guesses at a role many places together
+ *		may make.
+ * A try is refused (429, the server is not asked) when its pair is at its
+ * limit, or when its address or its role is at theirs, unless the pair is
+ * a known place: the role signed in from that address within
+ * KNOWN_PLACE_S.  So failures with made-up names, or with a role's name,
+ * from one address lock neither that address's regular users nor the
+ * role elsewhere (one address adds at most L failures to a role's count,
+ * since its pair locks first and both are forgotten at the same moment);
+ * a role new at an address that is being abused waits out the lockout.
+ * The client address is the TCP peer's, or the one a trusted proxy
+ * forwarded for (forwarded.c).
+ *
+ * A try is counted before it is made: it is reserved, under the lock,
+ * against every limit that applies (failures plus tries in flight must
+ * stay below it), and the reservation becomes a failure or is dropped when
+ * the answer comes.  Many wrong passwords sent at once therefore reach the
+ * server at most L times for one pair, however they interleave.
  *
  * One mutex guards every table here; nothing waits on the network while
  * holding it.
@@ -42,6 +70,8 @@
 #define MAX_POOL_CONNECTIONS 64
 #define MAX_SESSIONS         10000
 #define MAX_THROTTLE         4096
+#define MAX_KNOWN_PLACES     4096
+#define KNOWN_PLACE_S        (7 * 86400)
 #define POOL_IDLE_S          60
 #define POOL_WAIT_S          10
 #define REVERIFY_S           60
@@ -56,6 +86,7 @@ struct RemoraPool
 	int            refs;  /* sessions and requests using it */
 	time_t         last_used;
 	time_t         verified_at; /* the server last took the password */
+	int            nsessions;   /* sessions of the role */
 	pthread_cond_t freed;
 	RemoraPool    *next;
 };
@@ -72,16 +103,25 @@ typedef struct Session
 
 typedef struct Throttle
 {
-	char   key[80]; /* "r:role" or "a:address" */
+	char   key[144]; /* "p:address role", "a:address" or "r:role" */
 	int    failures;
+	int    inflight; /* tries reserved, not yet answered */
 	time_t last_failure;
 } Throttle;
+
+/* a role signed in from an address: "address role" */
+typedef struct KnownPlace
+{
+	char   key[144];
+	time_t last_success;
+} KnownPlace;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static RemoraPool     *pools = NULL;
 static Session        *sessions = NULL;
 static int             nsessions = 0;
 static Throttle        throttle[MAX_THROTTLE];
+static KnownPlace      known_places[MAX_KNOWN_PLACES];
 
 /* Are the two secrets equal?  In time independent of where they differ. */
 bool
@@ -209,6 +249,12 @@ connect_as(const char *user, const char *password, PGconn **out, char *err,
 
 /* --- sign-in throttling (lock held) ------------------------------------ */
 
+/*
+ * The entry of key, or with create a new one (NULL if every entry has
+ * tries in flight).  Entries with nothing in flight are forgotten a
+ * lockout after their last failure; when the table is full, the one whose
+ * last failure is oldest makes room.
+ */
 static Throttle *
 throttle_find(const char *key, bool create, time_t now)
 {
@@ -219,7 +265,7 @@ throttle_find(const char *key, bool create, time_t now)
 	{
 		Throttle *t = &throttle[i];
 
-		if (t->key[0] && now - t->last_failure >= lockout)
+		if (t->key[0] && t->inflight == 0 && now - t->last_failure >= lockout)
 			t->key[0] = '\0'; /* forgotten after a quiet lockout */
 		if (t->key[0] == '\0')
 		{
@@ -229,34 +275,176 @@ throttle_find(const char *key, bool create, time_t now)
 		}
 		if (strcmp(t->key, key) == 0)
 			return t;
-		if (!oldest || t->last_failure < oldest->last_failure)
+		if (t->inflight == 0 &&
+			(!oldest || t->last_failure < oldest->last_failure))
 			oldest = t;
 	}
 	if (!create)
 		return NULL;
 	if (!free_slot)
 		free_slot = oldest;
+	if (!free_slot)
+		return NULL;
 	memset(free_slot, 0, sizeof(*free_slot));
 	snprintf(free_slot->key, sizeof(free_slot->key), "%s", key);
 	return free_slot;
 }
 
+/*
+ * Seconds until key may be tried again under limit; 0 if now.  A key kept
+ * at its limit only by tries in flight is asked again in a second.
+ */
 static int
 throttled_for(const char *key, int limit, time_t now)
 {
 	Throttle *t = throttle_find(key, false, now);
 	int       lockout = atomic_load(&remora_http_config.login_lockout_s);
+	int       wait;
 
-	if (t && t->failures >= limit)
-		return (int) (t->last_failure + lockout - now);
-	return 0;
+	if (t == NULL || t->failures + t->inflight < limit)
+		return 0;
+	if (t->failures < limit)
+		return 1;
+	wait = (int) (t->last_failure + lockout - now);
+	return wait > 0 ? wait : 1;
 }
 
 static void
-throttle_keys(const char *user, const char *address, char *rkey, char *akey)
+throttle_keys(const char *user, const char *address, char *pkey, char *akey,
+			  char *rkey)
 {
-	snprintf(rkey, 80, "r:%.76s", user);
-	snprintf(akey, 80, "a:%.76s", address ? address : "");
+	/* an address has no space: the first space ends it */
+	snprintf(pkey, 144, "p:%.63s %.63s", address, user);
+	snprintf(akey, 144, "a:%.63s", address);
+	snprintf(rkey, 144, "r:%.63s", user);
+}
+
+static KnownPlace *
+known_place(const char *place, time_t now)
+{
+	for (int i = 0; i < MAX_KNOWN_PLACES; i++)
+	{
+		KnownPlace *k = &known_places[i];
+
+		if (k->key[0] && now - k->last_success >= KNOWN_PLACE_S)
+			k->key[0] = '\0';
+		if (k->key[0] && strcmp(k->key, place) == 0)
+			return k;
+	}
+	return NULL;
+}
+
+static void
+remember_place(const char *place, time_t now)
+{
+	KnownPlace *k = known_place(place, now);
+
+	if (k == NULL)
+	{
+		/* a free entry, or the one unused longest */
+		for (int i = 0; i < MAX_KNOWN_PLACES; i++)
+		{
+			KnownPlace *c = &known_places[i];
+
+			if (c->key[0] == '\0')
+			{
+				k = c;
+				break;
+			}
+			if (!k || c->last_success < k->last_success)
+				k = c;
+		}
+		snprintf(k->key, sizeof(k->key), "%s", place);
+	}
+	k->last_success = now;
+}
+
+/*
+ * May user try to sign in from address now?  0: yes, and the try is
+ * reserved against every limit that applies until remora_signin_done
+ * reports its outcome; else the seconds to wait.  Takes the lock.
+ */
+int
+remora_signin_admit(const char *user, const char *address, time_t now)
+{
+	char      pkey[144], akey[144], rkey[144];
+	int       limit = atomic_load(&remora_http_config.login_failures);
+	int       wait;
+	Throttle *t[3] = {NULL, NULL, NULL};
+	int       n;
+
+	throttle_keys(user, address, pkey, akey, rkey);
+	pthread_mutex_lock(&lock);
+	wait = throttled_for(pkey, limit, now);
+	if (wait == 0 && !known_place(pkey + 2, now))
+	{
+		wait = throttled_for(akey, 4 * limit, now);
+		if (wait == 0)
+			wait = throttled_for(rkey, 4 * limit, now);
+	}
+	if (wait == 0)
+	{
+		/* reserve: one more try in flight under each key */
+		const char *keys[3] = {pkey, akey, rkey};
+
+		for (n = 0; n < 3; n++)
+		{
+			t[n] = throttle_find(keys[n], true, now);
+			if (t[n] == NULL)
+				break;
+			t[n]->inflight++;
+		}
+		if (n < 3)
+		{
+			/* the table is all tries in flight: ask again shortly */
+			while (n-- > 0)
+				t[n]->inflight--;
+			wait = 1;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return wait;
+}
+
+/*
+ * The outcome of a try that remora_signin_admit reserved: refused
+ * credentials (or a server that did not ask for them) are failures under
+ * every key; a success clears the pair's failures and makes the address a
+ * known place of the role.  Takes the lock.
+ */
+void
+remora_signin_done(const char *user, const char *address, RemoraAuthResult r,
+				   time_t now)
+{
+	char        pkey[144], akey[144], rkey[144];
+	const char *keys[3];
+	bool failed = r == REMORA_AUTH_REFUSED || r == REMORA_AUTH_NO_PASSWORD;
+
+	throttle_keys(user, address, pkey, akey, rkey);
+	keys[0] = pkey;
+	keys[1] = akey;
+	keys[2] = rkey;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < 3; i++)
+	{
+		/* in flight, so neither forgotten nor replaced since admitted */
+		Throttle *t = throttle_find(keys[i], false, now);
+
+		if (t == NULL)
+			continue;
+		if (t->inflight > 0)
+			t->inflight--;
+		if (failed)
+		{
+			t->failures++;
+			t->last_failure = now;
+		}
+		else if (r == REMORA_AUTH_OK && i == 0)
+			t->failures = 0;
+	}
+	if (r == REMORA_AUTH_OK)
+		remember_place(pkey + 2, now);
+	pthread_mutex_unlock(&lock);
 }
 
 /* --- pools --------------------------------------------------------------- */
@@ -280,9 +468,7 @@ RemoraAuthResult
 remora_http_login(const char *user, const char *password, const char *address,
 				  RemoraPool **pool, int *retry_after, char *err, size_t errlen)
 {
-	char             rkey[80], akey[80];
 	time_t           now = time(NULL);
-	int              limit = atomic_load(&remora_http_config.login_failures);
 	int              wait;
 	RemoraPool      *p;
 	PGconn          *conn = NULL;
@@ -296,24 +482,27 @@ remora_http_login(const char *user, const char *password, const char *address,
 		snprintf(err, errlen, "invalid user name or password");
 		return REMORA_AUTH_REFUSED;
 	}
-	throttle_keys(user, address, rkey, akey);
-	pthread_mutex_lock(&lock);
-	wait = throttled_for(rkey, limit, now);
-	if (wait <= 0)
-		wait = throttled_for(akey, 4 * limit, now);
+	if (address == NULL)
+		address = "";
+	/*
+	 * The throttle comes first, also for the password a pool holds: a
+	 * locked-out caller must not learn whether a guess matches it.
+	 */
+	wait = remora_signin_admit(user, address, now);
 	if (wait > 0)
 	{
-		pthread_mutex_unlock(&lock);
 		*retry_after = wait;
 		snprintf(err, errlen, "too many failed sign-ins: try again later");
 		return REMORA_AUTH_THROTTLED;
 	}
+
 	/*
 	 * The password the pool was opened with, checked by the server less
 	 * than a minute ago, is taken without asking again: a changed password
 	 * or a revoked LOGIN stops HTTP Basic within a minute however often a
 	 * script calls.
 	 */
+	pthread_mutex_lock(&lock);
 	p = pool_find(user);
 	if (p && p->password && remora_equal_secret(p->password, password) &&
 		now - p->verified_at < REVERIFY_S)
@@ -321,6 +510,7 @@ remora_http_login(const char *user, const char *password, const char *address,
 		p->refs++;
 		p->last_used = now;
 		pthread_mutex_unlock(&lock);
+		remora_signin_done(user, address, REMORA_AUTH_OK, now);
 		*pool = p;
 		return REMORA_AUTH_OK;
 	}
@@ -328,29 +518,11 @@ remora_http_login(const char *user, const char *password, const char *address,
 
 	r = connect_as(user, password, &conn, err, errlen);
 
-	pthread_mutex_lock(&lock);
 	now = time(NULL);
-	if (r == REMORA_AUTH_REFUSED || r == REMORA_AUTH_NO_PASSWORD)
-	{
-		Throttle *t = throttle_find(rkey, true, now);
-
-		t->failures++;
-		t->last_failure = now;
-		t = throttle_find(akey, true, now);
-		t->failures++;
-		t->last_failure = now;
-	}
+	remora_signin_done(user, address, r, now);
 	if (r != REMORA_AUTH_OK)
-	{
-		pthread_mutex_unlock(&lock);
 		return r;
-	}
-	{
-		Throttle *t = throttle_find(rkey, false, now);
-
-		if (t)
-			t->key[0] = '\0';
-	}
+	pthread_mutex_lock(&lock);
 	p = pool_find(user);
 	if (p == NULL)
 	{
@@ -500,7 +672,39 @@ remora_pool_release(RemoraPool *pool, PGconn *conn)
 
 /* --- sessions ------------------------------------------------------------ */
 
-/* A new session for the pool's role (it takes over one reference). */
+/* Unlink *pp from the table and free it; lock held. */
+static void
+session_end(Session **pp)
+{
+	Session *s = *pp;
+
+	*pp = s->next;
+	s->pool->refs--;
+	s->pool->nsessions--;
+	nsessions--;
+	OPENSSL_cleanse(s, sizeof(*s));
+	free(s);
+}
+
+/* End the oldest session of pool's role; lock held. */
+static void
+end_oldest_of(const RemoraPool *pool)
+{
+	Session **oldest = NULL;
+
+	for (Session **pp = &sessions; *pp; pp = &(*pp)->next)
+		if ((*pp)->pool == pool &&
+			(!oldest || (*pp)->created <= (*oldest)->created))
+			oldest = pp;
+	if (oldest)
+		session_end(oldest);
+}
+
+/*
+ * A new session for the pool's role (it takes over one reference).  To
+ * make room, only sessions of the role signing in, or of the role holding
+ * the most sessions, end: see the file header.
+ */
 bool
 remora_session_create(RemoraPool *pool, char *id, char *csrf)
 {
@@ -516,28 +720,21 @@ remora_session_create(RemoraPool *pool, char *id, char *csrf)
 	memcpy(id, s->id, sizeof(s->id));
 	memcpy(csrf, s->csrf, sizeof(s->csrf));
 	pthread_mutex_lock(&lock);
-	if (nsessions >= MAX_SESSIONS)
+	if (pool->nsessions >= REMORA_SESSIONS_PER_ROLE)
+		end_oldest_of(pool);
+	else if (nsessions >= MAX_SESSIONS)
 	{
-		/* the table is full: the session least recently used goes */
-		Session **victim = NULL;
+		const RemoraPool *most = pool;
 
-		for (Session **pp = &sessions; *pp; pp = &(*pp)->next)
-			if (!victim || (*pp)->last_seen < (*victim)->last_seen)
-				victim = pp;
-		if (victim)
-		{
-			Session *v = *victim;
-
-			*victim = v->next;
-			v->pool->refs--;
-			OPENSSL_cleanse(v, sizeof(*v));
-			free(v);
-			nsessions--;
-		}
+		for (const RemoraPool *p = pools; p; p = p->next)
+			if (p->nsessions > most->nsessions)
+				most = p;
+		end_oldest_of(most);
 	}
 	s->next = sessions;
 	sessions = s;
 	nsessions++;
+	pool->nsessions++;
 	pthread_mutex_unlock(&lock);
 	return true;
 }
@@ -594,11 +791,7 @@ remora_session_delete(const char *id)
 
 		if (remora_equal_secret(s->id, id))
 		{
-			*pp = s->next;
-			s->pool->refs--;
-			OPENSSL_cleanse(s, sizeof(*s));
-			free(s);
-			nsessions--;
+			session_end(pp);
 			break;
 		}
 	}
@@ -632,13 +825,7 @@ remora_sessions_tick(void)
 		Session *s = *pp;
 
 		if (expired(s, now))
-		{
-			*pp = s->next;
-			s->pool->refs--;
-			OPENSSL_cleanse(s, sizeof(*s));
-			free(s);
-			nsessions--;
-		}
+			session_end(pp);
 		else
 			pp = &s->next;
 	}
