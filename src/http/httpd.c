@@ -155,8 +155,8 @@ remora_http_define_gucs(void)
 		"Only when the connection comes from one of these networks is the "
 		"client's address taken from X-Forwarded-For, for the sign-in "
 		"throttle.  Empty: the header is ignored.",
-		&remora_http_trusted_proxies, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
-		check_trusted_proxies, NULL, NULL);
+		&remora_http_trusted_proxies, "", PGC_SIGHUP, 0, check_trusted_proxies,
+		NULL, NULL);
 
 	DefineCustomIntVariable(
 		"remora.http_login_lockout",
