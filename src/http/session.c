@@ -367,11 +367,9 @@ remember_place(const char *place, time_t now)
 int
 remora_signin_admit(const char *user, const char *address, time_t now)
 {
-	char      pkey[144], akey[144], rkey[144];
-	int       limit = atomic_load(&remora_http_config.login_failures);
-	int       wait;
-	Throttle *t[3] = {NULL, NULL, NULL};
-	int       n;
+	char pkey[144], akey[144], rkey[144];
+	int  limit = atomic_load(&remora_http_config.login_failures);
+	int  wait;
 
 	throttle_keys(user, address, pkey, akey, rkey);
 	pthread_mutex_lock(&lock);
@@ -386,6 +384,8 @@ remora_signin_admit(const char *user, const char *address, time_t now)
 	{
 		/* reserve: one more try in flight under each key */
 		const char *keys[3] = {pkey, akey, rkey};
+		Throttle   *t[3] = {NULL, NULL, NULL};
+		int         n;
 
 		for (n = 0; n < 3; n++)
 		{

@@ -9,6 +9,7 @@
  * bad JSON, bad cookies and Basic headers, foreign Origins) and the ones
  * that would (503, not a crash).  Stopping it must leave no leak.
  */
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,143 @@ free_port(void)
 	return port;
 }
 
+/* the client address of a request from peer with that X-Forwarded-For */
+static const char *
+client_of(const char *peer, const char *forwarded)
+{
+	static char             out[64];
+	struct sockaddr_storage ss;
+	struct sockaddr_in     *in = (struct sockaddr_in *) &ss;
+	struct sockaddr_in6    *in6 = (struct sockaddr_in6 *) &ss;
+
+	memset(&ss, 0, sizeof(ss));
+	if (inet_pton(AF_INET, peer, &in->sin_addr) == 1)
+		in->sin_family = AF_INET;
+	else
+	{
+		in6->sin6_family = AF_INET6;
+		inet_pton(AF_INET6, peer, &in6->sin6_addr);
+	}
+	remora_http_client_address((struct sockaddr *) &ss, forwarded, out,
+							   sizeof(out));
+	return out;
+}
+
+static void
+test_forwarded(void)
+{
+	char err[256] = "";
+
+	CHECK(strcmp(client_of("127.0.0.1", "192.0.2.1"), "127.0.0.1") == 0,
+		  "no trusted proxy: X-Forwarded-For is ignored");
+	CHECK(!remora_http_set_trusted_proxies("10.0.0.0/33", err, sizeof(err)) &&
+			  strstr(err, "10.0.0.0/33") != NULL,
+		  "a bad CIDR is refused, named (%s)", err);
+	CHECK(!remora_http_set_trusted_proxies("127.0.0.1;10.0.0.0/8", err,
+										   sizeof(err)),
+		  "a list separated by semicolons is refused");
+	CHECK(remora_http_set_trusted_proxies("127.0.0.1/32, 10.0.0.0/8, ::1", err,
+										  sizeof(err)),
+		  "a list of addresses and networks is taken");
+	CHECK(strcmp(client_of("192.0.2.9", "198.51.100.1"), "192.0.2.9") == 0,
+		  "an untrusted peer's header is ignored");
+	CHECK(strcmp(client_of("127.0.0.1", NULL), "127.0.0.1") == 0,
+		  "a trusted peer without the header is the client");
+	CHECK(strcmp(client_of("127.0.0.1", "198.51.100.1"), "198.51.100.1") == 0,
+		  "a trusted peer's header names the client");
+	CHECK(strcmp(client_of("127.0.0.1", "6.6.6.6, 198.51.100.1"),
+				 "198.51.100.1") == 0,
+		  "the right-most untrusted entry is the client, not what the sender "
+		  "put left of it");
+	CHECK(strcmp(client_of("127.0.0.1", "198.51.100.1, 10.1.2.3,10.0.0.1"),
+				 "198.51.100.1") == 0,
+		  "trusted hops in the chain are skipped");
+	CHECK(strcmp(client_of("127.0.0.1", "10.1.2.3, 10.0.0.1"), "10.1.2.3") == 0,
+		  "every entry trusted: the left-most is the client");
+	CHECK(strcmp(client_of("127.0.0.1", "6.6.6.6, junk, 10.0.0.7"),
+				 "10.0.0.7") == 0,
+		  "junk ends the walk at the trusted hop that wrote it");
+	CHECK(strcmp(client_of("127.0.0.1", "198.51.100.1:4711"), "198.51.100.1") ==
+			  0,
+		  "an IPv4 entry with a port");
+	CHECK(strcmp(client_of("127.0.0.1", " [2001:db8::1]:443 "),
+				 "2001:db8::1") == 0,
+		  "a bracketed IPv6 entry with a port");
+	CHECK(strcmp(client_of("::ffff:127.0.0.1", "::ffff:198.51.100.2"),
+				 "198.51.100.2") == 0,
+		  "IPv4-mapped IPv6 addresses are IPv4");
+	CHECK(strcmp(client_of("::1", "198.51.100.3,, "), "198.51.100.3") == 0,
+		  "empty entries are skipped");
+	CHECK(strcmp(client_of("127.0.0.1", ""), "127.0.0.1") == 0,
+		  "an empty header names nobody");
+	CHECK(remora_http_set_trusted_proxies("", err, sizeof(err)) &&
+			  strcmp(client_of("127.0.0.1", "198.51.100.1"), "127.0.0.1") == 0,
+		  "an emptied list trusts nobody again");
+}
+
+static void
+test_throttle(void)
+{
+	RemoraHttpConfig *cfg = &remora_http_config;
+	time_t            now = time(NULL);
+	int               wait;
+	bool              all = true;
+
+	atomic_store(&cfg->login_failures, 5);
+	atomic_store(&cfg->login_lockout_s, 60);
+
+	for (int i = 0; i < 5; i++)
+		all = all && remora_signin_admit("tom", "192.0.2.1", now) == 0;
+	CHECK(all, "five tries at once are admitted");
+	CHECK(remora_signin_admit("tom", "192.0.2.1", now) == 1,
+		  "a sixth, while they are in flight, is asked to wait a second");
+	for (int i = 0; i < 5; i++)
+		remora_signin_done("tom", "192.0.2.1", REMORA_AUTH_REFUSED, now);
+	wait = remora_signin_admit("tom", "192.0.2.1", now + 1);
+	CHECK(wait == 59, "five failures lock the pair for the lockout (%d)", wait);
+	CHECK(remora_signin_admit("tom", "192.0.2.1", now + 60) == 0,
+		  "the lockout passes");
+	remora_signin_done("tom", "192.0.2.1", REMORA_AUTH_UNAVAILABLE, now + 60);
+	CHECK(remora_signin_admit("tom", "192.0.2.2", now) == 0,
+		  "the role signs in from another address");
+	remora_signin_done("tom", "192.0.2.2", REMORA_AUTH_OK, now);
+
+	CHECK(remora_signin_admit("ann", "192.0.2.3", now) == 0,
+		  "ann signs in at 192.0.2.3");
+	remora_signin_done("ann", "192.0.2.3", REMORA_AUTH_OK, now);
+	for (int i = 0; i < 20; i++)
+	{
+		char name[32];
+
+		snprintf(name, sizeof(name), "made-up-%d", i);
+		all = all && remora_signin_admit(name, "192.0.2.3", now) == 0;
+		remora_signin_done(name, "192.0.2.3", REMORA_AUTH_REFUSED, now);
+	}
+	CHECK(all, "twenty made-up names are tried at one address");
+	CHECK(remora_signin_admit("made-up-21", "192.0.2.3", now) > 0,
+		  "a twenty-first name waits");
+	CHECK(remora_signin_admit("ann", "192.0.2.3", now) == 0,
+		  "ann, known there, does not");
+	remora_signin_done("ann", "192.0.2.3", REMORA_AUTH_OK, now);
+	CHECK(remora_signin_admit("bea", "192.0.2.4", now) == 0,
+		  "nor does a role at another address");
+	remora_signin_done("bea", "192.0.2.4", REMORA_AUTH_OK, now);
+
+	/* a role guessed at from four places: 4 L failures lock it for new places
+	 */
+	for (int a = 0; a < 4; a++)
+		for (int i = 0; i < 5; i++)
+		{
+			char addr[32];
+
+			snprintf(addr, sizeof(addr), "198.51.100.%d", a);
+			if (remora_signin_admit("cid", addr, now) == 0)
+				remora_signin_done("cid", addr, REMORA_AUTH_REFUSED, now);
+		}
+	CHECK(remora_signin_admit("cid", "198.51.100.9", now) > 0,
+		  "a role failed twenty times from four places waits at a fifth");
+}
+
 static void
 test_server(void)
 {
@@ -303,6 +441,8 @@ main(void)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	test_listen();
 	test_json();
+	test_forwarded();
+	test_throttle();
 	test_server();
 	curl_global_cleanup();
 	return unit_done();
