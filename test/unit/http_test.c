@@ -230,6 +230,20 @@ test_forwarded(void)
 		  "empty entries are skipped");
 	CHECK(strcmp(client_of("127.0.0.1", ""), "127.0.0.1") == 0,
 		  "an empty header names nobody");
+	{
+		/* a header as long as the server takes, of trusted hops and commas */
+		size_t len = 9 * 6667 - 1; /* ends with a whole entry */
+		char  *h = malloc(len + 1);
+
+		for (size_t i = 0; i < len; i++)
+			h[i] = i % 9 == 8 ? ',' : "10.0.0.1"[i % 9];
+		h[len] = '\0';
+		memcpy(h, "[::1", 4); /* a broken bracket on the left */
+		CHECK(strcmp(client_of("127.0.0.1", h), "10.0.0.1") == 0,
+			  "a 60 kB header of trusted hops: the last good one is the "
+			  "client");
+		free(h);
+	}
 	CHECK(remora_http_set_trusted_proxies("", err, sizeof(err)) &&
 			  strcmp(client_of("127.0.0.1", "198.51.100.1"), "127.0.0.1") == 0,
 		  "an emptied list trusts nobody again");
