@@ -39,7 +39,7 @@
  * a known place: the role signed in from that address within
  * KNOWN_PLACE_S.  So failures with made-up names, or with a role's name,
  * from one address lock neither that address's regular users nor the
- * role elsewhere (one address adds at most L failures to a role's count,
+ * role elsewhere (one address alone adds at most L failures to a role's count,
  * since its pair locks first and both are forgotten at the same moment);
  * a role new at an address that is being abused waits out the lockout.
  * The client address is the TCP peer's, or the one a trusted proxy
