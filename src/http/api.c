@@ -30,11 +30,23 @@
 
 #include "engine/json.h"
 
+#include <openssl/crypto.h>
+
 #define SSE_POLL_MS     1000
 #define SSE_KEEPALIVE_S 5
 #define SSE_MAX_JOBS    1000
 #define LIST_MAX_LIMIT  1000
 #define LIST_DEFAULT    50
+
+/*
+ * How often a stream opened with HTTP Basic asks again whether its
+ * credentials still sign in, and how long it may go on without a yes.
+ * remora_http_login takes a password the server accepted less than a
+ * minute ago without asking the server, so a revoked LOGIN or a changed
+ * password ends the stream within SSE_VERIFY_MAX_S + SSE_VERIFY_S.
+ */
+#define SSE_VERIFY_S     10
+#define SSE_VERIFY_MAX_S 60
 
 #define Max(a, b) ((a) > (b) ? (a) : (b))
 #define Min(a, b) ((a) < (b) ? (a) : (b))
@@ -1060,6 +1072,13 @@ typedef struct Sse
 	int         nseen;
 	long long   max_id; /* the highest job id at the last look; -1: none */
 	bool        ended;
+
+	/* HTTP Basic: the credentials, checked again while the stream lasts */
+	char  *user;
+	char  *password; /* wiped when the stream ends */
+	char   address[64];
+	time_t verified_at; /* they last signed in */
+	time_t checked_at;  /* they were last checked */
 } Sse;
 
 /*
@@ -1179,6 +1198,36 @@ sse_poll(Sse *s)
 	return !s->pending.failed;
 }
 
+/*
+ * May a stream opened with HTTP Basic go on?  Its user and password are
+ * signed in again (through the pool's recent check, or by the server);
+ * a refusal ends the stream at once, and so does a minute without a
+ * sign-in that worked (the server unreachable, sign-in throttled).
+ */
+static bool
+sse_credentials_valid(Sse *s, time_t now)
+{
+	RemoraAuthResult r;
+	RemoraPool      *p = NULL;
+	int              retry_after;
+	char             err[256];
+
+	if (now - s->checked_at < SSE_VERIFY_S)
+		return true;
+	s->checked_at = now;
+	r = remora_http_login(s->user, s->password, s->address, &p, &retry_after,
+						  err, sizeof(err));
+	remora_pool_unref(p);
+	if (r == REMORA_AUTH_OK)
+	{
+		s->verified_at = now;
+		return true;
+	}
+	if (r == REMORA_AUTH_REFUSED || r == REMORA_AUTH_NO_PASSWORD)
+		return false;
+	return now - s->verified_at < SSE_VERIFY_MAX_S;
+}
+
 static ssize_t
 sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -1205,6 +1254,13 @@ sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 				break;
 			}
 			remora_pool_unref(p);
+		}
+		else if (!sse_credentials_valid(s, now))
+		{
+			/* the password no longer signs in: the same end */
+			remora_buf_puts(&s->pending, "event: signed-out\ndata: {}\n\n");
+			s->ended = true;
+			break;
 		}
 		if (pos == 0 && s->last_write == 0)
 			remora_buf_puts(&s->pending, "retry: 3000\n\n");
@@ -1236,6 +1292,12 @@ sse_free(void *cls)
 	remora_pool_unref(s->pool);
 	remora_buf_free(&s->pending);
 	free(s->seen);
+	free(s->user);
+	if (s->password)
+	{
+		OPENSSL_cleanse(s->password, strlen(s->password));
+		free(s->password);
+	}
 	free(s);
 }
 
@@ -1275,11 +1337,39 @@ events(RemoraRequest *req)
 	if (s == NULL)
 		return;
 	/* the stream keeps its own reference to the role's pool */
-	p = req->by_session ? remora_session_lookup(req->session_id, false, NULL)
-						: NULL;
-	if (p == NULL)
+	if (req->by_session)
 	{
-		/* HTTP Basic: the request's reference is lent to the stream */
+		p = remora_session_lookup(req->session_id, false, NULL);
+		if (p == NULL)
+		{
+			/* signed out since the request was let in */
+			sse_free(s);
+			not_signed_in(req);
+			return;
+		}
+	}
+	else
+	{
+		char user[128] = "", password[1100] = "";
+
+		/*
+		 * HTTP Basic: the stream keeps the credentials, to sign them in
+		 * again while it lasts, and the request's reference to the pool.
+		 */
+		if (!remora_req_basic(req, user, sizeof(user), password,
+							  sizeof(password)) ||
+			(s->user = strdup(user)) == NULL ||
+			(s->password = strdup(password)) == NULL)
+		{
+			OPENSSL_cleanse(password, sizeof(password));
+			sse_free(s);
+			remora_respond_error(req, 500, "53200", "out of memory", NULL, NULL,
+								 NULL);
+			return;
+		}
+		OPENSSL_cleanse(password, sizeof(password));
+		snprintf(s->address, sizeof(s->address), "%s", req->address);
+		s->verified_at = s->checked_at = time(NULL);
 		p = req->pool;
 		req->pool = NULL;
 		if (req->db)

@@ -54,6 +54,8 @@ extern void remora_respond_response(RemoraRequest *req, int status,
 extern void remora_add_security_headers(RemoraRequest       *req,
 										struct MHD_Response *response,
 										bool                 html);
+extern bool remora_req_basic(RemoraRequest *req, char *user, size_t ulen,
+							 char *password, size_t plen);
 extern void remora_session_cookie(RemoraRequest *req, char *out, size_t len,
 								  const char *id);
 

@@ -5,7 +5,15 @@
  *	  bodies, who the caller is, the static web client, responses.
  *
  * A thread per connection (at most remora.http_max_connections), each
- * idle connection closed after remora.http_client_timeout.  A request
+ * idle connection closed after remora.http_client_timeout.  A client
+ * that trickles its request a byte at a time is never idle, so besides,
+ * a request must arrive whole (TLS handshake, headers and body) within
+ * remora.http_client_timeout of the connection's start or of the end of
+ * the connection's previous answer: the worker's tick shuts down the
+ * sockets of the connections past that deadline (see "connections"
+ * below).  One client address holds at most the connection limit less a
+ * reserve (a quarter), so that other addresses can still be served while
+ * one fills its share with slow connections.  A request
  * body is refused with 413 when its Content-Length is above
  * remora.http_max_body, and the connection dropped when a chunked body
  * grows past it.  Who asks:
@@ -42,7 +50,22 @@
 
 RemoraHttpConfig remora_http_config;
 
+/*
+ * A client connection, from its accept to its close: reading_since is
+ * when the request now being read began to arrive (0: none is being read,
+ * an answer is being made or sent).
+ */
+typedef struct Connection
+{
+	int                fd;
+	time_t             reading_since;
+	struct Connection *prev;
+	struct Connection *next;
+} Connection;
+
 static struct MHD_Daemon *daemon_handle = NULL;
+static pthread_mutex_t    connections_lock = PTHREAD_MUTEX_INITIALIZER;
+static Connection        *connections = NULL;
 static atomic_bool        stopping = false;
 static pthread_mutex_t    stop_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t     stop_cond = PTHREAD_COND_INITIALIZER;
@@ -424,6 +447,18 @@ basic_credentials(RemoraRequest *req, char *user, size_t ulen, char *password,
 }
 
 /*
+ * The request's HTTP Basic credentials (see basic_credentials), for an
+ * event stream that checks them again while it lasts.  The caller wipes
+ * the password when done.
+ */
+bool
+remora_req_basic(RemoraRequest *req, char *user, size_t ulen, char *password,
+				 size_t plen)
+{
+	return basic_credentials(req, user, ulen, password, plen);
+}
+
+/*
  * Decide who the caller is (req->pool); false when the request has been
  * answered already (refused).
  */
@@ -532,6 +567,107 @@ client_address(RemoraRequest *req, const struct sockaddr *peer)
 	remora_buf_free(&forwarded);
 }
 
+/* --- connections -------------------------------------------------------------
+ *
+ * libmicrohttpd resets a connection's idle timeout at every byte, and has
+ * no deadline for a whole request, so this file keeps one: each
+ * connection is listed from its start to its close (notify_connection),
+ * the time its current request began to arrive is noted, and the
+ * worker's tick (remora_http_tick, once a second) shuts down the socket of
+ * any connection still reading a request after remora.http_client_timeout.
+ * The connection's own thread then sees the end of its input and closes
+ * the connection as if the client had gone.
+ *
+ * The descriptor is shut down, never closed, and only while the
+ * connection is listed: libmicrohttpd reports the close (and the entry is
+ * unlisted under connections_lock) before it closes the descriptor, so a
+ * descriptor number reused by a newer connection is never touched.
+ */
+
+static void
+notify_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+				  enum MHD_ConnectionNotificationCode toe)
+{
+	Connection *c;
+
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+	{
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		*socket_context = NULL;
+		if (ci == NULL)
+			return;
+		c = calloc(1, sizeof(Connection));
+		if (c == NULL)
+		{
+			/* a connection without a deadline is not served */
+			shutdown(ci->connect_fd, SHUT_RDWR);
+			return;
+		}
+		c->fd = ci->connect_fd;
+		c->reading_since = time(NULL);
+		pthread_mutex_lock(&connections_lock);
+		c->next = connections;
+		if (connections)
+			connections->prev = c;
+		connections = c;
+		pthread_mutex_unlock(&connections_lock);
+		*socket_context = c;
+	}
+	else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context)
+	{
+		c = *socket_context;
+		pthread_mutex_lock(&connections_lock);
+		if (c->prev)
+			c->prev->next = c->next;
+		else
+			connections = c->next;
+		if (c->next)
+			c->next->prev = c->prev;
+		pthread_mutex_unlock(&connections_lock);
+		free(c);
+		*socket_context = NULL;
+	}
+}
+
+/*
+ * The connection has read its request whole (reading: false), or is free
+ * to read the next one (reading: true): stop or restart its deadline.
+ */
+static void
+connection_reading(struct MHD_Connection *conn, bool reading)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	Connection *c = ci ? ci->socket_context : NULL;
+
+	if (c == NULL)
+		return;
+	pthread_mutex_lock(&connections_lock);
+	c->reading_since = reading ? time(NULL) : 0;
+	pthread_mutex_unlock(&connections_lock);
+}
+
+/* Cut off the connections that have been reading a request for too long. */
+static void
+connections_expire(void)
+{
+	time_t now = time(NULL);
+	int    limit = remora_http_config.client_timeout_s;
+
+	pthread_mutex_lock(&connections_lock);
+	for (Connection *c = connections; c; c = c->next)
+	{
+		if (c->reading_since != 0 && now - c->reading_since >= limit)
+		{
+			shutdown(c->fd, SHUT_RDWR);
+			c->reading_since = 0;
+		}
+	}
+	pthread_mutex_unlock(&connections_lock);
+}
+
 /* --- libmicrohttpd callbacks ------------------------------------------------
  */
 
@@ -553,6 +689,8 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (*con_cls)
 		request_free(*con_cls);
 	*con_cls = NULL;
+	/* a kept-alive connection has as long for its next request */
+	connection_reading(conn, true);
 }
 
 static enum MHD_Result
@@ -605,6 +743,8 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
 	if (req->answered)
 		return MHD_YES;
 
+	/* the request has arrived whole: its answer may take its time */
+	connection_reading(conn, false);
 	if (authenticate(req))
 	{
 		if (strncmp(req->path, "/api/", 5) == 0 ||
@@ -659,8 +799,9 @@ remora_http_start(char *err, size_t errlen)
 	unsigned int flags = MHD_USE_THREAD_PER_CONNECTION |
 						 MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
 						 MHD_USE_ERROR_LOG;
-	struct MHD_OptionItem opts[12];
+	struct MHD_OptionItem opts[16];
 	int                   n = 0;
+	int                   per_address;
 
 	if (cfg->addr.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
@@ -677,6 +818,16 @@ remora_http_start(char *err, size_t errlen)
 										cfg->client_timeout_s, NULL};
 	opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
 										cfg->max_connections, NULL};
+	/*
+	 * One address (or one proxy: every client behind it) may hold all but
+	 * a quarter of the connections; 0 would mean no limit.
+	 */
+	per_address = cfg->max_connections - cfg->max_connections / 4;
+	opts[n++] =
+		(struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+								per_address > 0 ? per_address : 1, NULL};
+	opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION,
+										(intptr_t) notify_connection, NULL};
 	opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 										64 * 1024, NULL};
 	opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED,
@@ -747,5 +898,6 @@ remora_http_stop(void)
 void
 remora_http_tick(void)
 {
+	connections_expire();
 	remora_sessions_tick();
 }
