@@ -130,7 +130,9 @@ remora_http_define_gucs(void)
 
 	DefineCustomIntVariable(
 		"remora.http_client_timeout",
-		"A web client connection idle for this long is closed.", NULL,
+		"A web client connection idle for this long is closed.",
+		"So is one whose request has not arrived whole this long after the "
+		"connection or its previous answer began.",
 		&remora_http_client_timeout_s, 30, 1, 3600, PGC_POSTMASTER, GUC_UNIT_S,
 		NULL, NULL, NULL);
 
