@@ -247,6 +247,40 @@ parse_http_stable(const char *text, RemoraSourceUri *out, char *errbuf,
 
 /* ------------------------------------------------------------------- s3 */
 
+/*
+ * Does a key (or prefix) have a segment that a store or a proxy might
+ * resolve: "." or ".." anywhere, or an empty one (a leading '/', "//")?
+ * Source grants are matched against the key as written, so the key must
+ * mean one object to every party that reads it: a store that keeps its
+ * objects as files (s3rver, MinIO in file mode), a proxy that normalises
+ * paths or a later change to the engine's URL building would otherwise
+ * read "pub/../private/x" under a grant for everything below "pub/".  A
+ * prefix's trailing '/' ends it and is no empty segment.
+ */
+static bool
+s3_key_segments_ok(const char *key, size_t len, bool prefix)
+{
+	const char *seg = key;
+	const char *end = key + len;
+
+	if (prefix && len > 0)
+		end--; /* the trailing '/' */
+	if (len == 0)
+		return true;
+	for (;;)
+	{
+		const char *slash = memchr(seg, '/', end - seg);
+		size_t      n = (slash ? slash : end) - seg;
+
+		if (n == 0 || (n == 1 && seg[0] == '.') ||
+			(n == 2 && seg[0] == '.' && seg[1] == '.'))
+			return false;
+		if (slash == NULL)
+			return true;
+		seg = slash + 1;
+	}
+}
+
 static bool
 parse_s3(const char *rest, RemoraSourceUri *out, char *errbuf, size_t errlen)
 {
@@ -293,16 +327,22 @@ parse_s3(const char *rest, RemoraSourceUri *out, char *errbuf, size_t errlen)
 
 	out->bucket = bucket;
 	out->key = remora_xstrndup(key, klen);
-	if (klen == 0 || key[klen - 1] == '/')
+	if (klen > 0 && key[0] == '/')
 	{
-		if (klen > 0 && key[0] == '/')
-		{
-			remora_errbuf_set(errbuf, errlen,
-							  "the source prefix must not begin with '/'");
-			return false;
-		}
-		out->kind = REMORA_SOURCE_S3_PREFIX;
+		remora_errbuf_set(errbuf, errlen,
+						  "the source key or prefix must not begin with '/'");
+		return false;
 	}
+	if (!s3_key_segments_ok(key, klen, klen == 0 || key[klen - 1] == '/'))
+	{
+		remora_errbuf_set(
+			errbuf, errlen,
+			"the source key or prefix must not contain \".\" or \"..\" "
+			"segments or empty segments (\"//\")");
+		return false;
+	}
+	if (klen == 0 || key[klen - 1] == '/')
+		out->kind = REMORA_SOURCE_S3_PREFIX;
 	else
 	{
 		const char *last = strrchr(key, '/');
@@ -365,6 +405,11 @@ hf_revision_ok(const char *s)
 	if (len == 0 || len > HF_REV_MAX || s[0] == '/' || s[len - 1] == '/')
 		return false;
 	if (strstr(s, "..") != NULL || strstr(s, "//") != NULL)
+		return false;
+	/* nor a "." segment, which a URL parser would drop */
+	if (strcmp(s, ".") == 0 || strncmp(s, "./", 2) == 0 ||
+		strstr(s, "/./") != NULL ||
+		(len >= 2 && strcmp(s + len - 2, "/.") == 0))
 		return false;
 	for (size_t i = 0; i < len; i++)
 	{

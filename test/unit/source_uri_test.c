@@ -95,6 +95,33 @@ test_sources(void)
 	refuses("s3://b", "must name an object");
 	refuses("s3://B/k", "bucket");
 	refuses("s3://bucket//x/", "must not begin");
+	refuses("s3://bucket//x", "must not begin");
+	/* "." and ".." anywhere, and empty segments, in a key or a prefix */
+	refuses("s3://bucket/pub/../private/secret.bin", "\"..\" segments");
+	refuses("s3://bucket/../private/secret.bin", "\"..\" segments");
+	refuses("s3://bucket/pub/./secret.bin", "\"..\" segments");
+	refuses("s3://bucket/./secret.bin", "\"..\" segments");
+	refuses("s3://bucket/pub//secret.bin", "empty segments");
+	refuses("s3://bucket/pub/../", "\"..\" segments");
+	refuses("s3://bucket/pub/./", "\"..\" segments");
+	refuses("s3://bucket/../", "\"..\" segments");
+	refuses("s3://bucket/pub//", "empty segments");
+	refuses("s3://bucket/a//b/", "empty segments");
+	refuses("s3://bucket/dir/..", "\"..\" segments");
+	refuses("s3://bucket/dir/.", "\"..\" segments");
+	/* dots inside a segment are ordinary characters */
+	parses("s3://bucket/a..b/.c/d.", REMORA_SOURCE_S3_OBJECT,
+		   "s3://bucket/a..b/.c/d.", "d.");
+	parses("s3://bucket/...x/", REMORA_SOURCE_S3_PREFIX, "s3://bucket/...x/",
+		   NULL);
+	/* hf: names never begin with '.', revisions have no "." segments */
+	refuses("hf://./b", "hf://owner/name");
+	refuses("hf://a/..", "hf://owner/name");
+	refuses("hf://a/b@.", "revision");
+	refuses("hf://a/b@refs/./x", "revision");
+	refuses("hf://a/b@./x", "revision");
+	refuses("hf://a/b@x/.", "revision");
+	parses("hf://a/b@v1.0", REMORA_SOURCE_HF, "hf://a/b@v1.0", NULL);
 	refuses("hf://x", "hf://owner/name");
 	refuses("hf://a/b@..", "revision");
 	refuses("hf://a/b/c", "hf://owner/name");

@@ -94,6 +94,13 @@ SELECT pg_temp.try($$SELECT remora_submit('s3://xn--bucket/key')$$);
 SELECT pg_temp.try($$SELECT remora_submit('s3://bucket-s3alias/key')$$);
 SELECT pg_temp.try($$SELECT remora_submit('s3://bucket//abs/')$$);
 SELECT pg_temp.try($$SELECT remora_submit('s3://bucket/dir/..')$$);
+-- "." and ".." segments anywhere, and empty ones, in an s3:// key or prefix
+SELECT pg_temp.try($$SELECT remora_submit('s3://bucket/pub/../private/secret.bin')$$);
+SELECT pg_temp.try($$SELECT remora_submit('s3://bucket/pub/./secret.bin')$$);
+SELECT pg_temp.try($$SELECT remora_submit('s3://bucket/pub/../')$$);
+SELECT pg_temp.try($$SELECT remora_submit('s3://bucket/pub//secret.bin')$$);
+SELECT pg_temp.try($$SELECT remora_submit('s3://bucket//secret.bin')$$);
+SELECT pg_temp.try($$SELECT remora_submit('hf://owner/name@refs/./main')$$);
 SELECT pg_temp.try($$SELECT remora_submit('s3://bucket/' || repeat('k', 1025))$$);
 SELECT pg_temp.try($$SELECT remora_submit(E's3://bucket/a\x01b')$$);
 SELECT pg_temp.try($$SELECT remora_submit('hf://gpt2')$$);
