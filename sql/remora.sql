@@ -195,9 +195,10 @@ CREATE TABLE remora.results (
 );
 
 -- Source endpoints registered by an administrator.  Credentials are
--- readable only by the extension's own functions.
+-- readable only by the extension's own functions.  The name 'hf' is
+-- reserved: source grants name the Hugging Face Hub with it.
 CREATE TABLE remora.source_endpoints (
-	name			text PRIMARY KEY CHECK (name ~ '^[a-z][a-z0-9_-]{0,62}$'),
+	name			text PRIMARY KEY CHECK (name ~ '^[a-z][a-z0-9_-]{0,62}$' AND name <> 'hf'),
 	url				text NOT NULL,
 	region			text NOT NULL DEFAULT 'us-east-1',
 	path_style		boolean NOT NULL DEFAULT true,
@@ -232,6 +233,12 @@ CREATE TABLE remora.target_grants (
 -- store itself, a name is that registered source endpoint (the grant goes
 -- when the endpoint is dropped).  A pattern is a key, or a key prefix
 -- ending in '*'; '*' alone allows the whole bucket.
+--
+-- A hub grant (granted and shown as endpoint 'hf') lets a role read
+-- hf:// repositories with the deployment's token (remora.hf_token): bucket
+-- 'models' or 'datasets', the pattern over owner/name.  It has no
+-- endpoint row: the Hub is no registered S3 store, and 'hf' can never be
+-- registered as one.
 CREATE TABLE remora.source_grants (
 	grantee			oid NOT NULL,
 	bucket			text NOT NULL,
@@ -239,7 +246,10 @@ CREATE TABLE remora.source_grants (
 	endpoint		text REFERENCES remora.source_endpoints ON DELETE CASCADE,
 	granted_by		oid NOT NULL,
 	granted_at		timestamptz NOT NULL DEFAULT now(),
-	UNIQUE NULLS NOT DISTINCT (grantee, bucket, prefix_pattern, endpoint)
+	hub				boolean NOT NULL DEFAULT false,
+	CONSTRAINT source_grants_hub_check
+		CHECK (NOT hub OR (endpoint IS NULL AND bucket IN ('models', 'datasets'))),
+	UNIQUE NULLS NOT DISTINCT (grantee, bucket, prefix_pattern, endpoint, hub)
 );
 
 -- An export (remora_export): a job of source kind 'export' in
@@ -602,24 +612,44 @@ LANGUAGE sql IMMUTABLE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE WHEN rtrim(prefix, '/') = '' THEN '' ELSE rtrim(prefix, '/') || '/' END $$;
 
--- May caller read the s3:// source of spec?  remora_admin reads
--- everything; anyone else needs a source grant for the bucket, the key or
--- prefix, and the endpoint (none: the target store).  An object's key must
--- match the pattern; a prefix source lists every key under it, so its
--- pattern must end in '*' and its stem must begin the prefix.
+-- May caller read the s3:// or hf:// source of spec?  remora_admin reads
+-- everything.  For an s3:// source anyone else needs a source grant for
+-- the bucket, the key or prefix, and the endpoint (none: the target
+-- store).  An object's key must match the pattern; a prefix source lists
+-- every key under it, so its pattern must end in '*' and its stem must
+-- begin the prefix.  An hf:// source is read with the deployment's token
+-- when one is set, which opens every private and gated repository the
+-- token can read: then it needs a hub grant ('models' or 'datasets', the
+-- pattern over owner/name); without a token only public repositories can
+-- be read, and they need none.  Other sources need no grant.
+--
+-- remora.hf_token is superuser-only: this is called by remora._submit,
+-- which runs as the extension's owner.
 CREATE FUNCTION remora._may_read(caller oid, spec jsonb) RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-	SELECT spec #>> '{source,kind}' NOT IN ('s3_object', 's3_prefix')
-		OR pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
-		OR EXISTS (SELECT 1 FROM remora.source_grants g
-					WHERE g.bucket = spec #>> '{source,bucket}'
-					  AND g.endpoint IS NOT DISTINCT FROM spec #>> '{options,endpoint}'
-					  AND spec #>> '{source,key}' LIKE remora._glob_like(g.prefix_pattern)
-					  AND (spec #>> '{source,kind}' = 's3_object'
-						   OR right(g.prefix_pattern, 1) = '*')
-					  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'))
+	SELECT CASE
+		WHEN spec #>> '{source,kind}' IN ('s3_object', 's3_prefix') THEN
+			pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
+			OR EXISTS (SELECT 1 FROM remora.source_grants g
+						WHERE NOT g.hub
+						  AND g.bucket = spec #>> '{source,bucket}'
+						  AND g.endpoint IS NOT DISTINCT FROM spec #>> '{options,endpoint}'
+						  AND spec #>> '{source,key}' LIKE remora._glob_like(g.prefix_pattern)
+						  AND (spec #>> '{source,kind}' = 's3_object'
+							   OR right(g.prefix_pattern, 1) = '*')
+						  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'))
+		WHEN spec #>> '{source,kind}' = 'hf' THEN
+			coalesce(pg_catalog.current_setting('remora.hf_token', true), '') = ''
+			OR pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
+			OR EXISTS (SELECT 1 FROM remora.source_grants g
+						WHERE g.hub
+						  AND g.bucket = (spec #>> '{source,repo_type}') || 's'
+						  AND spec #>> '{source,repo}' LIKE remora._glob_like(g.prefix_pattern)
+						  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'))
+		ELSE true
+	END
 $$;
 
 -- Does an s3:// source on the target store reach into the staging and
@@ -722,6 +752,14 @@ BEGIN
 				  HINT = 'An administrator registers source endpoints.';
 	END IF;
 
+	IF spec #>> '{source,kind}' = 'hf' AND NOT remora._may_read(caller, spec) THEN
+		RAISE EXCEPTION 'permission denied for Hugging Face % "%"',
+			spec #>> '{source,repo_type}', spec #>> '{source,repo}'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Hub repositories are read with the deployment''s token (remora.hf_token), which may open private and gated ones: reading one needs a source grant on endpoint "hf" for its owner/name.',
+				  HINT = format('An administrator grants it with remora.grant_source(role, %L, %L, ''hf'').',
+								(spec #>> '{source,repo_type}') || 's', spec #>> '{source,repo}');
+	END IF;
 	IF NOT remora._may_read(caller, spec) THEN
 		RAISE EXCEPTION 'permission denied for source bucket "%" %', spec #>> '{source,bucket}',
 			CASE WHEN spec #>> '{source,kind}' = 's3_prefix'
@@ -980,6 +1018,11 @@ BEGIN
 		RAISE EXCEPTION 'invalid endpoint name' USING ERRCODE = 'invalid_parameter_value',
 			DETAIL = 'An endpoint name is 1 to 63 lower-case letters, digits, ''_'' and ''-'', starting with a letter.';
 	END IF;
+	IF $1 = 'hf' THEN
+		RAISE EXCEPTION 'invalid endpoint name' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'The name "hf" is reserved: source grants name the Hugging Face Hub with it.',
+			HINT = 'Choose another name.';
+	END IF;
 	IF $2 IS NULL OR $2 !~ '^https?://[^/?#@[:space:][:cntrl:]]+/?$' OR length($2) > 2048 THEN
 		RAISE EXCEPTION 'invalid endpoint url' USING ERRCODE = 'invalid_parameter_value',
 			DETAIL = 'The URL is http:// or https:// with a host and optional port, and nothing else (no user information, path or query).';
@@ -1064,8 +1107,9 @@ AS $$
 $$;
 
 -- Administration of source grants (remora_admin): who may read which
--- s3:// sources.  endpoint NULL is the target store, a name is a
--- registered source endpoint.
+-- s3:// and hf:// sources.  endpoint NULL is the target store, a name is a
+-- registered source endpoint, 'hf' is the Hugging Face Hub (bucket
+-- 'models' or 'datasets', a pattern over owner/name).
 CREATE FUNCTION remora.grant_source(role name, bucket text,
 									prefix text DEFAULT '*',
 									endpoint text DEFAULT NULL)
@@ -1076,9 +1120,25 @@ AS $$
 DECLARE
 	grantee oid := (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = $1);
 	caller	oid := (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = session_user);
+	hub		boolean := $4 IS NOT DISTINCT FROM 'hf';
 BEGIN
 	IF grantee IS NULL THEN
 		RAISE EXCEPTION 'role "%" does not exist', $1 USING ERRCODE = 'undefined_object';
+	END IF;
+	IF hub THEN
+		IF $2 IS NULL OR $2 NOT IN ('models', 'datasets') THEN
+			RAISE EXCEPTION 'invalid bucket' USING ERRCODE = 'invalid_parameter_value',
+				DETAIL = 'On endpoint "hf" the bucket is ''models'' or ''datasets''.';
+		END IF;
+		IF $3 IS NULL OR length($3) > 200
+			OR $3 !~ '^(\*|[A-Za-z0-9_][A-Za-z0-9_.-]*(/([A-Za-z0-9_][A-Za-z0-9_.-]*)?)?\*|[A-Za-z0-9_][A-Za-z0-9_.-]*/[A-Za-z0-9_][A-Za-z0-9_.-]*)$' THEN
+			RAISE EXCEPTION 'invalid prefix pattern' USING ERRCODE = 'invalid_parameter_value',
+				DETAIL = 'On endpoint "hf" a pattern is a repository''s owner/name, or a beginning of it ending in ''*''; ''*'' alone allows every repository.';
+		END IF;
+		INSERT INTO remora.source_grants (grantee, bucket, prefix_pattern, endpoint, hub, granted_by)
+		VALUES (grantee, $2, $3, NULL, true, coalesce(caller, 0))
+		ON CONFLICT DO NOTHING;
+		RETURN;
 	END IF;
 	IF $2 IS NULL OR $2 !~ '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$' OR $2 ~ '\.\.' THEN
 		RAISE EXCEPTION 'invalid bucket' USING ERRCODE = 'invalid_parameter_value',
@@ -1111,7 +1171,8 @@ AS $$
 		DELETE FROM remora.source_grants g
 		 WHERE g.grantee = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = $1)
 		   AND g.bucket = $2 AND g.prefix_pattern = $3
-		   AND g.endpoint IS NOT DISTINCT FROM $4
+		   AND g.hub = ($4 IS NOT DISTINCT FROM 'hf')
+		   AND (g.hub OR g.endpoint IS NOT DISTINCT FROM $4)
 		RETURNING 1)
 	SELECT count(*) > 0 FROM gone
 $$;
@@ -2791,7 +2852,7 @@ CREATE VIEW remora_source_grants WITH (security_invoker = true) AS
 SELECT pg_catalog.pg_get_userbyid(g.grantee) AS role,
 	   g.bucket,
 	   g.prefix_pattern,
-	   g.endpoint,
+	   CASE WHEN g.hub THEN 'hf' ELSE g.endpoint END AS endpoint,
 	   pg_catalog.pg_get_userbyid(g.granted_by) AS granted_by,
 	   g.granted_at
   FROM remora.source_grants g;

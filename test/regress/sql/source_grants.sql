@@ -199,6 +199,94 @@ SELECT remora.drop_source_endpoint('private');
 ALTER SYSTEM SET remora.https_proxy = 'socks5://u:hunter22@proxy:1080';
 ALTER SYSTEM SET remora.http_proxy = 'http://u:hunter22@proxy:3128/some/path';
 
+-- An s3:// key is matched against grants as written: "." and ".."
+-- segments, which a store keeping objects as files would resolve, are
+-- refused before any grant is looked at.
+SET ROLE regress_carol;
+SELECT remora.grant_source('regress_alice', 'data', 'pub/*');
+SET ROLE regress_alice;
+SELECT pg_temp.try($$SELECT remora_submit('s3://data/pub/x.bin')$$);
+SELECT pg_temp.try($$SELECT remora_submit('s3://data/pub/../private/secret.bin')$$);
+SELECT pg_temp.try($$SELECT remora_submit('s3://data/pub/../')$$);
+SELECT pg_temp.try($$SELECT remora_submit('s3://data/pub/./x.bin')$$);
+RESET ROLE;
+
+-- Hub sources.  Without remora.hf_token only public repositories can be
+-- read, and they need no grant.
+SET ROLE regress_alice;
+SELECT pg_temp.try($$SELECT remora_submit('hf://acme/x')$$);
+SELECT pg_temp.try($$SELECT remora_submit('hf://datasets/other/y')$$);
+RESET ROLE;
+-- 'hf' names the Hub in source grants: it cannot be an S3 endpoint's name
+SELECT pg_temp.try($$SELECT remora.register_source_endpoint('hf', 'https://hub.example')$$);
+SELECT pg_temp.try($$SELECT remora_submit('s3://data/pub/x.bin', options => '{"endpoint": "hf"}')$$);
+
+-- With a token every private and gated repository it reads is in reach:
+-- an hf:// source needs a hub grant (endpoint 'hf', bucket 'models' or
+-- 'datasets', a pattern over owner/name).
+\getenv abs_srcdir PG_ABS_SRCDIR
+\set hf_token_wait :abs_srcdir '/sql/hf_token_wait.psql'
+ALTER SYSTEM SET remora.hf_token = 'hf_regress_not_a_real_token';
+SELECT pg_reload_conf();
+SELECT true AS hf_want, clock_timestamp() + interval '60 s' AS hf_deadline \gset
+\set ECHO none
+\i :hf_token_wait
+\set ECHO all
+SET ROLE regress_alice;
+SELECT pg_temp.try($$SELECT remora_submit('hf://acme/x')$$);
+SELECT pg_temp.try($$SELECT remora_submit('hf://datasets/acme/x')$$);
+RESET ROLE;
+SET ROLE regress_carol;
+SELECT remora.grant_source('regress_alice', 'models', 'acme/*', 'hf');
+SELECT remora.grant_source('regress_alice', 'models', 'acme/*', 'hf');	-- once is enough
+SELECT pg_temp.try($$SELECT remora.grant_source('regress_alice', 'spaces', '*', 'hf')$$);
+SELECT pg_temp.try($$SELECT remora.grant_source('regress_alice', 'models', 'a/b/c', 'hf')$$);
+SELECT pg_temp.try($$SELECT remora.grant_source('regress_alice', 'models', '../x', 'hf')$$);
+SELECT pg_temp.try($$SELECT remora.grant_source('regress_alice', 'models', 'acme', 'hf')$$);
+SELECT pg_temp.try($$SELECT remora.grant_source('regress_alice', 'models', 'a*/b', 'hf')$$);
+SELECT role, bucket, prefix_pattern, endpoint FROM remora_source_grants
+ WHERE bucket IN ('models', 'datasets') ORDER BY 2, 3;
+SET ROLE regress_alice;
+SELECT pg_temp.try($$SELECT remora_submit('hf://acme/x')$$);
+SELECT pg_temp.try($$SELECT remora_submit('hf://models/acme/x@v1')$$);
+SELECT pg_temp.try($$SELECT remora_submit('hf://other/x')$$);
+SELECT pg_temp.try($$SELECT remora_submit('hf://acme-evil/x')$$);
+-- datasets are granted apart from models
+SELECT pg_temp.try($$SELECT remora_submit('hf://datasets/acme/x')$$);
+-- a hub grant opens no s3:// bucket of the same name
+SELECT pg_temp.try($$SELECT remora_submit('s3://models/acme/x.bin')$$);
+RESET ROLE;
+-- bob has no grant; an administrator reads every repository
+SET ROLE regress_bob;
+SELECT pg_temp.try($$SELECT remora_submit('hf://acme/x')$$);
+RESET ROLE;
+SET ROLE regress_carol;
+SELECT pg_temp.try($$SELECT remora_submit('hf://other/private')$$);
+SELECT pg_temp.try($$SELECT remora_submit('hf://datasets/other/private')$$);
+SELECT remora.grant_source('regress_alice', 'datasets', '*', 'hf');
+SET ROLE regress_alice;
+SELECT pg_temp.try($$SELECT remora_submit('hf://datasets/other/y')$$);
+SELECT pg_temp.try($$SELECT remora_submit('hf://other/y')$$);
+RESET ROLE;
+-- revoked with the same arguments; endpoint NULL is the target store's
+-- grant, not the hub's
+SET ROLE regress_carol;
+SELECT remora.revoke_source('regress_alice', 'models', 'acme/*');
+SELECT remora.revoke_source('regress_alice', 'models', 'acme/*', 'hf');
+SELECT remora.revoke_source('regress_alice', 'models', 'acme/*', 'hf');
+SET ROLE regress_alice;
+SELECT pg_temp.try($$SELECT remora_submit('hf://acme/x')$$);
+RESET ROLE;
+ALTER SYSTEM RESET remora.hf_token;
+SELECT pg_reload_conf();
+SELECT false AS hf_want, clock_timestamp() + interval '60 s' AS hf_deadline \gset
+\set ECHO none
+\i :hf_token_wait
+\set ECHO all
+SET ROLE regress_bob;
+SELECT pg_temp.try($$SELECT remora_submit('hf://acme/x')$$);
+RESET ROLE;
+
 -- clean up
 ALTER DATABASE contrib_regression RESET remora.default_bucket;
 TRUNCATE remora.target_grants, remora.source_grants;
