@@ -183,6 +183,25 @@ SELECT provenance ? 'cron_job_id' AS forged_cron_job, provenance ->> 'role' AS r
   FROM remora.jobs WHERE job_id = :cr;
 DROP SCHEMA cron CASCADE;
 
+--
+-- the worker settings (the target's secret, the Hub token, proxy
+-- credentials) are answered over a Unix socket and from a loopback
+-- address; a plain TCP connection from another host is refused (shown by
+-- test/e2e/worker_transport.sh, which has such a host)
+--
+CREATE ROLE regress_wsw LOGIN IN ROLE remora_worker;
+SET ROLE regress_wsw;
+SELECT inet_client_addr() IS NULL AS unix_socket,
+	   (SELECT count(*) FROM remora.worker_settings()) AS settings;
+RESET ROLE;
+\getenv regress_socket PGHOST
+\c contrib_regression regress_wsw 127.0.0.1
+SELECT host(inet_client_addr()) AS client, ssl
+  FROM pg_stat_ssl WHERE pid = pg_backend_pid();
+SELECT count(*) AS settings FROM remora.worker_settings();
+\c contrib_regression postgres :regress_socket
+DROP ROLE regress_wsw;
+
 -- clean up
 TRUNCATE remora.jobs, remora.incarnations RESTART IDENTITY CASCADE;
 TRUNCATE remora.queue, remora.leases;
