@@ -51,6 +51,30 @@
 #define Max(a, b) ((a) > (b) ? (a) : (b))
 #define Min(a, b) ((a) < (b) ? (a) : (b))
 
+/*
+ * The SQL below names every object by schema, so that nothing resolves
+ * through a schema a user could write to (the sessions also run with
+ * search_path = pg_catalog, pg_temp; session.c): built-in functions, types
+ * and operators by pg_catalog, Remora's tables and protocol by remora, and
+ * the views and functions of the extension's schema (public by default,
+ * chosen at CREATE EXTENSION) by @extschema@, which exec_sql replaces with
+ * that schema as the connections found it.  An operator written
+ * OPERATOR(...) binds as any operator but the common ones do: mind the
+ * parentheses.
+ */
+#define EQ       " OPERATOR(pg_catalog.=) "
+#define LT       " OPERATOR(pg_catalog.<) "
+#define GT       " OPERATOR(pg_catalog.>) "
+#define MINUS    " OPERATOR(pg_catalog.-) "
+#define CONCAT   " OPERATOR(pg_catalog.||) "
+#define ARROW    " OPERATOR(pg_catalog.->) "
+#define ARROWTXT " OPERATOR(pg_catalog.->>) "
+#define MATCHES  " OPERATOR(pg_catalog.~) "
+#define INT4     "::pg_catalog.int4"
+#define INT8     "::pg_catalog.int8"
+#define TEXT     "::pg_catalog.text"
+#define JSONB    "::pg_catalog.jsonb"
+
 /* --- errors and queries -------------------------------------------------- */
 
 static int
@@ -155,7 +179,37 @@ db(RemoraRequest *req)
 }
 
 /*
- * Run sql with text parameters (NULL entries are SQL NULLs).  Returns the
+ * Run sql, with @extschema@ standing for the extension's schema, on conn
+ * with text parameters (NULL entries are SQL NULLs).  The result, to
+ * clear; a failed one (no SQLSTATE) when the statement could not be made.
+ */
+static PGresult *
+exec_sql(PGconn *conn, const char *sql, int nparams, const char *const *params)
+{
+	static const char marker[] = "@extschema@";
+	char              schema[160];
+	RemoraBuf         b = {0};
+	PGresult         *res;
+
+	if (!remora_http_ext_schema(schema, sizeof(schema)))
+		return PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
+	for (const char *at; (at = strstr(sql, marker)) != NULL;
+		 sql = at + sizeof(marker) - 1)
+	{
+		remora_buf_printf(&b, "%.*s", (int) (at - sql), sql);
+		remora_buf_puts(&b, schema);
+	}
+	remora_buf_puts(&b, sql);
+	if (b.failed)
+		res = PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
+	else
+		res = PQexecParams(conn, b.data, nparams, NULL, params, NULL, NULL, 0);
+	remora_buf_free(&b);
+	return res;
+}
+
+/*
+ * Run sql (see exec_sql) with text parameters.  Returns the
  * result (the caller clears it), or NULL when the request has been
  * answered with the error.  A read whose connection turns out to be dead
  * (the server restarted) is tried once more on a new one.
@@ -172,7 +226,7 @@ query(RemoraRequest *req, const char *sql, int nparams,
 
 		if (conn == NULL)
 			return NULL;
-		res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+		res = exec_sql(conn, sql, nparams, params);
 		st = PQresultStatus(res);
 		if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
 			return res;
@@ -434,20 +488,28 @@ api_session(RemoraRequest *req)
  * only the page's rows go through the view: the first page and the
  * thousandth cost the same on a long history.
  */
+#define LIST_FILTER                                                            \
+	"WHERE deleted_at IS NULL "                                                \
+	"AND ($1" TEXT " IS NULL OR state" EQ "ANY "                               \
+	"(pg_catalog.string_to_array($1" TEXT ", ','))) "                          \
+	"AND ($2" TEXT " IS NULL "                                                 \
+	"OR pg_catalog.strpos(pg_catalog.lower(source), "                          \
+	"pg_catalog.lower($2" TEXT "))" GT "0 "                                    \
+	"OR pg_catalog.strpos(pg_catalog.lower(coalesce(label, '')), "             \
+	"pg_catalog.lower($2" TEXT "))" GT "0 "                                    \
+	"OR job_id" TEXT EQ "$2" TEXT ") "
+
 static const char *LIST_SQL =
-	"WITH page AS (SELECT job_id FROM remora.jobs "
-	"WHERE deleted_at IS NULL "
-	"AND ($1::text IS NULL OR state = ANY (string_to_array($1, ','))) "
-	"AND ($2::text IS NULL OR strpos(lower(source), lower($2)) > 0 "
-	"OR strpos(lower(coalesce(label, '')), lower($2)) > 0 "
-	"OR job_id::text = $2) "
-	"AND ($3::bigint IS NULL OR job_id < $3::bigint) "
-	"ORDER BY job_id DESC LIMIT $4::integer) "
-	"SELECT json_build_object('jobs', "
-	"coalesce((SELECT json_agg(to_json(j) ORDER BY j.job_id DESC) "
-	"FROM remora_jobs j WHERE j.job_id IN (SELECT job_id FROM page)), "
-	"'[]'), 'next', (SELECT CASE WHEN count(*) = $4::integer "
-	"THEN min(job_id) END FROM page))";
+	"WITH page AS (SELECT job_id FROM remora.jobs " LIST_FILTER "AND ($3" INT8
+	" IS NULL OR job_id" LT "$3" INT8 ") "
+	"ORDER BY job_id DESC LIMIT $4" INT4 ") "
+	"SELECT pg_catalog.json_build_object('jobs', "
+	"coalesce((SELECT pg_catalog.json_agg(pg_catalog.to_json(j) "
+	"ORDER BY j.job_id DESC) "
+	"FROM @extschema@.remora_jobs j "
+	"WHERE j.job_id" EQ "ANY (SELECT job_id FROM page)), "
+	"'[]'), 'next', (SELECT CASE WHEN pg_catalog.count(*)" EQ "$4" INT4 " "
+	"THEN pg_catalog.min(job_id) END FROM page))";
 
 /*
  * The other orders (?sort=&dir=), each walking an index so that a page
@@ -456,32 +518,29 @@ static const char *LIST_SQL =
  * a priority order is "priority:job_id", the last row of the page.
  */
 #define LIST_SORTED_SQL(KEYCOND, ORDER, BACK, NEXT)                            \
-	"WITH page AS (SELECT job_id, priority FROM remora.jobs "                  \
-	"WHERE deleted_at IS NULL "                                                \
-	"AND ($1::text IS NULL OR state = ANY (string_to_array($1, ','))) "        \
-	"AND ($2::text IS NULL OR strpos(lower(source), lower($2)) > 0 "           \
-	"OR strpos(lower(coalesce(label, '')), lower($2)) > 0 "                    \
-	"OR job_id::text = $2) "                                                   \
-	"AND ($3::text IS NULL OR " KEYCOND ") "                                   \
-	"ORDER BY " ORDER " LIMIT $4::integer) "                                   \
-	"SELECT json_build_object('jobs', "                                        \
-	"coalesce((SELECT json_agg(to_json(j) ORDER BY " ORDER ") "                \
-	"FROM remora_jobs j WHERE j.job_id IN (SELECT job_id FROM page)), "        \
-	"'[]'), 'next', CASE WHEN (SELECT count(*) FROM page) = $4::integer "      \
-	"THEN (SELECT " NEXT " FROM page ORDER BY " BACK " LIMIT 1) END)"
+	"WITH page AS (SELECT job_id, priority FROM remora.jobs " LIST_FILTER      \
+	"AND ($3" TEXT " IS NULL OR " KEYCOND ") "                                 \
+	"ORDER BY " ORDER " LIMIT $4" INT4 ") "                                    \
+	"SELECT pg_catalog.json_build_object('jobs', "                             \
+	"coalesce((SELECT pg_catalog.json_agg(pg_catalog.to_json(j) "              \
+	"ORDER BY " ORDER ") FROM @extschema@.remora_jobs j "                      \
+	"WHERE j.job_id" EQ "ANY (SELECT job_id FROM page)), '[]'), "              \
+	"'next', CASE WHEN (SELECT pg_catalog.count(*) FROM page)" EQ "$4" INT4    \
+	" THEN (SELECT " NEXT " FROM page ORDER BY " BACK " LIMIT 1) END)"
 
 #define PRIORITY_KEY                                                           \
-	"ROW(split_part($3::text, ':', 1)::integer, "                              \
-	"split_part($3::text, ':', 2)::bigint)"
+	"ROW(pg_catalog.split_part($3" TEXT ", ':', 1)" INT4 ", "                  \
+	"pg_catalog.split_part($3" TEXT ", ':', 2)" INT8 ")"
+#define PRIORITY_CURSOR "priority" TEXT CONCAT "':'" CONCAT "job_id" TEXT
 
 static const char *LIST_OLDEST_SQL = LIST_SORTED_SQL(
-	"job_id > $3::text::bigint", "job_id", "job_id DESC", "job_id");
+	"job_id" GT "$3" TEXT INT8, "job_id", "job_id DESC", "job_id");
 static const char *LIST_PRIORITY_DESC_SQL = LIST_SORTED_SQL(
-	"(priority, job_id) < " PRIORITY_KEY, "priority DESC, job_id DESC",
-	"priority, job_id", "priority::text || ':' || job_id::text");
-static const char *LIST_PRIORITY_ASC_SQL = LIST_SORTED_SQL(
-	"(priority, job_id) > " PRIORITY_KEY, "priority, job_id",
-	"priority DESC, job_id DESC", "priority::text || ':' || job_id::text");
+	"ROW(priority, job_id)" LT PRIORITY_KEY, "priority DESC, job_id DESC",
+	"priority, job_id", PRIORITY_CURSOR);
+static const char *LIST_PRIORITY_ASC_SQL =
+	LIST_SORTED_SQL("ROW(priority, job_id)" GT PRIORITY_KEY, "priority, job_id",
+					"priority DESC, job_id DESC", PRIORITY_CURSOR);
 
 /* Is s "priority:job_id" (a cursor of the priority order)? */
 static bool
@@ -569,6 +628,11 @@ list_jobs(RemoraRequest *req)
 		respond_value(req, 200, res, "no jobs");
 }
 
+/* the body's options (b): a JSON null or none at all is no option */
+#define OPTIONS                                                                \
+	"CASE WHEN pg_catalog.jsonb_typeof(b" ARROW "'options')" EQ "'object' "    \
+	"THEN b" ARROW "'options' ELSE '{}'" JSONB " END"
+
 static const char *ALLOWED_SUBMIT_KEYS[] = {
 	"source", "bucket", "prefix", "options", "idempotency_key", NULL};
 
@@ -629,10 +693,10 @@ submit_job(RemoraRequest *req)
 	remora_json_free(v);
 	params[0] = req->body.data;
 	res = query(req,
-				"SELECT remora_submit(b ->> 'source', b ->> 'bucket', "
-				"b ->> 'prefix', coalesce(nullif(b -> 'options', "
-				"'null'::jsonb), '{}'), b ->> 'idempotency_key') "
-				"FROM (SELECT $1::jsonb AS b) s",
+				"SELECT @extschema@.remora_submit(b" ARROWTXT "'source', "
+				"b" ARROWTXT "'bucket', b" ARROWTXT "'prefix', " OPTIONS ", "
+				"b" ARROWTXT "'idempotency_key') "
+				"FROM (SELECT $1" JSONB " AS b) s",
 				1, params);
 	if (res == NULL)
 		return;
@@ -727,12 +791,13 @@ export_job(RemoraRequest *req, const char *id)
 	params[0] = id;
 	params[1] = req->body.data;
 	res = query(req,
-				"SELECT remora_export($1::bigint, b ->> 'bucket', "
-				"b ->> 'prefix', coalesce(nullif(b -> 'options', "
-				"'null'::jsonb), '{}') || CASE WHEN b ->> 'if_exists' "
-				"IS NULL THEN '{}' ELSE jsonb_build_object('if_exists', "
-				"b -> 'if_exists') END, b ->> 'idempotency_key') "
-				"FROM (SELECT $2::jsonb AS b) s",
+				"SELECT @extschema@.remora_export($1" INT8 ", "
+				"b" ARROWTXT "'bucket', b" ARROWTXT "'prefix', " OPTIONS CONCAT
+				"CASE WHEN b" ARROWTXT "'if_exists' IS NULL "
+				"THEN '{}'" JSONB " ELSE pg_catalog.jsonb_build_object("
+				"'if_exists', b" ARROW "'if_exists') END, "
+				"b" ARROWTXT "'idempotency_key') "
+				"FROM (SELECT $2" JSONB " AS b) s",
 				2, params);
 	if (res == NULL)
 		return;
@@ -754,17 +819,19 @@ export_job(RemoraRequest *req, const char *id)
  */
 static const char *EXPORTS_SQL =
 	"WITH page AS (SELECT job_id FROM remora.jobs "
-	"WHERE deleted_at IS NULL AND source_kind = 'export' "
-	"AND ($1::text IS NULL OR state = ANY (string_to_array($1, ','))) "
-	"AND ($2::bigint IS NULL OR job_id IN (SELECT x.export_id "
-	"FROM remora.exports x WHERE x.job_id = $2::bigint)) "
-	"AND ($3::bigint IS NULL OR job_id < $3::bigint) "
-	"ORDER BY job_id DESC LIMIT $4::integer) "
-	"SELECT json_build_object('exports', "
-	"coalesce((SELECT json_agg(to_json(e) ORDER BY e.export_id DESC) "
-	"FROM remora_exports e WHERE e.export_id IN (SELECT job_id FROM page)), "
-	"'[]'), 'next', (SELECT CASE WHEN count(*) = $4::integer "
-	"THEN min(job_id) END FROM page))";
+	"WHERE deleted_at IS NULL AND source_kind" EQ "'export' "
+	"AND ($1" TEXT " IS NULL OR state" EQ "ANY "
+	"(pg_catalog.string_to_array($1" TEXT ", ','))) "
+	"AND ($2" INT8 " IS NULL OR job_id" EQ "ANY (SELECT x.export_id "
+	"FROM remora.exports x WHERE x.job_id" EQ "$2" INT8 ")) "
+	"AND ($3" INT8 " IS NULL OR job_id" LT "$3" INT8 ") "
+	"ORDER BY job_id DESC LIMIT $4" INT4 ") "
+	"SELECT pg_catalog.json_build_object('exports', "
+	"coalesce((SELECT pg_catalog.json_agg(pg_catalog.to_json(e) "
+	"ORDER BY e.export_id DESC) FROM @extschema@.remora_exports e "
+	"WHERE e.export_id" EQ "ANY (SELECT job_id FROM page)), "
+	"'[]'), 'next', (SELECT CASE WHEN pg_catalog.count(*)" EQ "$4" INT4 " "
+	"THEN pg_catalog.min(job_id) END FROM page))";
 
 /* Is s empty, or a positive integer that fits a bigint? */
 static bool
@@ -826,10 +893,13 @@ list_exports(RemoraRequest *req)
 }
 
 static const char *EXPORT_SQL =
-	"SELECT to_jsonb(e) || jsonb_build_object('attempts', "
-	"(SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.attempt_no), '[]') "
-	"FROM remora_export_attempts a WHERE a.export_id = e.export_id)) "
-	"FROM remora_exports e WHERE e.export_id = $1::bigint";
+	"SELECT pg_catalog.to_jsonb(e)" CONCAT
+	"pg_catalog.jsonb_build_object('attempts', "
+	"(SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(a) "
+	"ORDER BY a.attempt_no), '[]') "
+	"FROM @extschema@.remora_export_attempts a "
+	"WHERE a.export_id" EQ "e.export_id)) "
+	"FROM @extschema@.remora_exports e WHERE e.export_id" EQ "$1" INT8;
 
 static const char *const RESOLVE_KEYS[] = {"action", NULL};
 
@@ -887,18 +957,19 @@ one_export(RemoraRequest *req, const char *id, const char *rest)
 			remora_json_free(v);
 			params[1] = req->body.data;
 			res = query(req,
-						"SELECT json_build_object('state', "
-						"remora_export_resolve($1::bigint, "
-						"$2::jsonb ->> 'action'))",
+						"SELECT pg_catalog.json_build_object('state', "
+						"@extschema@.remora_export_resolve($1" INT8 ", "
+						"$2" JSONB ARROWTXT "'action'))",
 						2, params);
 		}
 		else
 		{
 			/* an export's id names no row of remora_jobs: ask the view */
 			res = query(req,
-						"SELECT json_build_object('state', "
-						"remora_cancel(e.export_id)) FROM remora_exports e "
-						"WHERE e.export_id = $1::bigint",
+						"SELECT pg_catalog.json_build_object('state', "
+						"@extschema@.remora_cancel(e.export_id)) "
+						"FROM @extschema@.remora_exports e "
+						"WHERE e.export_id" EQ "$1" INT8,
 						1, params);
 		}
 		if (res != NULL)
@@ -910,13 +981,14 @@ one_export(RemoraRequest *req, const char *id, const char *rest)
 }
 
 static const char *JOB_SQL =
-	"SELECT to_jsonb(j) || jsonb_build_object("
-	"'attempts', (SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY "
-	"a.attempt_no), "
-	"'[]') FROM remora_attempts a WHERE a.job_id = j.job_id), "
-	"'progress', (SELECT to_jsonb(p) FROM remora_progress p "
-	"WHERE p.job_id = j.job_id LIMIT 1)) "
-	"FROM remora_jobs j WHERE j.job_id = $1::bigint";
+	"SELECT pg_catalog.to_jsonb(j)" CONCAT "pg_catalog.jsonb_build_object("
+	"'attempts', (SELECT coalesce(pg_catalog.jsonb_agg("
+	"pg_catalog.to_jsonb(a) ORDER BY a.attempt_no), '[]') "
+	"FROM @extschema@.remora_attempts a WHERE a.job_id" EQ "j.job_id), "
+	"'progress', (SELECT pg_catalog.to_jsonb(p) "
+	"FROM @extschema@.remora_progress p "
+	"WHERE p.job_id" EQ "j.job_id LIMIT 1)) "
+	"FROM @extschema@.remora_jobs j WHERE j.job_id" EQ "$1" INT8;
 
 static void
 one_job(RemoraRequest *req, const char *id, const char *rest)
@@ -944,9 +1016,10 @@ one_job(RemoraRequest *req, const char *id, const char *rest)
 				return;
 			}
 			params[1] = hard ? hard : "false";
-			if ((res =
-					 query(req, "SELECT remora_delete($1::bigint, $2::boolean)",
-						   2, params)) != NULL)
+			if ((res = query(req,
+							 "SELECT @extschema@.remora_delete($1" INT8 ", "
+							 "$2::pg_catalog.bool)",
+							 2, params)) != NULL)
 			{
 				PQclear(res);
 				remora_respond(req, 204, NULL, "", 0, NULL, NULL, NULL);
@@ -963,8 +1036,8 @@ one_job(RemoraRequest *req, const char *id, const char *rest)
 			return;
 		}
 		if ((res = query(req,
-						 "SELECT json_build_object('state', "
-						 "remora_cancel($1::bigint))",
+						 "SELECT pg_catalog.json_build_object('state', "
+						 "@extschema@.remora_cancel($1" INT8 "))",
 						 1, params)) != NULL)
 			respond_value(req, 200, res, missing);
 	}
@@ -985,9 +1058,10 @@ one_job(RemoraRequest *req, const char *id, const char *rest)
 			return;
 		}
 		if ((res = query(req,
-						 "SELECT json_build_object('members', "
-						 "coalesce(json_agg(to_json(r) ORDER BY r.path), "
-						 "'[]')) FROM remora_result($1::bigint) r",
+						 "SELECT pg_catalog.json_build_object('members', "
+						 "coalesce(pg_catalog.json_agg(pg_catalog.to_json(r) "
+						 "ORDER BY r.path), '[]')) "
+						 "FROM @extschema@.remora_result($1" INT8 ") r",
 						 1, params)) != NULL)
 			respond_value(req, 200, res, missing);
 	}
@@ -1010,13 +1084,16 @@ one_job(RemoraRequest *req, const char *id, const char *rest)
 			return;
 		}
 		params[2] = ttl && ttl[0] ? ttl : NULL;
-		if ((res = query(
-				 req,
-				 "SELECT json_build_object('url', remora_presign($1::bigint, "
-				 "$2, CASE WHEN $3::text IS NULL THEN interval '15 minutes' "
-				 "WHEN $3 ~ '^[0-9]+$' THEN make_interval(secs => "
-				 "$3::double precision) ELSE $3::interval END))",
-				 3, params)) != NULL)
+		if ((res = query(req,
+						 "SELECT pg_catalog.json_build_object('url', "
+						 "@extschema@.remora_presign($1" INT8 ", $2" TEXT ", "
+						 "CASE WHEN $3" TEXT " IS NULL "
+						 "THEN '15 minutes'::pg_catalog.interval "
+						 "WHEN $3" TEXT MATCHES "'^[0-9]+$' "
+						 "THEN pg_catalog.make_interval(secs => "
+						 "$3::pg_catalog.float8) "
+						 "ELSE $3::pg_catalog.interval END))",
+						 3, params)) != NULL)
 			respond_value(req, 200, res, missing);
 	}
 	else
@@ -1090,26 +1167,29 @@ typedef struct Sse
  * or ended less than a minute ago).
  */
 static const char *EVENTS_SQL =
-	"SELECT job_id, json_build_object('job_id', job_id, 'state', state, "
+	"SELECT job_id, pg_catalog.json_build_object('job_id', job_id, "
+	"'state', state, "
 	"'source', source, 'label', label, 'bytes_done', bytes_done, "
 	"'bytes_total', bytes_total, 'bytes_per_second', bytes_per_second, "
 	"'cancel_requested', cancel_requested, 'attempts_used', attempts_used, "
 	"'max_attempts', max_attempts, 'restarted_from_zero', "
 	"restarted_from_zero, 'last_error', last_error, 'finished_at', "
-	"finished_at)::text, "
-	"state IN ('queued', 'running', 'retrying') "
-	"OR finished_at > now() - interval '60 seconds' "
-	"FROM remora_jobs WHERE job_id IN ("
-	"SELECT job_id FROM remora.jobs WHERE state IN ('running', 'retrying') "
-	"UNION ALL (SELECT job_id FROM remora.jobs WHERE state = 'queued' "
+	"finished_at)" TEXT ", "
+	"state" EQ "ANY (ARRAY['queued', 'running', 'retrying']) "
+	"OR finished_at" GT "(pg_catalog.now()" MINUS
+	"'60 seconds'::pg_catalog.interval) "
+	"FROM @extschema@.remora_jobs WHERE job_id" EQ "ANY ("
+	"SELECT job_id FROM remora.jobs "
+	"WHERE state" EQ "ANY (ARRAY['running', 'retrying']) "
+	"UNION ALL (SELECT job_id FROM remora.jobs WHERE state" EQ "'queued' "
 	"ORDER BY job_id DESC LIMIT 100) "
 	"UNION ALL SELECT job_id FROM remora.jobs "
-	"WHERE job_id > $1::bigint - 100 "
-	"UNION ALL SELECT unnest($2::bigint[])) "
+	"WHERE job_id" GT "($1" INT8 MINUS "100) "
+	"UNION ALL SELECT pg_catalog.unnest($2::pg_catalog.int8[])) "
 	"ORDER BY job_id DESC LIMIT 1000";
 
 static const char *EVENTS_MAX_SQL =
-	"SELECT coalesce(max(job_id), 0) FROM remora.jobs";
+	"SELECT coalesce(pg_catalog.max(job_id), 0) FROM remora.jobs";
 
 static uint64_t
 fnv1a(const char *s)
@@ -1153,7 +1233,7 @@ sse_poll(Sse *s)
 	remora_buf_puts(&ids, "}");
 	params[0] = max_id;
 	params[1] = ids.failed ? "{}" : ids.data;
-	res = PQexecParams(conn, EVENTS_SQL, 2, NULL, params, NULL, NULL, 0);
+	res = exec_sql(conn, EVENTS_SQL, 2, params);
 	remora_buf_free(&ids);
 	remora_pool_release(s->pool, conn);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
@@ -1453,23 +1533,27 @@ remora_api_dispatch(RemoraRequest *req)
 	else if (strcmp(path, "/api/events") == 0)
 		events(req);
 	else if (strcmp(path, "/api/stats") == 0)
-		admin_view(req,
-				   "SELECT to_jsonb(s) || jsonb_build_object('checkpoints', "
-				   "(SELECT to_jsonb(c) FROM remora_checkpoint_stats c)) "
-				   "FROM remora_stats s");
+		admin_view(req, "SELECT pg_catalog.to_jsonb(s)" CONCAT
+						"pg_catalog.jsonb_build_object('checkpoints', "
+						"(SELECT pg_catalog.to_jsonb(c) "
+						"FROM @extschema@.remora_checkpoint_stats c)) "
+						"FROM @extschema@.remora_stats s");
 	else if (strcmp(path, "/api/workers") == 0)
-		admin_view(req, "SELECT json_build_object('workers', "
-						"coalesce(json_agg(to_json(w) ORDER BY w.started_at "
-						"DESC), '[]')) FROM (SELECT * FROM remora_workers "
+		admin_view(req, "SELECT pg_catalog.json_build_object('workers', "
+						"coalesce(pg_catalog.json_agg(pg_catalog.to_json(w) "
+						"ORDER BY w.started_at DESC), '[]')) "
+						"FROM (SELECT * FROM @extschema@.remora_workers "
 						"ORDER BY started_at DESC LIMIT 200) w");
 	else if (strcmp(path, "/api/admin/grants") == 0)
 		admin_view(req,
-				   "SELECT json_build_object('targets', (SELECT "
-				   "coalesce(json_agg(to_json(t) ORDER BY t.role, t.bucket, "
-				   "t.prefix_pattern), '[]') FROM remora_target_grants t), "
-				   "'sources', (SELECT coalesce(json_agg(to_json(s) ORDER BY "
-				   "s.role, s.bucket, s.prefix_pattern, s.endpoint), '[]') "
-				   "FROM remora_source_grants s))");
+				   "SELECT pg_catalog.json_build_object('targets', (SELECT "
+				   "coalesce(pg_catalog.json_agg(pg_catalog.to_json(t) "
+				   "ORDER BY t.role, t.bucket, t.prefix_pattern), '[]') "
+				   "FROM @extschema@.remora_target_grants t), "
+				   "'sources', (SELECT coalesce(pg_catalog.json_agg("
+				   "pg_catalog.to_json(s) ORDER BY s.role, s.bucket, "
+				   "s.prefix_pattern, s.endpoint), '[]') "
+				   "FROM @extschema@.remora_source_grants s))");
 	else
 		remora_respond_error(req, 404, "P0002", "no such path", NULL, NULL,
 							 NULL);

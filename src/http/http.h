@@ -94,6 +94,7 @@ extern void        remora_pool_unref(RemoraPool *pool);
 extern const char *remora_pool_role(const RemoraPool *pool);
 extern PGconn     *remora_pool_acquire(RemoraPool *pool, bool *refused);
 extern void        remora_pool_release(RemoraPool *pool, PGconn *conn);
+extern bool        remora_http_ext_schema(char *out, size_t len);
 
 #define REMORA_SESSION_ID_LEN    64  /* hex characters */
 #define REMORA_SESSIONS_PER_ROLE 100 /* the oldest of a role goes first */

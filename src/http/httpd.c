@@ -248,6 +248,20 @@ remora_http_main(Datum main_arg)
 	char              err[256];
 	sigset_t          all, old;
 
+	/*
+	 * Sign-in must prove the password it was given, and nothing else: libpq
+	 * reads a password, a password file and service files (which may hold
+	 * a password) from the environment of the server's OS user when a
+	 * connection does not say otherwise.  session.c never connects without
+	 * a password and names no file, and this process forgets the variables
+	 * before any thread starts (unsetenv is not thread-safe).
+	 */
+	unsetenv("PGPASSWORD");
+	unsetenv("PGPASSFILE");
+	unsetenv("PGSERVICE");
+	unsetenv("PGSERVICEFILE");
+	unsetenv("PGSYSCONFDIR");
+
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();

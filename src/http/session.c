@@ -157,10 +157,45 @@ random_hex(char *out)
 }
 
 /*
- * Open a connection as user with password.  On success the session's
- * search_path is pg_catalog, then the extension's schema, so that the
- * queries of api.c name Remora's functions and views without a schema and
- * resolve nothing else through a schema a user could write to.
+ * The extension's schema, quoted (quote_ident), as the last connection
+ * found it; api.c names Remora's functions and views with it.  The
+ * extension is not relocatable, so every connection finds the same one
+ * unless it was dropped and created again elsewhere meanwhile.
+ */
+static pthread_mutex_t schema_lock = PTHREAD_MUTEX_INITIALIZER;
+static char            ext_schema[2 * 64 + 3];
+
+/* Copy the extension's schema (quoted) into out; false if none is known. */
+bool
+remora_http_ext_schema(char *out, size_t len)
+{
+	bool known;
+
+	pthread_mutex_lock(&schema_lock);
+	known = ext_schema[0] != '\0' && strlen(ext_schema) < len;
+	if (known)
+		memcpy(out, ext_schema, strlen(ext_schema) + 1);
+	pthread_mutex_unlock(&schema_lock);
+	return known;
+}
+
+/*
+ * Open a connection as user with password.
+ *
+ * The session runs with search_path = pg_catalog, pg_temp from its start
+ * (the startup packet's options), so that no name the HTTP server sends
+ * resolves through a schema a user could write to: a function planted
+ * in the extension's schema (public by default) with an exact-type match,
+ * such as public.to_json(public.remora_jobs), would otherwise run with the
+ * rights of whoever lists jobs, an administrator included.  api.c names
+ * every object by schema as well.
+ *
+ * Only the password given is ever used: an empty one is refused here,
+ * because libpq ignores an empty parameter and would fall back to the
+ * server's own PGPASSWORD, password file or service file, signing in a
+ * role named there without its password.  The password file is pointed
+ * at a path that cannot exist for the same reason (httpd.c also clears
+ * libpq's environment at start).
  */
 static RemoraAuthResult
 connect_as(const char *user, const char *password, PGconn **out, char *err,
@@ -173,27 +208,34 @@ connect_as(const char *user, const char *password, PGconn **out, char *err,
 								"dbname",
 								"user",
 								"password",
+								"passfile",
 								"application_name",
 								"connect_timeout",
 								"client_encoding",
 								"options",
 								NULL};
-	const char       *vals[10];
+	const char       *vals[11];
 	PGconn           *conn;
 	PGresult         *res;
 
 	*out = NULL;
+	if (password == NULL || password[0] == '\0')
+	{
+		snprintf(err, errlen, "invalid user name or password");
+		return REMORA_AUTH_REFUSED;
+	}
 	snprintf(port, sizeof(port), "%d", cfg->pg_port);
 	vals[0] = cfg->pg_host;
 	vals[1] = port;
 	vals[2] = cfg->database;
 	vals[3] = user;
 	vals[4] = password;
-	vals[5] = "remora http";
-	vals[6] = "10";
-	vals[7] = "UTF8";
-	vals[8] = "-c statement_timeout=30s -c search_path=pg_catalog";
-	vals[9] = NULL;
+	vals[5] = "/nonexistent/remora-http/no-passfile";
+	vals[6] = "remora http";
+	vals[7] = "10";
+	vals[8] = "UTF8";
+	vals[9] = "-c statement_timeout=30s -c search_path=pg_catalog,pg_temp";
+	vals[10] = NULL;
 	conn = PQconnectdbParams(keys, vals, 0);
 	if (conn == NULL)
 	{
@@ -225,14 +267,13 @@ connect_as(const char *user, const char *password, PGconn **out, char *err,
 				 "(scram-sha-256) for sign-in");
 		return REMORA_AUTH_NO_PASSWORD;
 	}
-	res = PQexec(conn,
-				 "SELECT pg_catalog.set_config('search_path', 'pg_catalog, ' "
-				 "OPERATOR(pg_catalog.||) pg_catalog.quote_ident(n.nspname), "
-				 "false) FROM pg_catalog.pg_extension e "
-				 "JOIN pg_catalog.pg_namespace n "
-				 "ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
-				 "WHERE e.extname OPERATOR(pg_catalog.=) 'remora'");
-	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	res = PQexec(conn, "SELECT pg_catalog.quote_ident(n.nspname) "
+					   "FROM pg_catalog.pg_extension e "
+					   "JOIN pg_catalog.pg_namespace n "
+					   "ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
+					   "WHERE e.extname OPERATOR(pg_catalog.=) 'remora'");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
+		strlen(PQgetvalue(res, 0, 0)) >= sizeof(ext_schema))
 	{
 		PQclear(res);
 		PQfinish(conn);
@@ -242,6 +283,9 @@ connect_as(const char *user, const char *password, PGconn **out, char *err,
 				 cfg->database);
 		return REMORA_AUTH_UNAVAILABLE;
 	}
+	pthread_mutex_lock(&schema_lock);
+	snprintf(ext_schema, sizeof(ext_schema), "%s", PQgetvalue(res, 0, 0));
+	pthread_mutex_unlock(&schema_lock);
 	PQclear(res);
 	*out = conn;
 	return REMORA_AUTH_OK;

@@ -86,7 +86,8 @@ remora_call_start_incarnation(RemoraConn *c, const char *inc, const char *host,
 	return run(c, "recording the incarnation",
 			   "INSERT INTO remora.incarnations "
 			   "(incarnation, pid, kind, host, label, version) "
-			   "VALUES ($1::uuid, $2::integer, 'external', $3, $4, $5)",
+			   "VALUES ($1::pg_catalog.uuid, $2::pg_catalog.int4, 'external', "
+			   "$3, $4, $5)",
 			   5, params);
 }
 
@@ -98,7 +99,7 @@ remora_call_heartbeat(RemoraConn *c, const char *inc)
 	PGresult   *res = remora_conn_exec(
 		  c, "recording the heartbeat",
 		  "UPDATE remora.incarnations SET heartbeat_at = pg_catalog.now() "
-			"WHERE incarnation" OP_EQ "$1::uuid AND stopped_at IS NULL",
+			"WHERE incarnation" OP_EQ "$1::pg_catalog.uuid AND stopped_at IS NULL",
 		  1, params);
 	int n;
 
@@ -116,7 +117,8 @@ remora_call_end_incarnation(RemoraConn *c, const char *inc)
 
 	(void) run(c, "recording the end of the incarnation",
 			   "UPDATE remora.incarnations SET stopped_at = pg_catalog.now() "
-			   "WHERE incarnation" OP_EQ "$1::uuid AND stopped_at IS NULL",
+			   "WHERE incarnation" OP_EQ
+			   "$1::pg_catalog.uuid AND stopped_at IS NULL",
 			   1, params);
 }
 
@@ -134,8 +136,10 @@ remora_call_claim(RemoraConn *c, const char *inc, int room, RemoraClaimRow *out)
 	snprintf(n, sizeof(n), "%d", room);
 	res = remora_conn_exec(
 		c, "claiming",
-		"SELECT c.job_id, c.attempt_id, c.fencing_token, c.spec::text AS spec, "
-		"c.resume::text AS resume FROM remora.claim($1::uuid, $2::integer) c",
+		"SELECT c.job_id, c.attempt_id, c.fencing_token, "
+		"c.spec::pg_catalog.text AS spec, "
+		"c.resume::pg_catalog.text AS resume FROM "
+		"remora.claim($1::pg_catalog.uuid, $2::pg_catalog.int4) c",
 		2, params);
 	if (res == NULL)
 		return -1;
@@ -179,10 +183,11 @@ bool
 remora_call_renew(RemoraConn *c, int64_t job, const char *attempt,
 				  int64_t token, bool *ok, bool *cancelled)
 {
-	PGresult *res = attempt_call(
-		c, "renewing the lease", job,
-		"SELECT ok, cancel_requested FROM remora.renew($1::uuid, $2::bigint)",
-		2, attempt, token, NULL, false);
+	PGresult *res =
+		attempt_call(c, "renewing the lease", job,
+					 "SELECT ok, cancel_requested FROM "
+					 "remora.renew($1::pg_catalog.uuid, $2::pg_catalog.int8)",
+					 2, attempt, token, NULL, false);
 
 	*ok = *cancelled = false;
 	if (res == NULL)
@@ -200,10 +205,11 @@ bool
 remora_call_checkpoint(RemoraConn *c, int64_t job, const char *attempt,
 					   int64_t token, const char *doc, bool *ok)
 {
-	PGresult *res = attempt_call(
-		c, "checkpointing", job,
-		"SELECT remora.checkpoint($1::uuid, $2::bigint, $3::jsonb) AS ok", 3,
-		attempt, token, doc, false);
+	PGresult *res =
+		attempt_call(c, "checkpointing", job,
+					 "SELECT remora.checkpoint($1::pg_catalog.uuid, "
+					 "$2::pg_catalog.int8, $3::pg_catalog.jsonb) AS ok",
+					 3, attempt, token, doc, false);
 
 	*ok = false;
 	if (res == NULL)
@@ -217,10 +223,11 @@ bool
 remora_call_commit(RemoraConn *c, int64_t job, const char *attempt,
 				   int64_t token, const char *doc, bool *ok)
 {
-	PGresult *res = attempt_call(
-		c, "committing a result", job,
-		"SELECT remora.commit($1::uuid, $2::bigint, $3::jsonb) AS ok", 3,
-		attempt, token, doc, false);
+	PGresult *res =
+		attempt_call(c, "committing a result", job,
+					 "SELECT remora.commit($1::pg_catalog.uuid, "
+					 "$2::pg_catalog.int8, $3::pg_catalog.jsonb) AS ok",
+					 3, attempt, token, doc, false);
 
 	*ok = false;
 	if (res == NULL)
@@ -265,13 +272,15 @@ remora_call_commit_many(RemoraConn *c, int n, const char *const *attempts,
 	res = remora_conn_exec(
 		c, "committing results",
 		"SELECT c.committed FROM (SELECT "
-		"pg_catalog.array_agg((x.e OPERATOR(pg_catalog.->>) 'a')::uuid "
+		"pg_catalog.array_agg((x.e OPERATOR(pg_catalog.->>) "
+		"'a')::pg_catalog.uuid "
 		"ORDER BY x.o) AS a, "
-		"pg_catalog.array_agg((x.e OPERATOR(pg_catalog.->>) 't')::bigint "
+		"pg_catalog.array_agg((x.e OPERATOR(pg_catalog.->>) "
+		"'t')::pg_catalog.int8 "
 		"ORDER BY x.o) AS t, "
 		"pg_catalog.array_agg(x.e OPERATOR(pg_catalog.->) 'm' ORDER BY x.o) "
 		"AS m "
-		"FROM pg_catalog.jsonb_array_elements($1::jsonb) "
+		"FROM pg_catalog.jsonb_array_elements($1::pg_catalog.jsonb) "
 		"WITH ORDINALITY x(e, o)) s, "
 		"remora.commit_many(s.a, s.t, s.m) c",
 		1, params);
@@ -295,8 +304,9 @@ remora_call_fail(RemoraConn *c, int64_t job, const char *attempt, int64_t token,
 	if (error == NULL)
 		return NULL;
 	res = attempt_call(c, "reporting a failed attempt", job,
-					   "SELECT remora.fail($1::uuid, $2::bigint, $3::jsonb, "
-					   "$4::boolean) AS state",
+					   "SELECT remora.fail($1::pg_catalog.uuid, "
+					   "$2::pg_catalog.int8, $3::pg_catalog.jsonb, "
+					   "$4::pg_catalog.bool) AS state",
 					   4, attempt, token, error, retryable);
 	if (res == NULL)
 		return NULL;
@@ -338,16 +348,17 @@ remora_call_lookup(RemoraConn *c, int64_t job, const char *attempt,
 	res = remora_conn_exec(
 		c, "looking up members of earlier attempts",
 		"WITH p AS (SELECT t.path, t.pos FROM "
-		"pg_catalog.jsonb_array_elements_text($3::jsonb) "
+		"pg_catalog.jsonb_array_elements_text($3::pg_catalog.jsonb) "
 		"WITH ORDINALITY t(path, pos)) "
 		"SELECT DISTINCT ON (m.path) p.pos, m.key, m.etag, m.sha256, m.size, "
-		"m.source::text AS source "
+		"m.source::pg_catalog.text AS source "
 		"FROM remora.members m JOIN remora.attempts t "
 		"ON t.attempt_id" OP_EQ "m.attempt_id "
 		"JOIN p ON p.path" OP_EQ "m.path "
-		"WHERE t.job_id" OP_EQ "$1::bigint AND t.attempt_id" OP_NE "$2::uuid "
+		"WHERE t.job_id" OP_EQ "$1::pg_catalog.int8 AND t.attempt_id" OP_NE
+		"$2::pg_catalog.uuid "
 		"AND m.bucket" OP_EQ "(SELECT j.bucket FROM remora.jobs j "
-		"WHERE j.job_id" OP_EQ "$1::bigint) "
+		"WHERE j.job_id" OP_EQ "$1::pg_catalog.int8) "
 		"ORDER BY m.path, t.attempt_no DESC",
 		3, params);
 	free(array);
@@ -395,8 +406,9 @@ remora_call_export_members(RemoraConn *c, int64_t job, const char *attempt,
 	res = remora_conn_exec(
 		c, label,
 		"SELECT path, bucket, key, size, sha256, etag, ref_etag "
-		"FROM remora.export_members($1::uuid, $2::bigint, $3::text, "
-		"$4::integer)",
+		"FROM remora.export_members($1::pg_catalog.uuid, $2::pg_catalog.int8, "
+		"$3::pg_catalog.text, "
+		"$4::pg_catalog.int4)",
 		4, params);
 	if (res == NULL)
 		return false;
@@ -441,7 +453,8 @@ remora_call_endpoint(RemoraConn *c, const char *name, RemoraEndpoint *out,
 	const char *params[1] = {name};
 	PGresult   *res = remora_conn_exec(
 		  c, "reading a source endpoint",
-		  "SELECT url, coalesce(region, '') AS region, path_style::text, "
+		  "SELECT url, coalesce(region, '') AS region, "
+			"path_style::pg_catalog.text, "
 			"coalesce(access_key_id, '') AS access_key_id, "
 			"coalesce(secret_access_key, '') AS secret_access_key, ca_pem "
 			"FROM remora.source_endpoints WHERE name" OP_EQ "$1",
@@ -486,7 +499,7 @@ remora_call_next_cleanup(RemoraConn *c, char *attempt_id, int64_t *job,
 	PGresult   *res =
 		remora_conn_exec(c, "looking for objects to delete",
 						 "SELECT attempt_id, job_id, bucket, prefix FROM "
-						 "remora.staging_to_clean($1::integer)",
+						 "remora.staging_to_clean($1::pg_catalog.int4)",
 						 1, params);
 	bool found = false;
 
@@ -520,8 +533,9 @@ remora_call_cleanup_done(RemoraConn *c, const char *attempt_id, int64_t job,
 	snprintf(jobtext, sizeof(jobtext), "%" PRId64, job);
 	(void) run(c, "recording a cleanup",
 			   attempt_id[0]
-				   ? "SELECT remora.staging_cleaned($1::uuid, $2::boolean)"
-				   : "SELECT remora.job_objects_deleted($1::bigint, "
-					 "$2::boolean)",
+				   ? "SELECT remora.staging_cleaned($1::pg_catalog.uuid, "
+					 "$2::pg_catalog.bool)"
+				   : "SELECT remora.job_objects_deleted($1::pg_catalog.int8, "
+					 "$2::pg_catalog.bool)",
 			   2, params);
 }
