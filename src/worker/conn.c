@@ -22,9 +22,18 @@
  * REMORA_CONN_BACKOFF_MAX_MS); generation tells the caller it is a new
  * session.
  *
+ * The settings a worker reads carry the target store's secret key, the Hub
+ * token and proxy credentials: every connection, the first and each one
+ * made again (a multi-host string may land on another host), is checked
+ * before anything is sent on it.  It must be a Unix socket, TCP to a
+ * loopback address, or TLS; anything else is closed, unless the operator
+ * said --allow-plaintext, and the worker exits (main.c).
+ *
  *-------------------------------------------------------------------------
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +192,67 @@ connect_ready(const RemoraConn *c)
 }
 
 /*
+ * Is addr (a peer, as getpeername gives it) on this host: a Unix socket,
+ * 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104?  Traffic to it never crosses
+ * a network.
+ */
+bool
+remora_conn_peer_is_local(const struct sockaddr *addr)
+{
+	if (addr->sa_family == AF_UNIX)
+		return true;
+	if (addr->sa_family == AF_INET)
+	{
+		const struct sockaddr_in *in = (const struct sockaddr_in *) addr;
+
+		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (addr->sa_family == AF_INET6)
+	{
+		const struct in6_addr *a =
+			&((const struct sockaddr_in6 *) addr)->sin6_addr;
+
+		return IN6_IS_ADDR_LOOPBACK(a) ||
+			   (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+	}
+	return false;
+}
+
+/*
+ * May the settings' secrets cross the new connection?  The peer is the
+ * address libpq actually connected to (not a name that might resolve
+ * differently), and TLS is what the connection uses, not what sslmode
+ * asked for: "prefer", libpq's default, falls back to clear text.
+ */
+static bool
+transport_ok(RemoraConn *c)
+{
+	struct sockaddr_storage peer;
+	socklen_t               len = sizeof(peer);
+	char                    addr[INET6_ADDRSTRLEN] = "unknown";
+
+	if (PQsslInUse(c->pg) || c->allow_plaintext)
+		return true;
+	memset(&peer, 0, sizeof(peer));
+	if (getpeername(PQsocket(c->pg), (struct sockaddr *) &peer, &len) == 0 &&
+		remora_conn_peer_is_local((struct sockaddr *) &peer))
+		return true;
+	if (peer.ss_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *) &peer)->sin_addr, addr,
+				  sizeof(addr));
+	else if (peer.ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *) &peer)->sin6_addr, addr,
+				  sizeof(addr));
+	remora_wlog(
+		"refusing the connection to %s (address %s, port %s): it does "
+		"not use TLS, and the worker's settings carry the target "
+		"store's credentials; connect with sslmode=verify-full (or "
+		"require), or run with --allow-plaintext on a network you trust",
+		PQhost(c->pg), addr, PQport(c->pg));
+	return false;
+}
+
+/*
  * Connected, or connected now?  Never waits for the network: a
  * connection attempt advances a step when its socket is ready (the caller
  * waits on remora_conn_wait_events), and a new attempt starts only when the
@@ -224,6 +294,14 @@ remora_conn_ensure(RemoraConn *c)
 		return false;
 
 	c->connecting = false;
+	if (!transport_ok(c))
+	{
+		/* nothing has been sent on it: close it, and the caller stops */
+		PQfinish(c->pg);
+		c->pg = NULL;
+		c->plaintext_refused = true;
+		return false;
+	}
 	PQsetNoticeProcessor(c->pg, log_notice, NULL);
 	if (!pin_session(c))
 		return false;

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <sys/socket.h>
+
 #include <libpq-fe.h>
 
 #define REMORA_CONN_BACKOFF_MIN_MS 250
@@ -32,6 +34,8 @@ typedef struct RemoraConn
 	bool        connecting;    /* a non-blocking connection attempt runs */
 	PostgresPollingStatusType polling; /* what it waits for */
 	int64_t                   connect_deadline_ms;
+	bool allow_plaintext;   /* --allow-plaintext: TCP without TLS anywhere */
+	bool plaintext_refused; /* a connection was refused for want of TLS */
 } RemoraConn;
 
 extern bool      remora_conn_ensure(RemoraConn *c);
@@ -43,5 +47,6 @@ extern PGresult *remora_conn_exec(RemoraConn *c, const char *what,
 extern int       remora_conn_wait_events(const RemoraConn *c, short *events);
 extern void      remora_conn_read_notifies(RemoraConn *c);
 extern int       remora_conn_call_timeout_ms(const RemoraConn *c);
+extern bool      remora_conn_peer_is_local(const struct sockaddr *addr);
 
 #endif /* REMORA_WORKER_CONN_H */

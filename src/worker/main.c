@@ -6,7 +6,8 @@
  *	  PostgreSQL only through the SQL worker protocol, as a role that is a
  *	  member of remora_worker (doc/operator-guide.md, "Scaling out").
  *
- *	  remora-worker [--concurrency N] [--label TEXT] [--poll-only] [CONNINFO]
+ *	  remora-worker [--concurrency N] [--label TEXT] [--poll-only]
+ *	                [--allow-plaintext] [CONNINFO]
  *
  * The loop waits on the engine's descriptor, the connection's socket (a
  * NOTIFY on remora_jobs: a job was queued or cancelled) and a pipe its
@@ -28,7 +29,9 @@
  * once the current one is idle).
  *
  * Exit status: 0 stopped by a signal; 1 cannot run (settings refused,
- * engine); 2 usage; 3 the server was unreachable for GIVE_UP_MS.
+ * engine); 2 usage; 3 the server was unreachable for GIVE_UP_MS; 4 a
+ * connection was TCP to another host without TLS (conn.c), refused before
+ * anything was sent on it, unless --allow-plaintext.
  *
  *-------------------------------------------------------------------------
  */
@@ -55,6 +58,7 @@
 #define EXIT_CANNOT_RUN  1
 #define EXIT_USAGE       2
 #define EXIT_UNREACHABLE 3
+#define EXIT_PLAINTEXT   4
 
 #define CLAIM_POLL_MS 5000
 #define CHECKPOINT_MS 1000
@@ -94,13 +98,19 @@ usage(FILE *out)
 			"  -l, --label=TEXT     a label shown in remora_workers\n"
 			"      --poll-only      no LISTEN (behind a transaction pooler); "
 			"look for jobs every %d s\n"
+			"      --allow-plaintext  accept TCP without TLS to a host that "
+			"is not this one\n"
+			"                       (the settings carry the target store's "
+			"credentials)\n"
 			"  -V, --version        print the version and exit\n"
 			"  -h, --help           show this help and exit\n\n"
 			"CONNINFO is a libpq connection string or URI (PG* environment "
 			"variables apply);\nthe role must be a member of remora_worker. "
 			"Use sslmode=verify-full.\n\n"
 			"Exit status: 0 stopped by SIGTERM or SIGINT, 1 cannot run, 2 "
-			"usage error,\n3 the server was unreachable for %d minutes.\n",
+			"usage error,\n3 the server was unreachable for %d minutes, 4 "
+			"the connection was not TLS\n(and not to this host) without "
+			"--allow-plaintext.\n",
 			CLAIM_POLL_MS / 1000, GIVE_UP_MS / 60000);
 }
 
@@ -289,7 +299,11 @@ ready(void)
 	static uint64_t seen_generation;
 
 	if (!remora_conn_ensure(&conn))
+	{
+		if (conn.plaintext_refused)
+			exit(EXIT_PLAINTEXT); /* its leases lapse; said in the log */
 		return false;
+	}
 	if (conn.generation != seen_generation && incarnation_recorded)
 	{
 		int hb = remora_call_heartbeat(&conn, incarnation);
@@ -501,6 +515,8 @@ connect_first(void)
 		short         events;
 		struct pollfd p = {remora_conn_wait_events(&conn, &events), 0, 0};
 
+		if (conn.plaintext_refused)
+			return EXIT_PLAINTEXT;
 		if (got_stop)
 			return EXIT_STOPPED;
 		if (remora_wclock_ms() - conn.down_since_ms > GIVE_UP_MS)
@@ -522,6 +538,7 @@ main(int argc, char **argv)
 		{"concurrency", required_argument, NULL, 'c'},
 		{"label", required_argument, NULL, 'l'},
 		{"poll-only", no_argument, NULL, 'p'},
+		{"allow-plaintext", no_argument, NULL, 'P'},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
@@ -551,6 +568,9 @@ main(int argc, char **argv)
 				break;
 			case 'p':
 				poll_only = true;
+				break;
+			case 'P':
+				conn.allow_plaintext = true;
 				break;
 			case 'V':
 				printf("remora-worker %s\n", REMORA_VERSION);
