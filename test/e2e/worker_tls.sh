@@ -76,12 +76,12 @@ connected_then_stop() {
 	! grep -q "refusing the connection" "$T/$name.log" && [ "$rc" = 0 ]
 }
 
-before=$(grep -c "statement: SELECT pg_catalog.set_config('search_path'" "$T/pg/server.log" || true)
+before=$(grep -c "execute <unnamed>: SELECT pg_catalog.set_config('search_path'" "$T/pg/server.log" || true)
 run_worker plain "host=$ADDR port=$PG_PORT dbname=postgres user=rw sslmode=disable"
 check_eq "TCP without TLS to $ADDR: exit 4" "$(cat "$T/plain.rc")" 4
 check "  saying why" grep -q "refusing the connection to $ADDR (address $ADDR, port $PG_PORT): it does not use TLS" "$T/plain.log"
 check_eq "  and the server saw no statement from it (no worker_settings)" \
-	"$(grep -c "statement: SELECT pg_catalog.set_config('search_path'" "$T/pg/server.log" || true)/$(grep -c "worker_settings" "$T/pg/server.log" || true)" "$before/0"
+	"$(grep -c "execute <unnamed>: SELECT pg_catalog.set_config('search_path'" "$T/pg/server.log" || true)/$(grep -c "worker_settings" "$T/pg/server.log" || true)" "$before/0"
 DEAD=$(free_port)
 run_worker multi "host=127.0.0.1,$ADDR port=$DEAD,$PG_PORT dbname=postgres user=rw sslmode=disable"
 check_eq "the second host of a multi-host string, the first down: exit 4" "$(cat "$T/multi.rc")" 4
