@@ -406,6 +406,7 @@ sign_in(RemoraRequest *req)
 	remora_json_free(v);
 	if (r != REMORA_AUTH_OK)
 	{
+		req->retry_after = retry_after;
 		remora_respond_error(req,
 							 r == REMORA_AUTH_THROTTLED     ? 429
 							 : r == REMORA_AUTH_UNAVAILABLE ? 503

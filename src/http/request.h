@@ -35,6 +35,7 @@ typedef struct RemoraRequest
 	PGconn     *db; /* lent by the pool for this request, or NULL */
 
 	bool answered;
+	int  retry_after; /* seconds for a 429's or 503's Retry-After; 0: 5 */
 } RemoraRequest;
 
 /* server.c */

@@ -304,7 +304,13 @@ remora_respond_error(RemoraRequest *req, int status, const char *sqlstate,
 							"application/json; charset=utf-8");
 	MHD_add_response_header(response, "Cache-Control", "no-store");
 	if (status == 503 || status == 429)
-		MHD_add_response_header(response, "Retry-After", "5");
+	{
+		char secs[16];
+
+		snprintf(secs, sizeof(secs), "%d",
+				 req->retry_after > 0 ? req->retry_after : 5);
+		MHD_add_response_header(response, "Retry-After", secs);
+	}
 	remora_add_security_headers(req, response, false);
 	remora_respond_response(req, status, response);
 }
@@ -517,6 +523,7 @@ authenticate(RemoraRequest *req)
 		OPENSSL_cleanse(password, sizeof(password));
 		if (r != REMORA_AUTH_OK)
 		{
+			req->retry_after = retry_after;
 			remora_respond_error(req,
 								 r == REMORA_AUTH_THROTTLED     ? 429
 								 : r == REMORA_AUTH_UNAVAILABLE ? 503

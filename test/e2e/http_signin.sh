@@ -90,6 +90,12 @@ check "  at most 5 reached PostgreSQL (its log)" \
 	test $(($(auth_failures erin) - before)) -le 5
 check_eq "  then the right password from there waits: 429" \
 	"$(signin erin erin-pw 198.51.100.3)" 429
+# Retry-After says how long the lockout (10 min) has left, not a
+# fixed few seconds
+retry=$(signin erin erin-pw 198.51.100.3 -D "$T/h" >/dev/null
+	tr -d '\r' <"$T/h" | sed -n 's/^Retry-After: //Ip')
+check "  its Retry-After is the lockout's time left (got '$retry')" \
+	test "${retry:-0}" -gt 60 -a "${retry:-0}" -le 600
 check_eq "  and from another address it signs in" \
 	"$(signin erin erin-pw 198.51.100.4)" 200
 
