@@ -287,6 +287,24 @@ CREATE TABLE remora.export_refs (
 	PRIMARY KEY (export_id, path)
 );
 
+-- Who publishes each key exported to a bucket: the role whose export last
+-- wrote it (an answer "copied" or "verified", published) or, until one
+-- does, whose export was created for it (published false).  The primary
+-- key is the lookup remora_export and remora.export_members make, and the
+-- reservation: of two roles exporting to one new key at once, the second
+-- waits for the first's row and is refused (doc/security.md).  A
+-- reservation whose export ended without writing the key binds no one.
+-- Not tied to an export's row: a published key stays in the store, and
+-- its publisher with it, when the export is deleted.
+CREATE TABLE remora.export_keys (
+	bucket			text NOT NULL,
+	key				text NOT NULL,
+	owner			oid NOT NULL,
+	export_id		bigint NOT NULL,	-- the export that wrote or reserved it
+	published		boolean NOT NULL,
+	PRIMARY KEY (bucket, key)
+);
+
 /* ------------------------------------------------------------------------
  * Coordination state: reconstructible, emptied by a crash
  * ------------------------------------------------------------------------ */
@@ -378,6 +396,7 @@ SELECT pg_catalog.pg_extension_config_dump('remora.target_grants', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.source_grants', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.exports', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.export_refs', '');
+SELECT pg_catalog.pg_extension_config_dump('remora.export_keys', '');
 
 /* ------------------------------------------------------------------------
  * Row-level security: a user sees only their own jobs, an admin sees all.
@@ -416,6 +435,7 @@ CREATE POLICY exports_visible ON remora.exports FOR SELECT
 ALTER TABLE remora.export_refs ENABLE ROW LEVEL SECURITY;
 CREATE POLICY export_refs_visible ON remora.export_refs FOR SELECT
 	USING (EXISTS (SELECT 1 FROM remora.jobs j WHERE j.job_id = export_refs.export_id));
+ALTER TABLE remora.export_keys ENABLE ROW LEVEL SECURITY;
 
 ALTER TABLE remora.source_endpoints ENABLE ROW LEVEL SECURITY;
 ALTER TABLE remora.source_urls ENABLE ROW LEVEL SECURITY;
@@ -1997,9 +2017,12 @@ $$;
 -- A page of the members an export's attempt publishes, in path order: at
 -- most max_rows members of the exported result whose path sorts after
 -- `after` (NULL: from the first), each with the ETag of the conclusive
--- answer an earlier attempt recorded for it (ref_etag, NULL if none).  A
--- worker reads them page by page (keyset by path, the members' primary
--- key) instead of all at once in the claim's spec.  Only the export's
+-- answer an earlier attempt recorded for it (ref_etag, NULL if none) and
+-- whether the export may replace other content at its key (may_overwrite:
+-- its owner is an administrator, or published the key before; otherwise
+-- the worker must not write over an existing key, whatever if_exists
+-- says).  A worker reads them page by page (keyset by path, the members'
+-- primary key) instead of all at once in the claim's spec.  Only the export's
 -- current running attempt with its token, not cancelled, its lease not
 -- expired, is answered; any other gets no rows (its checkpoint and commit
 -- would be refused).  It locks nothing and changes nothing.
@@ -2007,7 +2030,7 @@ CREATE FUNCTION remora.export_members(attempt_id uuid, fencing_token bigint,
 									  after text DEFAULT NULL,
 									  max_rows integer DEFAULT 1000)
 RETURNS TABLE (path text, bucket text, key text, size bigint, sha256 text,
-			   etag text, ref_etag text)
+			   etag text, ref_etag text, may_overwrite boolean)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -2018,6 +2041,8 @@ DECLARE
 	p_max		integer := $4;
 	p_export	bigint;
 	result_att	uuid;
+	target		remora.jobs;
+	admin		boolean;
 BEGIN
 	IF p_max IS NULL OR p_max < 1 OR p_max > 10000 THEN
 		RAISE EXCEPTION 'invalid max_rows: %', p_max
@@ -2036,10 +2061,17 @@ BEGIN
 	IF NOT FOUND THEN
 		RETURN;
 	END IF;
+	SELECT * INTO target FROM remora.jobs j WHERE j.job_id = p_export;
+	admin := pg_catalog.pg_has_role(target.owner, 'remora_admin', 'USAGE');
 	RETURN QUERY
-	SELECT m.path, m.bucket, m.key, m.size, m.sha256, m.etag, r.ref ->> 'etag'
+	SELECT m.path, m.bucket, m.key, m.size, m.sha256, m.etag, r.ref ->> 'etag',
+		   admin OR coalesce(k.published AND k.owner = target.owner, false)
 	  FROM remora.members m
 	  LEFT JOIN remora.export_refs r ON r.export_id = p_export AND r.path = m.path
+	  LEFT JOIN remora.export_keys k
+		ON k.bucket = target.bucket
+	   AND k.key = CASE WHEN target.prefix = '' THEN m.path
+						ELSE target.prefix || '/' || m.path END
 	 WHERE m.attempt_id = result_att
 	   AND m.path > coalesce(p_after, '')	-- a range of the primary key (no path is '')
 	 ORDER BY m.path
@@ -2079,6 +2111,15 @@ BEGIN
 	  FROM jsonb_array_elements(p_refs) WITH ORDINALITY x(value, n)
 	 ORDER BY x.value ->> 'path', x.n DESC
 	ON CONFLICT (export_id, path) DO UPDATE SET ref = EXCLUDED.ref;
+	-- a key the export wrote is its owner's from now on (a key found
+	-- "present" was written by someone else, and stays as it was)
+	INSERT INTO remora.export_keys AS k (bucket, key, owner, export_id, published)
+	SELECT DISTINCT ON (x.value ->> 'key') j.bucket, x.value ->> 'key', j.owner, export, true
+	  FROM jsonb_array_elements(p_refs) x(value), remora.jobs j
+	 WHERE j.job_id = export AND x.value ->> 'outcome' IN ('copied', 'verified')
+	 ORDER BY x.value ->> 'key'
+	ON CONFLICT ON CONSTRAINT export_keys_pkey DO UPDATE
+	   SET owner = EXCLUDED.owner, export_id = EXCLUDED.export_id, published = true;
 END
 $$;
 
@@ -2139,8 +2180,9 @@ $$;
 -- Record an export (remora_export validated bucket, prefix and key).
 -- Replaying an idempotency key returns the existing export whatever its
 -- state; 22023 names a bad option, P0002 is a job the caller cannot see or
--- that has no committed result, 42501 a target without a grant or inside
--- the area where Remora keeps its jobs.
+-- that has no committed result, 42501 a target without a grant, inside
+-- the area where Remora keeps its jobs, or a key another role's export
+-- published or is publishing (remora.export_keys).
 -- Model: Export (proof/remora.pml)
 CREATE FUNCTION remora._export(caller oid, job bigint, bucket text,
 							   prefix text, options jsonb, idem_key text)
@@ -2266,6 +2308,43 @@ BEGIN
 			|| CASE WHEN canon ? 'label' THEN jsonb_build_object('label', canon -> 'label')
 					ELSE '{}' END);
 	new_id := remora._submit(caller, spec, request, idem_key, NULL);
+
+	-- a key another role published, or is publishing, is not the caller's
+	-- to write (an administrator's excepted); the others are reserved for
+	-- the caller now, in key order, so that a second export onto them waits
+	-- for this transaction and then sees whose they are
+	IF NOT pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE') THEN
+		INSERT INTO remora.export_keys AS k (bucket, key, owner, export_id, published)
+		SELECT p_bucket, t.key, caller, new_id, false
+		  FROM (SELECT CASE WHEN p_prefix = '' THEN m.path
+							ELSE p_prefix || '/' || m.path END AS key
+				  FROM remora.members m WHERE m.attempt_id = r.attempt_id) t
+		 ORDER BY t.key
+		ON CONFLICT ON CONSTRAINT export_keys_pkey DO UPDATE
+		   SET owner = EXCLUDED.owner, export_id = EXCLUDED.export_id,
+			   published = k.published AND k.owner = EXCLUDED.owner
+		 WHERE k.owner = EXCLUDED.owner
+			OR (NOT k.published
+				AND NOT EXISTS (SELECT 1 FROM remora.jobs jb
+								 WHERE jb.job_id = k.export_id
+								   AND jb.state IN ('queued', 'running', 'retrying',
+													'outcome_unknown')));
+		SELECT k.key INTO clash
+		  FROM remora.members m
+		  JOIN remora.export_keys k
+			ON k.bucket = p_bucket
+		   AND k.key = CASE WHEN p_prefix = '' THEN m.path
+							ELSE p_prefix || '/' || m.path END
+		 WHERE m.attempt_id = r.attempt_id AND k.owner <> caller
+		 ORDER BY k.key
+		 LIMIT 1;
+		IF clash IS NOT NULL THEN
+			RAISE EXCEPTION 'permission denied for target bucket "%" key "%"', p_bucket, clash
+				USING ERRCODE = 'insufficient_privilege',
+					  DETAIL = 'An export of another role published the key, or is publishing it.',
+					  HINT = 'Export under a prefix of your own, or ask an administrator.';
+		END IF;
+	END IF;
 
 	INSERT INTO remora.exports AS e
 		(export_id, job_id, result_attempt, if_exists, output_digest,

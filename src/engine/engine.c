@@ -389,6 +389,7 @@ remora_lookup_add_member(RemoraLookup *lookup, const RemoraExportMember *src,
 	m->sha256 = strdup(src->sha256);
 	m->ref_etag = src->ref_etag ? strdup(src->ref_etag) : NULL;
 	m->size = src->size;
+	m->may_overwrite = src->may_overwrite;
 	if (m->path == NULL || m->bucket == NULL || m->key == NULL ||
 		m->etag == NULL || m->sha256 == NULL ||
 		(src->ref_etag != NULL && m->ref_etag == NULL))

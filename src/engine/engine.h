@@ -268,6 +268,7 @@ typedef struct RemoraExportMember
 	const char *sha256;
 	int64_t     size;
 	const char *ref_etag; /* an earlier attempt's conclusive answer, or NULL */
+	bool        may_overwrite; /* may replace other content at its key */
 } RemoraExportMember;
 
 /*

@@ -6,11 +6,14 @@
  *	  copies, or verify that they are there.
  *
  *	  dispatch, per member (REMORA_EXPORT_CONCURRENCY at once):
- *	    HEAD target (unless overwrite without an earlier answer)
+ *	    HEAD target (unless overwrite without an earlier answer, by an
+ *	        owner who may overwrite the key)
  *	      there, same size and ETag as the member or an earlier answer
  *	          --> "present" (conclusive)
  *	      there, other content: fail --> refused (class exists)
- *	                            overwrite, skip_identical --> COPY
+ *	                            overwrite, skip_identical --> COPY if the
+ *	                                owner may overwrite the key, else
+ *	                                refused (class exists)
  *	      404 --> COPY
  *	    COPY  PUT with x-amz-copy-source, x-amz-copy-source-if-match (and
  *	          RGW's x-amz-copy-if-match): the member's ETag
@@ -44,6 +47,12 @@
  * honours it on a plain PUT, with 412; s3rver ignores it there too).  So
  * if_exists = fail rests on the HEAD before the copy, and a writer racing
  * between the HEAD and the copy is overwritten.
+ *
+ * Whether an export may replace other content at a key is its host's word
+ * per member (may_overwrite: the export's owner is an administrator or
+ * published the key before).  Without it, overwrite and skip_identical
+ * are refused like fail: another role's object, or one put there by
+ * something other than an export, is never written over.
  *
  *-------------------------------------------------------------------------
  */
@@ -225,6 +234,17 @@ head_done(Request *req, CURLcode rc)
 			"the target key \"%s\" exists with other content "
 			"(if_exists is fail)",
 			mb->target);
+	}
+	else if (!mb->m.may_overwrite)
+	{
+		mb->state = M_DONE;
+		remora_export_note_failuref(
+			x, REMORA_ERR_EXISTS, false, 0,
+			"the target key \"%s\" exists with other content that no "
+			"export of the same owner published (if_exists is %s)",
+			mb->target,
+			x->if_exists == REMORA_IF_EXISTS_OVERWRITE ? "overwrite"
+													   : "skip_identical");
 	}
 	else if (!x->stopping)
 		start_copy(x, mb);
@@ -454,7 +474,7 @@ remora_export_pump(Export *x)
 		   x->nrefs < EXPORT_REFS_MAX &&
 		   (mb = remora_export_next_member(x)) != NULL)
 	{
-		if (x->verify || mb->m.ref_etag ||
+		if (x->verify || mb->m.ref_etag || !mb->m.may_overwrite ||
 			x->if_exists != REMORA_IF_EXISTS_OVERWRITE)
 			start_head(x, mb);
 		else

@@ -868,18 +868,23 @@ page_call(void *arg)
 		nulls[2] = 'n';
 	}
 	values[3] = Int32GetDatum(l->max);
-	sql("SELECT path, bucket, key, size, sha256, etag, ref_etag "
-		"FROM remora.export_members($1, $2, $3, $4)",
+	sql("SELECT path, bucket, key, size, sha256, etag, ref_etag, "
+		"may_overwrite FROM remora.export_members($1, $2, $3, $4)",
 		4, types, values, nulls);
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
-		bool               isnull;
-		Datum              size = col_value(r, "size", &isnull);
-		RemoraExportMember m = {
-			col_text(r, "path"),    col_text(r, "bucket"),
-			col_text(r, "key"),     col_text(r, "etag"),
-			col_text(r, "sha256"),  isnull ? -1 : DatumGetInt64(size),
-			col_text(r, "ref_etag")};
+		bool  isnull;
+		bool  overwrite_null;
+		Datum size = col_value(r, "size", &isnull);
+		Datum overwrite = col_value(r, "may_overwrite", &overwrite_null);
+		RemoraExportMember m = {col_text(r, "path"),
+								col_text(r, "bucket"),
+								col_text(r, "key"),
+								col_text(r, "etag"),
+								col_text(r, "sha256"),
+								isnull ? -1 : DatumGetInt64(size),
+								col_text(r, "ref_etag"),
+								!overwrite_null && DatumGetBool(overwrite)};
 
 		if (!remora_lookup_add_member(l, &m, err, sizeof(err)))
 			ereport(ERROR,

@@ -405,7 +405,7 @@ remora_call_export_members(RemoraConn *c, int64_t job, const char *attempt,
 			 attempt, "reading an export's members");
 	res = remora_conn_exec(
 		c, label,
-		"SELECT path, bucket, key, size, sha256, etag, ref_etag "
+		"SELECT path, bucket, key, size, sha256, etag, ref_etag, may_overwrite "
 		"FROM remora.export_members($1::pg_catalog.uuid, $2::pg_catalog.int8, "
 		"$3::pg_catalog.text, "
 		"$4::pg_catalog.int4)",
@@ -421,7 +421,8 @@ remora_call_export_members(RemoraConn *c, int64_t job, const char *attempt,
 			col(res, r, "etag"),
 			col(res, r, "sha256"),
 			col(res, r, "size") ? col_int(res, r, "size") : -1,
-			col(res, r, "ref_etag")};
+			col(res, r, "ref_etag"),
+			col_bool(res, r, "may_overwrite")};
 
 		ok = remora_lookup_add_member(l, &m, err, sizeof(err));
 		if (!ok)

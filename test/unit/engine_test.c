@@ -750,10 +750,10 @@ test_export(FakeS3 *s3)
 	int                nrefs;
 	int                copies0 = s3->copies;
 	RemoraExportMember m[2] = {{"new.bin", "bkt", "stage/1/a/data/new.bin",
-								OBJ_ETAG, OBJ_SHA, 5, NULL},
+								OBJ_ETAG, OBJ_SHA, 5, NULL, false},
 							   {"present.bin", "bkt",
 								"stage/1/a/data/present.bin", OBJ_ETAG, OBJ_SHA,
-								5, NULL}};
+								5, NULL, false}};
 	RemoraExportSpec spec = {"bkt",   "out", REMORA_IF_EXISTS_FAIL, false, 0, 0,
 							 OBJ_SHA, NULL};
 	const RemoraExportMember *ms = m;
@@ -775,6 +775,37 @@ test_export(FakeS3 *s3)
 				  REMORA_TASK_FAILED &&
 			  strncmp(why, "exists:", 7) == 0,
 		  "if_exists = fail refuses a key with other content: %s", why);
+
+	/*
+	 * overwrite and skip_identical write over other content only where the
+	 * host says the export's owner may (an administrator, or the key's
+	 * publisher); otherwise they are refused like fail, and nothing is sent
+	 */
+	ms = &m[1];
+	nm = 1;
+	copies0 = s3->copies;
+	spec.if_exists = REMORA_IF_EXISTS_OVERWRITE;
+	CHECK(run_export(engine, &spec, ms, nm, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_FAILED &&
+			  strncmp(why, "exists:", 7) == 0 &&
+			  strstr(why, "\"out/present.bin\"") != NULL &&
+			  strstr(why, "(if_exists is overwrite)") != NULL &&
+			  s3->copies == copies0,
+		  "overwrite without may_overwrite refuses other content, copying "
+		  "nothing: %s",
+		  why);
+	spec.if_exists = REMORA_IF_EXISTS_SKIP_IDENTICAL;
+	CHECK(run_export(engine, &spec, ms, nm, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_FAILED &&
+			  strncmp(why, "exists:", 7) == 0 && s3->copies == copies0,
+		  "and so does skip_identical: %s", why);
+	m[1].may_overwrite = true;
+	run_export(engine, &spec, ms, nm, &nrefs, why, sizeof(why));
+	CHECK(s3->copies == copies0 + 1,
+		  "with may_overwrite, skip_identical sends the copy over it");
+	spec.if_exists = REMORA_IF_EXISTS_FAIL;
+	ms = m;
+	nm = 2;
 
 	m[1].etag = OBJ_ETAG;
 	spec.verify = true;
@@ -801,6 +832,7 @@ test_export(FakeS3 *s3)
 
 	/* a copy sent and never answered */
 	m[1].sha256 = OBJ_SHA;
+	m[1].may_overwrite = true;
 	spec.verify = false;
 	spec.prefix = "amb";
 	spec.if_exists = REMORA_IF_EXISTS_OVERWRITE;
@@ -827,7 +859,7 @@ test_export_multipart(FakeS3 *s3)
 	int64_t            mib = 1024 * 1024;
 	RemoraExportMember m = {"big.bin", "bkt",   "stage/1/a/data/big.bin",
 							OBJ_ETAG,  OBJ_SHA, 12 * mib,
-							NULL};
+							NULL,      true};
 	RemoraExportSpec   spec = {
 		  "bkt", "mpu", REMORA_IF_EXISTS_OVERWRITE, false, 0, 0, OBJ_SHA, NULL};
 
@@ -933,7 +965,7 @@ test_export_pages(FakeS3 *s3)
 	{
 		snprintf(paths[i], sizeof(paths[i]), "d/%05d.bin", i);
 		m[i] = (RemoraExportMember){paths[i], "bkt", paths[i], OBJ_ETAG,
-									OBJ_SHA,  5,     NULL};
+									OBJ_SHA,  5,     NULL,     false};
 	}
 
 	memset(&h, 0, sizeof(h));

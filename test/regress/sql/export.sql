@@ -293,6 +293,79 @@ SET ROLE regress_exp_ben;
 SELECT count(*) AS ben_sees_attempts FROM remora_export_attempts;
 RESET ROLE;
 
+-- A key is its publisher's.  ann published models/llama/a.bin (the
+-- "copied" answer checkpointed above): ben's export onto it is refused at
+-- remora_export, 42501 naming the key, whatever if_exists says; a key
+-- whose export published nothing (models/two, found "present") binds no
+-- one; ben's new export reserves its keys, so ann cannot export onto them
+-- while it runs; the worker is told per member what the owner may
+-- overwrite; ann exports onto her own key again; an administrator exports
+-- onto anyone's.
+SELECT remora.grant_target('regress_exp_ben', 'stable', 'models/*');
+SELECT remora.grant_source('regress_exp_ben', 'src', 'data/*');
+SET ROLE regress_exp_ben;
+SELECT remora_submit('s3://src/data/') AS bjob \gset
+RESET ROLE;
+SELECT attempt_id AS batt, fencing_token AS btok
+  FROM remora.claim('22222222-2222-2222-2222-222222222222', 5) WHERE job_id = :bjob \gset
+SELECT remora.checkpoint(:'batt', :btok, jsonb_build_object('members', jsonb_build_array(
+	jsonb_build_object('path', 'a.bin', 'bucket', 'target',
+		'key', 'remora/' || :bjob || '/' || :'batt' || '/data/a.bin', 'size', 3,
+		'sha256', repeat('a', 64), 'etag', '"e-a2"'),
+	jsonb_build_object('path', 'sub/b.bin', 'bucket', 'target',
+		'key', 'remora/' || :bjob || '/' || :'batt' || '/data/sub/b.bin', 'size', 4,
+		'sha256', repeat('b', 64), 'etag', '"e-b2"'))));
+SELECT remora.commit(:'batt', :btok, jsonb_build_object(
+	'key', 'remora/' || :bjob || '/' || :'batt' || '/manifest.json', 'etag', '"m"',
+	'sha256', repeat('e', 64), 'members', 2, 'bytes', 7));
+SELECT bucket, key, pg_get_userbyid(owner) AS owner, published
+  FROM remora.export_keys ORDER BY bucket, key;
+SET ROLE regress_exp_ben;
+SELECT pg_temp.try(format($$SELECT remora_export(%s, 'stable', 'models/llama', '{"if_exists": "overwrite"}')$$, :bjob));
+SELECT pg_temp.try(format($$SELECT remora_export(%s, 'stable', 'models/llama/', '{"if_exists": "skip_identical"}')$$, :bjob));
+SELECT pg_temp.try(format($$SELECT remora_export(%s, 'stable', 'models/llama')$$, :bjob));
+SELECT remora_export(:bjob, 'stable', 'models/two', '{"if_exists": "overwrite"}') AS bex \gset
+RESET ROLE;
+-- the refused ones left no export behind
+SELECT count(*) AS bens_exports FROM remora.exports e
+  JOIN remora.jobs j ON j.job_id = e.export_id
+ WHERE j.owner = 'regress_exp_ben'::regrole;
+SET ROLE regress_exp_ann;
+SELECT pg_temp.try(format($$SELECT remora_export(%s, 'stable', 'models/two', '{"if_exists": "overwrite"}')$$, :job));
+RESET ROLE;
+SELECT attempt_id AS bxatt, fencing_token AS bxtok
+  FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :bex \gset
+SELECT path, key LIKE 'remora/' || :bjob || '/%' AS member_key, may_overwrite
+  FROM remora.export_members(:'bxatt', :bxtok);
+SELECT remora.commit(:'bxatt', :bxtok, jsonb_build_object('sha256', repeat('e', 64),
+	'references', '[{"path": "a.bin", "key": "models/two/a.bin", "etag": "\"e-a2\"", "size": 3, "outcome": "copied"},
+				   {"path": "sub/b.bin", "key": "models/two/sub/b.bin", "etag": "\"e-b2\"", "size": 4, "outcome": "copied"}]'::jsonb));
+SELECT bucket, key, pg_get_userbyid(owner) AS owner, published, export_id = :bex AS bens
+  FROM remora.export_keys WHERE key LIKE 'models/two/%' ORDER BY key;
+-- ann's own key again: a.bin she may overwrite, sub/b.bin (never written
+-- by her) she may not
+SET ROLE regress_exp_ann;
+SELECT remora_export(:job, 'stable', 'models/llama', '{"if_exists": "overwrite"}') AS aex \gset
+SELECT pg_temp.try(format($$SELECT remora_export(%s, 'stable', 'models/two', '{"if_exists": "overwrite"}')$$, :job));
+RESET ROLE;
+SELECT attempt_id AS axatt, fencing_token AS axtok
+  FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :aex \gset
+SELECT path, may_overwrite FROM remora.export_members(:'axatt', :axtok);
+-- an administrator exports onto ben's keys, may overwrite every member,
+-- and publishes them
+SET ROLE regress_exp_admin;
+SELECT remora_export(:job, 'stable', 'models/two', '{"if_exists": "overwrite"}') AS adex \gset
+RESET ROLE;
+SELECT attempt_id AS adatt, fencing_token AS adtok
+  FROM remora.claim('33333333-3333-3333-3333-333333333333', 5) WHERE job_id = :adex \gset
+SELECT path, may_overwrite FROM remora.export_members(:'adatt', :adtok);
+SELECT remora.checkpoint(:'adatt', :adtok, '{"references": [{"path": "a.bin", "key": "models/two/a.bin", "etag": "\"e-a\"", "size": 3, "outcome": "copied"}]}');
+SELECT key, pg_get_userbyid(owner) AS owner, published
+  FROM remora.export_keys WHERE key LIKE 'models/two/%' ORDER BY key;
+SET ROLE regress_exp_ben;
+SELECT pg_temp.try(format($$SELECT remora_export(%s, 'stable', 'models/two', '{"if_exists": "overwrite"}')$$, :bjob));
+RESET ROLE;
+
 -- a hard delete of the exported job leaves the exports alone
 SET ROLE regress_exp_ann;
 SELECT remora_delete(:job, true);
@@ -304,4 +377,7 @@ TRUNCATE remora.jobs, remora.incarnations RESTART IDENTITY CASCADE;
 TRUNCATE remora.queue, remora.leases;
 SELECT remora.revoke_target('regress_exp_ann', 'stable', 'models/*');
 SELECT remora.revoke_source('regress_exp_ann', 'src', 'data/*');
+SELECT remora.revoke_target('regress_exp_ben', 'stable', 'models/*');
+SELECT remora.revoke_source('regress_exp_ben', 'src', 'data/*');
+TRUNCATE remora.export_keys;
 DROP ROLE regress_exp_ann, regress_exp_ben, regress_exp_admin;
