@@ -15,7 +15,9 @@
 # (5MB here) is copied as a multipart upload of UploadPartCopy ranges,
 # read back byte-identical with no upload left open, and a part refused
 # aborts its upload and is published by the next attempt; a hard delete
-# of the job leaves the exported keys.
+# of the job leaves the exported keys; an export overwrites only keys its
+# owner published (another role's: 42501; another writer's: failed naming
+# the key), an administrator's any.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_begin export
@@ -260,6 +262,65 @@ if [ "${REMORA_STORE:-s3rver}" = rgw ]; then
 else
 	check_eq "no upload is left open but the aborted one (s3rver has no AbortMultipartUpload)" "$(open_uploads)" "1"
 fi
+curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
+
+# --- a published key is its publisher's: alice and bob may both write
+# target/pub*; bob's overwrite export onto alice's published key is
+# refused (42501) and her bytes stay; onto a key put there by something
+# other than an export bob's overwrite and skip_identical end failed naming
+# the key, nothing copied; alice overwrites her own key; an administrator
+# overwrites anyone's
+q "CREATE ROLE alice LOGIN; CREATE ROLE bob LOGIN; GRANT remora_user TO alice, bob" >/dev/null
+q "SELECT remora.grant_target('alice', 'target', 'pub*'), remora.grant_target('bob', 'target', 'pub*')" >/dev/null
+as() { psql -X -A -t -q -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -U "$1" -d postgres -c "$2" 2>&1; }
+for p in pub pub/ext; do
+	rule "$S3_PROXY" "match=PUT%20/target/$p/&method=PUT&action=status:500&count=0"
+done
+for f in a1 a2 b; do
+	mkdir -p "$WWW/$f"
+	make_file "$f/model.bin" $((40000 + ${#f} * 1000 + RANDOM % 1000))
+done
+a1=$(as alice "SELECT remora_submit('$SRC/a1/model.bin')")
+a2=$(as alice "SELECT remora_submit('$SRC/a2/model.bin')")
+b=$(as bob "SELECT remora_submit('$SRC/b/model.bin')")
+for j in "$a1" "$a2" "$b"; do
+	check "the users' job $j succeeds" wait_state "$j" succeeded 60
+done
+ex=$(as alice "SELECT remora_export($a1, 'target', 'pub')")
+check "alice publishes pub/model.bin" wait_state "$ex" succeeded 60
+check_eq "the AWS CLI reads alice's bytes there" "$(sum_key pub/model.bin)" "$(sum_file "$WWW/a1/model.bin")"
+sent=$(copies PUT%20/target/pub/)
+err=$(as bob "SELECT remora_export($b, 'target', 'pub', '{\"if_exists\": \"overwrite\"}')" || true)
+check "bob's overwrite export onto alice's key is refused with 42501" \
+	grep -q '^ERROR:  42501: permission denied for target bucket "target" key "pub/model.bin"' <<<"$err"
+check_eq "no export of bob's was recorded, nothing was copied, alice's bytes stay" \
+	"$(q "SELECT count(*) FROM remora_exports WHERE owner = 'bob'")|$(copies PUT%20/target/pub/)|$(sum_key pub/model.bin)" \
+	"0|$sent|$(sum_file "$WWW/a1/model.bin")"
+
+head -c 7000 /dev/urandom >"$T/elsewhere.bin"
+aws_s3 s3 cp --quiet "$T/elsewhere.bin" s3://target/pub/ext/model.bin
+for mode in overwrite skip_identical; do
+	ex=$(as bob "SELECT remora_export($b, 'target', 'pub/ext', '{\"if_exists\": \"$mode\"}')")
+	check "bob's $mode export onto a key put there by another writer fails" wait_state "$ex" failed 60
+	check_eq "$mode: class exists, naming the key; nothing copied" \
+		"$(q "SELECT last_error ->> 'class', last_error ->> 'message' LIKE '%\"pub/ext/model.bin\"%' FROM remora_exports WHERE export_id = $ex")|$(copies PUT%20/target/pub/ext/)" \
+		"exists|t|0"
+done
+check_eq "the other writer's object is unchanged" "$(sum_key pub/ext/model.bin)" "$(sum_file "$T/elsewhere.bin")"
+
+ex=$(as alice "SELECT remora_export($a2, 'target', 'pub', '{\"if_exists\": \"overwrite\"}')")
+check "alice's overwrite export onto her own key succeeds" wait_state "$ex" succeeded 60
+check_eq "and the key holds her new bytes" "$(sum_key pub/model.bin)" "$(sum_file "$WWW/a2/model.bin")"
+ex=$(q "SELECT remora_export($b, 'target', 'pub', '{\"if_exists\": \"overwrite\"}')")
+check "an administrator's overwrite export of bob's result onto alice's key succeeds" \
+	wait_state "$ex" succeeded 60
+check_eq "and the key holds bob's bytes" "$(sum_key pub/model.bin)" "$(sum_file "$WWW/b/model.bin")"
+ex=$(q "SELECT remora_export($b, 'target', 'pub/ext', '{\"if_exists\": \"overwrite\"}')")
+check "an administrator overwrites the other writer's key too" wait_state "$ex" succeeded 60
+check_eq "which now holds bob's bytes" "$(sum_key pub/ext/model.bin)" "$(sum_file "$WWW/b/model.bin")"
+err=$(as alice "SELECT remora_export($a1, 'target', 'pub', '{\"if_exists\": \"overwrite\"}')" || true)
+check "the key is the administrator's now: alice's export onto it is refused" \
+	grep -q '^ERROR:  42501: permission denied for target bucket "target" key "pub/model.bin"' <<<"$err"
 curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
 
 # --- hard-deleting the job leaves the stable keys alone
