@@ -91,7 +91,7 @@ REGRESS = submit protocol commit_many security coordination retention views \
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 ISOLATION = claim-race claim-order lease-limit cancel-commit stale-token \
 	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss \
-	export-cancel export-replace commit-many
+	export-cancel export-replace export-keys commit-many
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=. --load-extension=remora
 
 PG_CONFIG ?= pg_config

@@ -2207,6 +2207,7 @@ DECLARE
 	new_id		bigint;
 	src_digest	text;
 	clash		text;
+	keys		text[];
 BEGIN
 	IF jsonb_typeof(opts) <> 'object' THEN
 		RAISE EXCEPTION 'invalid options' USING ERRCODE = 'invalid_parameter_value',
@@ -2311,32 +2312,36 @@ BEGIN
 
 	-- a key another role published, or is publishing, is not the caller's
 	-- to write (an administrator's excepted); the others are reserved for
-	-- the caller now, in key order, so that a second export onto them waits
-	-- for this transaction and then sees whose they are
+	-- the caller, in key order.  A key another export holds is locked
+	-- before it is judged, and judged by a later statement: its holder
+	-- committed by then, so the holder's export is seen (a statement whose
+	-- snapshot predates the holder's commit would take its key as free).
 	IF NOT pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE') THEN
-		INSERT INTO remora.export_keys AS k (bucket, key, owner, export_id, published)
+		keys := ARRAY(SELECT CASE WHEN p_prefix = '' THEN m.path
+								  ELSE p_prefix || '/' || m.path END
+						FROM remora.members m WHERE m.attempt_id = r.attempt_id
+					   ORDER BY 1);
+		INSERT INTO remora.export_keys (bucket, key, owner, export_id, published)
 		SELECT p_bucket, t.key, caller, new_id, false
-		  FROM (SELECT CASE WHEN p_prefix = '' THEN m.path
-							ELSE p_prefix || '/' || m.path END AS key
-				  FROM remora.members m WHERE m.attempt_id = r.attempt_id) t
-		 ORDER BY t.key
-		ON CONFLICT ON CONSTRAINT export_keys_pkey DO UPDATE
-		   SET owner = EXCLUDED.owner, export_id = EXCLUDED.export_id,
-			   published = k.published AND k.owner = EXCLUDED.owner
-		 WHERE k.owner = EXCLUDED.owner
-			OR (NOT k.published
-				AND NOT EXISTS (SELECT 1 FROM remora.jobs jb
-								 WHERE jb.job_id = k.export_id
-								   AND jb.state IN ('queued', 'running', 'retrying',
-													'outcome_unknown')));
-		SELECT k.key INTO clash
-		  FROM remora.members m
-		  JOIN remora.export_keys k
-			ON k.bucket = p_bucket
-		   AND k.key = CASE WHEN p_prefix = '' THEN m.path
-							ELSE p_prefix || '/' || m.path END
-		 WHERE m.attempt_id = r.attempt_id AND k.owner <> caller
-		 ORDER BY k.key
+		  FROM unnest(keys) WITH ORDINALITY t(key, n) ORDER BY t.n
+		ON CONFLICT ON CONSTRAINT export_keys_pkey DO NOTHING;
+		PERFORM 1 FROM remora.export_keys ek
+		  WHERE ek.bucket = p_bucket AND ek.key = ANY (keys) AND ek.export_id <> new_id
+		  ORDER BY ek.key FOR UPDATE;
+		-- the caller's own keys, and reservations whose export has ended
+		UPDATE remora.export_keys ek
+		   SET owner = caller, export_id = new_id,
+			   published = ek.published AND ek.owner = caller
+		 WHERE ek.bucket = p_bucket AND ek.key = ANY (keys) AND ek.export_id <> new_id
+		   AND (ek.owner = caller
+				OR (NOT ek.published
+					AND NOT EXISTS (SELECT 1 FROM remora.jobs jb
+									 WHERE jb.job_id = ek.export_id
+									   AND jb.state IN ('queued', 'running', 'retrying',
+														'outcome_unknown'))));
+		SELECT ek.key INTO clash FROM remora.export_keys ek
+		 WHERE ek.bucket = p_bucket AND ek.key = ANY (keys) AND ek.owner <> caller
+		 ORDER BY ek.key
 		 LIMIT 1;
 		IF clash IS NOT NULL THEN
 			RAISE EXCEPTION 'permission denied for target bucket "%" key "%"', p_bucket, clash
