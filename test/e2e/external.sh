@@ -4,7 +4,9 @@
 # only coordinates) remora-worker, as a non-superuser role that is a member
 # of remora_worker, finishes an http job, a multi-part http job, an S3
 # prefix job, a Hugging Face snapshot and an export, each read back with
-# the AWS CLI; --help names every exit code, and the worker exits with
+# the AWS CLI (and fails, naming the key, an overwrite export onto a key
+# another writer put there, leaving it unchanged);
+# --help names every exit code, and the worker exits with
 # each: 2 on a bad option, 1 when its role may not read the settings, 3
 # when the server stays unreachable for the bound (10 minutes, run 100
 # times faster under libfaketime), before and after it connected; a
@@ -228,6 +230,20 @@ check_eq "every member answered, by remora-worker" \
 check_eq "the AWS CLI lists 2,500 keys, the last page's too" \
 	"$(aws_s3 s3 ls --recursive s3://target/stable/many/ | wc -l)|$(aws_s3 s3 cp s3://target/stable/many/d0/m002500.bin - 2>/dev/null | sha256sum | cut -d' ' -f1)" \
 	"2500|$(sha256sum "$T/src/f1.bin" | cut -d' ' -f1)"
+
+# --- an overwrite export onto a key another writer put there: remora-worker
+# is told the owner may not overwrite it (remora.export_members'
+# may_overwrite), and the export fails naming the key, which is unchanged
+make_file mine.bin 20000
+mine=$(psql -X -A -t -q -v ON_ERROR_STOP=1 -U alice -d postgres -c "SELECT remora_submit('$SRC/mine.bin')")
+check "alice's job succeeds" wait_state "$mine" succeeded 60
+head -c 9000 /dev/urandom >"$T/theirs.bin"
+aws_s3 s3 cp --quiet "$T/theirs.bin" s3://target/theirs/mine.bin
+ex=$(psql -X -A -t -q -v ON_ERROR_STOP=1 -U alice -d postgres -c "SELECT remora_export($mine, 'target', 'theirs', '{\"if_exists\": \"overwrite\"}')")
+check "alice's overwrite export onto another writer's key fails" wait_state "$ex" failed 60
+check_eq "class exists, naming the key, run by remora-worker; the key is unchanged" \
+	"$(q "SELECT e.last_error ->> 'class', e.last_error ->> 'message' LIKE '%\"theirs/mine.bin\"%', min(w.label) FROM remora_exports e JOIN remora.attempts a ON a.job_id = e.export_id JOIN remora_workers w USING (incarnation) WHERE e.export_id = $ex GROUP BY 1, 2")|$(aws_s3 s3 cp s3://target/theirs/mine.bin - 2>/dev/null | sha256sum | cut -d' ' -f1)" \
+	"exists|t|e2e-one|$(sha256sum "$T/theirs.bin" | cut -d' ' -f1)"
 
 # --- NOTIFY: a submit wakes the worker at once, not at its next poll (5 s)
 for i in 1 2 3; do
