@@ -152,6 +152,108 @@ connect_failed(RemoraConn *c, const char *why)
 						: c->backoff_ms * 2;
 }
 
+/*
+ * Is the host of a connection string on this machine: a Unix socket
+ * directory (or abstract socket), none (libpq's default socket),
+ * "localhost", or a literal loopback address?  A name is not resolved
+ * here: anything else may cross a network.
+ */
+static bool
+host_is_local(const char *h, size_t len)
+{
+	char                    lit[INET6_ADDRSTRLEN];
+	struct sockaddr_storage ss;
+
+	if (len == 0 || h[0] == '/' || h[0] == '@')
+		return true;
+	if (len >= sizeof(lit))
+		return false;
+	memcpy(lit, h, len);
+	lit[len] = '\0';
+	if (strcmp(lit, "localhost") == 0)
+		return true;
+	memset(&ss, 0, sizeof(ss));
+	if (inet_pton(AF_INET, lit, &((struct sockaddr_in *) &ss)->sin_addr) == 1)
+		ss.ss_family = AF_INET;
+	else if (inet_pton(AF_INET6, lit,
+					   &((struct sockaddr_in6 *) &ss)->sin6_addr) == 1)
+		ss.ss_family = AF_INET6;
+	else
+		return false;
+	return remora_conn_peer_is_local((struct sockaddr *) &ss);
+}
+
+/* the value of keyword in opts (PQconninfoParse's or PQconndefaults') */
+static const char *
+option(const PQconninfoOption *opts, const char *keyword)
+{
+	for (; opts && opts->keyword; opts++)
+		if (strcmp(opts->keyword, keyword) == 0)
+			return opts->val && opts->val[0] ? opts->val : NULL;
+	return NULL;
+}
+
+/*
+ * May this connection string reach another host without encryption?
+ * Decided before connecting, from the string and libpq's defaults (the
+ * PG* environment): by the time a connection is up, the startup packet
+ * and the authentication have crossed the network, and with sslmode
+ * "prefer" (libpq's default) a man in the middle who answers "no SSL"
+ * gets a clear-text password or relays the SCRAM exchange, then reads
+ * the settings over its own TLS connection to the server.  So a host not
+ * on this machine needs sslmode require, verify-ca or verify-full (or
+ * gssencmode require).  On refusal, names the host in host (of hlen).
+ */
+static bool
+conninfo_plain_to_remote(const char *conninfo, char *host, size_t hlen)
+{
+	PQconninfoOption *given = NULL, *defaults = PQconndefaults();
+	const char       *hosts, *sslmode, *gssenc;
+	bool              plain = false;
+
+	host[0] = '\0';
+	if (conninfo)
+		given = PQconninfoParse(conninfo, NULL);
+	/* the address connected to is hostaddr when given, else host */
+	hosts = option(given, "hostaddr");
+	if (hosts == NULL)
+		hosts = option(given, "host");
+	if (hosts == NULL)
+		hosts = option(defaults, "hostaddr");
+	if (hosts == NULL)
+		hosts = option(defaults, "host");
+	sslmode = option(given, "sslmode");
+	if (sslmode == NULL)
+		sslmode = option(defaults, "sslmode");
+	gssenc = option(given, "gssencmode");
+	if (gssenc == NULL)
+		gssenc = option(defaults, "gssencmode");
+	if (!(sslmode && (strcmp(sslmode, "require") == 0 ||
+					  strncmp(sslmode, "verify-", 7) == 0)) &&
+		!(gssenc && strcmp(gssenc, "require") == 0))
+	{
+		const char *h = hosts ? hosts : "";
+
+		for (;;)
+		{
+			size_t len = strcspn(h, ",");
+
+			if (!host_is_local(h, len))
+			{
+				snprintf(host, hlen, "%.*s", (int) len, h);
+				plain = true;
+				break;
+			}
+			if (h[len] == '\0')
+				break;
+			h += len + 1;
+		}
+	}
+	PQconninfoFree(given);
+	PQconninfoFree(defaults);
+	return plain;
+}
+
 /* Start connecting, without waiting (libpq's non-blocking connect). */
 static void
 connect_start(RemoraConn *c)
@@ -168,6 +270,24 @@ connect_start(RemoraConn *c)
 		keys[3] = "application_name";
 		values[3] = "remora-worker";
 		keys[4] = NULL;
+	}
+	if (!c->allow_plaintext)
+	{
+		char host[256];
+
+		if (conninfo_plain_to_remote(c->conninfo, host, sizeof(host)))
+		{
+			remora_wlog("refusing the connection to %s: it is not on this "
+						"host, and without sslmode=require (or verify-ca, "
+						"verify-full) the sign-in and the worker's settings, "
+						"which carry the target store's credentials, may "
+						"cross the network in clear text; connect with "
+						"sslmode=verify-full, or run with --allow-plaintext "
+						"on a network you trust",
+						host);
+			c->plaintext_refused = true;
+			return;
+		}
 	}
 	c->pg = PQconnectStartParams(keys, values, 1);
 	if (c->pg == NULL || PQstatus(c->pg) == CONNECTION_BAD)
@@ -231,7 +351,7 @@ transport_ok(RemoraConn *c)
 	socklen_t               len = sizeof(peer);
 	char                    addr[INET6_ADDRSTRLEN] = "unknown";
 
-	if (PQsslInUse(c->pg) || c->allow_plaintext)
+	if (PQsslInUse(c->pg) || PQgssEncInUse(c->pg) || c->allow_plaintext)
 		return true;
 	memset(&peer, 0, sizeof(peer));
 	if (getpeername(PQsocket(c->pg), (struct sockaddr *) &peer, &len) == 0 &&
@@ -296,7 +416,11 @@ remora_conn_ensure(RemoraConn *c)
 	c->connecting = false;
 	if (!transport_ok(c))
 	{
-		/* nothing has been sent on it: close it, and the caller stops */
+		/*
+		 * No statement has been sent on it (the sign-in has: the check
+		 * before connecting is the one that keeps that off the network):
+		 * close it, and the caller stops
+		 */
 		PQfinish(c->pg);
 		c->pg = NULL;
 		c->plaintext_refused = true;

@@ -29,9 +29,10 @@
  * once the current one is idle).
  *
  * Exit status: 0 stopped by a signal; 1 cannot run (settings refused,
- * engine); 2 usage; 3 the server was unreachable for GIVE_UP_MS; 4 a
- * connection was TCP to another host without TLS (conn.c), refused before
- * anything was sent on it, unless --allow-plaintext.
+ * engine); 2 usage; 3 the server was unreachable for GIVE_UP_MS; 4 the
+ * connection string names another host without sslmode=require or
+ * stricter, or a connection was TCP to another host without encryption
+ * (conn.c), unless --allow-plaintext.
  *
  *-------------------------------------------------------------------------
  */

@@ -36,6 +36,7 @@ ssl = on
 ssl_cert_file = 'server.crt'
 ssl_key_file = 'server.key'
 log_statement = 'all'
+log_connections = on
 remora.max_workers = 0
 CONF
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=$ADDR" \
@@ -79,15 +80,27 @@ connected_then_stop() {
 before=$(grep -c "execute <unnamed>: SELECT pg_catalog.set_config('search_path'" "$T/pg/server.log" || true)
 run_worker plain "host=$ADDR port=$PG_PORT dbname=postgres user=rw sslmode=disable"
 check_eq "TCP without TLS to $ADDR: exit 4" "$(cat "$T/plain.rc")" 4
-check "  saying why" grep -q "refusing the connection to $ADDR (address $ADDR, port $PG_PORT): it does not use TLS" "$T/plain.log"
+check "  saying why, before connecting" grep -q "refusing the connection to $ADDR: it is not on this host" "$T/plain.log"
 check_eq "  and the server saw no statement from it (no worker_settings)" \
 	"$(grep -c "execute <unnamed>: SELECT pg_catalog.set_config('search_path'" "$T/pg/server.log" || true)/$(grep -c "worker_settings" "$T/pg/server.log" || true)" "$before/0"
+# libpq's default sslmode (prefer) falls back to clear text when the
+# other side says "no SSL", as a man in the middle would: refused too,
+# before the sign-in crosses the network; so is PGSSLMODE=prefer
+run_worker prefer "host=$ADDR port=$PG_PORT dbname=postgres user=rw"
+check_eq "no sslmode (libpq's prefer) to $ADDR: exit 4" "$(cat "$T/prefer.rc")" 4
+check "  saying why" grep -q "refusing the connection to $ADDR: it is not on this host" "$T/prefer.log"
+PGSSLMODE=prefer run_worker envprefer "host=$ADDR port=$PG_PORT dbname=postgres user=rw"
+check_eq "PGSSLMODE=prefer to $ADDR: exit 4" "$(cat "$T/envprefer.rc")" 4
+check_eq "  and the server saw no sign-in from either" \
+	"$(grep -c 'connection authorized: user=rw' "$T/pg/server.log" || true)" "0"
 DEAD=$(free_port)
 run_worker multi "host=127.0.0.1,$ADDR port=$DEAD,$PG_PORT dbname=postgres user=rw sslmode=disable"
 check_eq "the second host of a multi-host string, the first down: exit 4" "$(cat "$T/multi.rc")" 4
-check "  naming the host it reached" grep -q "refusing the connection to $ADDR" "$T/multi.log"
+check "  naming the other host" grep -q "refusing the connection to $ADDR" "$T/multi.log"
 check "TLS (sslmode=require) to $ADDR: connected" \
 	connected_then_stop tls "host=$ADDR port=$PG_PORT dbname=postgres user=rw sslmode=require"
+check "  (its sign-in is in the server's log, where the refused ones are not)" \
+	grep -q 'connection authorized: user=rw' "$T/pg/server.log"
 check "--allow-plaintext, sslmode=disable to $ADDR: connected" \
 	connected_then_stop allowed --allow-plaintext "host=$ADDR port=$PG_PORT dbname=postgres user=rw sslmode=disable"
 check "sslmode=disable to 127.0.0.1: connected" \
