@@ -319,8 +319,15 @@ throttle_find(const char *key, bool create, time_t now)
 		}
 		if (strcmp(t->key, key) == 0)
 			return t;
-		if (t->inflight == 0 &&
-			(!oldest || t->last_failure < oldest->last_failure))
+		/*
+		 * The table full, the entry with the fewest failures goes (the
+		 * oldest of those): made-up names sprayed from many addresses
+		 * fill it with entries of one failure each, and must not push out
+		 * a role's count that is near its limit.
+		 */
+		if (t->inflight == 0 && (!oldest || t->failures < oldest->failures ||
+								 (t->failures == oldest->failures &&
+								  t->last_failure < oldest->last_failure)))
 			oldest = t;
 	}
 	if (!create)

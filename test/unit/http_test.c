@@ -310,6 +310,36 @@ test_throttle(void)
 		}
 	CHECK(remora_signin_admit("cid", "198.51.100.9", now) > 0,
 		  "a role failed twenty times from four places waits at a fifth");
+
+	/*
+	 * A role one failure short of its limit, then made-up names from
+	 * 5,000 addresses (more entries than the table holds): the role's
+	 * count is not what the full table forgets.
+	 */
+	for (int a = 0; a < 5; a++)
+		for (int i = 0; i < (a < 4 ? 4 : 3); i++)
+		{
+			char addr[32];
+
+			snprintf(addr, sizeof(addr), "203.0.113.%d", a);
+			if (remora_signin_admit("dan", addr, now) == 0)
+				remora_signin_done("dan", addr, REMORA_AUTH_REFUSED, now);
+		}
+	for (int i = 0; i < 5000; i++)
+	{
+		char name[32], addr[32];
+
+		snprintf(name, sizeof(name), "flood-%d", i);
+		snprintf(addr, sizeof(addr), "10.%d.%d.1", i / 256, i % 256);
+		if (remora_signin_admit(name, addr, now + 1) == 0)
+			remora_signin_done(name, addr, REMORA_AUTH_REFUSED, now + 1);
+	}
+	CHECK(remora_signin_admit("dan", "203.0.113.50", now + 1) == 0,
+		  "dan tries once more from a new address");
+	remora_signin_done("dan", "203.0.113.50", REMORA_AUTH_REFUSED, now + 1);
+	CHECK(remora_signin_admit("dan", "203.0.113.51", now + 1) > 0,
+		  "a flood of made-up names did not flush dan's count: "
+		  "20 failures lock him at a new address");
 }
 
 static void
