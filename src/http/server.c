@@ -438,12 +438,14 @@ basic_credentials(RemoraRequest *req, char *user, size_t ulen, char *password,
 	if (inlen >= 2 && h[inlen - 2] == '=')
 		n--;
 	decoded[n] = '\0';
-	if (strlen((char *) decoded) != (size_t) n)
-		return false; /* a NUL inside */
 	colon = strchr((char *) decoded, ':');
-	if (colon == NULL || (size_t) (colon - (char *) decoded) >= ulen ||
+	if (strlen((char *) decoded) != (size_t) n || /* a NUL inside */
+		colon == NULL || (size_t) (colon - (char *) decoded) >= ulen ||
 		strlen(colon + 1) >= plen)
+	{
+		OPENSSL_cleanse(decoded, sizeof(decoded)); /* a password, maybe */
 		return false;
+	}
 	*colon = '\0';
 	/* both fit: their lengths were checked above */
 	memcpy(user, decoded, colon - (char *) decoded + 1);
