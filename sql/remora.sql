@@ -2731,6 +2731,116 @@ AS 'MODULE_PATHNAME', 'remora_worker_settings'
 LANGUAGE C VOLATILE;
 
 /* ------------------------------------------------------------------------
+ * What a worker records and reads besides the attempt protocol
+ *
+ * A worker (a background worker, or remora-worker as a member of
+ * remora_worker) reaches the database through these functions and the
+ * protocol's alone: remora_worker holds no privilege on any table.
+ * ------------------------------------------------------------------------ */
+
+-- Record a new worker incarnation: kind 'worker' (a background worker) or
+-- 'external' (remora-worker, which says on which host it runs, under which
+-- label, and its version).  An incarnation already recorded is an error:
+-- each is new.
+CREATE FUNCTION remora.start_incarnation(incarnation uuid, pid integer,
+										 kind text, host text, label text,
+										 version text)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF $1 IS NULL THEN
+		RAISE EXCEPTION 'incarnation must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF $3 IS NULL OR $3 NOT IN ('worker', 'external') THEN
+		RAISE EXCEPTION 'invalid incarnation kind: %', $3
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'The kind is worker or external.';
+	END IF;
+	INSERT INTO remora.incarnations (incarnation, pid, kind, host, label, version)
+	VALUES ($1, $2, $3, $4, $5, $6);
+END
+$$;
+
+-- The incarnation is alive: true if recorded, false if it has been ended
+-- (the worker then starts another; its claims would be refused).
+CREATE FUNCTION remora.heartbeat(incarnation uuid) RETURNS boolean
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH beat AS (
+		UPDATE remora.incarnations i SET heartbeat_at = now()
+		 WHERE i.incarnation = $1 AND i.stopped_at IS NULL
+		RETURNING 1)
+	SELECT EXISTS (SELECT 1 FROM beat)
+$$;
+
+-- Record the end of an incarnation, unless already recorded (true: ended
+-- now).  remora.reconcile then takes its leases as lapsed.
+CREATE FUNCTION remora.end_incarnation(incarnation uuid) RETURNS boolean
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH ended AS (
+		UPDATE remora.incarnations i SET stopped_at = now()
+		 WHERE i.incarnation = $1 AND i.stopped_at IS NULL
+		RETURNING 1)
+	SELECT EXISTS (SELECT 1 FROM ended)
+$$;
+
+-- The launcher, first in a server lifetime: every background worker
+-- incarnation of the previous lifetime has ended.  Not for remora_worker
+-- (an external worker cannot know that); returns how many were recorded.
+CREATE FUNCTION remora.end_previous_lifetime() RETURNS integer
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH ended AS (
+		UPDATE remora.incarnations i SET stopped_at = now()
+		 WHERE i.kind = 'worker' AND i.stopped_at IS NULL
+		RETURNING 1)
+	SELECT count(*)::integer FROM ended
+$$;
+
+-- Members an earlier attempt of the job completed, for its attempt
+-- attempt_id to reuse: for each of paths (pos: its place in paths, from 1,
+-- the first if repeated), the copy of the newest other attempt, in the
+-- job's bucket.  Paths with none are absent.
+CREATE FUNCTION remora.earlier_members(job_id bigint, attempt_id uuid, paths text[])
+RETURNS TABLE (pos integer, path text, key text, etag text, sha256 text,
+			   size bigint, source jsonb)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT DISTINCT ON (m.path) p.pos::integer, m.path, m.key, m.etag,
+		   m.sha256, m.size, m.source
+	  FROM unnest($3) WITH ORDINALITY p(path, pos)
+	  JOIN remora.members m ON m.path = p.path
+	  JOIN remora.attempts t ON t.attempt_id = m.attempt_id
+	 WHERE t.job_id = $1 AND t.attempt_id <> $2
+	   AND m.bucket = (SELECT j.bucket FROM remora.jobs j WHERE j.job_id = $1)
+	 ORDER BY m.path, t.attempt_no DESC, p.pos
+$$;
+
+-- The registered source endpoint a job of an s3 source names, with its
+-- secret (a worker signs its requests with it): no row if there is none.
+-- region, access_key_id and secret_access_key are '' rather than null; ca_pem
+-- is null when the endpoint has no CAs of its own.
+CREATE FUNCTION remora.source_endpoint_settings(name text)
+RETURNS TABLE (url text, region text, path_style boolean,
+			   access_key_id text, secret_access_key text, ca_pem text)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT e.url, coalesce(e.region, ''), e.path_style,
+		   coalesce(e.access_key_id, ''), coalesce(e.secret_access_key, ''),
+		   e.ca_pem
+	  FROM remora.source_endpoints e
+	 WHERE e.name = $1
+$$;
+
+/* ------------------------------------------------------------------------
  * Views (security_invoker: row-level security applies to the reader)
  * ------------------------------------------------------------------------ */
 
@@ -2966,6 +3076,9 @@ GRANT EXECUTE ON FUNCTION remora_submit(text, text, text, jsonb, text),
 	remora_cancel(bigint), remora_delete(bigint, boolean),
 	remora_result(bigint), remora_presign(bigint, text, interval) TO remora_user;
 
+-- remora_worker holds EXECUTE on the worker's functions and no privilege on
+-- any table, sequence or view: every interaction of a worker with the
+-- database is a call of one of them (test/regress/sql/worker_privileges.sql).
 GRANT EXECUTE ON FUNCTION remora.claim(uuid, integer),
 	remora.renew(uuid, bigint), remora.checkpoint(uuid, bigint, jsonb),
 	remora.commit(uuid, bigint, jsonb),
@@ -2976,6 +3089,11 @@ GRANT EXECUTE ON FUNCTION remora.claim(uuid, integer),
 	remora.staging_cleaned(uuid, boolean),
 	remora.job_objects_deleted(bigint, boolean) TO remora_worker;
 GRANT EXECUTE ON FUNCTION remora.worker_settings() TO remora_worker;
+GRANT EXECUTE ON FUNCTION
+	remora.start_incarnation(uuid, integer, text, text, text, text),
+	remora.heartbeat(uuid), remora.end_incarnation(uuid),
+	remora.earlier_members(bigint, uuid, text[]),
+	remora.source_endpoint_settings(text) TO remora_worker;
 GRANT EXECUTE ON FUNCTION remora._progress() TO remora_user;
 REVOKE ALL ON FUNCTION remora_export(bigint, text, text, jsonb, text),
 	remora_export_resolve(bigint, text) FROM PUBLIC;
@@ -3002,25 +3120,3 @@ REVOKE ALL ON remora_jobs, remora_attempts, remora_progress, remora_stats,
 	remora_source_endpoints FROM PUBLIC;
 GRANT SELECT ON remora_source_grants TO remora_admin;
 REVOKE ALL ON remora_source_grants FROM PUBLIC;
-
-/* ------------------------------------------------------------------------
- * What a dedicated worker role (remora.worker_role, a
- * LOGIN role that is a member of remora_worker) needs besides the protocol
- * functions: the worker records its incarnation and heartbeat, reads the
- * registered endpoint its job names, and looks up members of a job's
- * earlier attempts.  remora_worker can claim any job already; this adds
- * no job it could not see.
- * ------------------------------------------------------------------------ */
-GRANT SELECT (incarnation, stopped_at),
-	INSERT (incarnation, pid, kind, host, label, version),
-	UPDATE (heartbeat_at, stopped_at) ON remora.incarnations TO remora_worker;
-GRANT SELECT ON remora.source_endpoints, remora.jobs, remora.attempts,
-	remora.members TO remora_worker;
-CREATE POLICY source_endpoints_worker ON remora.source_endpoints FOR SELECT
-	TO remora_worker USING (true);
-CREATE POLICY jobs_worker ON remora.jobs FOR SELECT
-	TO remora_worker USING (true);
-CREATE POLICY attempts_worker ON remora.attempts FOR SELECT
-	TO remora_worker USING (true);
-CREATE POLICY members_worker ON remora.members FOR SELECT
-	TO remora_worker USING (true);
