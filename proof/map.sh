@@ -32,6 +32,11 @@ declare -A NOT_MODELLED=(
 	[remora.job_objects_deleted]="records that a hard delete's objects are gone: no authority changes"
 	[remora.worker_settings]="hands an external worker the server's settings: no state at all"
 	[remora.export_members]="hands the current export attempt a page of the members it publishes: reads, locks and changes nothing (a stale attempt gets none)"
+	[remora.start_incarnation]="records who runs: no authority changes (a claim records an incarnation it has not seen)"
+	[remora.heartbeat]="shows an incarnation alive to operators: no authority changes (leases are renewed by remora.renew)"
+	[remora.end_incarnation]="records that an incarnation stopped: reconcile then takes its leases as lapsed, a case of the model's lease expiry, which any live lease may take at any moment"
+	[remora.earlier_members]="hands a replacement the members its job's earlier attempts staged: reads, locks and changes nothing"
+	[remora.source_endpoint_settings]="hands a worker the settings of the endpoint its job names: no state of the protocol at all"
 )
 
 # function -> transition, from the model's list

@@ -22,6 +22,9 @@
  * fails alone and returns false; the caller tries again later.  Several
  * guarded calls may share one transaction (the checkpoints of one round).
  *
+ * Each statement calls a remora.* function (the launcher's checks read
+ * pg_catalog): the worker role holds no privilege on any table.
+ *
  * Nothing a user does can subvert these statements: the session's
  * search_path is pg_catalog, pg_temp (remora_pin_session), and every
  * operator and function below is named with its schema, so no object a
@@ -56,7 +59,6 @@
 
 /* operators, always from pg_catalog (see the file header) */
 #define OP_EQ " OPERATOR(pg_catalog.=) "
-#define OP_NE " OPERATOR(pg_catalog.<>) "
 
 /* ----------------------------------------------------------- transactions */
 
@@ -376,8 +378,8 @@ remora_protocol_start_incarnation(const pg_uuid_t *incarnation)
 {
 	Oid   types[2] = {UUIDOID, INT4OID};
 	Datum values[2] = {UUIDPGetDatum(incarnation), Int32GetDatum(MyProcPid)};
-	PlainCall c = {"INSERT INTO remora.incarnations (incarnation, pid, kind, "
-				   "version) VALUES ($1, $2, 'worker', '" REMORA_VERSION "')",
+	PlainCall c = {"SELECT remora.start_incarnation($1, $2, 'worker', NULL, "
+				   "NULL, '" REMORA_VERSION "')",
 				   2, types, values};
 
 	if (!remora_tx_call("recording the incarnation", 0, plain_call, &c))
@@ -393,10 +395,7 @@ remora_protocol_end_incarnation(const pg_uuid_t *incarnation)
 {
 	Oid       types[1] = {UUIDOID};
 	Datum     values[1] = {UUIDPGetDatum(incarnation)};
-	PlainCall c = {"UPDATE remora.incarnations SET stopped_at = "
-				   "pg_catalog.now() WHERE incarnation" OP_EQ "$1 "
-				   "AND stopped_at IS NULL",
-				   1, types, values};
+	PlainCall c = {"SELECT remora.end_incarnation($1)", 1, types, values};
 
 	(void) remora_tx_call("recording the end of an incarnation", 0, plain_call,
 						  &c);
@@ -407,9 +406,7 @@ remora_protocol_heartbeat(const pg_uuid_t *incarnation)
 {
 	Oid       types[1] = {UUIDOID};
 	Datum     values[1] = {UUIDPGetDatum(incarnation)};
-	PlainCall c = {"UPDATE remora.incarnations SET heartbeat_at = "
-				   "pg_catalog.now() WHERE incarnation" OP_EQ "$1",
-				   1, types, values};
+	PlainCall c = {"SELECT remora.heartbeat($1)", 1, types, values};
 
 	return remora_tx_call("recording the heartbeat", 0, plain_call, &c);
 }
@@ -489,10 +486,8 @@ read_endpoint(void *arg)
 	char        *region;
 
 	values[0] = CStringGetTextDatum(cl->job.endpoint);
-	sql("SELECT url, region, path_style, "
-		"coalesce(access_key_id, '') AS access_key_id, "
-		"coalesce(secret_access_key, '') AS secret_access_key, ca_pem "
-		"FROM remora.source_endpoints WHERE name" OP_EQ "$1",
+	sql("SELECT url, region, path_style, access_key_id, secret_access_key, "
+		"ca_pem FROM remora.source_endpoint_settings($1)",
 		1, types, values, NULL);
 	if (SPI_processed != 1 || col_text(0, "url") == NULL)
 		return;
@@ -787,16 +782,8 @@ lookup_call(void *arg)
 	values[2] = PointerGetDatum(
 		construct_array(elems, c->n, TEXTOID, -1, false, TYPALIGN_INT));
 	/* the newest attempt's copy of each path */
-	sql("SELECT DISTINCT ON (m.path) "
-		"pg_catalog.array_position($3, m.path) AS pos, m.path, m.key, "
-		"m.etag, m.sha256, m.size, m.source "
-		"FROM remora.members m JOIN remora.attempts t "
-		"ON t.attempt_id" OP_EQ "m.attempt_id "
-		"WHERE t.job_id" OP_EQ "$1 AND t.attempt_id" OP_NE "$2 "
-		"AND m.path" OP_EQ "ANY ($3) "
-		"AND m.bucket" OP_EQ "(SELECT j.bucket FROM remora.jobs j "
-		"WHERE j.job_id" OP_EQ "$1) "
-		"ORDER BY m.path, t.attempt_no DESC",
+	sql("SELECT pos, key, etag, sha256, size, source "
+		"FROM remora.earlier_members($1, $2, $3)",
 		3, types, values, NULL);
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
@@ -1052,10 +1039,7 @@ remora_protocol_check_role(const char *role, const char **why)
 void
 remora_protocol_end_previous_lifetime(void)
 {
-	PlainCall c = {"UPDATE remora.incarnations SET stopped_at = "
-				   "pg_catalog.now() WHERE kind" OP_EQ "'worker' "
-				   "AND stopped_at IS NULL",
-				   0, NULL, NULL};
+	PlainCall c = {"SELECT remora.end_previous_lifetime()", 0, NULL, NULL};
 
 	(void) remora_tx_call("recording workers of the previous server lifetime",
 						  0, plain_call, &c);

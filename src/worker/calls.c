@@ -7,7 +7,8 @@
  *	  endpoint, and the cleanup sweep, the same statements as the background
  *workers' (see src/pg/protocol.c).
  *
- * Each is one parameterized statement in a transaction of its own
+ * Each is a call of a remora.* function (the role holds no privilege on
+ * any table), one parameterized statement in a transaction of its own
  * (conn.c), parameters passed as text and cast in the statement; every
  * operator and function is named with its schema, besides the pinned
  * search_path.  Results are read by column name.  A call that fails
@@ -25,9 +26,6 @@
 #include "worker/calls.h"
 #include "worker/codec.h"
 #include "worker/log.h"
-
-#define OP_EQ " OPERATOR(pg_catalog.=) "
-#define OP_NE " OPERATOR(pg_catalog.<>) "
 
 /* a column's value by name; NULL if NULL or absent */
 static const char *
@@ -84,10 +82,9 @@ remora_call_start_incarnation(RemoraConn *c, const char *inc, const char *host,
 
 	snprintf(pid, sizeof(pid), "%d", (int) getpid());
 	return run(c, "recording the incarnation",
-			   "INSERT INTO remora.incarnations "
-			   "(incarnation, pid, kind, host, label, version) "
-			   "VALUES ($1::pg_catalog.uuid, $2::pg_catalog.int4, 'external', "
-			   "$3, $4, $5)",
+			   "SELECT remora.start_incarnation($1::pg_catalog.uuid, "
+			   "$2::pg_catalog.int4, 'external', $3::pg_catalog.text, "
+			   "$4::pg_catalog.text, $5::pg_catalog.text)",
 			   5, params);
 }
 
@@ -98,16 +95,14 @@ remora_call_heartbeat(RemoraConn *c, const char *inc)
 	const char *params[1] = {inc};
 	PGresult   *res = remora_conn_exec(
 		  c, "recording the heartbeat",
-		  "UPDATE remora.incarnations SET heartbeat_at = pg_catalog.now() "
-			"WHERE incarnation" OP_EQ "$1::pg_catalog.uuid AND stopped_at IS NULL",
-		  1, params);
-	int n;
+		  "SELECT remora.heartbeat($1::pg_catalog.uuid) AS alive", 1, params);
+	bool alive;
 
 	if (res == NULL)
 		return -1;
-	n = atoi(PQcmdTuples(res));
+	alive = PQntuples(res) == 1 && col_bool(res, 0, "alive");
 	PQclear(res);
-	return n > 0 ? 1 : 0;
+	return alive ? 1 : 0;
 }
 
 void
@@ -116,10 +111,7 @@ remora_call_end_incarnation(RemoraConn *c, const char *inc)
 	const char *params[1] = {inc};
 
 	(void) run(c, "recording the end of the incarnation",
-			   "UPDATE remora.incarnations SET stopped_at = pg_catalog.now() "
-			   "WHERE incarnation" OP_EQ
-			   "$1::pg_catalog.uuid AND stopped_at IS NULL",
-			   1, params);
+			   "SELECT remora.end_incarnation($1::pg_catalog.uuid)", 1, params);
 }
 
 /* -------------------------------------------------------------- claim */
@@ -347,19 +339,12 @@ remora_call_lookup(RemoraConn *c, int64_t job, const char *attempt,
 	/* the newest attempt's copy of each path */
 	res = remora_conn_exec(
 		c, "looking up members of earlier attempts",
-		"WITH p AS (SELECT t.path, t.pos FROM "
+		"SELECT pos, key, etag, sha256, size, source::pg_catalog.text AS "
+		"source "
+		"FROM remora.earlier_members($1::pg_catalog.int8, "
+		"$2::pg_catalog.uuid, ARRAY(SELECT t.path FROM "
 		"pg_catalog.jsonb_array_elements_text($3::pg_catalog.jsonb) "
-		"WITH ORDINALITY t(path, pos)) "
-		"SELECT DISTINCT ON (m.path) p.pos, m.key, m.etag, m.sha256, m.size, "
-		"m.source::pg_catalog.text AS source "
-		"FROM remora.members m JOIN remora.attempts t "
-		"ON t.attempt_id" OP_EQ "m.attempt_id "
-		"JOIN p ON p.path" OP_EQ "m.path "
-		"WHERE t.job_id" OP_EQ "$1::pg_catalog.int8 AND t.attempt_id" OP_NE
-		"$2::pg_catalog.uuid "
-		"AND m.bucket" OP_EQ "(SELECT j.bucket FROM remora.jobs j "
-		"WHERE j.job_id" OP_EQ "$1::pg_catalog.int8) "
-		"ORDER BY m.path, t.attempt_no DESC",
+		"WITH ORDINALITY t(path, pos) ORDER BY t.pos))",
 		3, params);
 	free(array);
 	if (res == NULL)
@@ -454,11 +439,9 @@ remora_call_endpoint(RemoraConn *c, const char *name, RemoraEndpoint *out,
 	const char *params[1] = {name};
 	PGresult   *res = remora_conn_exec(
 		  c, "reading a source endpoint",
-		  "SELECT url, coalesce(region, '') AS region, "
-			"path_style::pg_catalog.text, "
-			"coalesce(access_key_id, '') AS access_key_id, "
-			"coalesce(secret_access_key, '') AS secret_access_key, ca_pem "
-			"FROM remora.source_endpoints WHERE name" OP_EQ "$1",
+		  "SELECT url, region, path_style::pg_catalog.text, access_key_id, "
+			"secret_access_key, ca_pem "
+			"FROM remora.source_endpoint_settings($1::pg_catalog.text)",
 		  1, params);
 
 	memset(out, 0, sizeof(*out));

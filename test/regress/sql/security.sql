@@ -169,8 +169,8 @@ SELECT s3_region, part_size > 0 AS has_part_size, lease_duration_ms > 0 AS has_l
 	   s3_secret_access_key IS NOT NULL AS has_secret
   FROM remora.worker_settings();
 -- and record an external incarnation with its host, label and version
-INSERT INTO remora.incarnations (incarnation, pid, kind, host, label, version)
-VALUES ('e0e0e0e0-0000-4000-8000-000000000001', 1, 'external', 'h1', 'l1', '0.4.0');
+SELECT remora.start_incarnation('e0e0e0e0-0000-4000-8000-000000000001', 1, 'external',
+	'h1', 'l1', '0.4.0');
 RESET ROLE;
 SELECT kind, host, label, version FROM remora_workers
  WHERE incarnation = 'e0e0e0e0-0000-4000-8000-000000000001';
