@@ -770,5 +770,5 @@ DROP POLICY source_endpoints_worker ON remora.source_endpoints;
 DROP POLICY jobs_worker ON remora.jobs;
 DROP POLICY attempts_worker ON remora.attempts;
 DROP POLICY members_worker ON remora.members;
-REVOKE ALL ON ALL TABLES IN SCHEMA remora FROM remora_worker;
-REVOKE ALL ON ALL SEQUENCES IN SCHEMA remora FROM remora_worker;
+REVOKE ALL ON remora.incarnations, remora.source_endpoints, remora.jobs,
+	remora.attempts, remora.members FROM remora_worker;

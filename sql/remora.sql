@@ -3120,3 +3120,7 @@ REVOKE ALL ON remora_jobs, remora_attempts, remora_progress, remora_stats,
 	remora_source_endpoints FROM PUBLIC;
 GRANT SELECT ON remora_source_grants TO remora_admin;
 REVOKE ALL ON remora_source_grants FROM PUBLIC;
+-- the tables remora_worker could read or write before 0.5.0: revoked in a
+-- fresh install as by the update, so that both carry the same ACLs
+REVOKE ALL ON remora.incarnations, remora.source_endpoints, remora.jobs,
+	remora.attempts, remora.members FROM remora_worker;

@@ -85,6 +85,15 @@ else
 	not_ok "the upgraded catalog differs from a fresh install"
 	head -40 "$T/catalog.diff"
 fi
+check_eq "the update leaves remora_worker no privilege on a table, column or sequence" \
+	"$(E2E_DB=upgraded q "SELECT count(*) FROM pg_class c
+		WHERE c.relnamespace = 'remora'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+		  AND CASE WHEN c.relkind = 'S'
+			  THEN has_sequence_privilege('remora_worker', c.oid, 'USAGE, SELECT, UPDATE')
+			  ELSE has_table_privilege('remora_worker', c.oid,
+					'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
+				OR has_any_column_privilege('remora_worker', c.oid,
+					'SELECT, INSERT, UPDATE, REFERENCES') END")" "0"
 workers() { q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora worker'"; }
 has_workers() { [ "$(workers)" -ge 1 ]; }
 check "once the schema is current the launcher starts workers" wait_for 15 has_workers
