@@ -39,12 +39,14 @@ GRANT USAGE ON SCHEMA remora TO remora_user, remora_worker;
 
 -- Every function that a role can call, and every one a view or a policy
 -- uses, pins search_path (SET search_path = pg_catalog, pg_temp).  The
--- protocol's private PL/pgSQL helpers (_authorize, _settle, _check_*,
--- _record_members, _staging_prefix, _setting_interval, _backoff, the
--- lease counters) do not: nobody may call them, and they run only inside a
--- SECURITY DEFINER function that pinned it already.  A SET clause of their
--- own cost every call a save and restore of the setting and a new search
--- path (without them, batched claims and commits ran 10-25 % faster).
+-- protocol's private helpers (_authorize, _authority, _settle, _check_*,
+-- _record_members, _member_clashes, _commit_verdict, _publish,
+-- _staging_prefix, _setting_interval, _backoff, the lease counters) do
+-- not: nobody may call them, and they run only inside a SECURITY DEFINER
+-- function that pinned it already.  A SET clause of their own cost every
+-- call a save and restore of the setting and a new search path (without
+-- them, batched claims and commits ran 10-25 % faster), and would keep
+-- the plain SQL ones from being inlined.
 
 /* ------------------------------------------------------------------------
  * Durable state
