@@ -86,7 +86,7 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS) $(HTTP_PKG_LIBS)) -lpthread
 
 # pg_regress finds test/regress/sql/<name>.sql and ./expected/<name>.out
-REGRESS = submit protocol commit_many security coordination retention views \
+REGRESS = submit protocol commit_many commit_verdict security coordination retention views \
 	source_grants hardening export worker_privileges
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 ISOLATION = claim-race claim-order lease-limit cancel-commit stale-token \

@@ -39,12 +39,14 @@ GRANT USAGE ON SCHEMA remora TO remora_user, remora_worker;
 
 -- Every function that a role can call, and every one a view or a policy
 -- uses, pins search_path (SET search_path = pg_catalog, pg_temp).  The
--- protocol's private PL/pgSQL helpers (_authorize, _settle, _check_*,
--- _record_members, _staging_prefix, _setting_interval, _backoff, the
--- lease counters) do not: nobody may call them, and they run only inside a
--- SECURITY DEFINER function that pinned it already.  A SET clause of their
--- own cost every call a save and restore of the setting and a new search
--- path (without them, batched claims and commits ran 10-25 % faster).
+-- protocol's private helpers (_authorize, _authority, _settle, _check_*,
+-- _record_members, _member_clashes, _commit_verdict, _publish,
+-- _staging_prefix, _setting_interval, _backoff, the lease counters) do
+-- not: nobody may call them, and they run only inside a SECURITY DEFINER
+-- function that pinned it already.  A SET clause of their own cost every
+-- call a save and restore of the setting and a new search path (without
+-- them, batched claims and commits ran 10-25 % faster), and would keep
+-- the plain SQL ones from being inlined.
 
 /* ------------------------------------------------------------------------
  * Durable state
@@ -489,7 +491,30 @@ BEGIN
 END
 $$;
 
--- Lock a job and judge whether (attempt, token) still holds authority.
+-- Does attempt a, called with p_token, hold authority over its job j, whose
+-- lease row (if there is one) expires at lease_expires?  'stale' unless a
+-- is the job's current running attempt and p_token its token; then 'lost'
+-- when the lease has expired, 'cancelled' when cancellation was requested,
+-- 'ok' otherwise.  It only judges (the caller holds the job lock, and
+-- settles): every call of the protocol that needs authority, commit and
+-- commit_many included, judges by this one rule.  Plain SQL, so that it is
+-- inlined into the statements that use it.
+CREATE FUNCTION remora._authority(j remora.jobs, a remora.attempts,
+								  p_token bigint, lease_expires timestamptz)
+RETURNS text
+LANGUAGE sql STABLE
+AS $$
+	SELECT CASE
+			 WHEN a.fencing_token IS DISTINCT FROM p_token OR a.state <> 'running'
+				  OR j.state <> 'running'
+				  OR j.current_attempt IS DISTINCT FROM a.attempt_id THEN 'stale'
+			 WHEN lease_expires < now() THEN 'lost'
+			 WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+			 ELSE 'ok' END
+$$;
+
+-- Lock a job and judge (remora._authority) whether (attempt, token) still
+-- holds authority.
 -- verdict: 'ok', 'unknown' (no such attempt), 'stale' (not the current
 -- running attempt and token), or 'lost'/'cancelled' when this call found the
 -- lease expired or cancellation requested and settled the attempt.
@@ -511,23 +536,16 @@ BEGIN
 	END IF;
 	SELECT * INTO j FROM remora.jobs WHERE job_id = jid FOR UPDATE;
 	SELECT * INTO a FROM remora.attempts WHERE attempt_id = p_attempt;
-	IF a.fencing_token IS DISTINCT FROM p_token OR a.state <> 'running'
-		OR j.state <> 'running' OR j.current_attempt IS DISTINCT FROM p_attempt THEN
-		verdict := 'stale';
-		RETURN;
-	END IF;
 	SELECT expires_at INTO expires FROM remora.leases WHERE attempt_id = p_attempt;
-	IF expires IS NOT NULL AND expires < now() THEN
+	verdict := remora._authority(j, a, p_token, expires);
+	IF verdict = 'lost' THEN
 		PERFORM remora._settle(j, a, 'lost',
 			jsonb_build_object('class', 'lease_expired',
 							   'message', 'the attempt did not renew its lease in time'),
 			true);
-		verdict := 'lost';
-	ELSIF j.cancel_requested_at IS NOT NULL THEN
+	ELSIF verdict = 'cancelled' THEN
 		PERFORM remora._settle(j, a, 'cancelled', NULL, false);
-		verdict := 'cancelled';
 	ELSE
-		verdict := 'ok';
 		RETURN;
 	END IF;
 	SELECT * INTO j FROM remora.jobs WHERE job_id = jid;
@@ -1611,6 +1629,20 @@ BEGIN
 END
 $$;
 
+-- The paths of a (validated) member array that the attempt recorded
+-- already with other content.  Plain SQL, so that a commit's verdict
+-- inlines it.
+CREATE FUNCTION remora._member_clashes(p_attempt uuid, p_members jsonb)
+RETURNS SETOF text
+LANGUAGE sql STABLE
+AS $$
+	SELECT e.value ->> 'path'
+	  FROM jsonb_array_elements(coalesce(p_members, '[]')) e
+	  JOIN remora.members m ON m.attempt_id = p_attempt AND m.path = e.value ->> 'path'
+	 WHERE (m.key, m.size, m.sha256) IS DISTINCT FROM
+		   (e.value ->> 'key', (e.value ->> 'size')::bigint, lower(e.value ->> 'sha256'))
+$$;
+
 -- Record members of an attempt; recording the same member again is a
 -- no-op, recording a path again with other content is an error.
 CREATE FUNCTION remora._record_members(attempt uuid, members jsonb)
@@ -1623,12 +1655,7 @@ BEGIN
 	IF members IS NULL THEN
 		RETURN;
 	END IF;
-	SELECT e.value ->> 'path' INTO clash
-	  FROM jsonb_array_elements(members) e
-	  JOIN remora.members m ON m.attempt_id = attempt AND m.path = e.value ->> 'path'
-	 WHERE (m.key, m.size, m.sha256) IS DISTINCT FROM
-		   (e.value ->> 'key', (e.value ->> 'size')::bigint, lower(e.value ->> 'sha256'))
-	 LIMIT 1;
+	SELECT c INTO clash FROM remora._member_clashes(attempt, members) c LIMIT 1;
 	IF clash IS NOT NULL THEN
 		RAISE EXCEPTION 'member "%" was already recorded with other content', clash
 			USING ERRCODE = 'invalid_parameter_value';
@@ -1642,12 +1669,132 @@ BEGIN
 END
 $$;
 
+-- The verdict on a commit of (p_attempt, p_token, d), d a descriptor that
+-- remora._check_manifest validated: every rule that decides whether the
+-- attempt may publish d, written once.  remora.commit asks it for one
+-- attempt, remora.commit_many for all of a batch in one statement; the
+-- caller holds the job lock.  One row, the first of these that applies:
+--   unknown    no such attempt
+--   export     an export's attempt (remora._commit_export decides)
+--   repeat     no authority, but this very commit succeeded before
+--   stale, lost, cancelled
+--              no authority (remora._authority); a lost or cancelled
+--              attempt is settled by the caller, through remora._authorize
+--   invalid    d is not a descriptor (callers validate it first)
+--   outside    the manifest key is not under the attempt's staging prefix
+--   foreign    a member, recorded or among d's entries, is not an object
+--              under that prefix in the job's bucket, or is the manifest
+--   counts     d's members and bytes are not exactly those of the recorded
+--              members plus its entries (also when both are zero: a
+--              descriptor claiming members nobody recorded is refused)
+--   clash      an entry names a member recorded with other content
+--   ok         it may publish
+-- with the count and bytes of that member set.  Plain SQL, so that it is
+-- inlined into its callers' statements; each row is looked up by key in a
+-- subquery of its own (OFFSET 0), so that no plan joins whole tables.
+CREATE FUNCTION remora._commit_verdict(p_attempt uuid, p_token bigint, d jsonb)
+RETURNS TABLE (verdict text, recorded_members bigint, recorded_bytes numeric)
+LANGUAGE sql STABLE
+AS $$
+	SELECT CASE
+			 WHEN (a.a).attempt_id IS NULL THEN 'unknown'
+			 WHEN x.export_id IS NOT NULL THEN 'export'
+			 WHEN au.v <> 'ok' AND r.fencing_token = p_token AND r.descriptor = d
+				  THEN 'repeat'
+			 WHEN au.v <> 'ok' THEN au.v
+			 WHEN jsonb_typeof(d) IS DISTINCT FROM 'object' THEN 'invalid'
+			 WHEN left(d ->> 'key', length(j.sp)) IS DISTINCT FROM j.sp
+				  OR length(d ->> 'key') = length(j.sp) THEN 'outside'
+			 WHEN EXISTS (SELECT 1
+							FROM (SELECT m.bucket, m.key FROM remora.members m
+								   WHERE m.attempt_id = p_attempt
+								  UNION ALL
+								  SELECT e.value ->> 'bucket', e.value ->> 'key'
+									FROM jsonb_array_elements(coalesce(d -> 'entries', '[]')) e) k
+						   WHERE k.bucket IS DISTINCT FROM (j.j).bucket
+							  OR left(k.key, length(j.sp)) IS DISTINCT FROM j.sp
+							  OR k.key = d ->> 'key') THEN 'foreign'
+			 WHEN (c.n, c.total) IS DISTINCT FROM
+				  ((d ->> 'members')::bigint, (d ->> 'bytes')::numeric) THEN 'counts'
+			 WHEN EXISTS (SELECT 1 FROM remora._member_clashes(p_attempt, d -> 'entries'))
+				  THEN 'clash'
+			 ELSE 'ok' END,
+		   c.n, c.total
+	  FROM (SELECT) one
+	  LEFT JOIN LATERAL (SELECT t AS a FROM remora.attempts t
+						  WHERE t.attempt_id = p_attempt OFFSET 0) a ON true
+	  LEFT JOIN LATERAL (SELECT t AS j, remora._staging_prefix(t.prefix, t.job_id, p_attempt) AS sp
+						   FROM remora.jobs t WHERE t.job_id = (a.a).job_id OFFSET 0) j ON true
+	  LEFT JOIN LATERAL (SELECT l.expires_at FROM remora.leases l
+						  WHERE l.attempt_id = p_attempt OFFSET 0) l ON true
+	  LEFT JOIN LATERAL (SELECT x.export_id FROM remora.exports x
+						  WHERE x.export_id = (a.a).job_id OFFSET 0) x ON true
+	  LEFT JOIN LATERAL (SELECT r.fencing_token, r.descriptor FROM remora.results r
+						  WHERE r.attempt_id = p_attempt OFFSET 0) r ON true
+	  CROSS JOIN LATERAL (SELECT remora._authority(j.j, a.a, p_token, l.expires_at) AS v) au
+	  -- the member set the commit would publish: recorded members plus d's
+	  -- entries
+	  CROSS JOIN LATERAL (SELECT count(*) AS n, coalesce(sum(u.size), 0) AS total
+							FROM (SELECT m.path, m.size FROM remora.members m
+								   WHERE m.attempt_id = p_attempt
+								  UNION
+								  SELECT e.value ->> 'path', (e.value ->> 'size')::bigint
+									FROM jsonb_array_elements(coalesce(d -> 'entries', '[]')) e) u
+						   OFFSET 0) c
+$$;
+
+-- Publish the results of attempts whose verdict is 'ok' (the caller holds
+-- their jobs' locks): record each descriptor's entries and its result, and
+-- end attempt and job succeeded, one statement for them all.
+CREATE FUNCTION remora._publish(p_attempts uuid[], p_tokens bigint[],
+								p_descriptors jsonb[])
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+	WITH c AS MATERIALIZED (
+		SELECT i.aid, i.tok, i.d, a.job_id
+		  FROM unnest(p_attempts, p_tokens, p_descriptors) i(aid, tok, d)
+		 CROSS JOIN LATERAL (SELECT a.job_id FROM remora.attempts a
+							  WHERE a.attempt_id = i.aid OFFSET 0) a
+	), mem AS (
+		INSERT INTO remora.members (attempt_id, path, bucket, key, size, sha256, etag, source)
+		SELECT c.aid, e.value ->> 'path', e.value ->> 'bucket', e.value ->> 'key',
+			   (e.value ->> 'size')::bigint, lower(e.value ->> 'sha256'),
+			   e.value ->> 'etag', e.value -> 'source'
+		  FROM c CROSS JOIN LATERAL jsonb_array_elements(coalesce(c.d -> 'entries', '[]')) e
+		ON CONFLICT DO NOTHING
+	), res AS (
+		INSERT INTO remora.results
+			(job_id, attempt_id, fencing_token, manifest_key, manifest_etag,
+			 manifest_sha256, members, bytes, descriptor)
+		SELECT c.job_id, c.aid, c.tok, c.d ->> 'key', c.d ->> 'etag', c.d ->> 'sha256',
+			   (c.d ->> 'members')::bigint, (c.d ->> 'bytes')::bigint, c.d
+		  FROM c
+	), att AS (
+		-- its staging holds the result and nothing else, so there is
+		-- nothing to clean (a 0.3.0 commit left segments/ there: those are
+		-- still found)
+		UPDATE remora.attempts a
+		   SET state = 'succeeded', finished_at = now(), cleaned_at = now()
+		 WHERE a.attempt_id = ANY (ARRAY(SELECT c.aid FROM c))
+	), job AS (
+		UPDATE remora.jobs jb SET state = 'succeeded', finished_at = now()
+		 WHERE jb.job_id = ANY (ARRAY(SELECT c.job_id FROM c))
+	), lease AS (
+		DELETE FROM remora.leases l WHERE l.attempt_id = ANY (ARRAY(SELECT c.aid FROM c))
+	)
+	DELETE FROM remora.checkpoints cp WHERE cp.job_id = ANY (ARRAY(SELECT c.job_id FROM c));
+END
+$$;
+
 -- The compare-and-swap that publishes a result.  True only for the current
 -- attempt and token of a running job whose cancellation was not requested
 -- (or for the exact repeat of the call that succeeded); false otherwise,
 -- changing nothing.  The descriptor must name a manifest under the
 -- attempt's own staging prefix; its member count and bytes must equal those
 -- of the members recorded for the attempt plus its "entries", exactly.
+-- remora._commit_verdict decides; this acts on its verdict.
 -- Model: Commit (proof/remora.pml)
 CREATE FUNCTION remora.commit(attempt_id uuid, fencing_token bigint,
 							  manifest jsonb)
@@ -1659,11 +1806,7 @@ DECLARE
 	p_attempt	uuid := $1;
 	p_token		bigint := $2;
 	v			record;
-	r			remora.results;
 	d			jsonb;
-	staging		text;
-	n			bigint;
-	total		bigint;
 BEGIN
 	IF EXISTS (SELECT 1 FROM remora.attempts a
 				 JOIN remora.exports e ON e.export_id = a.job_id
@@ -1672,83 +1815,48 @@ BEGIN
 	END IF;
 	d := remora._check_manifest(manifest);
 
-	v := remora._authorize(p_attempt, p_token);
-	IF v.verdict <> 'ok' THEN
-		-- the repeat of a successful call (also one that waited for it on the
-		-- job lock) is true; everything else is refused
-		SELECT * INTO r FROM remora.results res WHERE res.attempt_id = p_attempt;
-		RETURN FOUND AND r.fencing_token = p_token AND r.descriptor = d;
-	END IF;
-
-	staging := remora._staging_prefix((v.j).prefix, (v.j).job_id, p_attempt);
-	IF left(d ->> 'key', length(staging)) <> staging
-		OR length(d ->> 'key') = length(staging) THEN
-		RAISE WARNING 'commit refused: the manifest key is not under the attempt''s staging prefix';
-		RETURN false;
-	END IF;
-
-	-- every member must be an object this attempt wrote, in the job's
-	-- bucket, and not the manifest itself
-	IF EXISTS (SELECT 1
-				 FROM (SELECT m.bucket, m.key FROM remora.members m
-						WHERE m.attempt_id = p_attempt
-					   UNION ALL
-					   SELECT e.value ->> 'bucket', e.value ->> 'key'
-						 FROM jsonb_array_elements(coalesce(d -> 'entries', '[]')) e) k
-				WHERE k.bucket <> (v.j).bucket
-				   OR left(k.key, length(staging)) <> staging
-				   OR k.key = d ->> 'key') THEN
-		RAISE WARNING 'commit refused: a member is not an object of the attempt''s staging prefix, or is the manifest';
-		RETURN false;
-	END IF;
-
-	-- the member set this commit would publish: recorded members plus the
-	-- descriptor's entries.  They must add up exactly to the descriptor's
-	-- counts, also when there are none: a descriptor that claims members
-	-- nobody recorded would publish an empty result.
-	SELECT count(*), coalesce(sum(s.size), 0) INTO n, total
-	  FROM (SELECT m.path, m.size FROM remora.members m
-			 WHERE m.attempt_id = p_attempt
-			UNION
-			SELECT e.value ->> 'path', (e.value ->> 'size')::bigint
-			  FROM jsonb_array_elements(coalesce(d -> 'entries', '[]')) e) s;
-	IF n <> (d ->> 'members')::bigint OR total <> (d ->> 'bytes')::bigint THEN
-		RAISE WARNING 'commit refused: the manifest lists % members and % bytes, the attempt recorded % and %',
-			d ->> 'members', d ->> 'bytes', n, total;
-		RETURN false;
-	END IF;
-	PERFORM remora._record_members(p_attempt, d -> 'entries');
-
-	INSERT INTO remora.results
-		(job_id, attempt_id, fencing_token, manifest_key, manifest_etag,
-		 manifest_sha256, members, bytes, descriptor)
-	VALUES ((v.j).job_id, p_attempt, p_token, d ->> 'key',
-			d ->> 'etag', d ->> 'sha256', (d ->> 'members')::bigint,
-			(d ->> 'bytes')::bigint, d);
-	-- its staging holds the result and nothing else, so there is nothing to
-	-- clean (a 0.3.0 commit left segments/ there: those are still found)
-	UPDATE remora.attempts a
-	   SET state = 'succeeded', finished_at = now(), cleaned_at = now()
-	 WHERE a.attempt_id = p_attempt;
-	UPDATE remora.jobs jb SET state = 'succeeded', finished_at = now()
-	 WHERE jb.job_id = (v.j).job_id;
-	DELETE FROM remora.leases l WHERE l.attempt_id = p_attempt;
-	DELETE FROM remora.checkpoints c WHERE c.job_id = (v.j).job_id;
-	RETURN true;
+	-- lock the job, and settle the attempt if its lease lapsed or a cancel
+	-- was requested; the verdict then finds it without authority
+	PERFORM remora._authorize(p_attempt, p_token);
+	SELECT * INTO v FROM remora._commit_verdict(p_attempt, p_token, d);
+	CASE v.verdict
+		WHEN 'ok' THEN
+			PERFORM remora._publish(ARRAY[p_attempt], ARRAY[p_token], ARRAY[d]);
+			RETURN true;
+		-- the repeat of a successful call (also one that waited for it on
+		-- the job lock)
+		WHEN 'repeat' THEN
+			RETURN true;
+		WHEN 'outside' THEN
+			RAISE WARNING 'commit refused: the manifest key is not under the attempt''s staging prefix';
+		WHEN 'foreign' THEN
+			RAISE WARNING 'commit refused: a member is not an object of the attempt''s staging prefix, or is the manifest';
+		WHEN 'counts' THEN
+			RAISE WARNING 'commit refused: the manifest lists % members and % bytes, the attempt recorded % and %',
+				d ->> 'members', d ->> 'bytes', v.recorded_members, v.recorded_bytes;
+		WHEN 'clash' THEN
+			-- raises, naming the member
+			PERFORM remora._record_members(p_attempt, d -> 'entries');
+		ELSE
+			-- unknown, stale, lost, cancelled
+			NULL;
+	END CASE;
+	RETURN false;
 END
 $$;
 
 -- Commit the results of several attempts in one call, as a worker does
 -- when several finish in one round.  Each item is decided exactly as
 -- remora.commit(attempt_ids[i], fencing_tokens[i], manifests[i]) decides
--- it, and one row comes back for each, in the order given.  The jobs are
--- locked in job order first, so that two batches never deadlock.  The
--- items that pass every check of remora.commit are committed together, one
--- statement a table (a commit's statements, item by item, were most of a
--- claim-and-commit's cost); any other item (a stale token, a lapsed lease, a
--- cancel, an export, a repeat, a descriptor that does not add up) goes
--- through remora.commit itself, which settles, refuses or repeats it.  A
--- descriptor that is not valid raises, and the call changes nothing.
+-- it, by remora._commit_verdict, and one row comes back for each, in the
+-- order given.  The jobs are locked in job order first, so that two
+-- batches never deadlock.  The items whose verdict is 'ok' are published
+-- together, one statement a table (a commit's statements, item by item,
+-- were most of a claim-and-commit's cost); any other item (a stale token,
+-- a lapsed lease, a cancel, an export, a repeat, a descriptor that does
+-- not add up, an attempt named twice) goes through remora.commit itself,
+-- which settles, refuses or repeats it.  A descriptor that is not valid
+-- raises, and the call changes nothing.
 -- Model: Commit (proof/remora.pml), once per item, in one transaction
 CREATE FUNCTION remora.commit_many(attempt_ids uuid[], fencing_tokens bigint[],
 								   manifests jsonb[])
@@ -1764,6 +1872,9 @@ DECLARE
 	ds			jsonb[];
 	exports		integer[];
 	clean		integer[];
+	clean_ids	uuid[];
+	clean_toks	bigint[];
+	clean_ds	jsonb[];
 	ok			boolean[];
 	k			integer;
 	msg			text;
@@ -1821,85 +1932,19 @@ BEGIN
 			USING ERRCODE = code, DETAIL = det;
 	END;
 
-	-- the items every check of remora.commit passes: the current attempt
-	-- and token of a running job, its lease not lapsed, no cancel
-	-- requested, the manifest and every member in the attempt's staging and
-	-- the job's bucket, the counts exact, no member recorded otherwise
-	SELECT coalesce(array_agg(i.ord::integer), '{}') INTO clean
+	-- the items remora.commit would publish, each named once in the batch
+	SELECT coalesce(array_agg(i.ord::integer), '{}'), array_agg(i.aid),
+		   array_agg(i.tok), array_agg(i.d)
+	  INTO clean, clean_ids, clean_toks, clean_ds
 	  FROM unnest(attempt_ids, fencing_tokens, ds) WITH ORDINALITY i(aid, tok, d, ord)
-	 CROSS JOIN LATERAL (SELECT a.job_id, a.fencing_token, a.state FROM remora.attempts a
-						  WHERE a.attempt_id = i.aid OFFSET 0) a
-	 CROSS JOIN LATERAL (SELECT j.bucket, j.state, j.current_attempt, j.cancel_requested_at,
-								remora._staging_prefix(j.prefix, j.job_id, i.aid) AS sp
-						   FROM remora.jobs j WHERE j.job_id = a.job_id OFFSET 0) j
-	 WHERE i.d IS NOT NULL
+	 CROSS JOIN LATERAL remora._commit_verdict(i.aid, i.tok, i.d) v
+	 WHERE v.verdict = 'ok'
 	   AND array_position(attempt_ids, i.aid) = i.ord
-	   AND array_position(attempt_ids, i.aid, i.ord::integer + 1) IS NULL
-	   AND a.fencing_token = i.tok AND a.state = 'running'
-	   AND j.state = 'running' AND j.current_attempt = i.aid
-	   AND j.cancel_requested_at IS NULL
-	   AND NOT EXISTS (SELECT 1 FROM remora.leases l
-						WHERE l.attempt_id = i.aid AND l.expires_at < now())
-	   AND left(i.d ->> 'key', length(j.sp)) = j.sp
-	   AND length(i.d ->> 'key') <> length(j.sp)
-	   AND NOT EXISTS (SELECT 1
-						 FROM (SELECT m.bucket, m.key FROM remora.members m
-								WHERE m.attempt_id = i.aid
-							   UNION ALL
-							   SELECT e.value ->> 'bucket', e.value ->> 'key'
-								 FROM jsonb_array_elements(coalesce(i.d -> 'entries', '[]')) e) x
-						WHERE x.bucket <> j.bucket
-						   OR left(x.key, length(j.sp)) <> j.sp
-						   OR x.key = i.d ->> 'key')
-	   AND (SELECT (count(*), coalesce(sum(u.size), 0))
-			  FROM (SELECT m.path, m.size FROM remora.members m
-					 WHERE m.attempt_id = i.aid
-					UNION
-					SELECT e.value ->> 'path', (e.value ->> 'size')::bigint
-					  FROM jsonb_array_elements(coalesce(i.d -> 'entries', '[]')) e) u)
-		   = ((i.d ->> 'members')::bigint, (i.d ->> 'bytes')::numeric)
-	   AND NOT EXISTS (SELECT 1
-						 FROM jsonb_array_elements(coalesce(i.d -> 'entries', '[]')) e
-						 JOIN remora.members m
-						   ON m.attempt_id = i.aid AND m.path = e.value ->> 'path'
-						WHERE (m.key, m.size, m.sha256) IS DISTINCT FROM
-							  (e.value ->> 'key', (e.value ->> 'size')::bigint,
-							   lower(e.value ->> 'sha256')));
+	   AND array_position(attempt_ids, i.aid, i.ord::integer + 1) IS NULL;
 
 	ok := array_fill(false, ARRAY[n]);
 	IF cardinality(clean) > 0 THEN
-		WITH c AS MATERIALIZED (
-			SELECT i.aid, i.tok, i.d, a.job_id
-			  FROM unnest(attempt_ids, fencing_tokens, ds) WITH ORDINALITY i(aid, tok, d, ord)
-			 CROSS JOIN LATERAL (SELECT a.job_id FROM remora.attempts a
-								  WHERE a.attempt_id = i.aid OFFSET 0) a
-			 WHERE i.ord = ANY (clean)
-		), mem AS (
-			INSERT INTO remora.members (attempt_id, path, bucket, key, size, sha256, etag, source)
-			SELECT c.aid, e.value ->> 'path', e.value ->> 'bucket', e.value ->> 'key',
-				   (e.value ->> 'size')::bigint, lower(e.value ->> 'sha256'),
-				   e.value ->> 'etag', e.value -> 'source'
-			  FROM c CROSS JOIN LATERAL jsonb_array_elements(coalesce(c.d -> 'entries', '[]')) e
-			ON CONFLICT DO NOTHING
-		), res AS (
-			INSERT INTO remora.results
-				(job_id, attempt_id, fencing_token, manifest_key, manifest_etag,
-				 manifest_sha256, members, bytes, descriptor)
-			SELECT c.job_id, c.aid, c.tok, c.d ->> 'key', c.d ->> 'etag', c.d ->> 'sha256',
-				   (c.d ->> 'members')::bigint, (c.d ->> 'bytes')::bigint, c.d
-			  FROM c
-		), att AS (
-			-- as in remora.commit: the staging holds the result alone
-			UPDATE remora.attempts a
-			   SET state = 'succeeded', finished_at = now(), cleaned_at = now()
-			 WHERE a.attempt_id = ANY (ARRAY(SELECT c.aid FROM c))
-		), job AS (
-			UPDATE remora.jobs jb SET state = 'succeeded', finished_at = now()
-			 WHERE jb.job_id = ANY (ARRAY(SELECT c.job_id FROM c))
-		), lease AS (
-			DELETE FROM remora.leases l WHERE l.attempt_id = ANY (ARRAY(SELECT c.aid FROM c))
-		)
-		DELETE FROM remora.checkpoints cp WHERE cp.job_id = ANY (ARRAY(SELECT c.job_id FROM c));
+		PERFORM remora._publish(clean_ids, clean_toks, clean_ds);
 		FOREACH k IN ARRAY clean LOOP
 			ok[k] := true;
 		END LOOP;
