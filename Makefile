@@ -69,11 +69,10 @@ HTTP_OBJS = \
 OBJS = $(PG_OBJS) $(ENGINE_OBJS) $(HTTP_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
-# earlier releases and the upgrade path from each
-DATA = sql/$(EXTENSION)--0.1.0.sql sql/$(EXTENSION)--0.1.0--0.2.0.sql \
-	sql/$(EXTENSION)--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql \
-	sql/$(EXTENSION)--0.3.0.sql sql/$(EXTENSION)--0.3.0--0.4.0.sql \
-	sql/$(EXTENSION)--0.4.0.sql sql/$(EXTENSION)--0.4.0--0.5.0.sql
+# the upgrade path from every earlier release; their install scripts are
+# in the repository's history (test/e2e/upgrade.sh installs 0.1.0 from it)
+DATA = sql/$(EXTENSION)--0.1.0--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql \
+	sql/$(EXTENSION)--0.3.0--0.4.0.sql sql/$(EXTENSION)--0.4.0--0.5.0.sql
 EXTRA_CLEAN = results regression.diffs regression.out output_iso \
 	$(WORKER_OBJS) $(WORKER_PROGRAM) \
 	test/unit/obj $(UNIT_TESTS) test/engine/fetch \

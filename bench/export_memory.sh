@@ -5,7 +5,7 @@
 # committed result of many members (remora_export), by member count.  The
 # engine gets an export's members a page of 1,000 at a time
 # (remora.export_members) and holds at most two pages, so its memory does
-# not grow with the member count (DESIGN §3, invariant 8): this measures
+# not grow with the member count (invariant 8 of doc/protocol.md): this measures
 # that the peak above idle grows by at most GROWTH_LIMIT_MIB (4) from the
 # smallest count to the largest.
 #

@@ -121,7 +121,7 @@ $$;
 REVOKE ALL ON FUNCTION remora._coordination_lost() FROM PUBLIC;
 
 /* ------------------------------------------------------------------------
- * TLS trust (issue 17): a registered source endpoint may carry its own CA
+ * TLS trust: a registered source endpoint may carry its own CA
  * certificates, set by remora.set_source_endpoint_ca and read only by the
  * workers.
  * ------------------------------------------------------------------------ */
@@ -152,7 +152,7 @@ REVOKE ALL ON FUNCTION remora.set_source_endpoint_ca(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION remora.set_source_endpoint_ca(text, text) TO remora_admin;
 
 /* ------------------------------------------------------------------------
- * Web client sorting (issue 13): the jobs list ordered by priority pages
+ * Web client sorting: the jobs list ordered by priority pages
  * by keyset over (priority, job_id), served by this index.
  * ------------------------------------------------------------------------ */
 -- the web client's list by priority (keyset over (priority, job_id))
@@ -160,7 +160,7 @@ CREATE INDEX jobs_priority_idx ON remora.jobs (priority, job_id)
 	WHERE deleted_at IS NULL;
 
 /* ------------------------------------------------------------------------
- * Each byte sent once (issue 12): parts go straight into the attempt's own
+ * Each byte sent once: parts go straight into the attempt's own
  * multipart upload of the member, and checkpoints name that upload and
  * its validated parts instead of segment objects.
  * ------------------------------------------------------------------------ */
@@ -1451,7 +1451,7 @@ END
 $$;
 
 /* ------------------------------------------------------------------------
- * External workers (remora-worker, issue 14): incarnations say where they
+ * External workers (remora-worker): incarnations say where they
  * run, workers are told of queued jobs and cancels by NOTIFY remora_jobs,
  * and remora.worker_settings() hands a remora_worker the settings.
  * ------------------------------------------------------------------------ */

@@ -1,8 +1,9 @@
 /*
  * Remora web client: one page, no build step, no external assets.
  *
- * Every request goes to the JSON API of the same server (DESIGN §6) with
- * the session cookie; every change carries the session's CSRF token.
+ * Every request goes to the JSON API of the same server ("The HTTP API" in
+ * doc/user-guide.md) with the session cookie; every change carries the
+ * session's CSRF token.
  * Text from the server (sources, labels, error messages) is only ever put
  * into the page as text (textContent), never as markup.  Live progress
  * comes from Server-Sent Events (/api/events); when the stream fails, the
@@ -10,9 +11,8 @@
  */
 "use strict";
 
-const S = { user: null, csrf: null, admin: false, filter: { state: "", q: "", limit: "50", sort: "submitted:desc" },
-  pages: [], next: null, listSeq: 0, jobs: new Map(), events: null, poll: null, view: null, jobId: null,
-  xfilter: "", xpages: [], xnext: null, xseq: 0, exportId: null, xtimer: null };
+const S = { user: null, csrf: null, admin: false, events: null, poll: null, view: null, jobId: null,
+  exportId: null, xtimer: null };
 
 const $ = (id) => document.getElementById(id);
 
@@ -53,6 +53,31 @@ async function api(method, path, body) {
   if (r.status === 401 && path !== "/api/session") { signedOut(); throw new ApiError(401, data); }
   if (!r.ok) throw new ApiError(r.status, data);
   return data;
+}
+
+/* ---- forms ---- */
+/* formError(form, e, text): every form shows what went wrong the same
+ * way.  Without e, it clears the form's messages.  An API error naming a
+ * field the form has, with a message line of its own, goes there (the
+ * field marked invalid and focused); anything else goes to the form's
+ * alert line.  The text is the error's message with the server's detail
+ * and hint, unless the caller says otherwise. */
+function formError(form, e, text) {
+  for (const p of form.querySelectorAll(".field-error")) p.textContent = "";
+  for (const i of form.querySelectorAll("[aria-invalid]")) i.removeAttribute("aria-invalid");
+  const alert = form.querySelector('[role="alert"]');
+  alert.textContent = "";
+  if (!e) return;
+  const msg = text || e.message + (e.data && e.data.detail ? " — " + e.data.detail : "") +
+    (e.data && e.data.hint ? " " + e.data.hint : "");
+  const f = e.data && e.data.field;
+  const input = f && form.querySelector('[name="' + CSS.escape(f) + '"]');
+  const line = input && input.hasAttribute("aria-describedby") && $(input.getAttribute("aria-describedby"));
+  if (line) {
+    input.setAttribute("aria-invalid", "true");
+    line.textContent = msg;
+    input.focus();
+  } else alert.textContent = msg;
 }
 
 /* ---- formatting ---- */
@@ -120,33 +145,67 @@ async function route() {
   return showJobs();
 }
 
-/* jobs list */
-function jobsQuery(after) {
-  const p = new URLSearchParams();
-  if (S.filter.state) p.set("state", S.filter.state);
-  if (S.filter.q) p.set("q", S.filter.q);
-  p.set("limit", S.filter.limit);
-  const [sort, dir] = (S.filter.sort || "submitted:desc").split(":");
-  if (sort !== "submitted" || dir !== "desc") { p.set("sort", sort); p.set("dir", dir); }
-  if (after) p.set("after", after);
-  return "/api/jobs?" + p.toString();
+/* ---- lists ----
+ * The jobs and the exports list have one shape and the same functions:
+ *   filter  what the list's filter form asked for
+ *   rows    the rows shown, by id (live events update them in place)
+ *   pages   the cursors of the pages before the one shown (none: the first)
+ *   next    the next page's cursor, from the latest answer
+ *   seq     the number of the latest load: an earlier answer is dropped
+ * and what differs between the two lists is said once, in its definition:
+ * the view, the API path and its query, the row, the elements. */
+function newList(def) { return Object.assign({ rows: new Map(), pages: [], next: null, seq: 0 }, def); }
+
+async function loadList(L) {
+  show(L.view);
+  const p = L.query(L.filter);
+  if (L.pages.length) p.set("after", L.pages[L.pages.length - 1]);
+  const seq = ++L.seq;
+  const data = await api("GET", L.path + "?" + p.toString());
+  if (seq !== L.seq) return; /* a later load is under way */
+  const items = data[L.items];
+  L.next = data.next;
+  L.rows = new Map(items.map((r) => [String(r[L.id]), r]));
+  $(L.table).tBodies[0].replaceChildren(...items.map(L.row));
+  $(L.empty).hidden = items.length > 0;
+  $(L.nextButton).disabled = !L.next;
+  $(L.firstButton).disabled = L.pages.length === 0;
+  if (L.loaded) L.loaded();
+}
+function listFilter(L, filter) { L.filter = filter; L.pages = []; return loadList(L); }
+function listFirst(L) { L.pages = []; return loadList(L); }
+function listNext(L) {
+  if (!L.next) return Promise.resolve();
+  L.pages.push(L.next);
+  return loadList(L);
+}
+/* listWire(L, form, read): the list's filter form and page buttons */
+function listWire(L, form, read) {
+  $(form).addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    listFilter(L, read()).catch((e) => say(e.message));
+  });
+  $(L.nextButton).addEventListener("click", () => listNext(L).catch((e) => say(e.message)));
+  $(L.firstButton).addEventListener("click", () => listFirst(L).catch((e) => say(e.message)));
 }
 
-async function showJobs(after) {
-  show("jobs");
-  if (after === undefined || after === null) after = S.pages.length ? S.pages[S.pages.length - 1] : null;
-  const seq = ++S.listSeq;
-  const data = await api("GET", jobsQuery(after));
-  if (seq !== S.listSeq) return; /* a later load is under way */
-  S.next = data.next;
-  S.jobs = new Map(data.jobs.map((j) => [String(j.job_id), j]));
-  const tb = $("jobs-table").tBodies[0];
-  tb.replaceChildren(...data.jobs.map(jobRow));
-  $("jobs-empty").hidden = data.jobs.length > 0;
-  $("page-next").disabled = !S.next;
-  $("page-first").disabled = S.pages.length === 0;
-  $("select-all").checked = false;
-}
+/* jobs list */
+const JOBS = newList({
+  view: "jobs", path: "/api/jobs", items: "jobs", id: "job_id", row: jobRow,
+  table: "jobs-table", empty: "jobs-empty", nextButton: "page-next", firstButton: "page-first",
+  filter: { state: "", q: "", limit: "50", sort: "submitted:desc" },
+  query(f) {
+    const p = new URLSearchParams();
+    if (f.state) p.set("state", f.state);
+    if (f.q) p.set("q", f.q);
+    p.set("limit", f.limit);
+    const [sort, dir] = (f.sort || "submitted:desc").split(":");
+    if (sort !== "submitted" || dir !== "desc") { p.set("sort", sort); p.set("dir", dir); }
+    return p;
+  },
+  loaded() { $("select-all").checked = false; }
+});
+function showJobs() { return loadList(JOBS); }
 
 function jobRow(j) {
   return el("tr", { "data-job": j.job_id },
@@ -163,8 +222,8 @@ function jobRow(j) {
 function updateRow(ev) {
   const tr = document.querySelector('tr[data-job="' + ev.job_id + '"]');
   if (!tr) return false;
-  const j = Object.assign(S.jobs.get(String(ev.job_id)) || {}, ev);
-  S.jobs.set(String(ev.job_id), j);
+  const j = Object.assign(JOBS.rows.get(String(ev.job_id)) || {}, ev);
+  JOBS.rows.set(String(ev.job_id), j);
   tr.querySelector(".st").replaceChildren(stateBadge(j.state));
   tr.querySelector(".prog").replaceChildren(...progressCell(j));
   return true;
@@ -312,9 +371,7 @@ function exportForm(j) {
 async function exportJob(ev, id) {
   ev.preventDefault();
   const form = ev.target;
-  for (const p of form.querySelectorAll(".field-error")) p.textContent = "";
-  for (const i of form.querySelectorAll("[aria-invalid]")) i.removeAttribute("aria-invalid");
-  $("export-error").textContent = "";
+  formError(form, null);
   const body = { options: {} };
   for (const input of form.querySelectorAll("[name]")) {
     const v = input.value.trim();
@@ -326,16 +383,7 @@ async function exportJob(ev, id) {
     const r = await api("POST", "/api/jobs/" + id + "/export", body);
     say("Export " + r.export_id + " created.");
     location.hash = "#/exports/" + r.export_id;
-  } catch (e) {
-    const f = e.data && e.data.field;
-    const input = f && form.querySelector('[name="' + CSS.escape(f) + '"]');
-    const msg = e.message + (e.data && e.data.detail ? " — " + e.data.detail : "") + (e.data && e.data.hint ? " " + e.data.hint : "");
-    if (input) {
-      input.setAttribute("aria-invalid", "true");
-      $(input.getAttribute("aria-describedby")).textContent = msg;
-      input.focus();
-    } else $("export-error").textContent = msg;
-  }
+  } catch (e) { formError(form, e); }
 }
 async function loadJobExports(id) {
   const d = await api("GET", "/api/exports?job=" + id + "&limit=20");
@@ -345,28 +393,28 @@ async function loadJobExports(id) {
       " ", stateBadge(x.state), " ", el("span", { class: "mono" }, "s3://" + x.bucket + "/" + x.prefix)))));
 }
 function exportTarget(x) { return "s3://" + (x.bucket || "") + "/" + (x.prefix || ""); }
-async function showExports(after) {
-  show("exports");
-  if (after === undefined || after === null) after = S.xpages.length ? S.xpages[S.xpages.length - 1] : null;
-  const p = new URLSearchParams();
-  if (S.xfilter) p.set("state", S.xfilter);
-  p.set("limit", "50");
-  if (after) p.set("after", after);
-  const seq = ++S.xseq;
-  const d = await api("GET", "/api/exports?" + p.toString());
-  if (seq !== S.xseq) return;
-  S.xnext = d.next;
-  $("exports-table").tBodies[0].replaceChildren(...d.exports.map((x) => el("tr", { "data-export": x.export_id },
+function exportRow(x) {
+  return el("tr", { "data-export": x.export_id },
     el("td", {}, el("a", { href: "#/exports/" + x.export_id }, "#" + x.export_id)),
     el("td", { class: "st" }, stateBadge(x.state)),
     el("td", {}, el("a", { href: "#/jobs/" + x.job_id }, "#" + x.job_id)),
     el("td", { class: "src mono" }, exportTarget(x)),
     el("td", {}, x.members_done + " / " + x.members), el("td", {}, bytes(x.bytes)),
-    el("td", {}, when(x.created_at)))));
-  $("exports-empty").hidden = d.exports.length > 0;
-  $("xpage-next").disabled = !S.xnext;
-  $("xpage-first").disabled = S.xpages.length === 0;
+    el("td", {}, when(x.created_at)));
 }
+/* exports list */
+const EXPORTS = newList({
+  view: "exports", path: "/api/exports", items: "exports", id: "export_id", row: exportRow,
+  table: "exports-table", empty: "exports-empty", nextButton: "xpage-next", firstButton: "xpage-first",
+  filter: { state: "" },
+  query(f) {
+    const p = new URLSearchParams();
+    if (f.state) p.set("state", f.state);
+    p.set("limit", "50");
+    return p;
+  }
+});
+function showExports() { return loadList(EXPORTS); }
 async function showExport(id) {
   show("export");
   if (S.exportId !== id) {
@@ -465,14 +513,14 @@ async function matching(activeOnly) {
   let after = null;
   do {
     const p = new URLSearchParams();
-    const st = activeOnly ? "queued,running,retrying" : S.filter.state;
+    const st = activeOnly ? "queued,running,retrying" : JOBS.filter.state;
     if (st) p.set("state", st);
-    if (S.filter.q) p.set("q", S.filter.q);
+    if (JOBS.filter.q) p.set("q", JOBS.filter.q);
     p.set("limit", "1000");
     if (after) p.set("after", after);
     const d = await api("GET", "/api/jobs?" + p.toString());
     for (const j of d.jobs)
-      if (!S.filter.state || S.filter.state.split(",").includes(j.state)) ids.push(String(j.job_id));
+      if (!JOBS.filter.state || JOBS.filter.state.split(",").includes(j.state)) ids.push(String(j.job_id));
     after = d.next;
   } while (after);
   return ids;
@@ -485,15 +533,10 @@ async function allMatching(what) {
 }
 
 /* submit */
-function clearErrors(form) {
-  for (const p of form.querySelectorAll(".field-error")) p.textContent = "";
-  for (const i of form.querySelectorAll("[aria-invalid]")) i.removeAttribute("aria-invalid");
-  $("submit-error").textContent = "";
-}
 async function submitJob(ev) {
   ev.preventDefault();
   const form = ev.target;
-  clearErrors(form);
+  formError(form, null);
   const body = { options: {} };
   for (const input of form.querySelectorAll("input[name]")) {
     const v = input.value.trim();
@@ -509,18 +552,7 @@ async function submitJob(ev) {
     form.reset();
     say("Job " + r.job_id + " submitted.");
     location.hash = "#/jobs/" + r.job_id;
-  } catch (e) {
-    const f = e.data && e.data.field;
-    const input = f && form.querySelector('[name="' + CSS.escape(f) + '"]');
-    const msg = e.message + (e.data && e.data.detail ? " — " + e.data.detail : "") + (e.data && e.data.hint ? " " + e.data.hint : "");
-    if (input) {
-      input.setAttribute("aria-invalid", "true");
-      $(input.getAttribute("aria-describedby")).textContent = msg;
-      input.focus();
-    } else {
-      $("submit-error").textContent = msg;
-    }
-  }
+  } catch (e) { formError(form, e); }
 }
 
 /* admin */
@@ -557,7 +589,7 @@ async function showAdmin() {
 /* live updates */
 function onJobEvent(ev) {
   if (S.view === "jobs") {
-    if (!updateRow(ev) && S.pages.length === 0 && !S.filter.q) scheduleReload();
+    if (!updateRow(ev) && JOBS.pages.length === 0 && !JOBS.filter.q) scheduleReload();
   } else if (S.view === "job" && String(ev.job_id) === String(S.jobId)) {
     const prev = S.shown || {};
     const j = Object.assign({}, prev, ev);
@@ -601,29 +633,24 @@ function stopEvents() {
 document.addEventListener("DOMContentLoaded", async () => {
   $("signin-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    $("signin-error").textContent = "";
+    formError(ev.target, null);
     try {
       const info = await api("POST", "/api/session", { user: $("si-user").value, password: $("si-password").value });
       $("si-password").value = "";
       signedIn(info);
       route();
     } catch (e) {
-      $("signin-error").textContent = e.status === 429 ? "Too many failed sign-ins; try again in a minute." : e.message;
+      formError(ev.target, e, e.status === 429 ? "Too many failed sign-ins; try again in a minute." : e.message);
     }
   });
   $("signout").addEventListener("click", async () => {
     try { await api("DELETE", "/api/session"); } catch (e) { /* gone anyway */ }
     signedOut();
   });
-  $("filter-form").addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    S.filter = { state: $("f-state").value, q: $("f-q").value.trim(), limit: $("f-limit").value, sort: $("f-sort").value };
+  listWire(JOBS, "filter-form", () => {
     $("jobs-caption").textContent = "Jobs, " + $("f-sort").selectedOptions[0].textContent;
-    S.pages = [];
-    showJobs(null).catch((e) => say(e.message));
+    return { state: $("f-state").value, q: $("f-q").value.trim(), limit: $("f-limit").value, sort: $("f-sort").value };
   });
-  $("page-next").addEventListener("click", () => { if (S.next) { S.pages.push(S.next); showJobs().catch((e) => say(e.message)); } });
-  $("page-first").addEventListener("click", () => { S.pages = []; showJobs(null).catch((e) => say(e.message)); });
   $("select-all").addEventListener("change", (ev) => {
     for (const c of document.querySelectorAll("#jobs-table .sel")) c.checked = ev.target.checked;
   });
@@ -632,13 +659,7 @@ document.addEventListener("DOMContentLoaded", async () => {
   $("bulk-cancel-all").addEventListener("click", () => allMatching("cancel").catch((e) => say(e.message)));
   $("bulk-delete-all").addEventListener("click", () => allMatching("delete").catch((e) => say(e.message)));
   $("submit-form").addEventListener("submit", submitJob);
-  $("exports-filter").addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    S.xfilter = $("x-state").value; S.xpages = [];
-    showExports(null).catch((e) => say(e.message));
-  });
-  $("xpage-next").addEventListener("click", () => { if (S.xnext) { S.xpages.push(S.xnext); showExports().catch((e) => say(e.message)); } });
-  $("xpage-first").addEventListener("click", () => { S.xpages = []; showExports(null).catch((e) => say(e.message)); });
+  listWire(EXPORTS, "exports-filter", () => ({ state: $("x-state").value }));
   window.addEventListener("hashchange", () => route().catch((e) => say(e.message)));
   try {
     signedIn(await api("GET", "/api/session"));

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 #
-# The web server "remora http" and its JSON API (DESIGN §6), end to end
+# The web server "remora http" and its JSON API (doc/user-guide.md, "The
+# HTTP API"; doc/security.md, "The web client and API"), end to end
 # with curl against a real cluster, workers, nginx and the S3 server:
 #   - the worker shows in pg_stat_activity, serves the web client, and is
 #     restarted after it is terminated;

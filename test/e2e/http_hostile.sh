@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 #
-# The HTTP API against hostile clients (DESIGN §6, doc/security.md "The
-# web client and API"), with real clients (curl, Python sockets) on
-# loopback only:
+# The HTTP API against hostile clients (doc/user-guide.md "The HTTP API",
+# doc/security.md "The web client and API"), with real clients (curl,
+# Python sockets) on loopback only:
 #   - slow clients: one address (127.0.0.1) opens more connections than
 #     the server serves and trickles a header byte (or a body byte) a
 #     second; another address (127.0.0.2) is still answered from the

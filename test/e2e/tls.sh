@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
-# TLS trust and egress proxies (issue 17).  Certificates from throwaway
-# CAs made here with openssl:
+# TLS trust and egress proxies (doc/operator-guide.md, "TLS and proxies").
+# Certificates from throwaway CAs made here with openssl:
 #   - an HTTPS source whose CA nobody trusts fails as class tls after one
 #     attempt (no retries), and so do a plain-HTTP port asked for TLS and a
 #     certificate for another host name; with remora.ca_file (ALTER SYSTEM

@@ -7,8 +7,19 @@
 # privileges must be identical, and the data must survive.  Until the
 # update the launcher refuses to run transfers, and says why.
 #
+# sql/ no longer holds 0.1.0's install script: it comes from the
+# repository's history (test/lib/history.sh), into the extension directory
+# of a private copy of the PostgreSQL installation, so the installation
+# itself never offers 0.1.0.
+#
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_begin upgrade
+
+PGBIN=$(cluster_private_install "$T/install") ||
+	{ not_ok "a private copy of the PostgreSQL installation"; exit 1; }
+first="$("$PGBIN/pg_config" --sharedir)/extension/remora--0.1.0.sql"
+history_show sql/remora--0.1.0.sql "$first" ||
+	{ not_ok "0.1.0's install script from the repository's history"; exit 1; }
 
 e2e_cluster <<CONF
 remora.default_bucket = 'target'

@@ -120,3 +120,40 @@ cluster_promote() {
 	cluster_until 60 "$standby" "SELECT NOT pg_is_in_recovery()
 		AND pg_current_xact_id() IS NOT NULL"
 }
+
+# ---- A private installation ----
+
+# cluster_private_install DIR: print the bindir of a copy of the PostgreSQL
+# installation in DIR, for a test that must add files to the extension
+# directory: that directory belongs to the whole installation, and a file
+# left there (by a test killed before its exit trap) would be installed
+# for every later cluster.  PostgreSQL finds its share and library
+# directories relative to its own binary, so the copy is the binaries
+# (hard links where possible) beside links to the real share entries and
+# library directory; only the extension directory is a directory of its
+# own, of links to the real files, where the test may add or replace one.
+# The copy goes with DIR.
+cluster_private_install() {
+	local dir=$1 bin share lib prefix entry
+	bin=$("$PGBIN/pg_config" --bindir) || return 1
+	share=$("$PGBIN/pg_config" --sharedir)
+	lib=$("$PGBIN/pg_config" --pkglibdir)
+	# the longest directory the three have in common: the copy keeps
+	# their places relative to it, as the relocation requires
+	prefix=$bin
+	until [[ $share/ == "$prefix"/* && $lib/ == "$prefix"/* ]]; do
+		prefix=${prefix%/*}
+	done
+	mkdir -p "$dir${share#"$prefix"}/extension" \
+		"$(dirname "$dir${bin#"$prefix"}")" "$(dirname "$dir${lib#"$prefix"}")" || return 1
+	cp -rl "$bin" "$dir${bin#"$prefix"}" 2>/dev/null || {
+		rm -rf "$dir${bin#"$prefix"}"
+		cp -r "$bin" "$dir${bin#"$prefix"}" || return 1
+	}
+	ln -s "$lib" "$dir${lib#"$prefix"}"
+	for entry in "$share"/*; do
+		[ "${entry##*/}" = extension ] || ln -s "$entry" "$dir${share#"$prefix"}/"
+	done
+	ln -s "$share"/extension/* "$dir${share#"$prefix"}/extension/"
+	echo "$dir${bin#"$prefix"}"
+}

@@ -15,6 +15,7 @@
 E2E_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$E2E_LIB/deps.sh"
 . "$E2E_LIB/cluster.sh"
+. "$E2E_LIB/history.sh"
 . "$E2E_LIB/services.sh"
 . "$E2E_LIB/stack.sh"
 

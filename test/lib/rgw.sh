@@ -2,8 +2,19 @@
 # end-to-end tests (source after deps.sh and services.sh).  One monitor,
 # one OSD and radosgw run as plain processes from Debian's packages (no
 # systemd, no mgr, no cephx), on 127.0.0.1 only, with all their state
-# under one directory.  The settings, and why each is needed, are in
-# /work/shared/TESTING.md, "Ceph RGW".
+# under one directory.  The settings that are not obvious, and why:
+#   - no cephx (auth ... = none), so radosgw must talk to the monitor in
+#     crc mode (ms mon client mode = crc): its default, secure, cannot work
+#     without cephx, and it would retry for ever without opening its port;
+#   - paxos propose interval = 0.05: with the 1 s default the start takes
+#     some 12 s, as radosgw creates its 7 pools one proposal at a time;
+#   - pools of one copy on one OSD (pool default size and min size 1, mon
+#     allow pool size one, osd crush chooseleaf type 0), msgr2 only, every
+#     daemon and the S3 port (beast) on 127.0.0.1.
+# Stop with SIGKILL when the directory is thrown away: memstore writes all
+# its data out on SIGTERM.  RGW's S3 dialect (empty ETags in
+# CompleteMultipartUpload answers, unquoted CopyObject ETags, copy-source
+# conditions ignored...) is in doc/operator-guide.md, "Object stores".
 #
 #   start_rgw DIR PORT ACCESS_KEY SECRET BUCKET...
 #
