@@ -139,8 +139,9 @@ UNIT_CFLAGS = -g -O1 -Wall -Wextra -Werror -fsanitize=address,undefined \
 	$(shell pkg-config --cflags $(PKG_LIBS))
 UNIT_LIBS = $(shell pkg-config --libs $(PKG_LIBS))
 ENGINE_UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_vectors_test \
-	test/unit/sigv4_rules_test test/unit/s3xml_test test/unit/engine_test \
-	test/unit/json_test test/unit/ranges_test test/unit/reuse_test
+	test/unit/sigv4_rules_test test/unit/s3xml_documents_test \
+	test/unit/s3xml_hostile_test test/unit/engine_test test/unit/json_test \
+	test/unit/ranges_test test/unit/reuse_test
 UNIT_TESTS = $(ENGINE_UNIT_TESTS) test/unit/http_test \
 	test/unit/worker_codec_test
 ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)
@@ -164,6 +165,8 @@ $(ENGINE_UNIT_TESTS): %: %.c test/unit/unit.h $(UNIT_LIB)
 # fixtures that more than one test program includes
 test/unit/sigv4_vectors_test test/unit/sigv4_rules_test: \
 	test/unit/sigv4_fixtures.h
+test/unit/s3xml_documents_test test/unit/s3xml_hostile_test: \
+	test/unit/s3xml_fixtures.h
 
 # the HTTP server's threads, without PostgreSQL (src/http but httpd.c)
 test/unit/http_test: test/unit/http_test.c src/http/server.c \
