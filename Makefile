@@ -143,7 +143,7 @@ ENGINE_UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_vectors_test \
 	test/unit/s3xml_hostile_test test/unit/engine_s3_test \
 	test/unit/engine_egress_test test/unit/engine_lookups_test \
 	test/unit/engine_export_test test/unit/json_test test/unit/ranges_test \
-	test/unit/reuse_test
+	test/unit/reuse_resume_test test/unit/reuse_zombie_test
 UNIT_TESTS = $(ENGINE_UNIT_TESTS) test/unit/http_test \
 	test/unit/worker_codec_test
 ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)
@@ -170,8 +170,11 @@ test/unit/sigv4_vectors_test test/unit/sigv4_rules_test: \
 test/unit/s3xml_documents_test test/unit/s3xml_hostile_test: \
 	test/unit/s3xml_fixtures.h
 test/unit/engine_s3_test test/unit/engine_lookups_test \
-		test/unit/engine_export_test: test/unit/engine_fixtures.c \
+		test/unit/engine_export_test test/unit/reuse_resume_test \
+		test/unit/reuse_zombie_test: test/unit/engine_fixtures.c \
 		test/unit/engine_fixtures.h
+test/unit/reuse_resume_test test/unit/reuse_zombie_test: \
+	test/unit/reuse_fixtures.c test/unit/reuse_fixtures.h
 
 # the HTTP server's threads, without PostgreSQL (src/http but httpd.c)
 test/unit/http_test: test/unit/http_test.c src/http/server.c \

@@ -40,15 +40,20 @@ engine_for(const char *endpoint, bool path_style)
 	return remora_engine_new(&cfg, err, sizeof(err));
 }
 
-/* One wait and run of the engine, as a host does it (at most 50 ms). */
 void
-turn(RemoraEngine *engine)
+turn_at_most(RemoraEngine *engine, int max_ms)
 {
 	struct pollfd p = {remora_engine_fd(engine), POLLIN, 0};
 	long          t = remora_engine_timeout_ms(engine);
 
-	poll(&p, 1, t < 0 || t > 50 ? 50 : (int) t);
+	poll(&p, 1, t < 0 || t > max_ms ? max_ms : (int) t);
 	remora_engine_run(engine);
+}
+
+void
+turn(RemoraEngine *engine)
+{
+	turn_at_most(engine, 50);
 }
 
 static void

@@ -53,6 +53,7 @@ extern RemoraEngine *engine_for(const char *endpoint, bool path_style);
 
 /* One wait and run of the engine, as a host does it (at most 50 ms). */
 extern void turn(RemoraEngine *engine);
+extern void turn_at_most(RemoraEngine *engine, int max_ms);
 
 /* Start the store on a free port (s3->port); false if it cannot listen. */
 extern bool fake_s3_start(FakeS3 *s3);
