@@ -137,9 +137,12 @@ UNIT_CFLAGS = -g -O1 -Wall -Wextra -Werror -fsanitize=address,undefined \
 	-fno-omit-frame-pointer -I$(srcdir)/src \
 	$(shell pkg-config --cflags $(PKG_LIBS))
 UNIT_LIBS = $(shell pkg-config --libs $(PKG_LIBS))
-ENGINE_UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_test \
-	test/unit/s3xml_test test/unit/engine_test test/unit/json_test \
-	test/unit/ranges_test test/unit/reuse_test
+ENGINE_UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_vectors_test \
+	test/unit/sigv4_rules_test test/unit/s3xml_documents_test \
+	test/unit/s3xml_hostile_test test/unit/engine_s3_test \
+	test/unit/engine_egress_test test/unit/engine_lookups_test \
+	test/unit/engine_export_test test/unit/json_test test/unit/ranges_test \
+	test/unit/reuse_resume_test test/unit/reuse_zombie_test
 UNIT_TESTS = $(ENGINE_UNIT_TESTS) test/unit/http_test \
 	test/unit/worker_codec_test
 ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)
@@ -158,7 +161,19 @@ $(UNIT_LIB): $(UNIT_OBJS)
 	$(AR) rcs $@ $^
 
 $(ENGINE_UNIT_TESTS): %: %.c test/unit/unit.h $(UNIT_LIB)
-	$(CC) $(UNIT_CFLAGS) -o $@ $< $(UNIT_LIB) $(UNIT_LIBS)
+	$(CC) $(UNIT_CFLAGS) -o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS)
+
+# fixtures that more than one test program includes or links
+test/unit/sigv4_vectors_test test/unit/sigv4_rules_test: \
+	test/unit/sigv4_fixtures.h
+test/unit/s3xml_documents_test test/unit/s3xml_hostile_test: \
+	test/unit/s3xml_fixtures.h
+test/unit/engine_s3_test test/unit/engine_lookups_test \
+		test/unit/engine_export_test test/unit/reuse_resume_test \
+		test/unit/reuse_zombie_test: test/unit/engine_fixtures.c \
+		test/unit/engine_fixtures.h
+test/unit/reuse_resume_test test/unit/reuse_zombie_test: \
+	test/unit/reuse_fixtures.c test/unit/reuse_fixtures.h
 
 # the HTTP server's threads, without PostgreSQL (src/http but httpd.c)
 test/unit/http_test: test/unit/http_test.c src/http/server.c \

@@ -1,0 +1,241 @@
+/*
+ * Unit tests of what the engine says to a store and reads from it: S3
+ * addressing (path and virtual-host style, key encoding, src/engine/s3.c),
+ * the ETags and XML answers of different stores' dialects, and the
+ * resumable SHA-256 state of a member (src/engine/hash.c).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_fixtures.h"
+#include "unit.h"
+
+static void
+address(RemoraEngine *e, const char *bucket, const char *key, const RemoraKV *q,
+		int nq, const char *url, const char *host, const char *path)
+{
+	S3Address a;
+
+	CHECK(remora_s3_address(&e->target, bucket, key, q, nq, &a),
+		  "address of %s", key ? key : "(bucket)");
+	CHECK_STR(a.url, url, "url of %s", key ? key : "(bucket)");
+	CHECK_STR(a.host, host, "host of %s", key ? key : "(bucket)");
+	CHECK_STR(a.path, path, "signed path of %s", key ? key : "(bucket)");
+	remora_s3_address_free(&a);
+}
+
+static void
+test_addressing(void)
+{
+	RemoraEngine      *p = engine_for("http://127.0.0.1:9000", true);
+	RemoraEngine      *v = engine_for("https://s3.example.com", false);
+	RemoraEngine      *aws = engine_for("", false);
+	RemoraKV           list[2] = {{"list-type", "2"}, {"prefix", "a b/c"}};
+	RemoraKV           uploads[1] = {{"uploads", ""}};
+	char               err[256];
+	RemoraEngineConfig bad;
+
+	CHECK(p && v && aws, "engines build");
+	address(p, "bkt", "dir/a b+c~.bin", NULL, 0,
+			"http://127.0.0.1:9000/bkt/dir/a%20b%2Bc~.bin", "127.0.0.1:9000",
+			"/bkt/dir/a b+c~.bin");
+	address(p, "bkt", NULL, list, 2,
+			"http://127.0.0.1:9000/bkt?list-type=2&prefix=a%20b%2Fc",
+			"127.0.0.1:9000", "/bkt");
+	address(p, "bkt", "k", uploads, 1, "http://127.0.0.1:9000/bkt/k?uploads",
+			"127.0.0.1:9000", "/bkt/k");
+	address(v, "bkt", "d/\xc3\xa9.bin", NULL, 0,
+			"https://bkt.s3.example.com/d/%C3%A9.bin", "bkt.s3.example.com",
+			"/d/\xc3\xa9.bin");
+	address(v, "bkt", NULL, list, 2,
+			"https://bkt.s3.example.com/?list-type=2&prefix=a%20b%2Fc",
+			"bkt.s3.example.com", "/");
+	address(aws, "bkt", "x", NULL, 0,
+			"https://bkt.s3.eu-west-1.amazonaws.com/x",
+			"bkt.s3.eu-west-1.amazonaws.com", "/x");
+	remora_engine_free(p);
+	remora_engine_free(v);
+	remora_engine_free(aws);
+
+	memset(&bad, 0, sizeof(bad));
+	bad.target.endpoint = "ftp://example.com";
+	bad.target.region = "r";
+	CHECK(remora_engine_new(&bad, err, sizeof(err)) == NULL &&
+			  strstr(err, "http") != NULL,
+		  "a non-http endpoint is refused: %s", err);
+	bad.target.endpoint = "http://h";
+	bad.allow_networks = "not-a-network";
+	CHECK(remora_engine_new(&bad, err, sizeof(err)) == NULL,
+		  "a bad network list is refused: %s", err);
+}
+
+static void
+test_sha256_state(void)
+{
+	RemoraSha256 *a = remora_sha256_new();
+	RemoraSha256 *b = remora_sha256_new();
+	char         *data = malloc(3 * 65536 + 17);
+	char          whole[65], resumed[65], saved[200];
+
+	for (int i = 0; i < 3 * 65536 + 17; i++)
+		data[i] = (char) (i * 7 + 3);
+	remora_sha256_update(a, data, 3 * 65536 + 17);
+	remora_sha256_final_hex(a, whole);
+
+	/* hash two "segments", save, restore into another, hash the rest */
+	remora_sha256_reset(a);
+	remora_sha256_update(a, data, 2 * 65536);
+	CHECK(remora_sha256_save(a, saved, sizeof(saved)),
+		  "state saved at a block boundary");
+	CHECK(remora_sha256_restore(b, saved), "state restored");
+	CHECK(remora_sha256_bytes(b) == 2 * 65536,
+		  "restored length is the bytes hashed");
+	remora_sha256_update(b, data + 2 * 65536, 65536 + 17);
+	remora_sha256_final_hex(b, resumed);
+	CHECK_STR(resumed, whole, "a resumed hash equals the whole hash");
+
+	/* final does not disturb the running state */
+	remora_sha256_final_hex(a, resumed);
+	remora_sha256_update(a, data + 2 * 65536, 65536 + 17);
+	remora_sha256_final_hex(a, resumed);
+	CHECK_STR(resumed, whole, "final_hex leaves the state usable");
+
+	remora_sha256_reset(a);
+	remora_sha256_update(a, data, 100);
+	CHECK(!remora_sha256_save(a, saved, sizeof(saved)),
+		  "no save inside a block");
+	CHECK(!remora_sha256_restore(b, "s1:zz"), "a malformed state is refused");
+	CHECK(!remora_sha256_restore(b, "s2:"
+									"000000000000000000000000000000000000000000"
+									"0000000000000000000000:0000000000000200"),
+		  "an unknown version is refused");
+	CHECK(!remora_sha256_restore(b, "s1:"
+									"000000000000000000000000000000000000000000"
+									"0000000000000000000000:0000000000000201"),
+		  "a length that is not whole blocks is refused");
+	remora_sha256_free(a);
+	remora_sha256_free(b);
+	free(data);
+}
+
+/* ETags as AWS, the test server and RGW write them */
+static void
+test_etags(void)
+{
+	char        c[REMORA_ETAG_MAX];
+	const char *parts[2] = {"\"5d41402abc4b2a76b9719d911017c592\"",
+							"7D793037A0760186574B0282F2F435E7"};
+	const char *one[1] = {"\"5d41402abc4b2a76b9719d911017c592-3\""};
+
+	remora_etag_canon("764efa883dda1e11db47671c4a3bbd9e", c, sizeof(c));
+	CHECK_STR(c, "\"764efa883dda1e11db47671c4a3bbd9e\"",
+			  "an unquoted ETag (RGW's CopyObjectResult) gets its quotes");
+	remora_etag_canon("&quot;764e&quot;", c, sizeof(c));
+	CHECK_STR(c, "\"764e\"", "an entity-quoted ETag is quoted plainly");
+	remora_etag_canon(" \"764e\" ", c, sizeof(c));
+	CHECK_STR(c, "\"764e\"", "whitespace around an ETag is dropped");
+	remora_etag_canon("", c, sizeof(c));
+	CHECK_STR(c, "", "an empty ETag stays empty");
+	remora_etag_canon("\"\"", c, sizeof(c));
+	CHECK_STR(c, "", "a pair of quotes alone is no ETag");
+	remora_etag_canon("\"0123456789\"", c, 8);
+	CHECK_STR(c, "",
+			  "an ETag too long for the buffer is no ETag, not a "
+			  "truncated one");
+	CHECK(remora_etag_equal("\"764EFA\"", "764efa"),
+		  "equality ignores quotes and the case of hex digits");
+	CHECK(!remora_etag_equal("\"764efa\"", "\"764efb\""),
+		  "different ETags differ");
+	CHECK(!remora_etag_equal("", "") && !remora_etag_equal(NULL, "\"\""),
+		  "two missing ETags prove nothing, so they are not equal");
+	CHECK(remora_etag_is_md5("\"5d41402abc4b2a76b9719d911017c592\"") &&
+			  remora_etag_is_md5("5D41402ABC4B2A76B9719D911017C592"),
+		  "an MD5 ETag is recognised, quoted or not");
+	CHECK(!remora_etag_is_md5("\"5d41402abc4b2a76b9719d911017c592-2\"") &&
+			  !remora_etag_is_md5("\"5d41402abc4b2a76b9719d911017c59\""),
+		  "a multipart ETag or a short one is not an MD5");
+	CHECK(remora_etag_of_parts(parts, 2, c, sizeof(c)) &&
+			  strcmp(c, "\"065947336a2f2a95ba8899f3675c3be6-2\"") == 0,
+		  "the ETag of an object completed from two parts (known answer)");
+	CHECK(
+		remora_etag_is_multipart("\"065947336a2f2a95ba8899f3675c3be6-2\"", 2) &&
+			!remora_etag_is_multipart("\"065947336a2f2a95ba8899f3675c3be6-2\"",
+									  3) &&
+			!remora_etag_is_multipart("\"065947336a2f2a95ba8899f3675c3be6\"",
+									  1) &&
+			!remora_etag_is_multipart("\"06594733-2\"", 2),
+		"the S3 shape of a completed upload is told by its part count");
+	CHECK(remora_etag_fits_parts("\"065947336a2f2a95ba8899f3675c3be6-2\"",
+								 parts, 2) &&
+			  !remora_etag_fits_parts("\"165947336a2f2a95ba8899f3675c3be6-2\"",
+									  parts, 2) &&
+			  remora_etag_fits_parts("\"5d41402abc4b2a76b9719d911017c592\"",
+									 parts, 2),
+		  "a completed ETag of S3's shape must be the parts'; another shape "
+		  "is not judged");
+	CHECK(!remora_etag_of_parts(one, 1, c, sizeof(c)),
+		  "no completed-object ETag from parts whose ETags are not MD5s");
+}
+
+static void
+answer(const char *body, const char *root, const char *want, bool retryable,
+	   const char *name)
+{
+	Request         req;
+	RemoraTaskError err;
+	char           *got;
+
+	memset(&req, 0, sizeof(req));
+	req.status = 200;
+	req.body = (char *) body;
+	req.body_len = strlen(body);
+	got = remora_s3_answer_etag(&req, root, &err, "testing");
+	if (want)
+		CHECK_STR(got, want, "%s", name);
+	else
+		CHECK(got == NULL && err.retryable == retryable &&
+				  strncmp(err.message, "testing: ", 9) == 0,
+			  "%s (%s)", name, err.message);
+	free(got);
+}
+
+static void
+test_answers(void)
+{
+	answer("<CompleteMultipartUploadResult><Bucket>b</Bucket><ETag></ETag>"
+		   "</CompleteMultipartUploadResult>",
+		   "CompleteMultipartUploadResult", "", false,
+		   "RGW's completion without an ETag: empty, to be HEADed");
+	answer("<CompleteMultipartUploadResult xmlns=\"http://s3.amazonaws.com/"
+		   "doc/2006-03-01/\"><ETag>&quot;3858f62230ac3c915f300c664312c11f-9"
+		   "&quot;</ETag></CompleteMultipartUploadResult>",
+		   "CompleteMultipartUploadResult",
+		   "\"3858f62230ac3c915f300c664312c11f-9\"", false,
+		   "AWS's completion: the entity-quoted ETag, canonical");
+	answer("<CopyObjectResult><LastModified>2026-01-01T00:00:00.000Z"
+		   "</LastModified><ETag>764efa883dda1e11db47671c4a3bbd9e</ETag>"
+		   "</CopyObjectResult>",
+		   "CopyObjectResult", "\"764efa883dda1e11db47671c4a3bbd9e\"", false,
+		   "RGW's unquoted CopyObjectResult ETag, canonical");
+	answer("<Error><Code>InternalError</Code><Message>We encountered an "
+		   "internal error.</Message></Error>",
+		   "CopyPartResult", NULL, true,
+		   "200 with an <Error> body is a retryable failure");
+	answer("<Error><Code>AccessDenied</Code><Message></Message></Error>",
+		   "CopyObjectResult", NULL, true,
+		   "200 with any <Error> body is a failure, judged as a 500");
+	answer("<ListBucketResult/>", "CopyObjectResult", NULL, true,
+		   "an answer of another kind is a failure");
+	answer("not xml", "CopyObjectResult", NULL, true,
+		   "an answer that is not XML is a failure");
+}
+
+int
+main(void)
+{
+	test_addressing();
+	test_sha256_state();
+	test_etags();
+	test_answers();
+	return unit_done();
+}

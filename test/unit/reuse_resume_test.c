@@ -1,0 +1,132 @@
+/*
+ * Unit tests of a member transfer's parts (src/engine/parts.c) and of a
+ * replacement's reuse of a lost attempt's upload (src/engine/reuse.c):
+ * with nothing lost each byte is sent once; a replacement completes the
+ * lost upload, copies its validated parts and reads only the rest; with
+ * nothing valid to reuse it restarts from zero and says why.  Against the
+ * source and store of reuse_fixtures.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_fixtures.h"
+#include "reuse_fixtures.h"
+#include "unit.h"
+
+static void
+test_happy_path(void)
+{
+	RemoraEngine *e = engine_new();
+	RemoraTask   *t = start(e, "a1", NULL);
+
+	server_reset();
+	CHECK(finish(e, t) == REMORA_TASK_SUCCEEDED && member_is_source(t),
+		  "seven parts: the member is the source");
+	CHECK(store.part_puts == 7 && store.part_bytes == OBJ_SIZE &&
+			  store.part_copies == 0 && store.completes == 1,
+		  "each byte sent once: %d UploadParts of %ld bytes, %d copies, %d "
+		  "completion",
+		  store.part_puts, store.part_bytes, store.part_copies,
+		  store.completes);
+	CHECK(live_uploads_of("a1") == 0, "no upload left open");
+	remora_task_free(t);
+	remora_engine_free(e);
+}
+
+/* A lost attempt (no longer running), then its replacement. */
+static void
+test_resume(void)
+{
+	RemoraEngine *e = engine_new();
+	RemoraTask   *a = start(e, "b1", NULL);
+	RemoraResume *r = until_parts(e, a, 3);
+	RemoraTask   *b;
+	int64_t       done = 0;
+
+	CHECK(r != NULL && r->nparts >= 3, "a checkpoint of %d parts",
+		  r ? r->nparts : 0);
+	if (r == NULL)
+		return;
+	for (int i = 0; i < r->nparts; i++)
+		done += r->parts[i].size;
+	remora_task_abort(a, false); /* handed back: its upload stays */
+	remora_task_free(a);
+	server_reset();
+	b = start(e, "b2", r);
+	CHECK(finish(e, b) == REMORA_TASK_SUCCEEDED && member_is_source(b),
+		  "the replacement: the member is the source");
+	CHECK(store.completes == 2 && store.part_copies == r->nparts &&
+			  store.source_from == done - 1 &&
+			  store.part_bytes == OBJ_SIZE - done,
+		  "it completed the lost upload, copied its %d parts, and read and "
+		  "sent only the rest (from byte %d, %ld bytes)",
+		  store.part_copies, store.source_from, store.part_bytes);
+	CHECK(!remora_task_restarted(b, &(const char *){NULL}),
+		  "and did not restart from zero");
+	remora_task_free(b);
+	remora_resume_free(r);
+	remora_engine_free(e);
+}
+
+/*
+ * The checkpoint's upload is gone (aborted), or its object no longer holds
+ * the parts it validated: start from zero and say why.
+ */
+static void
+test_nothing_to_reuse(void)
+{
+	RemoraEngine *e = engine_new();
+	RemoraTask   *a = start(e, "e1", NULL);
+	RemoraResume *r = until_parts(e, a, 2);
+	RemoraTask   *b;
+	const char   *why = NULL;
+	Object       *o;
+
+	CHECK(r != NULL, "a checkpoint of parts");
+	if (r == NULL)
+		return;
+	remora_task_abort(a, true); /* the staging goes: the upload aborted */
+	remora_task_free(a);
+	for (int i = 0; i < 100 && live_uploads_of("e1") > 0; i++)
+		turn_at_most(e, 10); /* the abort is sent */
+	server_reset();
+	b = start(e, "e2", r);
+	CHECK(finish(e, b) == REMORA_TASK_SUCCEEDED && member_is_source(b) &&
+			  remora_task_restarted(b, &why) && why &&
+			  strstr(why, "no longer in the store") != NULL &&
+			  store.source_from == 0 && store.part_copies == 0,
+		  "upload gone: restarted from zero (%s)", why ? why : "");
+	remora_task_free(b);
+
+	/* an object at the key whose first part is not the validated one */
+	pthread_mutex_lock(&store.mu);
+	o = object_at(r->upload_key, true);
+	blob_set(&o->b, store.obj, OBJ_SIZE);
+	o->b.data[10] ^= 1;
+	md5_etag(o->b.data, o->b.len, o->b.etag);
+	pthread_mutex_unlock(&store.mu);
+	server_reset();
+	b = start(e, "e3", r);
+	why = NULL;
+	CHECK(finish(e, b) == REMORA_TASK_SUCCEEDED && member_is_source(b) &&
+			  remora_task_restarted(b, &why) && why &&
+			  strstr(why, "ETag differs") != NULL && store.source_from == 0,
+		  "a part that differs: restarted from zero in a new upload (%s)",
+		  why ? why : "");
+	CHECK(live_uploads_of("e3") == 0,
+		  "the upload the copies went to is aborted");
+	remora_task_free(b);
+	remora_resume_free(r);
+	remora_engine_free(e);
+}
+
+int
+main(void)
+{
+	static void (*const tests[])(void) = {test_happy_path, test_resume,
+										  test_nothing_to_reuse};
+
+	if (!reuse_run(tests, sizeof(tests) / sizeof(tests[0])))
+		CHECK(false, "the test server starts");
+	return unit_done();
+}
