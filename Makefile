@@ -35,7 +35,7 @@ ENGINE_OBJS = \
 	src/engine/s3xml_body.o \
 	src/engine/hash.o \
 	src/engine/util.o \
-	src/engine/http.o \
+	src/engine/http_headers.o \
 	src/engine/loop.o \
 	src/engine/egress.o \
 	src/engine/s3.o \
