@@ -23,7 +23,7 @@
 # lines on success, TAP-style, for test/run.
 #
 set -Euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
