@@ -50,6 +50,7 @@ ENGINE_OBJS = \
 	src/engine/export.o \
 	src/engine/export_pages.o \
 	src/engine/export_parts.o \
+	src/engine/export_answers.o \
 	src/engine/json.o \
 	src/engine/set.o \
 	src/engine/list_s3.o \

@@ -2,10 +2,12 @@
  *
  * export_int.h
  *	  What export.c (the kind "export"), export_pages.c (its members, a
- *	  page at a time) and export_parts.c (a member's multipart copy)
- *	  share: the export's and its members' state, and the helpers that
- *	  record each member's answer.  Nothing outside the three files
- *	  includes this.
+ *	  page at a time), export_parts.c (a member's multipart copy) and
+ *	  export_answers.c (each member's answer recorded) share: the
+ *	  export's and its members' state.  Nothing outside the four files
+ *	  includes this.  Calls go one way: export.c -> export_pages.c,
+ *	  export_parts.c -> export_answers.c; a multipart copy's answer starts
+ *	  the next members through the kind's pump, not a call upwards.
  *
  *-------------------------------------------------------------------------
  */
@@ -102,8 +104,10 @@ typedef struct Export
  */
 #define EXPORT_REFS_MAX (2 * REMORA_EXPORT_PAGE)
 
-/* export.c: the answers of a member, and the pump that starts the next */
+/* export.c: the pump that starts the next members */
 extern void remora_export_pump(Export *x);
+
+/* export_answers.c: the answers of a member */
 extern void remora_export_note_failure(Export *x, const RemoraTaskError *err);
 extern void remora_export_note_failuref(Export *x, const char *class,
 										bool retryable, long status,

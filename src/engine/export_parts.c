@@ -39,6 +39,16 @@
 static void mpu_abort(Export *x, Member *mb);
 static void mpu_part(Export *x, Member *mb);
 
+/*
+ * Start what this answer allows: the export's pump, through its kind (the
+ * pump in export.c calls down into this file, never the other way).
+ */
+static void
+pump(Export *x)
+{
+	x->base.kind->pump(&x->base);
+}
+
 /* The copy source header's value, "/bucket/key" encoded; NULL: no memory. */
 static char *
 copy_source(const Member *mb)
@@ -83,7 +93,7 @@ mpu_abort_done(Request *req, CURLcode rc)
 	mb->req = NULL;
 	x->running--;
 	mb->state = M_DONE;
-	remora_export_pump(x);
+	pump(x);
 }
 
 /* Drop the upload (its parts are invisible); the member is then done. */
@@ -122,7 +132,7 @@ mpu_head_done(Request *req, CURLcode rc)
 	else
 		remora_export_conclude(x, mb, req->hdr.etag, req->hdr.version_id,
 							   "copied");
-	remora_export_pump(x);
+	pump(x);
 }
 
 static void
@@ -148,7 +158,7 @@ mpu_complete_done(Request *req, CURLcode rc)
 		else
 			remora_export_note_failure(x, &err);
 		mpu_abort(x, mb);
-		remora_export_pump(x);
+		pump(x);
 		return;
 	}
 	etag = remora_s3_answer_etag(req, "CompleteMultipartUploadResult", &err,
@@ -174,7 +184,7 @@ mpu_complete_done(Request *req, CURLcode rc)
 		remora_export_conclude(x, mb, etag, req->hdr.version_id, "copied");
 	}
 	free(etag);
-	remora_export_pump(x);
+	pump(x);
 }
 
 static void
@@ -231,7 +241,7 @@ mpu_part_done(Request *req, CURLcode rc)
 		free(etag);
 		remora_export_note_failure(x, &err);
 		mpu_abort(x, mb);
-		remora_export_pump(x);
+		pump(x);
 		return;
 	}
 	mb->part_etags[mb->part_next - 1] = etag;
@@ -244,7 +254,7 @@ mpu_part_done(Request *req, CURLcode rc)
 		mb->part_next++;
 		mpu_part(x, mb);
 	}
-	remora_export_pump(x);
+	pump(x);
 }
 
 /* UploadPartCopy of part mb->part_next: a range of the member. */
@@ -295,7 +305,7 @@ mpu_created(Request *req, CURLcode rc)
 		/* an upload nobody learnt the id of is invisible, and unlisted */
 		mb->state = M_DONE;
 		remora_export_note_failure(x, &err);
-		remora_export_pump(x);
+		pump(x);
 		return;
 	}
 	mb->upload_id =
@@ -309,7 +319,7 @@ mpu_created(Request *req, CURLcode rc)
 			x, REMORA_ERR_S3, true, req->status,
 			"starting an export's multipart copy: the store "
 			"answered no UploadId");
-		remora_export_pump(x);
+		pump(x);
 		return;
 	}
 	if (x->stopping)
@@ -319,7 +329,7 @@ mpu_created(Request *req, CURLcode rc)
 		mb->part_next = 1;
 		mpu_part(x, mb);
 	}
-	remora_export_pump(x);
+	pump(x);
 }
 
 /*

@@ -92,32 +92,6 @@ remora_xfer_free_buffer(Transfer *task)
 	return NULL;
 }
 
-/* Start a request of the task to the target store; false: failed. */
-bool
-remora_xfer_start_s3(Transfer *task, const S3Call *call, RequestDone done,
-					 int kind, int index)
-{
-	char     err[256];
-	Request *req = remora_target_request(task->base.engine, task, call, done,
-										 err, sizeof(err));
-
-	if (req == NULL)
-	{
-		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0, "%s", err);
-		return false;
-	}
-	req->kind = kind;
-	req->index = index;
-	if (!remora_req_start(req))
-	{
-		remora_req_cancel(req);
-		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
-					"could not start a request");
-		return false;
-	}
-	return true;
-}
-
 static void
 create_done(Request *req, CURLcode rc)
 {

@@ -12,7 +12,8 @@
  *	  parts.c     buffers, the attempt's multipart upload and its parts,
  *	              resumes adopted, checkpoints
  *	  assemble.c  the member object (one PUT, or the upload completed) and,
- *	              for a job of one member, its manifest
+ *	              for a job of one member, its manifest; the task's
+ *	              requests to the target store (remora_xfer_start_s3)
  *
  * Calls go one way: object.c -> reuse.c, ranges.c -> parts.c ->
  * assemble.c.  What a lower file has set in motion, a higher one sees in
@@ -230,12 +231,12 @@ extern void    remora_xfer_begin_buffer(Transfer *task, Buffer *b);
 extern void    remora_xfer_adopt_resume(Transfer *task, const RemoraResume *r);
 extern void    remora_xfer_source_ended(Transfer *task);
 extern bool remora_xfer_checkpoint(Transfer *task, RemoraTaskCheckpoint *out);
-extern bool remora_xfer_start_s3(Transfer *task, const S3Call *call,
-								 RequestDone done, int kind, int index);
 extern void remora_xfer_create_upload(Transfer *task);
 extern void remora_xfer_abort_upload(Transfer *task);
 
 /* assemble.c */
+extern bool remora_xfer_start_s3(Transfer *task, const S3Call *call,
+								 RequestDone done, int kind, int index);
 extern void remora_xfer_start_assembly(Transfer *task);
 
 #endif /* REMORA_TRANSFER_H */
