@@ -39,6 +39,7 @@ ENGINE_OBJS = \
 	src/engine/loop.o \
 	src/engine/egress.o \
 	src/engine/s3.o \
+	src/engine/multipart.o \
 	src/engine/engine.o \
 	src/engine/object.o \
 	src/engine/ranges.o \

@@ -23,7 +23,6 @@
 #include <strings.h>
 
 #include "engine/manifest.h"
-#include "engine/s3xml.h"
 #include "engine/source_uri.h"
 #include "engine/transfer.h"
 
@@ -76,8 +75,9 @@ single_done(Request *req, CURLcode rc)
 static void
 assembled(Transfer *task, const char *etag)
 {
-	const char **etags = malloc(task->nparts * sizeof(char *));
-	bool         fits;
+	const char    **etags = remora_xfer_part_etags(task);
+	bool            fits;
+	RemoraTaskError err;
 
 	if (etags == NULL)
 	{
@@ -85,16 +85,12 @@ assembled(Transfer *task, const char *etag)
 					"out of memory");
 		return;
 	}
-	for (int i = 0; i < task->nparts; i++)
-		etags[i] = task->parts[i].etag;
-	fits = remora_etag_fits_parts(etag, etags, task->nparts);
+	fits = remora_mpu_fits(etag, etags, task->nparts, &err,
+						   "completing the multipart upload");
 	free(etags);
 	if (!fits)
 	{
-		remora_fail(&task->status, REMORA_ERR_S3, true, 0,
-					"completing the multipart upload: the object's ETag %s is "
-					"not that of the parts uploaded",
-					etag);
+		remora_fail_with(&task->status, &err);
 		return;
 	}
 	snprintf(task->result.member_etag, sizeof(task->result.member_etag), "%s",
@@ -125,31 +121,17 @@ complete_done(Request *req, CURLcode rc)
 	RemoraTaskError err;
 	char           *etag;
 
-	if (remora_s3_failed(req, rc, &err, "completing the multipart upload"))
-	{
-		remora_fail_with(&task->status, &err);
-		return;
-	}
-	etag = remora_s3_answer_etag(req, "CompleteMultipartUploadResult", &err,
-								 "completing the multipart upload");
+	etag =
+		remora_mpu_completed(req, rc, &err, "completing the multipart upload");
 	if (etag == NULL)
 		remora_fail_with(&task->status, &err);
 	else if (etag[0] == '\0')
 	{
 		/* RGW answers an empty <ETag>: HEAD tells */
-		S3Call call = {"HEAD",
-					   task->bucket,
-					   task->result.member_key,
-					   NULL,
-					   0,
-					   NULL,
-					   0,
-					   NULL,
-					   0,
-					   NULL,
-					   true};
+		MpuCall c;
 
-		remora_xfer_start_s3(task, &call, assembled_head_done, K_HEAD, 0);
+		remora_mpu_head(&task->mpu, &c);
+		remora_xfer_start_s3(task, &c.call, assembled_head_done, K_HEAD, 0);
 	}
 	else
 		assembled(task, etag);
@@ -160,32 +142,20 @@ complete_done(Request *req, CURLcode rc)
 static void
 start_complete(Transfer *task)
 {
-	const char **etags = malloc(task->nparts * sizeof(char *));
-	size_t       len = 0;
-	char        *body = NULL;
-	RemoraKV     q[1] = {{"uploadId", task->upload_id}};
-	S3Call       call;
+	const char **etags = remora_xfer_part_etags(task);
+	MpuCall      c;
+	bool         ok;
 
-	if (etags)
-	{
-		for (int i = 0; i < task->nparts; i++)
-			etags[i] = task->parts[i].etag;
-		body = remora_s3xml_complete_body(etags, task->nparts, &len);
-		free(etags);
-	}
-	if (body == NULL)
+	ok = etags != NULL &&
+		 remora_mpu_complete(&task->mpu, etags, task->nparts, &c);
+	free(etags);
+	if (!ok)
 	{
 		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
 					"could not build the part list");
 		return;
 	}
-	free(task->manifest);
-	task->manifest = body; /* kept alive while the request runs */
-	task->manifest_len = len;
-	call = (S3Call){
-		"POST", task->bucket, task->result.member_key, q, 1, NULL, 0, body, len,
-		NULL,   false};
-	remora_xfer_start_s3(task, &call, complete_done, K_COMPLETE, 0);
+	remora_xfer_start_s3(task, &c.call, complete_done, K_COMPLETE, 0);
 }
 
 /*

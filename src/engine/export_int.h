@@ -15,6 +15,7 @@
 #define REMORA_EXPORT_INT_H
 
 #include "engine/engine_int.h"
+#include "engine/multipart.h"
 
 typedef enum
 {
@@ -37,12 +38,10 @@ typedef struct Member
 	char               head_etag[REMORA_ETAG_MAX];
 	char               head_version[256];
 	/* a multipart copy */
-	char   *upload_id;
-	char  **part_etags;
-	int     nparts;
-	int     part_next; /* the part being copied, from 1 */
-	int64_t part_size;
-	char   *complete_body; /* alive while COMPLETE runs */
+	Multipart mpu;
+	int       nparts;    /* the parts it takes */
+	int       part_next; /* the part being copied, from 1 */
+	int64_t   part_size;
 } Member;
 
 /*

@@ -27,6 +27,7 @@
 #include <openssl/evp.h>
 
 #include "engine/engine_int.h"
+#include "engine/multipart.h"
 
 #define COPIES_IN_FLIGHT 4
 
@@ -128,15 +129,16 @@ typedef struct Transfer
 	int64_t range_pending; /* bytes received in ranges, not yet hashed */
 
 	/* resume: the lost attempt's upload (reuse.c) */
-	bool  restarted;
-	char  restart_reason[256];
-	char *reuse_key;       /* its key, NULL when not reusing */
-	char *reuse_upload_id; /* its upload, completed by this attempt */
-	char  reuse_etag[256]; /* the completed object's ETag */
-	bool  reuse_ready;     /* parts copied (or restarted): the source next */
-	int   copy_next;
-	int   copies; /* in flight */
-	int   copied;
+	bool      restarted;
+	char      restart_reason[256];
+	char     *reuse_key;  /* its key, NULL when not reusing */
+	Multipart lost;       /* its upload (at reuse_key), completed by this
+						   * attempt */
+	char reuse_etag[256]; /* the completed object's ETag */
+	bool reuse_ready;     /* parts copied (or restarted): the source next */
+	int  copy_next;
+	int  copies; /* in flight */
+	int  copied;
 
 	/* parts and buffers */
 	Part         *parts;
@@ -152,11 +154,11 @@ typedef struct Transfer
 	char          sha_hex[65];
 
 	/* the attempt's own multipart upload of the member */
-	char *upload_id;
-	bool  upload_asked; /* CreateMultipartUpload sent */
-	bool  upload_done;  /* completed (or aborted): nothing left open */
+	Multipart mpu;
+	bool      upload_asked; /* CreateMultipartUpload sent */
+	bool      upload_done;  /* completed (or aborted): nothing left open */
 
-	/* the body of the request in flight (part list, manifest) */
+	/* the manifest, while its PUT runs */
 	char  *manifest;
 	size_t manifest_len;
 
@@ -204,6 +206,20 @@ static inline bool
 remora_etag_is_strong(const char *etag)
 {
 	return etag[0] == '"';
+}
+
+/*
+ * The ETags of the task's parts, in order, as the multipart module takes
+ * them (malloc'd; NULL: out of memory).
+ */
+static inline const char **
+remora_xfer_part_etags(const Transfer *task)
+{
+	const char **etags = malloc((task->nparts + 1) * sizeof(char *));
+
+	for (int i = 0; etags && i < task->nparts; i++)
+		etags[i] = task->parts[i].etag;
+	return etags;
 }
 
 /* ranges.c */
