@@ -35,10 +35,11 @@ ENGINE_OBJS = \
 	src/engine/s3xml_body.o \
 	src/engine/hash.o \
 	src/engine/util.o \
-	src/engine/http.o \
+	src/engine/http_headers.o \
 	src/engine/loop.o \
 	src/engine/egress.o \
 	src/engine/s3.o \
+	src/engine/multipart.o \
 	src/engine/engine.o \
 	src/engine/object.o \
 	src/engine/ranges.o \
@@ -50,6 +51,7 @@ ENGINE_OBJS = \
 	src/engine/export.o \
 	src/engine/export_pages.o \
 	src/engine/export_parts.o \
+	src/engine/export_answers.o \
 	src/engine/json.o \
 	src/engine/set.o \
 	src/engine/list_s3.o \

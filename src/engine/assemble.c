@@ -23,12 +23,37 @@
 #include <strings.h>
 
 #include "engine/manifest.h"
-#include "engine/s3xml.h"
 #include "engine/source_uri.h"
 #include "engine/transfer.h"
 
 static void start_manifest(Transfer *task);
 static void member_written(Transfer *task);
+
+/* Start a request of the task to the target store; false: failed. */
+bool
+remora_xfer_start_s3(Transfer *task, const S3Call *call, RequestDone done,
+					 int kind, int index)
+{
+	char     err[256];
+	Request *req = remora_target_request(task->base.engine, task, call, done,
+										 err, sizeof(err));
+
+	if (req == NULL)
+	{
+		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0, "%s", err);
+		return false;
+	}
+	req->kind = kind;
+	req->index = index;
+	if (!remora_req_start(req))
+	{
+		remora_req_cancel(req);
+		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+					"could not start a request");
+		return false;
+	}
+	return true;
+}
 
 static void
 single_done(Request *req, CURLcode rc)
@@ -50,8 +75,9 @@ single_done(Request *req, CURLcode rc)
 static void
 assembled(Transfer *task, const char *etag)
 {
-	const char **etags = malloc(task->nparts * sizeof(char *));
-	bool         fits;
+	const char    **etags = remora_xfer_part_etags(task);
+	bool            fits;
+	RemoraTaskError err;
 
 	if (etags == NULL)
 	{
@@ -59,16 +85,12 @@ assembled(Transfer *task, const char *etag)
 					"out of memory");
 		return;
 	}
-	for (int i = 0; i < task->nparts; i++)
-		etags[i] = task->parts[i].etag;
-	fits = remora_etag_fits_parts(etag, etags, task->nparts);
+	fits = remora_mpu_fits(etag, etags, task->nparts, &err,
+						   "completing the multipart upload");
 	free(etags);
 	if (!fits)
 	{
-		remora_fail(&task->status, REMORA_ERR_S3, true, 0,
-					"completing the multipart upload: the object's ETag %s is "
-					"not that of the parts uploaded",
-					etag);
+		remora_fail_with(&task->status, &err);
 		return;
 	}
 	snprintf(task->result.member_etag, sizeof(task->result.member_etag), "%s",
@@ -99,31 +121,17 @@ complete_done(Request *req, CURLcode rc)
 	RemoraTaskError err;
 	char           *etag;
 
-	if (remora_s3_failed(req, rc, &err, "completing the multipart upload"))
-	{
-		remora_fail_with(&task->status, &err);
-		return;
-	}
-	etag = remora_s3_answer_etag(req, "CompleteMultipartUploadResult", &err,
-								 "completing the multipart upload");
+	etag =
+		remora_mpu_completed(req, rc, &err, "completing the multipart upload");
 	if (etag == NULL)
 		remora_fail_with(&task->status, &err);
 	else if (etag[0] == '\0')
 	{
 		/* RGW answers an empty <ETag>: HEAD tells */
-		S3Call call = {"HEAD",
-					   task->bucket,
-					   task->result.member_key,
-					   NULL,
-					   0,
-					   NULL,
-					   0,
-					   NULL,
-					   0,
-					   NULL,
-					   true};
+		MpuCall c;
 
-		remora_xfer_start_s3(task, &call, assembled_head_done, K_HEAD, 0);
+		remora_mpu_head(&task->mpu, &c);
+		remora_xfer_start_s3(task, &c.call, assembled_head_done, K_HEAD, 0);
 	}
 	else
 		assembled(task, etag);
@@ -134,32 +142,20 @@ complete_done(Request *req, CURLcode rc)
 static void
 start_complete(Transfer *task)
 {
-	const char **etags = malloc(task->nparts * sizeof(char *));
-	size_t       len = 0;
-	char        *body = NULL;
-	RemoraKV     q[1] = {{"uploadId", task->upload_id}};
-	S3Call       call;
+	const char **etags = remora_xfer_part_etags(task);
+	MpuCall      c;
+	bool         ok;
 
-	if (etags)
-	{
-		for (int i = 0; i < task->nparts; i++)
-			etags[i] = task->parts[i].etag;
-		body = remora_s3xml_complete_body(etags, task->nparts, &len);
-		free(etags);
-	}
-	if (body == NULL)
+	ok = etags != NULL &&
+		 remora_mpu_complete(&task->mpu, etags, task->nparts, &c);
+	free(etags);
+	if (!ok)
 	{
 		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
 					"could not build the part list");
 		return;
 	}
-	free(task->manifest);
-	task->manifest = body; /* kept alive while the request runs */
-	task->manifest_len = len;
-	call = (S3Call){
-		"POST", task->bucket, task->result.member_key, q, 1, NULL, 0, body, len,
-		NULL,   false};
-	remora_xfer_start_s3(task, &call, complete_done, K_COMPLETE, 0);
+	remora_xfer_start_s3(task, &c.call, complete_done, K_COMPLETE, 0);
 }
 
 /*

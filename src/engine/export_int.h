@@ -2,10 +2,12 @@
  *
  * export_int.h
  *	  What export.c (the kind "export"), export_pages.c (its members, a
- *	  page at a time) and export_parts.c (a member's multipart copy)
- *	  share: the export's and its members' state, and the helpers that
- *	  record each member's answer.  Nothing outside the three files
- *	  includes this.
+ *	  page at a time), export_parts.c (a member's multipart copy) and
+ *	  export_answers.c (each member's answer recorded) share: the
+ *	  export's and its members' state.  Nothing outside the four files
+ *	  includes this.  Calls go one way: export.c -> export_pages.c,
+ *	  export_parts.c -> export_answers.c; a multipart copy's answer starts
+ *	  the next members through the kind's pump, not a call upwards.
  *
  *-------------------------------------------------------------------------
  */
@@ -13,6 +15,7 @@
 #define REMORA_EXPORT_INT_H
 
 #include "engine/engine_int.h"
+#include "engine/multipart.h"
 
 typedef enum
 {
@@ -35,12 +38,10 @@ typedef struct Member
 	char               head_etag[REMORA_ETAG_MAX];
 	char               head_version[256];
 	/* a multipart copy */
-	char   *upload_id;
-	char  **part_etags;
-	int     nparts;
-	int     part_next; /* the part being copied, from 1 */
-	int64_t part_size;
-	char   *complete_body; /* alive while COMPLETE runs */
+	Multipart mpu;
+	int       nparts;    /* the parts it takes */
+	int       part_next; /* the part being copied, from 1 */
+	int64_t   part_size;
 } Member;
 
 /*
@@ -102,8 +103,10 @@ typedef struct Export
  */
 #define EXPORT_REFS_MAX (2 * REMORA_EXPORT_PAGE)
 
-/* export.c: the answers of a member, and the pump that starts the next */
+/* export.c: the pump that starts the next members */
 extern void remora_export_pump(Export *x);
+
+/* export_answers.c: the answers of a member */
 extern void remora_export_note_failure(Export *x, const RemoraTaskError *err);
 extern void remora_export_note_failuref(Export *x, const char *class,
 										bool retryable, long status,

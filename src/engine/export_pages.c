@@ -26,11 +26,7 @@ remora_export_page_free(Page *pg)
 		remora_export_member_free(&mb->m);
 		free(mb->target);
 		remora_sha256_free(mb->hsha);
-		free(mb->upload_id);
-		for (int k = 0; mb->part_etags && k < mb->nparts; k++)
-			free(mb->part_etags[k]);
-		free(mb->part_etags);
-		free(mb->complete_body);
+		remora_mpu_forget(&mb->mpu);
 	}
 	free(pg->members);
 	free(pg);

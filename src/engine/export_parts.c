@@ -31,26 +31,20 @@
 #include <string.h>
 
 #include "engine/export_int.h"
-#include "engine/s3xml.h"
-#include "engine/source_uri.h"
 
 #define S3_MAX_PARTS 10000
 
 static void mpu_abort(Export *x, Member *mb);
 static void mpu_part(Export *x, Member *mb);
 
-/* The copy source header's value, "/bucket/key" encoded; NULL: no memory. */
-static char *
-copy_source(const Member *mb)
+/*
+ * Start what this answer allows: the export's pump, through its kind (the
+ * pump in export.c calls down into this file, never the other way).
+ */
+static void
+pump(Export *x)
 {
-	char  *enc = remora_uri_encode(mb->m.key, strlen(mb->m.key), true);
-	size_t n = strlen(mb->m.bucket) + (enc ? strlen(enc) : 0) + 4;
-	char  *src = enc ? malloc(n) : NULL;
-
-	if (src)
-		snprintf(src, n, "/%s/%s", mb->m.bucket, enc);
-	free(enc);
-	return src;
+	x->base.kind->pump(&x->base);
 }
 
 /* Start one request of a multipart copy; false: failed (noted). */
@@ -83,18 +77,17 @@ mpu_abort_done(Request *req, CURLcode rc)
 	mb->req = NULL;
 	x->running--;
 	mb->state = M_DONE;
-	remora_export_pump(x);
+	pump(x);
 }
 
 /* Drop the upload (its parts are invisible); the member is then done. */
 static void
 mpu_abort(Export *x, Member *mb)
 {
-	RemoraKV q[1] = {{"uploadId", mb->upload_id}};
-	S3Call   call = {"DELETE", x->bucket, mb->target, q,    1,    NULL,
-					 0,        NULL,      0,          NULL, false};
+	MpuCall c;
 
-	if (mb->upload_id == NULL || !mpu_start(x, mb, &call, mpu_abort_done))
+	remora_mpu_abort(&mb->mpu, &c);
+	if (mb->mpu.upload_id == NULL || !mpu_start(x, mb, &c.call, mpu_abort_done))
 		mb->state = M_DONE;
 }
 
@@ -122,7 +115,7 @@ mpu_head_done(Request *req, CURLcode rc)
 	else
 		remora_export_conclude(x, mb, req->hdr.etag, req->hdr.version_id,
 							   "copied");
-	remora_export_pump(x);
+	pump(x);
 }
 
 static void
@@ -135,11 +128,10 @@ mpu_complete_done(Request *req, CURLcode rc)
 
 	mb->req = NULL;
 	x->running--;
-	free(mb->complete_body);
-	mb->complete_body = NULL;
-	if (remora_s3_failed(req, rc, &err,
-						 "completing an export's multipart "
-						 "copy"))
+	etag = remora_mpu_completed(req, rc, &err,
+								"completing an export's multipart copy");
+	if (etag == NULL &&
+		(rc != CURLE_OK || req->status < 200 || req->status >= 300))
 	{
 		if ((rc != CURLE_OK && !remora_export_never_sent(rc)) ||
 			req->status == 500)
@@ -148,11 +140,9 @@ mpu_complete_done(Request *req, CURLcode rc)
 		else
 			remora_export_note_failure(x, &err);
 		mpu_abort(x, mb);
-		remora_export_pump(x);
+		pump(x);
 		return;
 	}
-	etag = remora_s3_answer_etag(req, "CompleteMultipartUploadResult", &err,
-								 "completing an export's multipart copy");
 	if (etag == NULL)
 	{
 		/* a 200 that carries an error: it may or may not have completed */
@@ -162,10 +152,10 @@ mpu_complete_done(Request *req, CURLcode rc)
 	else if (etag[0] == '\0')
 	{
 		/* RGW answers an empty ETag: the key's HEAD has it */
-		S3Call call = {"HEAD", x->bucket, mb->target, NULL, 0,   NULL,
-					   0,      NULL,      0,          NULL, true};
+		MpuCall c;
 
-		if (!mpu_start(x, mb, &call, mpu_head_done))
+		remora_mpu_head(&mb->mpu, &c);
+		if (!mpu_start(x, mb, &c.call, mpu_head_done))
 			mb->state = M_DONE;
 	}
 	else
@@ -174,28 +164,22 @@ mpu_complete_done(Request *req, CURLcode rc)
 		remora_export_conclude(x, mb, etag, req->hdr.version_id, "copied");
 	}
 	free(etag);
-	remora_export_pump(x);
+	pump(x);
 }
 
 static void
 mpu_complete(Export *x, Member *mb)
 {
-	size_t   len;
-	RemoraKV q[1] = {{"uploadId", mb->upload_id}};
-	S3Call   call;
+	MpuCall c;
 
-	mb->complete_body = remora_s3xml_complete_body(
-		(const char *const *) mb->part_etags, mb->nparts, &len);
-	if (mb->complete_body == NULL)
+	if (!remora_mpu_complete(&mb->mpu, NULL, 0, &c))
 	{
 		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
 									"could not build the part list");
 		mpu_abort(x, mb);
 		return;
 	}
-	call = (S3Call){"POST", x->bucket,         mb->target, q,    1,    NULL,
-					0,      mb->complete_body, len,        NULL, false};
-	if (!mpu_start(x, mb, &call, mpu_complete_done))
+	if (!mpu_start(x, mb, &c.call, mpu_complete_done))
 		mpu_abort(x, mb);
 }
 
@@ -209,9 +193,7 @@ mpu_part_done(Request *req, CURLcode rc)
 
 	mb->req = NULL;
 	x->running--;
-	if (!remora_s3_failed(req, rc, &err, "copying a part of an export"))
-		etag = remora_s3_answer_etag(req, "CopyPartResult", &err,
-									 "copying a part of an export");
+	etag = remora_mpu_copied(req, rc, &err, "copying a part of an export");
 	if (etag == NULL || etag[0] == '\0')
 	{
 		/* nothing is visible at the key before COMPLETE: conclusive */
@@ -231,10 +213,19 @@ mpu_part_done(Request *req, CURLcode rc)
 		free(etag);
 		remora_export_note_failure(x, &err);
 		mpu_abort(x, mb);
-		remora_export_pump(x);
+		pump(x);
 		return;
 	}
-	mb->part_etags[mb->part_next - 1] = etag;
+	if (!remora_mpu_record(&mb->mpu, mb->part_next, etag))
+	{
+		free(etag);
+		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
+									"out of memory");
+		mpu_abort(x, mb);
+		pump(x);
+		return;
+	}
+	free(etag);
 	if (x->stopping)
 		mpu_abort(x, mb); /* another member failed: publish nothing more */
 	else if (mb->part_next == mb->nparts)
@@ -244,41 +235,29 @@ mpu_part_done(Request *req, CURLcode rc)
 		mb->part_next++;
 		mpu_part(x, mb);
 	}
-	remora_export_pump(x);
+	pump(x);
 }
 
 /* UploadPartCopy of part mb->part_next: a range of the member. */
 static void
 mpu_part(Export *x, Member *mb)
 {
-	char    *src = copy_source(mb);
-	char     range[64], partno[16];
-	int64_t  first = (int64_t) (mb->part_next - 1) * mb->part_size;
-	int64_t  end = first + mb->part_size;
-	int64_t  last = (end < mb->m.size ? end : mb->m.size) - 1;
-	RemoraKV q[2], h[3];
-	S3Call   call;
+	int64_t first = (int64_t) (mb->part_next - 1) * mb->part_size;
+	int64_t end = first + mb->part_size;
+	int64_t last = (end < mb->m.size ? end : mb->m.size) - 1;
+	MpuCall c;
 
-	if (src == NULL)
+	if (!remora_mpu_copy(&mb->mpu, mb->part_next, mb->m.bucket, mb->m.key,
+						 mb->m.etag, first, last, &c))
 	{
 		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
 									"out of memory");
 		mpu_abort(x, mb);
 		return;
 	}
-	snprintf(range, sizeof(range), "bytes=%lld-%lld", (long long) first,
-			 (long long) last);
-	snprintf(partno, sizeof(partno), "%d", mb->part_next);
-	q[0] = (RemoraKV){"partNumber", partno};
-	q[1] = (RemoraKV){"uploadId", mb->upload_id};
-	h[0] = (RemoraKV){"x-amz-copy-source", src};
-	h[1] = (RemoraKV){"x-amz-copy-source-range", range};
-	h[2] = (RemoraKV){"x-amz-copy-source-if-match", mb->m.etag};
-	call = (S3Call){"PUT", x->bucket, mb->target, q,    2,    h,
-					3,     NULL,      0,          NULL, false};
-	if (!mpu_start(x, mb, &call, mpu_part_done))
+	if (!mpu_start(x, mb, &c.call, mpu_part_done))
 		mpu_abort(x, mb);
-	free(src);
+	remora_mpu_call_free(&c);
 }
 
 static void
@@ -290,26 +269,13 @@ mpu_created(Request *req, CURLcode rc)
 
 	mb->req = NULL;
 	x->running--;
-	if (remora_s3_failed(req, rc, &err, "starting an export's multipart copy"))
+	if (!remora_mpu_created(&mb->mpu, req, rc, &err,
+							"starting an export's multipart copy"))
 	{
 		/* an upload nobody learnt the id of is invisible, and unlisted */
 		mb->state = M_DONE;
 		remora_export_note_failure(x, &err);
-		remora_export_pump(x);
-		return;
-	}
-	mb->upload_id =
-		remora_s3xml_text(req->body, req->body_len, "UploadId", NULL);
-	mb->part_etags = calloc((size_t) mb->nparts, sizeof(char *));
-	if (mb->upload_id == NULL || mb->upload_id[0] == '\0' ||
-		mb->part_etags == NULL)
-	{
-		mb->state = M_DONE;
-		remora_export_note_failuref(
-			x, REMORA_ERR_S3, true, req->status,
-			"starting an export's multipart copy: the store "
-			"answered no UploadId");
-		remora_export_pump(x);
+		pump(x);
 		return;
 	}
 	if (x->stopping)
@@ -319,7 +285,7 @@ mpu_created(Request *req, CURLcode rc)
 		mb->part_next = 1;
 		mpu_part(x, mb);
 	}
-	remora_export_pump(x);
+	pump(x);
 }
 
 /*
@@ -329,10 +295,8 @@ mpu_created(Request *req, CURLcode rc)
 void
 remora_export_start_multipart(Export *x, Member *mb)
 {
-	RemoraKV q[1] = {{"uploads", ""}};
-	S3Call   call = {"POST", x->bucket, mb->target, q,    1,    NULL,
-					 0,      NULL,      0,          NULL, false};
-	int64_t  mib = 1024 * 1024;
+	MpuCall c;
+	int64_t mib = 1024 * 1024;
 
 	mb->part_size = (int64_t) x->base.engine->part_size;
 	if ((mb->m.size + mb->part_size - 1) / mb->part_size > S3_MAX_PARTS)
@@ -340,6 +304,8 @@ remora_export_start_multipart(Export *x, Member *mb)
 			((mb->m.size + S3_MAX_PARTS - 1) / S3_MAX_PARTS + mib - 1) / mib *
 			mib;
 	mb->nparts = (int) ((mb->m.size + mb->part_size - 1) / mb->part_size);
-	if (!mpu_start(x, mb, &call, mpu_created))
+	remora_mpu_init(&mb->mpu, x->bucket, mb->target);
+	remora_mpu_create(&mb->mpu, &c);
+	if (!mpu_start(x, mb, &c.call, mpu_created))
 		mb->state = M_DONE;
 }

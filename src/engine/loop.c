@@ -13,7 +13,7 @@
  * there).  It never blocks.
  *
  * A Request is one HTTP exchange.  It captures the response status, the
- * headers (parsed by http.c) and, unless its owner streams the body
+ * headers (parsed by http_headers.c) and, unless its owner streams the body
  * itself, up to REQ_BODY_LIMIT bytes of body for parsing.  The loop knows
  * nothing of S3, transfers, sets or the Hub.
  *

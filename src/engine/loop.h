@@ -17,7 +17,7 @@
 #include <curl/curl.h>
 
 #include "engine/engine.h"
-#include "engine/http.h"
+#include "engine/http_headers.h"
 #include "engine/netpolicy.h"
 
 typedef struct RemoraLoop RemoraLoop;

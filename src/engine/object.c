@@ -475,9 +475,9 @@ xfer_free(RemoraTask *t)
 	free(task->auth_host);
 	free(task->ca_pem);
 	free(task->if_match);
-	free(task->upload_id);
+	remora_mpu_forget(&task->mpu);
+	remora_mpu_forget(&task->lost);
 	free(task->reuse_key);
-	free(task->reuse_upload_id);
 	free(task->manifest);
 }
 
@@ -504,6 +504,8 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	task->file_name = remora_xstrdup(spec->file_name);
 	task->bucket = remora_xstrdup(spec->bucket);
 	task->staging = remora_xstrdup(spec->staging_prefix);
+	remora_mpu_init(&task->mpu, task->bucket, task->result.member_key);
+	remora_mpu_init(&task->lost, task->bucket, NULL);
 	task->expected_sha256 = remora_xstrdup(spec->expected_sha256);
 	task->attempt_id = remora_xstrdup(spec->attempt_id);
 	task->no_manifest = spec->no_manifest;

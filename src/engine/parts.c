@@ -29,7 +29,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "engine/s3xml.h"
 #include "engine/transfer.h"
 
 static Part *
@@ -92,51 +91,16 @@ remora_xfer_free_buffer(Transfer *task)
 	return NULL;
 }
 
-/* Start a request of the task to the target store; false: failed. */
-bool
-remora_xfer_start_s3(Transfer *task, const S3Call *call, RequestDone done,
-					 int kind, int index)
-{
-	char     err[256];
-	Request *req = remora_target_request(task->base.engine, task, call, done,
-										 err, sizeof(err));
-
-	if (req == NULL)
-	{
-		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0, "%s", err);
-		return false;
-	}
-	req->kind = kind;
-	req->index = index;
-	if (!remora_req_start(req))
-	{
-		remora_req_cancel(req);
-		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
-					"could not start a request");
-		return false;
-	}
-	return true;
-}
-
 static void
 create_done(Request *req, CURLcode rc)
 {
 	Transfer       *task = req->owner;
 	RemoraTaskError err;
 
-	if (remora_s3_failed(req, rc, &err, "starting the multipart upload"))
+	if (!remora_mpu_created(&task->mpu, req, rc, &err,
+							"starting the multipart upload"))
 	{
 		remora_fail_with(&task->status, &err);
-		remora_xfer_settle(task);
-		return;
-	}
-	task->upload_id =
-		remora_s3xml_text(req->body, req->body_len, "UploadId", NULL);
-	if (task->upload_id == NULL || task->upload_id[0] == '\0')
-	{
-		remora_fail(
-			&task->status, REMORA_ERR_S3, true, req->status,
-			"starting the multipart upload: the store answered no UploadId");
 		remora_xfer_settle(task);
 		return;
 	}
@@ -150,16 +114,14 @@ create_done(Request *req, CURLcode rc)
 void
 remora_xfer_create_upload(Transfer *task)
 {
-	RemoraKV q[1] = {{"uploads", ""}};
-	S3Call   call = {
-		  "POST", task->bucket, task->result.member_key, q, 1, NULL, 0, NULL, 0,
-		  NULL,   false};
+	MpuCall c;
 
 	if (task->upload_asked)
 		return;
 	task->upload_asked = true;
 	task->upload_done = false;
-	remora_xfer_start_s3(task, &call, create_done, K_INIT, 0);
+	remora_mpu_create(&task->mpu, &c);
+	remora_xfer_start_s3(task, &c.call, create_done, K_INIT, 0);
 }
 
 /*
@@ -171,29 +133,19 @@ remora_xfer_create_upload(Transfer *task)
 void
 remora_xfer_abort_upload(Transfer *task)
 {
-	if (task->upload_id != NULL && !task->upload_done)
+	if (task->mpu.upload_id != NULL && !task->upload_done)
 	{
-		RemoraKV q[1] = {{"uploadId", task->upload_id}};
-		S3Call   call = {"DELETE",
-						 task->bucket,
-						 task->result.member_key,
-						 q,
-						 1,
-						 NULL,
-						 0,
-						 NULL,
-						 0,
-						 NULL,
-						 false};
+		MpuCall  c;
 		char     err[256];
-		Request *req = remora_target_request(task->base.engine, NULL, &call,
-											 NULL, err, sizeof(err));
+		Request *req;
 
+		remora_mpu_abort(&task->mpu, &c);
+		req = remora_target_request(task->base.engine, NULL, &c.call, NULL, err,
+									sizeof(err));
 		if (req && !remora_req_start(req))
 			remora_req_cancel(req);
 	}
-	free(task->upload_id);
-	task->upload_id = NULL;
+	remora_mpu_forget(&task->mpu);
 	task->upload_asked = false;
 	task->upload_done = true;
 }
@@ -209,8 +161,8 @@ part_done(Request *req, CURLcode rc)
 	task->uploads--;
 	buf->busy = false;
 	buf->len = 0;
-	if (!remora_s3_put_etag(req, rc, part->etag, sizeof(part->etag), &err,
-							"uploading a part"))
+	if (!remora_mpu_part_etag(req, rc, part->etag, sizeof(part->etag), &err,
+							  "uploading a part"))
 	{
 		remora_fail_with(&task->status, &err);
 		remora_xfer_settle(task);
@@ -271,13 +223,11 @@ void
 remora_xfer_upload_part(Transfer *task, Buffer *buf)
 {
 	char     sha_hex[65];
-	char     partno[16];
-	RemoraKV q[2];
-	S3Call   call;
+	MpuCall  c;
 	Request *req;
 	char     err[256];
 
-	if (task->upload_id == NULL)
+	if (task->mpu.upload_id == NULL)
 	{
 		remora_xfer_create_upload(task);
 		return; /* stays sealed until the upload's id is known */
@@ -291,22 +241,9 @@ remora_xfer_upload_part(Transfer *task, Buffer *buf)
 	}
 	else
 		remora_sha256_hex(buf->data, buf->len, sha_hex); /* never expected */
-	snprintf(partno, sizeof(partno), "%d", buf->partno);
-	q[0] = (RemoraKV){"partNumber", partno};
-	q[1] = (RemoraKV){"uploadId", task->upload_id};
-	call = (S3Call){"PUT",
-					task->bucket,
-					task->result.member_key,
-					q,
-					2,
-					NULL,
-					0,
-					buf->data,
-					buf->len,
-					sha_hex,
-					false};
-	req = remora_target_request(task->base.engine, task, &call, part_done, err,
-								sizeof(err));
+	remora_mpu_part(&task->mpu, buf->partno, buf->data, buf->len, sha_hex, &c);
+	req = remora_target_request(task->base.engine, task, &c.call, part_done,
+								err, sizeof(err));
 	if (req == NULL)
 	{
 		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0, "%s", err);
@@ -466,8 +403,9 @@ remora_xfer_adopt_resume(Transfer *task, const RemoraResume *r)
 		return;
 	}
 	task->reuse_key = remora_xstrdup(r->upload_key);
-	task->reuse_upload_id = remora_xstrdup(r->upload_id);
-	if (task->reuse_key == NULL || task->reuse_upload_id == NULL)
+	task->lost.key = task->reuse_key;
+	task->lost.upload_id = remora_xstrdup(r->upload_id);
+	if (task->reuse_key == NULL || task->lost.upload_id == NULL)
 	{
 		remora_xfer_restart(task, "the checkpoint could not be loaded");
 		return;
@@ -497,7 +435,8 @@ remora_xfer_checkpoint(Transfer *task, RemoraTaskCheckpoint *out)
 	out->etag = task->etag;
 	out->last_modified = task->last_modified;
 	/* only a source that can be checked again can be resumed */
-	if (task->validated == 0 || task->upload_id == NULL || task->total < 0 ||
+	if (task->validated == 0 || task->mpu.upload_id == NULL ||
+		task->total < 0 ||
 		(!remora_etag_is_strong(task->etag) &&
 		 task->last_modified[0] == '\0') ||
 		task->parts[task->validated - 1].sha_after == NULL)
@@ -514,7 +453,7 @@ remora_xfer_checkpoint(Transfer *task, RemoraTaskCheckpoint *out)
 		out->bytes_done += task->parts[i].size;
 	}
 	out->upload_key = task->result.member_key;
-	out->upload_id = task->upload_id;
+	out->upload_id = task->mpu.upload_id;
 	out->parts = parts;
 	out->nparts = task->validated;
 	out->sha256_state = task->parts[task->validated - 1].sha_after;

@@ -36,13 +36,10 @@
  *
  *-------------------------------------------------------------------------
  */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/s3xml.h"
-#include "engine/source_uri.h"
 #include "engine/transfer.h"
 
 static void start_head(Transfer *task);
@@ -94,9 +91,8 @@ complete_done(Request *req, CURLcode rc)
 	RemoraTaskError err;
 	char           *etag = NULL;
 
-	if (!remora_s3_failed(req, rc, &err, "completing the checkpoint's upload"))
-		etag = remora_s3_answer_etag(req, "CompleteMultipartUploadResult", &err,
-									 "completing the checkpoint's upload");
+	etag = remora_mpu_completed(req, rc, &err,
+								"completing the checkpoint's upload");
 	if (etag != NULL && etag[0] != '\0')
 		object_known(task, etag);
 	else
@@ -130,11 +126,10 @@ head_done(Request *req, CURLcode rc)
 static void
 start_head(Transfer *task)
 {
-	S3Call call = {
-		"HEAD", task->bucket, task->reuse_key, NULL, 0, NULL, 0, NULL, 0,
-		NULL,   true};
+	MpuCall c;
 
-	remora_xfer_start_s3(task, &call, head_done, K_HEAD, 0);
+	remora_mpu_head(&task->lost, &c);
+	remora_xfer_start_s3(task, &c.call, head_done, K_HEAD, 0);
 }
 
 /*
@@ -144,33 +139,21 @@ start_head(Transfer *task)
 void
 remora_xfer_reuse_start(Transfer *task)
 {
-	const char **etags = malloc(task->nparts * sizeof(char *));
-	size_t       len = 0;
-	char        *body = NULL;
-	RemoraKV     q[1] = {{"uploadId", task->reuse_upload_id}};
-	S3Call       call;
+	const char **etags = remora_xfer_part_etags(task);
+	MpuCall      c;
+	bool         ok;
 
 	task->phase = P_REUSE;
-	if (etags)
-	{
-		for (int i = 0; i < task->nparts; i++)
-			etags[i] = task->parts[i].etag;
-		body = remora_s3xml_complete_body(etags, task->nparts, &len);
-		free(etags);
-	}
-	if (body == NULL)
+	ok = etags != NULL &&
+		 remora_mpu_complete(&task->lost, etags, task->nparts, &c);
+	free(etags);
+	if (!ok)
 	{
 		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
 					"could not build the part list");
 		return;
 	}
-	free(task->manifest);
-	task->manifest = body; /* kept alive while the request runs */
-	task->manifest_len = len;
-	call = (S3Call){
-		"POST", task->bucket, task->reuse_key, q, 1, NULL, 0, body, len,
-		NULL,   false};
-	remora_xfer_start_s3(task, &call, complete_done, K_REUSE, 0);
+	remora_xfer_start_s3(task, &c.call, complete_done, K_REUSE, 0);
 }
 
 static void
@@ -188,7 +171,8 @@ copy_done(Request *req, CURLcode rc)
 		store_unavailable(task, req, rc, "copying a part of the checkpoint");
 		return;
 	}
-	if (remora_s3_failed(req, rc, &err, "copying a part of the checkpoint"))
+	etag = remora_mpu_copied(req, rc, &err, "copying a part of the checkpoint");
+	if (etag == NULL && (req->status < 200 || req->status >= 300))
 	{
 		/* 412: the object changed; 404: it is gone */
 		snprintf(why, sizeof(why),
@@ -197,9 +181,7 @@ copy_done(Request *req, CURLcode rc)
 		reuse_nothing(task, why);
 		return;
 	}
-	etag = remora_s3_answer_etag(req, "CopyPartResult", &err,
-								 "copying a part of the checkpoint");
-	if (etag == NULL || !remora_etag_equal(etag, part->etag))
+	if (!remora_mpu_copy_is(etag, part->etag))
 	{
 		snprintf(why, sizeof(why),
 				 "part %d copied from the checkpoint's upload is not the part "
@@ -220,63 +202,45 @@ copy_done(Request *req, CURLcode rc)
 	}
 }
 
-/* One copy: part partno from its bytes in the completed object. */
+/*
+ * One copy: part partno from its bytes in the completed object, while
+ * that object is the one completed (its ETag).
+ */
 static bool
-start_copy(Transfer *task, int partno, const char *source)
+start_copy(Transfer *task, int partno)
 {
-	int64_t  first = 0;
-	char     partstr[16];
-	char     range[64];
-	RemoraKV q[2];
-	RemoraKV h[3];
-	S3Call   call;
+	int64_t first = 0;
+	MpuCall c;
+	bool    ok;
 
 	for (int i = 0; i < partno - 1; i++)
 		first += task->parts[i].size;
-	snprintf(partstr, sizeof(partstr), "%d", partno);
-	snprintf(range, sizeof(range), "bytes=%" PRId64 "-%" PRId64, first,
-			 first + task->parts[partno - 1].size - 1);
-	q[0] = (RemoraKV){"partNumber", partstr};
-	q[1] = (RemoraKV){"uploadId", task->upload_id};
-	h[0] = (RemoraKV){"x-amz-copy-source", source};
-	h[1] = (RemoraKV){"x-amz-copy-source-if-match", task->reuse_etag};
-	h[2] = (RemoraKV){"x-amz-copy-source-range", range};
-	call = (S3Call){
-		"PUT", task->bucket, task->result.member_key, q, 2, h, 3, NULL, 0,
-		NULL,  false};
-	return remora_xfer_start_s3(task, &call, copy_done, K_COPY, partno);
+	if (!remora_mpu_copy(&task->mpu, partno, task->bucket, task->reuse_key,
+						 task->reuse_etag, first,
+						 first + task->parts[partno - 1].size - 1, &c))
+	{
+		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+					"out of memory");
+		return false;
+	}
+	ok = remora_xfer_start_s3(task, &c.call, copy_done, K_COPY, partno);
+	remora_mpu_call_free(&c);
+	return ok;
 }
 
 /* Copy the parts into this attempt's upload, once it and the object exist. */
 void
 remora_xfer_reuse_pump(Transfer *task)
 {
-	char  *enc;
-	char  *source;
-	size_t n;
-
-	if (task->reuse_ready || task->upload_id == NULL ||
+	if (task->reuse_ready || task->mpu.upload_id == NULL ||
 		task->reuse_etag[0] == '\0' || task->copy_next > task->nparts ||
 		task->copies >= COPIES_IN_FLIGHT)
 		return;
-	enc = remora_uri_encode(task->reuse_key, strlen(task->reuse_key), true);
-	n = strlen(task->bucket) + (enc ? strlen(enc) : 0) + 3;
-	source = enc ? malloc(n) : NULL;
-	if (source == NULL)
-	{
-		free(enc);
-		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
-					"out of memory");
-		return;
-	}
-	snprintf(source, n, "/%s/%s", task->bucket, enc);
 	while (task->status.state == REMORA_TASK_RUNNING &&
 		   task->copies < COPIES_IN_FLIGHT && task->copy_next <= task->nparts)
 	{
 		task->copies++;
-		if (!start_copy(task, task->copy_next++, source))
+		if (!start_copy(task, task->copy_next++))
 			task->copies--;
 	}
-	free(enc);
-	free(source);
 }

@@ -305,9 +305,7 @@ set_free(RemoraTask *t)
 	free(set->cpq);
 	free_members(set->cp_out, set->ncp_out);
 	free(set->cp_out);
-	for (int i = 0; i < set->nparts; i++)
-		free(set->part_etags[i]);
-	free(set->part_etags);
+	remora_mpu_forget(&set->mpu);
 	for (int i = 0; set->include && i < set->ninclude; i++)
 		free(set->include[i]);
 	free(set->include);
@@ -320,7 +318,6 @@ set_free(RemoraTask *t)
 	free(set->seen_content);
 	remora_buf_free(&set->mtext);
 	free(set->part_body);
-	free(set->upload_id);
 	free(set->list_token);
 	free(set->next_url);
 	free(set->display);
@@ -367,6 +364,7 @@ remora_set_start(RemoraEngine *engine, const RemoraSetSpec *spec, char *errbuf,
 	set->phase = spec->kind == REMORA_SET_HF ? S_RESOLVE : S_LIST;
 	set->display = remora_xstrdup(spec->display);
 	set->bucket = remora_xstrdup(spec->bucket);
+	remora_mpu_init(&set->mpu, set->bucket, set->result.manifest_key);
 	set->staging = remora_xstrdup(spec->staging_prefix);
 	set->attempt_id = remora_xstrdup(spec->attempt_id);
 	set->job_id = spec->job_id;

@@ -22,6 +22,7 @@
 #define REMORA_SET_H
 
 #include "engine/engine_int.h"
+#include "engine/multipart.h"
 
 #define CHECKPOINT_QUEUE_MAX 4096 /* completed members not yet handed out */
 #define LIST_PAGE            1000
@@ -166,11 +167,9 @@ struct RemoraSet
 	RemoraBuf     mtext; /* not yet uploaded */
 	RemoraSha256 *msha;  /* the whole manifest */
 	RemoraSha256 *lsha;  /* the member lines: the root digest */
-	char         *upload_id;
+	Multipart     mpu;   /* once it outgrows one part */
 	Request      *mreq;
-	char         *part_body; /* the part in flight */
-	char        **part_etags;
-	int           nparts;
+	char         *part_body; /* the part (or the whole) in flight */
 };
 
 /* set.c, set_window.c */

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "engine/manifest.h"
-#include "engine/s3xml.h"
 #include "engine/set.h"
 
 /*
@@ -131,34 +130,16 @@ mpart_done(Request *req, CURLcode rc)
 {
 	RemoraSet      *set = req->owner;
 	RemoraTaskError err;
-	char          **pe;
+	char            etag[REMORA_ETAG_MAX];
 
 	set->mreq = NULL;
 	free(set->part_body);
 	set->part_body = NULL;
-	if (remora_s3_failed(req, rc, &err, "writing the manifest"))
-	{
+	if (!remora_mpu_part_etag(req, rc, etag, sizeof(etag), &err,
+							  "writing the manifest"))
 		remora_set_fail_with(set, &err, NULL);
-		return;
-	}
-	pe = realloc(set->part_etags, (set->nparts + 1) * sizeof(char *));
-	if (pe == NULL || req->hdr.etag[0] == '\0')
-	{
-		if (pe)
-			set->part_etags = pe;
-		remora_set_fail(set, REMORA_ERR_S3, true, req->status,
-						"writing the manifest: no ETag for a part");
-		return;
-	}
-	set->part_etags = pe;
-	set->part_etags[set->nparts] = malloc(REMORA_ETAG_MAX);
-	if (set->part_etags[set->nparts] == NULL)
-	{
+	else if (!remora_mpu_record(&set->mpu, set->mpu.nparts + 1, etag))
 		remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
-		return;
-	}
-	remora_etag_canon(req->hdr.etag, set->part_etags[set->nparts++],
-					  REMORA_ETAG_MAX);
 }
 
 static void
@@ -168,32 +149,23 @@ minit_done(Request *req, CURLcode rc)
 	RemoraTaskError err;
 
 	set->mreq = NULL;
-	if (remora_s3_failed(req, rc, &err, "starting the manifest upload"))
-	{
+	if (!remora_mpu_created(&set->mpu, req, rc, &err,
+							"starting the manifest upload"))
 		remora_set_fail_with(set, &err, NULL);
-		return;
-	}
-	set->upload_id = req->body ? remora_s3xml_text(req->body, req->body_len,
-												   "UploadId", NULL)
-							   : NULL;
-	if (set->upload_id == NULL)
-		remora_set_fail(set, REMORA_ERR_S3, true, req->status,
-						"starting the manifest upload: no UploadId");
 }
 
 /* The manifest object is complete in the store, with this ETag. */
 static void
 manifest_written(RemoraSet *set, const char *etag)
 {
-	if (set->upload_id &&
-		!remora_etag_fits_parts(etag, (const char *const *) set->part_etags,
-								set->nparts))
+	RemoraTaskError err;
+
+	if (set->mpu.upload_id &&
+		!remora_mpu_fits(etag, (const char *const *) set->mpu.etags,
+						 set->mpu.nparts, &err,
+						 "completing the manifest upload"))
 	{
-		remora_set_fail(
-			set, REMORA_ERR_S3, true, 0,
-			"completing the manifest upload: its ETag %s is not that of "
-			"the parts sent",
-			etag);
+		remora_set_fail_with(set, &err, NULL);
 		return;
 	}
 	snprintf(set->result.manifest_etag, sizeof(set->result.manifest_etag), "%s",
@@ -230,7 +202,7 @@ mfinal_done(Request *req, CURLcode rc)
 	set->mreq = NULL;
 	free(set->part_body);
 	set->part_body = NULL;
-	if (set->upload_id == NULL)
+	if (set->mpu.upload_id == NULL)
 	{
 		char canon[REMORA_ETAG_MAX];
 
@@ -241,27 +213,20 @@ mfinal_done(Request *req, CURLcode rc)
 			remora_set_fail_with(set, &err, NULL);
 		return;
 	}
-	if (remora_s3_failed(req, rc, &err, "writing the manifest"))
-	{
-		remora_set_fail_with(set, &err, NULL);
-		return;
-	}
-	etag = remora_s3_answer_etag(req, "CompleteMultipartUploadResult", &err,
-								 "completing the manifest upload");
+	etag =
+		remora_mpu_completed(req, rc, &err, "completing the manifest upload");
 	if (etag == NULL)
 		remora_set_fail_with(set, &err, NULL);
 	else if (etag[0] != '\0')
 		manifest_written(set, etag);
 	else
 	{
-		S3Call call = {"HEAD", set->bucket, set->result.manifest_key,
-					   NULL,   0,           NULL,
-					   0,      NULL,        0,
-					   NULL,   true};
+		MpuCall c;
 
+		remora_mpu_head(&set->mpu, &c);
 		set->mreq =
 			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
-							set, &call, mhead_done, errbuf, sizeof(errbuf));
+							set, &c.call, mhead_done, errbuf, sizeof(errbuf));
 		if (set->mreq == NULL)
 			remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0,
 							"reading the manifest object: %s", errbuf);
@@ -273,18 +238,17 @@ mfinal_done(Request *req, CURLcode rc)
 void
 remora_set_manifest_flush(RemoraSet *set)
 {
-	S3Call   call;
-	RemoraKV q[2];
-	char     partno[16];
-	char     errbuf[256];
-	bool     last = set->phase == S_FINISH;
-	size_t   n;
+	S3Call  call;
+	MpuCall c;
+	char    errbuf[256];
+	bool    last = set->phase == S_FINISH;
+	size_t  n;
 
 	if (set->mreq || set->status.state != REMORA_TASK_RUNNING)
 		return;
 	if (!last && set->mtext.len < manifest_part(set))
 		return;
-	if (last && set->upload_id == NULL)
+	if (last && set->mpu.upload_id == NULL)
 	{
 		/* the whole manifest fits one PUT */
 		set->part_body = remora_buf_release(&set->mtext, &n);
@@ -301,16 +265,12 @@ remora_set_manifest_flush(RemoraSet *set)
 			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
 							set, &call, mfinal_done, errbuf, sizeof(errbuf));
 	}
-	else if (set->upload_id == NULL)
+	else if (set->mpu.upload_id == NULL)
 	{
-		q[0] = (RemoraKV){"uploads", ""};
-		call = (S3Call){"POST", set->bucket, set->result.manifest_key,
-						q,      1,           NULL,
-						0,      NULL,        0,
-						NULL,   false};
+		remora_mpu_create(&set->mpu, &c);
 		set->mreq =
 			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
-							set, &call, minit_done, errbuf, sizeof(errbuf));
+							set, &c.call, minit_done, errbuf, sizeof(errbuf));
 	}
 	else if (set->mtext.len > 0 &&
 			 (set->mtext.len >= manifest_part(set) || last))
@@ -325,35 +285,22 @@ remora_set_manifest_flush(RemoraSet *set)
 		}
 		memcpy(set->part_body, set->mtext.data, n);
 		remora_buf_consume(&set->mtext, n);
-		snprintf(partno, sizeof(partno), "%d", set->nparts + 1);
-		q[0] = (RemoraKV){"partNumber", partno};
-		q[1] = (RemoraKV){"uploadId", set->upload_id};
-		call = (S3Call){"PUT", set->bucket, set->result.manifest_key, q, 2,
-						NULL,  0,           set->part_body,           n, NULL,
-						false};
+		remora_mpu_part(&set->mpu, set->mpu.nparts + 1, set->part_body, n, NULL,
+						&c);
 		set->mreq =
 			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
-							set, &call, mpart_done, errbuf, sizeof(errbuf));
+							set, &c.call, mpart_done, errbuf, sizeof(errbuf));
 	}
 	else if (last)
 	{
-		size_t len;
-
-		q[0] = (RemoraKV){"uploadId", set->upload_id};
-		set->part_body = remora_s3xml_complete_body(
-			(const char *const *) set->part_etags, set->nparts, &len);
-		if (set->part_body == NULL)
+		if (!remora_mpu_complete(&set->mpu, NULL, 0, &c))
 		{
 			remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 			return;
 		}
-		call =
-			(S3Call){"POST", set->bucket, set->result.manifest_key, q,   1,
-					 NULL,   0,           set->part_body,           len, NULL,
-					 false};
 		set->mreq =
 			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
-							set, &call, mfinal_done, errbuf, sizeof(errbuf));
+							set, &c.call, mfinal_done, errbuf, sizeof(errbuf));
 	}
 	else
 		return;

@@ -12,7 +12,8 @@
  *	  parts.c     buffers, the attempt's multipart upload and its parts,
  *	              resumes adopted, checkpoints
  *	  assemble.c  the member object (one PUT, or the upload completed) and,
- *	              for a job of one member, its manifest
+ *	              for a job of one member, its manifest; the task's
+ *	              requests to the target store (remora_xfer_start_s3)
  *
  * Calls go one way: object.c -> reuse.c, ranges.c -> parts.c ->
  * assemble.c.  What a lower file has set in motion, a higher one sees in
@@ -26,6 +27,7 @@
 #include <openssl/evp.h>
 
 #include "engine/engine_int.h"
+#include "engine/multipart.h"
 
 #define COPIES_IN_FLIGHT 4
 
@@ -127,15 +129,16 @@ typedef struct Transfer
 	int64_t range_pending; /* bytes received in ranges, not yet hashed */
 
 	/* resume: the lost attempt's upload (reuse.c) */
-	bool  restarted;
-	char  restart_reason[256];
-	char *reuse_key;       /* its key, NULL when not reusing */
-	char *reuse_upload_id; /* its upload, completed by this attempt */
-	char  reuse_etag[256]; /* the completed object's ETag */
-	bool  reuse_ready;     /* parts copied (or restarted): the source next */
-	int   copy_next;
-	int   copies; /* in flight */
-	int   copied;
+	bool      restarted;
+	char      restart_reason[256];
+	char     *reuse_key;  /* its key, NULL when not reusing */
+	Multipart lost;       /* its upload (at reuse_key), completed by this
+						   * attempt */
+	char reuse_etag[256]; /* the completed object's ETag */
+	bool reuse_ready;     /* parts copied (or restarted): the source next */
+	int  copy_next;
+	int  copies; /* in flight */
+	int  copied;
 
 	/* parts and buffers */
 	Part         *parts;
@@ -151,11 +154,11 @@ typedef struct Transfer
 	char          sha_hex[65];
 
 	/* the attempt's own multipart upload of the member */
-	char *upload_id;
-	bool  upload_asked; /* CreateMultipartUpload sent */
-	bool  upload_done;  /* completed (or aborted): nothing left open */
+	Multipart mpu;
+	bool      upload_asked; /* CreateMultipartUpload sent */
+	bool      upload_done;  /* completed (or aborted): nothing left open */
 
-	/* the body of the request in flight (part list, manifest) */
+	/* the manifest, while its PUT runs */
 	char  *manifest;
 	size_t manifest_len;
 
@@ -205,6 +208,20 @@ remora_etag_is_strong(const char *etag)
 	return etag[0] == '"';
 }
 
+/*
+ * The ETags of the task's parts, in order, as the multipart module takes
+ * them (malloc'd; NULL: out of memory).
+ */
+static inline const char **
+remora_xfer_part_etags(const Transfer *task)
+{
+	const char **etags = malloc((task->nparts + 1) * sizeof(char *));
+
+	for (int i = 0; etags && i < task->nparts; i++)
+		etags[i] = task->parts[i].etag;
+	return etags;
+}
+
 /* ranges.c */
 extern Request *remora_xfer_source_request(Transfer *task, RequestDone done);
 extern void     remora_xfer_source_http_failed(Transfer *task, Request *req);
@@ -230,12 +247,12 @@ extern void    remora_xfer_begin_buffer(Transfer *task, Buffer *b);
 extern void    remora_xfer_adopt_resume(Transfer *task, const RemoraResume *r);
 extern void    remora_xfer_source_ended(Transfer *task);
 extern bool remora_xfer_checkpoint(Transfer *task, RemoraTaskCheckpoint *out);
-extern bool remora_xfer_start_s3(Transfer *task, const S3Call *call,
-								 RequestDone done, int kind, int index);
 extern void remora_xfer_create_upload(Transfer *task);
 extern void remora_xfer_abort_upload(Transfer *task);
 
 /* assemble.c */
+extern bool remora_xfer_start_s3(Transfer *task, const S3Call *call,
+								 RequestDone done, int kind, int index);
 extern void remora_xfer_start_assembly(Transfer *task);
 
 #endif /* REMORA_TRANSFER_H */

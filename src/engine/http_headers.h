@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * http.h
+ * http_headers.h
  *	  What the engine reads of HTTP: the response headers it needs, the
  *	  Content-Range of a partial answer, a Link header's next page, the
  *	  origin of a URL.
@@ -10,8 +10,8 @@
  *
  *-------------------------------------------------------------------------
  */
-#ifndef REMORA_HTTP_H
-#define REMORA_HTTP_H
+#ifndef REMORA_HTTP_HEADERS_H
+#define REMORA_HTTP_HEADERS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -47,4 +47,4 @@ extern bool  remora_url_origin_is(const char *url, const char *origin);
 /* Does a URL carry user information (credentials)?  Unparseable: true. */
 extern bool remora_url_has_userinfo(const char *url);
 
-#endif /* REMORA_HTTP_H */
+#endif /* REMORA_HTTP_HEADERS_H */

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * http.c
+ * http_headers.c
  *	  The HTTP the engine reads: response headers (ETag, Last-Modified,
  *	  Content-Range, Content-Length, Retry-After, Link rel="next"), byte
  *	  ranges, and the origin and user information of URLs.
@@ -15,7 +15,7 @@
 
 #include <curl/curl.h>
 
-#include "engine/http.h"
+#include "engine/http_headers.h"
 #include "engine/util.h"
 
 void

@@ -1,0 +1,276 @@
+/*-------------------------------------------------------------------------
+ *
+ * multipart.c
+ *	  One S3 multipart upload at the target store: its requests built and
+ *	  its answers read, for every job that makes one (multipart.h).
+ *
+ *	  CREATE	POST ?uploads --> <UploadId>
+ *	  PART		PUT ?partNumber&uploadId, the payload signed with its
+ *				SHA-256 --> the part's ETag (a header)
+ *	  COPY		PUT ?partNumber&uploadId with x-amz-copy-source, a range and
+ *				x-amz-copy-source-if-match --> <CopyPartResult><ETag>
+ *	  COMPLETE	POST ?uploadId with the part list --> the object's ETag
+ *				in <CompleteMultipartUploadResult>; RGW answers it empty,
+ *				and the object's HEAD tells
+ *	  ABORT		DELETE ?uploadId
+ *
+ * A store may answer 200 and still put an <Error> in the body of COPY
+ * and COMPLETE; those answers are read as the XML they must be.  A
+ * completed object's ETag is checked against its parts' (the MD5 of their
+ * MD5s, with their count) where the store's dialect allows.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/multipart.h"
+#include "engine/s3xml.h"
+#include "engine/sigv4.h"
+#include "engine/util.h"
+
+void
+remora_mpu_init(Multipart *mp, const char *bucket, const char *key)
+{
+	memset(mp, 0, sizeof(*mp));
+	mp->bucket = bucket;
+	mp->key = key;
+}
+
+/* Forget the upload (its id, parts and body); the key stays. */
+void
+remora_mpu_forget(Multipart *mp)
+{
+	for (int i = 0; i < mp->nparts; i++)
+		free(mp->etags[i]);
+	free(mp->etags);
+	free(mp->upload_id);
+	free(mp->body);
+	remora_mpu_init(mp, mp->bucket, mp->key);
+}
+
+void
+remora_mpu_call_free(MpuCall *c)
+{
+	free(c->source);
+	c->source = NULL;
+}
+
+static void
+mpu_call(const Multipart *mp, const char *method, int nquery, MpuCall *c)
+{
+	c->call = (S3Call){method, mp->bucket, mp->key, c->query, nquery, NULL,
+					   0,      NULL,       0,       NULL,     false};
+}
+
+/* partNumber and uploadId, the query of PART and COPY */
+static void
+part_query(const Multipart *mp, int partno, MpuCall *c)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->partno, sizeof(c->partno), "%d", partno);
+	c->query[0] = (RemoraKV){"partNumber", c->partno};
+	c->query[1] = (RemoraKV){"uploadId", mp->upload_id};
+	mpu_call(mp, "PUT", 2, c);
+}
+
+void
+remora_mpu_create(const Multipart *mp, MpuCall *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->query[0] = (RemoraKV){"uploads", ""};
+	mpu_call(mp, "POST", 1, c);
+}
+
+/* The answer to CREATE: false, err set, when it names no upload. */
+bool
+remora_mpu_created(Multipart *mp, const Request *req, CURLcode rc,
+				   RemoraTaskError *err, const char *what)
+{
+	if (remora_s3_failed(req, rc, err, what))
+		return false;
+	free(mp->upload_id);
+	mp->upload_id = req->body ? remora_s3xml_text(req->body, req->body_len,
+												  "UploadId", NULL)
+							  : NULL;
+	if (mp->upload_id != NULL && mp->upload_id[0] != '\0')
+		return true;
+	free(mp->upload_id);
+	mp->upload_id = NULL;
+	remora_error_set(err, REMORA_ERR_S3, true, req->status,
+					 "%s: the store answered no UploadId", what);
+	return false;
+}
+
+void
+remora_mpu_part(const Multipart *mp, int partno, const char *data, size_t len,
+				const char *sha_hex, MpuCall *c)
+{
+	part_query(mp, partno, c);
+	c->call.body = data;
+	c->call.body_len = len;
+	c->call.payload_sha256 = sha_hex;
+}
+
+/* The answer to PART: its canonical ETag, or false with err set. */
+bool
+remora_mpu_part_etag(const Request *req, CURLcode rc, char *etag,
+					 size_t etaglen, RemoraTaskError *err, const char *what)
+{
+	return remora_s3_put_etag(req, rc, etag, etaglen, err, what);
+}
+
+/* Keep part partno's ETag for COMPLETE; false: out of memory. */
+bool
+remora_mpu_record(Multipart *mp, int partno, const char *etag)
+{
+	char *copy;
+
+	if (partno > mp->nparts)
+	{
+		char **grown = realloc(mp->etags, (size_t) partno * sizeof(char *));
+
+		if (grown == NULL)
+			return false;
+		memset(grown + mp->nparts, 0,
+			   (size_t) (partno - mp->nparts) * sizeof(char *));
+		mp->etags = grown;
+		mp->nparts = partno;
+	}
+	copy = malloc(REMORA_ETAG_MAX);
+	if (copy == NULL)
+		return false;
+	remora_etag_canon(etag, copy, REMORA_ETAG_MAX);
+	free(mp->etags[partno - 1]);
+	mp->etags[partno - 1] = copy;
+	return true;
+}
+
+/*
+ * COPY: part partno from bytes first..last of src_bucket/src_key, only
+ * while that object has the ETag if_match (a store may ignore the
+ * condition: remora_mpu_copy_is checks the part that came).  False: out
+ * of memory.
+ */
+bool
+remora_mpu_copy(const Multipart *mp, int partno, const char *src_bucket,
+				const char *src_key, const char *if_match, int64_t first,
+				int64_t last, MpuCall *c)
+{
+	char  *enc = remora_uri_encode(src_key, strlen(src_key), true);
+	size_t n = strlen(src_bucket) + (enc ? strlen(enc) : 0) + 3;
+
+	part_query(mp, partno, c);
+	c->source = enc ? malloc(n) : NULL;
+	if (c->source == NULL)
+	{
+		free(enc);
+		return false;
+	}
+	snprintf(c->source, n, "/%s/%s", src_bucket, enc);
+	free(enc);
+	snprintf(c->range, sizeof(c->range), "bytes=%" PRId64 "-%" PRId64, first,
+			 last);
+	c->headers[0] = (RemoraKV){"x-amz-copy-source", c->source};
+	c->headers[1] = (RemoraKV){"x-amz-copy-source-if-match", if_match};
+	c->headers[2] = (RemoraKV){"x-amz-copy-source-range", c->range};
+	c->call.headers = c->headers;
+	c->call.nheaders = 3;
+	return true;
+}
+
+/*
+ * The answer to COPY: the part's canonical ETag, malloc'd ("" when the
+ * answer has none); NULL with err set when the store refused or its 200
+ * carries an <Error>.
+ */
+char *
+remora_mpu_copied(const Request *req, CURLcode rc, RemoraTaskError *err,
+				  const char *what)
+{
+	if (remora_s3_failed(req, rc, err, what))
+		return NULL;
+	return remora_s3_answer_etag(req, "CopyPartResult", err, what);
+}
+
+/* Is the part a copy answered the one wanted (its ETag, known)? */
+bool
+remora_mpu_copy_is(const char *etag, const char *want)
+{
+	return etag != NULL && etag[0] != '\0' && remora_etag_equal(etag, want);
+}
+
+/*
+ * COMPLETE with these parts, in order (NULL: the ETags recorded in mp).
+ * The part list lives in mp->body until the next COMPLETE or
+ * remora_mpu_forget.  False: out of memory.
+ */
+bool
+remora_mpu_complete(Multipart *mp, const char *const *etags, int nparts,
+					MpuCall *c)
+{
+	memset(c, 0, sizeof(*c));
+	if (etags == NULL)
+	{
+		etags = (const char *const *) mp->etags;
+		nparts = mp->nparts;
+	}
+	free(mp->body);
+	mp->body = remora_s3xml_complete_body(etags, nparts, &mp->body_len);
+	if (mp->body == NULL)
+		return false;
+	c->query[0] = (RemoraKV){"uploadId", mp->upload_id};
+	mpu_call(mp, "POST", 1, c);
+	c->call.body = mp->body;
+	c->call.body_len = mp->body_len;
+	return true;
+}
+
+/*
+ * The answer to COMPLETE: the object's canonical ETag, malloc'd; "" when
+ * the answer names none (RGW: remora_mpu_head asks); NULL with err set
+ * when the store refused or its 200 carries an <Error>.
+ */
+char *
+remora_mpu_completed(const Request *req, CURLcode rc, RemoraTaskError *err,
+					 const char *what)
+{
+	if (remora_s3_failed(req, rc, err, what))
+		return NULL;
+	return remora_s3_answer_etag(req, "CompleteMultipartUploadResult", err,
+								 what);
+}
+
+/* HEAD of the completed object, when COMPLETE named no ETag. */
+void
+remora_mpu_head(const Multipart *mp, MpuCall *c)
+{
+	memset(c, 0, sizeof(*c));
+	mpu_call(mp, "HEAD", 0, c);
+	c->call.query = NULL;
+	c->call.head = true;
+}
+
+/* Is the completed object's ETag what its parts make?  False: err set. */
+bool
+remora_mpu_fits(const char *etag, const char *const *etags, int nparts,
+				RemoraTaskError *err, const char *what)
+{
+	if (remora_etag_fits_parts(etag, etags, nparts))
+		return true;
+	remora_error_set(err, REMORA_ERR_S3, true, 0,
+					 "%s: the object's ETag %s is not that of the parts "
+					 "uploaded",
+					 what, etag);
+	return false;
+}
+
+void
+remora_mpu_abort(const Multipart *mp, MpuCall *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->query[0] = (RemoraKV){"uploadId", mp->upload_id};
+	mpu_call(mp, "DELETE", 1, c);
+}
