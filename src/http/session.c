@@ -117,7 +117,7 @@ random_hex(char *out)
 
 /*
  * The extension's schema, quoted (quote_ident), as the last connection
- * found it; api.c names Remora's functions and views with it.  The
+ * found it; api_query.c names Remora's functions and views with it.  The
  * extension is not relocatable, so every connection finds the same one
  * unless it was dropped and created again elsewhere meanwhile.
  */
@@ -146,14 +146,14 @@ remora_http_ext_schema(char *out, size_t len)
  * resolves through a schema a user could write to: a function planted
  * in the extension's schema (public by default) with an exact-type match,
  * such as public.to_json(public.remora_jobs), would otherwise run with the
- * rights of whoever lists jobs, an administrator included.  api.c names
+ * rights of whoever lists jobs, an administrator included.  The API names
  * every object by schema as well.
  *
  * Only the password given is ever used: an empty one is refused here,
  * because libpq ignores an empty parameter and would fall back to the
  * server's own PGPASSWORD, password file or service file, signing in a
  * role named there without its password.  The password file is pointed
- * at a path that cannot exist for the same reason (httpd.c also clears
+ * at a path that cannot exist for the same reason (src/pg/httpd.c also clears
  * libpq's environment at start).
  */
 static RemoraAuthResult
