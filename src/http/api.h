@@ -24,13 +24,13 @@
 #define LIST_DEFAULT   50
 
 /*
- * The SQL below names every object by schema, so that nothing resolves
+ * The API's SQL names every object by schema, so that nothing resolves
  * through a schema a user could write to (the sessions also run with
  * search_path = pg_catalog, pg_temp; session.c): built-in functions, types
  * and operators by pg_catalog, Remora's tables and protocol by remora, and
  * the views and functions of the extension's schema (public by default,
- * chosen at CREATE EXTENSION) by @extschema@, which exec_sql replaces with
- * that schema as the connections found it.  An operator written
+ * chosen at CREATE EXTENSION) by @extschema@, which remora_api_exec_sql
+ * replaces with that schema as the connections found it.  An operator written
  * OPERATOR(...) binds as any operator but the common ones do: mind the
  * parentheses.
  */

@@ -159,7 +159,7 @@ remora_api_exec_sql(PGconn *conn, const char *sql, int nparams,
 }
 
 /*
- * Run sql (see exec_sql) with text parameters.  Returns the
+ * Run sql (see remora_api_exec_sql) with text parameters.  Returns the
  * result (the caller clears it), or NULL when the request has been
  * answered with the error.  A read whose connection turns out to be dead
  * (the server restarted) is tried once more on a new one.
