@@ -21,8 +21,10 @@ PG_OBJS = \
 	src/pg/protocol.o \
 	src/pg/jobspec.o \
 	src/pg/leases.o \
-	src/pg/export.o \
-	src/pg/worker_settings.o
+	src/pg/export_call.o \
+	src/pg/worker_settings.o \
+	src/pg/bgworker.o \
+	src/pg/httpd.o
 ENGINE_OBJS = \
 	src/engine/source_uri.o \
 	src/engine/names.o \
@@ -59,14 +61,23 @@ ENGINE_OBJS = \
 	src/engine/set_window.o \
 	src/engine/set_members.o \
 	src/engine/set_manifest.o
-# the web client and API (the worker "remora http"); only httpd.o is
-# PostgreSQL-facing, the rest runs in libmicrohttpd's threads
+# the web client and API, run in libmicrohttpd's threads of the worker
+# "remora http" (src/pg/httpd.o); nothing here is PostgreSQL-facing
 HTTP_OBJS = \
-	src/http/httpd.o \
+	src/http/config.o \
 	src/http/server.o \
+	src/http/respond.o \
+	src/http/auth.o \
 	src/http/session.o \
+	src/http/signin_throttle.o \
 	src/http/forwarded.o \
 	src/http/api.o \
+	src/http/api_query.o \
+	src/http/api_session.o \
+	src/http/api_jobs.o \
+	src/http/api_exports.o \
+	src/http/api_events.o \
+	src/http/api_admin.o \
 	src/http/assets.o
 OBJS = $(PG_OBJS) $(ENGINE_OBJS) $(HTTP_OBJS)
 
@@ -105,7 +116,7 @@ sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 # PGXS knows no header dependencies: an object built against an older
 # struct layout would link and corrupt memory.  Every object depends on
 # the headers of the subsystems it may include.
-$(PG_OBJS): $(wildcard src/pg/*.h src/engine/*.h)
+$(PG_OBJS): $(wildcard src/pg/*.h src/engine/*.h src/http/*.h)
 $(ENGINE_OBJS): $(wildcard src/engine/*.h)
 $(HTTP_OBJS): $(wildcard src/http/*.h src/engine/*.h)
 
@@ -177,10 +188,9 @@ test/unit/engine_s3_test test/unit/engine_lookups_test \
 test/unit/reuse_resume_test test/unit/reuse_zombie_test: \
 	test/unit/reuse_fixtures.c test/unit/reuse_fixtures.h
 
-# the HTTP server's threads, without PostgreSQL (src/http but httpd.c)
-test/unit/http_test: test/unit/http_test.c src/http/server.c \
-		src/http/session.c src/http/forwarded.c src/http/api.c \
-		src/http/assets.c $(UNIT_LIB)
+# the HTTP server's threads, without PostgreSQL (src/http)
+test/unit/http_test: test/unit/http_test.c $(HTTP_OBJS:.o=.c) \
+		$(wildcard src/http/*.h) $(UNIT_LIB)
 	$(CC) $(UNIT_CFLAGS) -Wno-unused-parameter $(shell pkg-config --cflags $(HTTP_PKG_LIBS)) \
 		-o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS) \
 		$(shell pkg-config --libs $(HTTP_PKG_LIBS)) -lpthread

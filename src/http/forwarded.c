@@ -17,9 +17,9 @@
  * stricter throttle for everyone behind it, never an address made up by
  * the sender).  With every entry trusted, the left-most is the client.
  *
- * The client address keys the sign-in throttle (session.c).  It is always
- * an address printed by inet_ntop (IPv4-mapped IPv6 addresses as IPv4), so
- * that one client has one key however its address was written.
+ * The client address keys the sign-in throttle (signin_throttle.c).  It is
+ * always an address printed by inet_ntop (IPv4-mapped IPv6 addresses as
+ * IPv4), so that one client has one key however its address was written.
  *
  * The list may change on a configuration reload while requests are being
  * served: it is replaced whole under a mutex and read under it.

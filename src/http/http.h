@@ -3,9 +3,9 @@
  * http.h
  *	  The web client and JSON API of remora: the part that runs in threads.
  *
- * The background worker "remora http" (httpd.c, the only file of this
- * folder that includes PostgreSQL's server headers) reads the settings,
- * fills a RemoraHttpConfig and starts the server (server.c).  From then
+ * The background worker "remora http" (src/pg/httpd.c: no file of this
+ * folder includes PostgreSQL's server headers) reads the settings, fills
+ * a RemoraHttpConfig and starts the server (server.c).  From then
  * on, libmicrohttpd's threads serve requests with plain C: they never
  * call a function of the PostgreSQL server (no palloc, no ereport, no
  * SPI), and reach the database only through libpq connections made as
@@ -53,14 +53,17 @@ typedef struct RemoraHttpConfig
 
 extern RemoraHttpConfig remora_http_config;
 
-/* server.c */
+/* config.c: the listening address, the stop signal */
 extern bool remora_http_parse_listen(const char *listen, RemoraHttpConfig *cfg,
 									 bool *loopback, char *err, size_t errlen);
+extern void remora_http_set_stopping(bool stop);
+extern bool remora_http_stopping(void);
+extern void remora_http_sleep(int ms);
+
+/* server.c: what the worker drives */
 extern bool remora_http_start(char *err, size_t errlen);
 extern void remora_http_stop(void);
 extern void remora_http_tick(void);
-extern bool remora_http_stopping(void);
-extern void remora_http_sleep(int ms);
 
 /* forwarded.c: the client's address (X-Forwarded-For of trusted proxies) */
 extern bool remora_http_set_trusted_proxies(const char *text, char *err,
@@ -69,7 +72,7 @@ extern void remora_http_client_address(const struct sockaddr *peer,
 									   const char *forwarded, char *out,
 									   size_t outlen);
 
-/* session.c: connection pools per role, sessions, sign-in throttling */
+/* session.c: connection pools per role, sessions, sign-in */
 typedef struct RemoraPool RemoraPool;
 
 typedef enum RemoraAuthResult
@@ -86,15 +89,11 @@ extern RemoraAuthResult remora_http_login(const char  *user,
 										  const char  *address,
 										  RemoraPool **pool, int *retry_after,
 										  char *err, size_t errlen);
-extern int         remora_signin_admit(const char *user, const char *address,
-									   time_t now);
-extern void        remora_signin_done(const char *user, const char *address,
-									  RemoraAuthResult r, time_t now);
-extern void        remora_pool_unref(RemoraPool *pool);
-extern const char *remora_pool_role(const RemoraPool *pool);
-extern PGconn     *remora_pool_acquire(RemoraPool *pool, bool *refused);
-extern void        remora_pool_release(RemoraPool *pool, PGconn *conn);
-extern bool        remora_http_ext_schema(char *out, size_t len);
+extern void             remora_pool_unref(RemoraPool *pool);
+extern const char      *remora_pool_role(const RemoraPool *pool);
+extern PGconn          *remora_pool_acquire(RemoraPool *pool, bool *refused);
+extern void             remora_pool_release(RemoraPool *pool, PGconn *conn);
+extern bool             remora_http_ext_schema(char *out, size_t len);
 
 #define REMORA_SESSION_ID_LEN    64  /* hex characters */
 #define REMORA_SESSIONS_PER_ROLE 100 /* the oldest of a role goes first */
@@ -106,6 +105,12 @@ extern void        remora_session_delete(const char *id);
 extern void        remora_sessions_tick(void);
 extern void        remora_sessions_shutdown(void);
 extern bool        remora_equal_secret(const char *a, const char *b);
+
+/* signin_throttle.c: how often sign-in may be tried */
+extern int  remora_signin_admit(const char *user, const char *address,
+								time_t now);
+extern void remora_signin_done(const char *user, const char *address,
+							   RemoraAuthResult r, time_t now);
 
 /* assets.c (generated from web/ by src/http/embed.sh) */
 typedef struct RemoraAsset

@@ -38,7 +38,7 @@ typedef struct RemoraRequest
 	int  retry_after; /* seconds for a 429's or 503's Retry-After; 0: 5 */
 } RemoraRequest;
 
-/* server.c */
+/* respond.c: answers, and what the request carries */
 extern const char *remora_req_arg(RemoraRequest *req, const char *name);
 extern const char *remora_req_header(RemoraRequest *req, const char *name);
 extern void remora_respond(RemoraRequest *req, int status, const char *type,
@@ -55,10 +55,13 @@ extern void remora_respond_response(RemoraRequest *req, int status,
 extern void remora_add_security_headers(RemoraRequest       *req,
 										struct MHD_Response *response,
 										bool                 html);
-extern bool remora_req_basic(RemoraRequest *req, char *user, size_t ulen,
-							 char *password, size_t plen);
 extern void remora_session_cookie(RemoraRequest *req, char *out, size_t len,
 								  const char *id);
+
+/* auth.c: who asks */
+extern bool remora_http_authenticate(RemoraRequest *req);
+extern bool remora_req_basic(RemoraRequest *req, char *user, size_t ulen,
+							 char *password, size_t plen);
 
 /* api.c */
 extern void remora_api_dispatch(RemoraRequest *req);

@@ -83,11 +83,11 @@ release(int64 n)
 
 /*
  * At the end of the transaction the leases it took are visible (commit) or
- * gone (abort): its reservations are not needed any more.  Called from the
- * module's transaction callback.
+ * gone (abort): its reservations are not needed any more.  A transaction
+ * callback of its own (remora_leases_init).
  */
-void
-remora_leases_xact(XactEvent event)
+static void
+leases_xact(XactEvent event, void *arg)
 {
 	switch (event)
 	{
@@ -109,6 +109,18 @@ remora_leases_xact(XactEvent event)
 		default:
 			break;
 	}
+}
+
+/*
+ * Register the transaction callback that releases a transaction's
+ * reservations when it ends.  Module initialisation calls it after
+ * remora_xact_init: callbacks run newest first, so the room is given back
+ * before the workers that a committed submit wakes look for it.
+ */
+void
+remora_leases_init(void)
+{
+	RegisterXactCallback(leases_xact, NULL);
 }
 
 /* remora._lease_reservations(): the word, for remora._reserve_leases */

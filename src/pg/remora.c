@@ -17,7 +17,6 @@
 #include "miscadmin.h"
 #include "parser/analyze.h"
 #include "pgstat.h"
-#include "postmaster/bgworker.h"
 #include "tcop/tcopprot.h"
 #include "utils/backend_status.h"
 #include "utils/elog.h"
@@ -25,7 +24,7 @@
 
 #include <curl/curl.h>
 
-#include "http/httpd.h"
+#include "pg/httpd.h"
 #include "pg/shmem.h"
 #include "pg/worker.h"
 
@@ -284,41 +283,7 @@ _PG_init(void)
 	post_parse_analyze_hook = redact_activity;
 	remora_shmem_init();
 	remora_xact_init();
+	remora_leases_init(); /* after: its callback runs first */
 	remora_register_launcher();
 	remora_register_http();
-}
-
-/*
- * A background worker of this library that the postmaster starts once
- * recovery has finished and restarts 5 s after it exits (the launcher, the
- * web server).  name is also its pg_stat_activity.backend_type.
- */
-void
-remora_register_static_worker(const char *function, const char *name)
-{
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags =
-		BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 5;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "remora");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
-	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", name);
-	RegisterBackgroundWorker(&worker);
-}
-
-/*
- * For a background worker's start, once its SIGHUP handler is set and its
- * signals unblocked: a reload that the postmaster announced while the
- * process started can be lost (start-up ignores SIGHUP until the handler
- * is set), which would leave it the settings inherited at fork.  Read the
- * files once, as a SIGHUP would.
- */
-void
-remora_reload_at_start(void)
-{
-	ProcessConfigFile(PGC_SIGHUP);
 }

@@ -101,7 +101,6 @@ remora_wake_workers(void)
 static void
 xact_callback(XactEvent event, void *arg)
 {
-	remora_leases_xact(event);
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:

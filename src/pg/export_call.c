@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * export.c
+ * export_call.c
  *	  The user entry points remora_export and remora_export_resolve.
  *
  * Like remora_submit (submit.c), these are SECURITY INVOKER C functions:

@@ -10,9 +10,11 @@
  * reads the settings, starts libmicrohttpd with signals blocked in every
  * thread it creates, and then waits on its latch: for SIGTERM (stop
  * serving and exit), SIGHUP (apply the settings that may change while
- * running) and, once a second, to expire sessions.  The serving threads
- * run server.c, session.c and api.c, which call no PostgreSQL server
- * function and reach the database through libpq as the signed-in role.
+ * running) and, once a second, to expire sessions and cut off slow
+ * clients (remora_http_tick).  The serving threads run the code of
+ * src/http/, which calls no PostgreSQL server function, reaches the
+ * database through libpq as the signed-in role, and calls nothing of this
+ * folder: this file fills its RemoraHttpConfig and drives it.
  *
  * Without TLS (remora.http_tls_cert_file and remora.http_tls_key_file)
  * only a loopback address is served: anything else is refused with a
@@ -42,7 +44,7 @@
 
 #include "engine/netpolicy.h"
 #include "http/http.h"
-#include "http/httpd.h"
+#include "pg/httpd.h"
 
 PGDLLEXPORT void remora_http_main(Datum main_arg);
 
@@ -252,7 +254,7 @@ remora_http_main(Datum main_arg)
 	 * Sign-in must prove the password it was given, and nothing else: libpq
 	 * reads a password, a password file and service files (which may hold
 	 * a password) from the environment of the server's OS user when a
-	 * connection does not say otherwise.  session.c never connects without
+	 * connection does not say otherwise.  http/session.c never connects without
 	 * a password and names no file, and this process forgets the variables
 	 * before any thread starts (unsetenv is not thread-safe).
 	 */
