@@ -23,7 +23,7 @@ PG_OBJS = \
 	src/pg/leases.o \
 	src/pg/export_call.o \
 	src/pg/worker_settings.o \
-	src/pg/bgworker.o \
+	src/pg/bgw_common.o \
 	src/pg/httpd.o
 ENGINE_OBJS = \
 	src/engine/source_uri.o \

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * bgworker.c
+ * bgw_common.c
  *	  What every background process of Remora does alike: the static
  *	  workers' registration and the reload at start.
  *
