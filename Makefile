@@ -15,11 +15,12 @@ PG_OBJS = \
 	src/pg/submit.o \
 	src/pg/shmem.o \
 	src/pg/launcher.o \
-	src/pg/worker.o \
-	src/pg/attempt.o \
+	src/pg/bgworker.o \
+	src/pg/spi_host.o \
+	src/pg/xact.o \
+	src/pg/launcher_sql.o \
 	src/pg/presign.o \
-	src/pg/protocol.o \
-	src/pg/jobspec.o \
+	src/pg/jobdef.o \
 	src/pg/leases.o \
 	src/pg/export_call.o \
 	src/pg/worker_settings.o \
@@ -61,6 +62,14 @@ ENGINE_OBJS = \
 	src/engine/set_window.o \
 	src/engine/set_members.o \
 	src/engine/set_manifest.o
+# the runner: the attempts of a worker, its round, the protocol's calls
+# and documents, for both hosts (the background worker, remora-worker)
+RUNNER_OBJS = \
+	src/runner/decode.o \
+	src/runner/encode.o \
+	src/runner/calls.o \
+	src/runner/attempts.o \
+	src/runner/round.o
 # the web client and API, run in libmicrohttpd's threads of the worker
 # "remora http" (src/pg/httpd.o); nothing here is PostgreSQL-facing
 HTTP_OBJS = \
@@ -79,7 +88,7 @@ HTTP_OBJS = \
 	src/http/api_events.o \
 	src/http/api_admin.o \
 	src/http/assets.o
-OBJS = $(PG_OBJS) $(ENGINE_OBJS) $(HTTP_OBJS)
+OBJS = $(PG_OBJS) $(RUNNER_OBJS) $(ENGINE_OBJS) $(HTTP_OBJS)
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 # the upgrade path from every earlier release; their install scripts are
@@ -116,7 +125,8 @@ sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 # PGXS knows no header dependencies: an object built against an older
 # struct layout would link and corrupt memory.  Every object depends on
 # the headers of the subsystems it may include.
-$(PG_OBJS): $(wildcard src/pg/*.h src/engine/*.h src/http/*.h)
+$(PG_OBJS): $(wildcard src/pg/*.h src/runner/*.h src/engine/*.h src/http/*.h)
+$(RUNNER_OBJS): $(wildcard src/runner/*.h src/engine/*.h)
 $(ENGINE_OBJS): $(wildcard src/engine/*.h)
 $(HTTP_OBJS): $(wildcard src/http/*.h src/engine/*.h)
 
@@ -124,12 +134,11 @@ $(HTTP_OBJS): $(wildcard src/http/*.h src/engine/*.h)
 # no PostgreSQL server code; installed into PostgreSQL's bindir.  PGXS's
 # PROGRAM cannot go with MODULE_big, hence a rule and an install hook.
 WORKER_OBJS = src/worker/main.o src/worker/log.o src/worker/conn.o \
-	src/worker/settings.o src/worker/calls.o src/worker/decode.o \
-	src/worker/encode.o src/worker/runner.o
+	src/worker/settings.o src/worker/pq_host.o
 WORKER_PROGRAM = src/worker/remora-worker
-$(WORKER_OBJS): $(wildcard src/worker/*.h src/engine/*.h)
+$(WORKER_OBJS): $(wildcard src/worker/*.h src/runner/*.h src/engine/*.h)
 $(WORKER_OBJS): CPPFLAGS += -I$(shell $(PG_CONFIG) --includedir)
-$(WORKER_PROGRAM): $(WORKER_OBJS) $(ENGINE_OBJS)
+$(WORKER_PROGRAM): $(WORKER_OBJS) $(RUNNER_OBJS) $(ENGINE_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ \
 		$(shell pkg-config --libs $(PKG_LIBS) libpq)
 all: $(WORKER_PROGRAM)
@@ -157,7 +166,7 @@ ENGINE_UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_vectors_test \
 	test/unit/engine_export_test test/unit/json_test test/unit/ranges_test \
 	test/unit/reuse_resume_test test/unit/reuse_zombie_test
 UNIT_TESTS = $(ENGINE_UNIT_TESTS) test/unit/http_test \
-	test/unit/worker_codec_test
+	test/unit/runner_codec_test test/unit/runner_test
 ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)
 
 # The engine's objects once more, with the sanitizers, in an archive: each
@@ -195,9 +204,14 @@ test/unit/http_test: test/unit/http_test.c $(HTTP_OBJS:.o=.c) \
 		-o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS) \
 		$(shell pkg-config --libs $(HTTP_PKG_LIBS)) -lpthread
 
-# remora-worker's codec, without libpq (src/worker/decode.c, encode.c)
-test/unit/worker_codec_test: test/unit/worker_codec_test.c test/unit/unit.h \
-		src/worker/decode.c src/worker/encode.c src/worker/codec.h $(UNIT_LIB)
+# the runner's codec, and its state machine over a host of the test's own
+# (src/runner), without PostgreSQL
+test/unit/runner_codec_test: test/unit/runner_codec_test.c test/unit/unit.h \
+		src/runner/decode.c src/runner/encode.c src/runner/codec.h $(UNIT_LIB)
+	$(CC) $(UNIT_CFLAGS) -o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS)
+RUNNER_SRCS = $(RUNNER_OBJS:.o=.c)
+test/unit/runner_test: test/unit/runner_test.c test/unit/unit.h \
+		$(RUNNER_SRCS) $(wildcard src/runner/*.h) $(UNIT_LIB)
 	$(CC) $(UNIT_CFLAGS) -o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS)
 
 # the engine driver for end-to-end tests and benchmarks

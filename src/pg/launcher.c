@@ -47,7 +47,8 @@
 
 #include <signal.h>
 
-#include "pg/protocol.h"
+#include "pg/launcher_sql.h"
+#include "pg/xact.h"
 #include "pg/shmem.h"
 #include "pg/worker.h"
 

@@ -34,7 +34,7 @@
 
 #include "engine/netpolicy.h"
 #include "engine/source_uri.h"
-#include "pg/jobspec.h"
+#include "pg/jobdef.h"
 #include "pg/shmem.h"
 
 PG_FUNCTION_INFO_V1(remora_submit);

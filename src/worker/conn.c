@@ -101,8 +101,8 @@ remora_conn_drop(RemoraConn *c, const char *why)
 	c->pg = NULL;
 	c->connecting = false;
 	if (c->down_since_ms == 0)
-		c->down_since_ms = remora_wclock_ms();
-	c->next_try_ms = remora_wclock_ms() + c->backoff_ms;
+		c->down_since_ms = remora_clock_ms();
+	c->next_try_ms = remora_clock_ms() + c->backoff_ms;
 	if (c->backoff_ms == 0)
 		c->backoff_ms = REMORA_CONN_BACKOFF_MIN_MS;
 }
@@ -146,7 +146,7 @@ connect_failed(RemoraConn *c, const char *why)
 	PQfinish(c->pg);
 	c->pg = NULL;
 	c->connecting = false;
-	c->next_try_ms = remora_wclock_ms() + c->backoff_ms;
+	c->next_try_ms = remora_clock_ms() + c->backoff_ms;
 	c->backoff_ms = c->backoff_ms * 2 > REMORA_CONN_BACKOFF_MAX_MS
 						? REMORA_CONN_BACKOFF_MAX_MS
 						: c->backoff_ms * 2;
@@ -297,7 +297,7 @@ connect_start(RemoraConn *c)
 	}
 	c->connecting = true;
 	c->polling = PGRES_POLLING_WRITING;
-	c->connect_deadline_ms = remora_wclock_ms() + REMORA_CONNECT_TIMEOUT_MS;
+	c->connect_deadline_ms = remora_clock_ms() + REMORA_CONNECT_TIMEOUT_MS;
 }
 
 /* Is the connecting socket ready for what libpq waits for? */
@@ -381,7 +381,7 @@ transport_ok(RemoraConn *c)
 bool
 remora_conn_ensure(RemoraConn *c)
 {
-	int64_t now = remora_wclock_ms();
+	int64_t now = remora_clock_ms();
 
 	if (c->pg && !c->connecting && PQstatus(c->pg) == CONNECTION_OK)
 		return true;
@@ -486,7 +486,7 @@ wait_readable(PGconn *pg, int64_t deadline)
 	for (;;)
 	{
 		struct pollfd p = {PQsocket(pg), POLLIN, 0};
-		int64_t       left = deadline - remora_wclock_ms();
+		int64_t       left = deadline - remora_clock_ms();
 		int           rc;
 
 		if (left <= 0)
@@ -510,7 +510,7 @@ PGresult *
 remora_conn_exec(RemoraConn *c, const char *what, const char *sql, int nparams,
 				 const char *const *params)
 {
-	int64_t   deadline = remora_wclock_ms() + remora_conn_call_timeout_ms(c);
+	int64_t   deadline = remora_clock_ms() + remora_conn_call_timeout_ms(c);
 	PGresult *last = NULL;
 	PGresult *res;
 

@@ -43,12 +43,3 @@ remora_wlog(const char *fmt, ...)
 			ts.tv_nsec / 1000000, (int) getpid(), line);
 	fflush(stderr);
 }
-
-int64_t
-remora_wclock_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}

@@ -11,18 +11,10 @@
  *
  * The loop waits on the engine's descriptor, the connection's socket (a
  * NOTIFY on remora_jobs: a job was queued or cancelled) and a pipe its
- * signal handlers write to, and then, each round:
- *
- *	  engine      move bytes (no transaction is open)
- *	  fence       abort attempts whose lease could not be renewed in time
- *	  connection  made again (backoff) when lost; the incarnation goes on,
- *	              or a new one starts if the old one was ended meanwhile
- *	  renew       every third of the lease, or at once after a cancel
- *	  finish      commit what succeeded, report what failed
- *	  checkpoint  at most once a second
- *	  claim       when there is room and a job was queued, or every 5 s
- *	  sweep       delete the staging of attempts that can no longer commit
- *	              and the objects of hard-deleted jobs, one at a time
+ * signal handlers write to, makes the connection again (with backoff) when
+ * it was lost, and runs the runner's round (src/runner/round.c: renew,
+ * finish, checkpoint, claim, sweep), telling it whether it is connected
+ * and what it heard.
  *
  * SIGTERM or SIGINT: hand the attempts back (remora.fail, retryable), end
  * the incarnation, exit 0.  SIGHUP: read the settings again (a new engine
@@ -49,10 +41,10 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "worker/calls.h"
+#include "runner/runner.h"
 #include "worker/conn.h"
 #include "worker/log.h"
-#include "worker/runner.h"
+#include "worker/pq_host.h"
 #include "worker/settings.h"
 
 #define EXIT_STOPPED     0
@@ -61,9 +53,7 @@
 #define EXIT_UNREACHABLE 3
 #define EXIT_PLAINTEXT   4
 
-#define CLAIM_POLL_MS 5000
-#define CHECKPOINT_MS 1000
-#define SWEEP_MS      5000
+#define CLAIM_POLL_MS 5000 /* the runner's, said in --help */
 #define GIVE_UP_MS    (10 * 60 * 1000)
 
 static int                   signal_pipe[2] = {-1, -1};
@@ -71,19 +61,10 @@ static volatile sig_atomic_t got_stop, got_reload;
 
 static RemoraConn           conn;
 static RemoraWorkerSettings settings;
-static RemoraEngine        *engine;
-static char                 incarnation[REMORA_UUID_LEN];
-static bool                 incarnation_recorded;
+static PqHost               pq_host = {&conn, &settings};
 static char                 host[256];
 static const char          *label;
-static int                  concurrency;  /* 0: the server's setting */
-static bool                 more_waiting; /* the last claim found no room,
-										   * or filled it */
-
-/* the sweep in progress */
-static RemoraTask *sweep_task;
-static char        sweep_attempt[REMORA_UUID_LEN];
-static int64_t     sweep_job;
+static int                  concurrency; /* 0: the server's setting */
 
 static void
 usage(FILE *out)
@@ -151,191 +132,31 @@ setup_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-static void
-new_incarnation(void)
-{
-	unsigned char b[16];
-
-	if (getrandom(b, sizeof(b), 0) != (ssize_t) sizeof(b))
-	{
-		remora_wlog("cannot read random bytes: %s", strerror(errno));
-		exit(EXIT_CANNOT_RUN);
-	}
-	b[6] = (b[6] & 0x0f) | 0x40;
-	b[8] = (b[8] & 0x3f) | 0x80;
-	snprintf(incarnation, sizeof(incarnation),
-			 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-			 "%02x%02x%02x%02x%02x%02x",
-			 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
-			 b[11], b[12], b[13], b[14], b[15]);
-	incarnation_recorded = false;
-}
-
 /* ----------------------------------------------------------- settings */
 
-/* What the attempts take from the settings (pointers into settings). */
-static void
-configure_runner(void)
+/* What the runner takes from the settings (it copies them). */
+static RemoraRunnerConfig
+runner_config(void)
 {
 	RemoraRunnerConfig rc;
 
+	memset(&rc, 0, sizeof(rc));
 	rc.lease_ms = settings.lease_ms;
+	rc.concurrency = concurrency > 0 ? concurrency : settings.concurrency;
+	rc.connections = atoi(remora_setting(&settings, "object_connections"));
 	rc.hub_url = remora_setting(&settings, "hf_endpoint");
 	rc.hf_token = remora_setting(&settings, "hf_token");
-	rc.connections = atoi(remora_setting(&settings, "object_connections"));
-	remora_runner_init(&conn, &rc);
-}
-
-static RemoraEngine *
-make_engine(void)
-{
-	RemoraEngineConfig cfg;
-	char               err[256];
-	RemoraEngine      *e;
-
-	remora_settings_engine_config(&settings, &cfg);
-	e = remora_engine_new(&cfg, err, sizeof(err));
-	if (e == NULL)
-	{
-		remora_wlog("cannot start the transfer engine: %s", err);
-		exit(EXIT_CANNOT_RUN);
-	}
-	configure_runner();
-	return e;
-}
-
-/* ------------------------------------------------------------- sweep */
-
-static void
-sweep(bool start)
-{
-	char *bucket = NULL, *prefix = NULL;
-	char  err[256];
-
-	if (sweep_task)
-	{
-		RemoraTaskState st = remora_task_state(sweep_task);
-		bool            ok = st == REMORA_TASK_SUCCEEDED;
-
-		if (st == REMORA_TASK_RUNNING)
-			return;
-		if (!ok)
-			remora_wlog("job %" PRId64 ": could not delete %s: %s; tried again "
-						"later",
-						sweep_job,
-						sweep_attempt[0] ? "staging objects" : "its objects",
-						remora_task_error(sweep_task)->message);
-		else
-			remora_wlog("job %" PRId64 ": %s%s deleted", sweep_job,
-						sweep_attempt[0] ? "staging of attempt "
-										 : "its objects",
-						sweep_attempt);
-		remora_call_cleanup_done(&conn, sweep_attempt, sweep_job, ok);
-		remora_task_free(sweep_task);
-		sweep_task = NULL;
-	}
-	if (!start || !remora_call_next_cleanup(&conn, sweep_attempt, &sweep_job,
-											&bucket, &prefix))
-		return;
-	sweep_task = remora_cleanup_start(engine, bucket, prefix, err, sizeof(err));
-	if (sweep_task == NULL)
-		remora_wlog("job %" PRId64 ": could not start a cleanup: %s", sweep_job,
-					err);
-	free(bucket);
-	free(prefix);
-}
-
-/* --------------------------------------------------------------- claim */
-
-/* attempts this incarnation runs at most */
-static int
-claim_limit(void)
-{
-	int limit = concurrency > 0 ? concurrency : settings.concurrency;
-
-	if (limit < 1)
-		limit = 1;
-	return limit > REMORA_WORKER_MAX_ATTEMPTS ? REMORA_WORKER_MAX_ATTEMPTS
-											  : limit;
+	rc.kind = "external";
+	rc.host_name = host;
+	rc.label = label;
+	return rc;
 }
 
 static void
-claim(void)
-{
-	int            limit = claim_limit();
-	int            room;
-	RemoraClaimRow rows[REMORA_WORKER_MAX_ATTEMPTS];
-	int64_t        sent = remora_wclock_ms();
-	int            n;
-
-	if (!incarnation_recorded)
-		return; /* claims only in a recorded incarnation */
-	room = limit - remora_runner_count();
-	if (room <= 0)
-	{
-		more_waiting = true; /* claim again once there is room */
-		return;
-	}
-	n = remora_call_claim(&conn, incarnation, room, rows);
-	for (int i = 0; i < n; i++)
-	{
-		remora_runner_start(engine, &rows[i], sent);
-		free(rows[i].spec);
-		free(rows[i].resume);
-	}
-	/* a full batch: there may be more */
-	more_waiting = n == room;
-}
-
-/* ------------------------------------------------------- the connection */
-
-/*
- * Connected, with an incarnation recorded?  After a new connection the
- * heartbeat tells whether the incarnation goes on; one ended meanwhile
- * (by an administrator, say) is replaced by a new one.
- */
-static bool
-ready(void)
-{
-	static uint64_t seen_generation;
-
-	if (!remora_conn_ensure(&conn))
-	{
-		if (conn.plaintext_refused)
-			exit(EXIT_PLAINTEXT); /* its leases lapse; said in the log */
-		return false;
-	}
-	if (conn.generation != seen_generation && incarnation_recorded)
-	{
-		int hb = remora_call_heartbeat(&conn, incarnation);
-
-		if (hb < 0)
-			return false;
-		if (hb == 0)
-		{
-			remora_wlog("incarnation %s was ended meanwhile", incarnation);
-			new_incarnation();
-		}
-	}
-	seen_generation = conn.generation;
-	if (!incarnation_recorded)
-	{
-		incarnation_recorded =
-			remora_call_start_incarnation(&conn, incarnation, host, label);
-		if (!incarnation_recorded)
-			return false;
-		remora_wlog("incarnation %s started (host %s%s%s, concurrency %d)",
-					incarnation, host, label ? ", label " : "",
-					label ? label : "",
-					concurrency > 0 ? concurrency : settings.concurrency);
-	}
-	return true;
-}
-
-static void
-reload_settings(bool *changed)
+reload_settings(void)
 {
 	RemoraWorkerSettings s;
+	RemoraRunnerConfig   rc;
 
 	if (!remora_settings_load(&conn, &s))
 		return;
@@ -344,11 +165,11 @@ reload_settings(bool *changed)
 		remora_settings_free(&s);
 		return;
 	}
-	*changed = true;
 	remora_settings_free(&settings);
 	settings = s;
 	remora_conn_set_lease(&conn, settings.lease_ms);
-	configure_runner();
+	rc = runner_config();
+	remora_runner_reconfigure(&rc, true);
 }
 
 /* ---------------------------------------------------------------- stop */
@@ -365,13 +186,7 @@ shut_down(void)
 						   "false)",
 						   1, params);
 	PQclear(res);
-	remora_runner_hand_back();
-	if (sweep_task)
-		remora_task_free(sweep_task);
-	if (incarnation_recorded)
-		remora_call_end_incarnation(&conn, incarnation);
-	remora_engine_free(engine);
-	remora_wlog("stopped, incarnation %s", incarnation);
+	remora_runner_stop();
 	remora_settings_free(&settings);
 	if (conn.pg)
 		PQfinish(conn.pg);
@@ -389,13 +204,14 @@ wait_events(int64_t deadline)
 {
 	struct pollfd p[3];
 	int           n = 0;
-	int64_t       left = deadline - remora_wclock_ms();
+	int64_t       left = deadline - remora_clock_ms();
 	char          buf[64];
 	short         events;
 	int           fd = remora_conn_wait_events(&conn, &events);
 
 	p[n++] = (struct pollfd){signal_pipe[0], POLLIN, 0};
-	p[n++] = (struct pollfd){remora_engine_fd(engine), POLLIN, 0};
+	p[n++] =
+		(struct pollfd){remora_engine_fd(remora_runner_engine()), POLLIN, 0};
 	if (fd >= 0)
 		p[n++] = (struct pollfd){fd, events, 0};
 	if (left < 0)
@@ -411,98 +227,40 @@ wait_events(int64_t deadline)
 static void
 run(void)
 {
-	int64_t next_renew = 0, next_checkpoint = 0, next_poll = 0;
-	int64_t next_sweep = 0;
-	bool    config_changed = false;
+	uint64_t seen_generation = conn.generation;
 
 	while (!got_stop)
 	{
-		int64_t now, deadline;
-		long    engine_timeout;
-		bool    up;
+		RemoraRound in;
+		int64_t     now, deadline;
 
-		remora_engine_run(engine);
-		remora_runner_fence();
-		up = ready();
-		/* unanswered while disconnected: those members move again */
-		remora_runner_answer_lookups(engine);
-		now = remora_wclock_ms();
-		if (!up && conn.down_since_ms && now - conn.down_since_ms > GIVE_UP_MS)
+		memset(&in, 0, sizeof(in));
+		in.connected = remora_conn_ensure(&conn);
+		if (conn.plaintext_refused)
+			exit(EXIT_PLAINTEXT); /* its leases lapse; said in the log */
+		in.reconnected = in.connected && conn.generation != seen_generation;
+		seen_generation = conn.generation;
+		now = remora_clock_ms();
+		if (!in.connected && conn.down_since_ms &&
+			now - conn.down_since_ms > GIVE_UP_MS)
 		{
 			remora_wlog("the server was unreachable for %d minutes; giving up",
 						GIVE_UP_MS / 60000);
 			exit(EXIT_UNREACHABLE);
 		}
-		if (up && got_reload)
+		if (in.connected && got_reload)
 		{
 			got_reload = false;
-			reload_settings(&config_changed);
-			next_renew = 0;
+			reload_settings();
 		}
-		if (up && (conn.cancelled || now >= next_renew))
-		{
-			conn.cancelled = false;
-			next_renew = now + settings.lease_ms / 3;
-			if (remora_call_heartbeat(&conn, incarnation) == 0)
-			{
-				/* its leases lapse, its attempts stop; claim anew */
-				remora_wlog("incarnation %s was ended: its attempts stop",
-							incarnation);
-				new_incarnation();
-				up = ready(); /* records the new one */
-			}
-			remora_runner_renew();
-		}
-		if (up)
-			remora_runner_finish();
-		now = remora_wclock_ms();
-		if (up && now >= next_checkpoint)
-		{
-			remora_runner_checkpoint();
-			next_checkpoint = now + CHECKPOINT_MS;
-		}
-		if (config_changed && remora_runner_count() == 0 && sweep_task == NULL)
-		{
-			remora_engine_free(engine);
-			engine = make_engine();
-			config_changed = false;
-			remora_wlog("new settings in effect, incarnation %s", incarnation);
-		}
-		if (up && !config_changed &&
-			(conn.woken || now >= next_poll ||
-			 (more_waiting && remora_runner_count() < claim_limit())))
-		{
-			conn.woken = false;
-			next_poll = now + CLAIM_POLL_MS;
-			claim();
-		}
-		if (up && now >= next_sweep && (!config_changed || sweep_task))
-		{
-			sweep(!config_changed);
-			next_sweep = now + (sweep_task ? 100 : SWEEP_MS);
-		}
-
-		now = remora_wclock_ms();
-		deadline = now + 1000;
-		if (up)
-		{
-			deadline = min64(deadline, next_renew);
-			deadline = min64(deadline, next_poll);
-			deadline = min64(deadline, next_sweep);
-			if (conn.woken ||
-				(more_waiting && remora_runner_count() < claim_limit()))
-				deadline = now;
-			if (remora_runner_count() > 0)
-				deadline = min64(deadline, next_checkpoint);
-		}
-		else if (conn.connecting)
+		in.renew_now = conn.cancelled;
+		in.claim_now = conn.woken;
+		conn.cancelled = conn.woken = false;
+		deadline = remora_runner_round(&in);
+		if (!in.connected && conn.connecting)
 			deadline = min64(deadline, conn.connect_deadline_ms);
-		else
+		else if (!in.connected)
 			deadline = min64(deadline, conn.next_try_ms);
-		deadline = min64(deadline, remora_runner_next_fence_ms());
-		engine_timeout = remora_engine_timeout_ms(engine);
-		if (engine_timeout >= 0)
-			deadline = min64(deadline, now + engine_timeout);
 		wait_events(deadline);
 	}
 }
@@ -520,7 +278,7 @@ connect_first(void)
 			return EXIT_PLAINTEXT;
 		if (got_stop)
 			return EXIT_STOPPED;
-		if (remora_wclock_ms() - conn.down_since_ms > GIVE_UP_MS)
+		if (remora_clock_ms() - conn.down_since_ms > GIVE_UP_MS)
 		{
 			remora_wlog("the server was unreachable for %d minutes; giving up",
 						GIVE_UP_MS / 60000);
@@ -543,8 +301,9 @@ main(int argc, char **argv)
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
-	bool poll_only = false;
-	int  c;
+	bool               poll_only = false;
+	int                c;
+	RemoraRunnerConfig rc;
 
 	while ((c = getopt_long(argc, argv, "c:l:Vh", opts, NULL)) != -1)
 	{
@@ -555,12 +314,12 @@ main(int argc, char **argv)
 			case 'c':
 				concurrency = (int) strtol(optarg, &end, 10);
 				if (*end != '\0' || concurrency < 1 ||
-					concurrency > REMORA_WORKER_MAX_ATTEMPTS)
+					concurrency > REMORA_RUNNER_MAX_ATTEMPTS)
 				{
 					fprintf(stderr,
 							"remora-worker: --concurrency must be a whole "
 							"number from 1 to %d\n",
-							REMORA_WORKER_MAX_ATTEMPTS);
+							REMORA_RUNNER_MAX_ATTEMPTS);
 					return EXIT_USAGE;
 				}
 				break;
@@ -622,8 +381,8 @@ main(int argc, char **argv)
 		}
 	} while (true);
 	remora_conn_set_lease(&conn, settings.lease_ms);
-	engine = make_engine();
-	new_incarnation();
+	rc = runner_config();
+	remora_runner_init(&remora_pq_host_ops, &pq_host, &rc);
 	run();
 	shut_down();
 	return EXIT_STOPPED;

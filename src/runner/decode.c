@@ -1,18 +1,18 @@
 /*-------------------------------------------------------------------------
  *
  * decode.c
- *	  remora-worker reads the protocol's documents: the spec and the
- *	  resume a claim hands out, and the members of earlier attempts.
+ *	  The runner reads the protocol's documents: the spec and the resume
+ *	  a claim hands out, and the members of earlier attempts.
  *
- * The same rules as src/pg/jobspec.c, on the JSON text of the jsonb (read
- * with the engine's strict reader, by key, every type checked): a spec a
- * submit cannot have made is refused naming the key (and its attempt
- * fails with the reason); a value too long for a fixed field of the engine
- * is refused, never cut; a resume of the wrong shape is no error but a
- * restart from zero, with the reason said (invariant 7 of DESIGN.md).
+ * On the JSON text of the jsonb (read with the engine's strict reader, by
+ * key, every type checked): a spec a submit cannot have made is refused
+ * naming the key (and its attempt fails with the reason); a value too long
+ * for a fixed field of the engine is refused, never cut; a resume of the
+ * wrong shape is no error but a restart from zero, with the reason said
+ * (doc/protocol.md, "The recovery ledger").
  *
- * Memory: a job's strings point into its parsed document, freed with it
- * (remora_codec_job_free); a resume is the engine's (remora_resume_free),
+ * Memory: a work's strings point into its parsed document, freed with it
+ * (remora_codec_work_free); a resume is the engine's (remora_resume_free),
  * allocated only after every check passed.
  *
  *-------------------------------------------------------------------------
@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "engine/util.h"
-#include "worker/codec.h"
+#include "runner/codec.h"
 
 /* ---------------------------------------------------------- by key */
 
@@ -147,17 +147,17 @@ spec_string(Reader *r, const RemoraJson *obj, const char *path, const char *key,
 /*
  * An export's spec: what to publish, with the exported result's member
  * count and bytes; its members come a page at a time
- * (remora_call_export_members), as for the background workers.
+ * (remora_call_export_members).
  */
 static void
-decode_export(Reader *r, const RemoraJson *root, RemoraWJob *out)
+decode_export(Reader *r, const RemoraJson *root, RemoraWork *out)
 {
-	RemoraExportSpec *x = &out->export;
+	RemoraExportSpec *x = &out->u.export;
 	const RemoraJson *ex;
 	const char       *mode, *if_exists;
 	int64_t           n = 0;
 
-	out->is_export = true;
+	out->kind = REMORA_WORK_EXPORT;
 	out->prefix = spec_string(r, root, "prefix", "prefix", true);
 	if (!get_object(root, "export", &ex) || ex == NULL)
 	{
@@ -193,23 +193,24 @@ decode_export(Reader *r, const RemoraJson *root, RemoraWJob *out)
 
 static void
 decode_set(Reader *r, const RemoraJson *source, const RemoraJson *options,
-		   const char *url, const char *staging, RemoraWJob *out)
+		   const char *url, const char *staging, RemoraWork *out)
 {
-	RemoraSetSpec *s = &out->set;
+	RemoraSetSpec *s = &out->u.set;
 	const char    *key;
 	int            ninclude, nexclude;
 
-	out->is_set = true;
+	out->kind = REMORA_WORK_SET;
 	if (!get_strings(options, "include", &out->include, &ninclude))
 		bad(r, "options.include", "is not an array of strings");
 	if (!get_strings(options, "exclude", &out->exclude, &nexclude))
 		bad(r, "options.exclude", "is not an array of strings");
-	s->kind = strcmp(out->kind, "hf") == 0 ? REMORA_SET_HF : REMORA_SET_S3;
+	s->kind =
+		strcmp(out->source_kind, "hf") == 0 ? REMORA_SET_HF : REMORA_SET_S3;
 	s->display = url;
 	s->source_bucket = spec_string(r, source, "source.bucket", "bucket", false);
 	key = spec_string(r, source, "source.key", "key", false);
 	s->source_key = key ? key : "";
-	s->single = strcmp(out->kind, "s3_object") == 0;
+	s->single = strcmp(out->source_kind, "s3_object") == 0;
 	s->file_name =
 		spec_string(r, source, "source.file_name", "file_name", false);
 	s->repo_type =
@@ -230,7 +231,7 @@ decode_set(Reader *r, const RemoraJson *source, const RemoraJson *options,
  * made; the job is then freed already.
  */
 bool
-remora_codec_decode_spec(const char *text, RemoraWJob *out, char *err,
+remora_codec_decode_spec(const char *text, RemoraWork *out, char *err,
 						 size_t errlen)
 {
 	Reader            r = {err, errlen, false};
@@ -256,7 +257,7 @@ remora_codec_decode_spec(const char *text, RemoraWJob *out, char *err,
 	if (r.failed)
 		goto refused;
 
-	out->kind = spec_string(&r, source, "source.kind", "kind", true);
+	out->source_kind = spec_string(&r, source, "source.kind", "kind", true);
 	url = spec_string(&r, source, "source.uri", "uri", false);
 	file_name = spec_string(&r, source, "source.file_name", "file_name", false);
 	out->file_name = file_name ? file_name : "";
@@ -271,6 +272,7 @@ remora_codec_decode_spec(const char *text, RemoraWJob *out, char *err,
 		bad(&r, "owner", "is not a role's oid");
 	if (owner < 0 || owner > UINT32_MAX)
 		bad(&r, "owner", "is not a role's oid");
+	out->owner = owner;
 	if (lookup(root, "attempt_no") &&
 		(!get_int64(root, "attempt_no", &out->attempt_no) ||
 		 out->attempt_no < 1))
@@ -282,39 +284,40 @@ remora_codec_decode_spec(const char *text, RemoraWJob *out, char *err,
 	if (r.failed)
 		goto refused;
 
-	if (strcmp(out->kind, "http") == 0)
+	if (strcmp(out->source_kind, "http") == 0)
 	{
+		out->kind = REMORA_WORK_OBJECT;
 		if (url == NULL)
 			bad(&r, "source.uri", "is missing");
-		out->task.source_url = url;
-		out->task.file_name = file_name;
-		out->task.bucket = out->bucket;
-		out->task.staging_prefix = staging;
-		out->task.expected_sha256 = spec_string(
+		out->u.object.source_url = url;
+		out->u.object.file_name = file_name;
+		out->u.object.bucket = out->bucket;
+		out->u.object.staging_prefix = staging;
+		out->u.object.expected_sha256 = spec_string(
 			&r, options, "options.expected_sha256", "expected_sha256", false);
 	}
-	else if (strcmp(out->kind, "export") == 0)
+	else if (strcmp(out->source_kind, "export") == 0)
 		decode_export(&r, root, out);
-	else if (strcmp(out->kind, "s3_object") == 0 ||
-			 strcmp(out->kind, "s3_prefix") == 0 ||
-			 strcmp(out->kind, "hf") == 0)
+	else if (strcmp(out->source_kind, "s3_object") == 0 ||
+			 strcmp(out->source_kind, "s3_prefix") == 0 ||
+			 strcmp(out->source_kind, "hf") == 0)
 		decode_set(&r, source, options, url, staging, out);
 	else
 		bad(&r, "source.kind", "names no kind of source");
 	if (!r.failed)
 		return true;
 refused:
-	remora_codec_job_free(out);
+	remora_codec_work_free(out);
 	return false;
 }
 
 void
-remora_codec_job_free(RemoraWJob *job)
+remora_codec_work_free(RemoraWork *work)
 {
-	remora_json_free(job->doc);
-	free(job->include);
-	free(job->exclude);
-	memset(job, 0, sizeof(*job));
+	remora_json_free(work->doc);
+	free(work->include);
+	free(work->exclude);
+	memset(work, 0, sizeof(*work));
 }
 
 /* -------------------------------------------------------------- resume */

@@ -1,5 +1,5 @@
 /*
- * worker_codec_test.c: remora-worker's codec (src/worker/decode.c and
+ * runner_codec_test.c: the runner's codec (src/runner/decode.c and
  * encode.c): claimed specs of every kind decoded into the engine's structs,
  * refusals that name the key, resumes (good, malformed: a restart from
  * zero with the reason), members of earlier attempts that do not fit, and
@@ -11,14 +11,14 @@
 
 #include "engine/json.h"
 #include "unit.h"
-#include "worker/codec.h"
+#include "runner/codec.h"
 
 #define STAGING "\"staging_prefix\":\"remora/7/a/\""
 
 static int
 refused_with(const char *spec, const char *want)
 {
-	RemoraWJob job;
+	RemoraWork job;
 	char       err[512];
 	int        ok = !remora_codec_decode_spec(spec, &job, err, sizeof(err)) &&
 			 strstr(err, want) != NULL;
@@ -31,7 +31,7 @@ refused_with(const char *spec, const char *want)
 static void
 test_specs(void)
 {
-	RemoraWJob job;
+	RemoraWork job;
 	char       err[512];
 
 	CHECK(
@@ -42,14 +42,15 @@ test_specs(void)
 			"\"attempt_no\":2," STAGING "}",
 			&job, err, sizeof(err)),
 		"an http spec decodes");
-	CHECK_STR(job.task.source_url, "https://h/a.bin?sig=x",
+	CHECK_STR(job.u.object.source_url, "https://h/a.bin?sig=x",
 			  "http: the whole URL");
-	CHECK_STR(job.task.staging_prefix, "remora/7/a/",
+	CHECK_STR(job.u.object.staging_prefix, "remora/7/a/",
 			  "http: the staging prefix");
-	CHECK_STR(job.task.expected_sha256, "ab", "http: options.expected_sha256");
-	CHECK(!job.is_set && !job.is_export && job.attempt_no == 2,
+	CHECK_STR(job.u.object.expected_sha256, "ab",
+			  "http: options.expected_sha256");
+	CHECK(job.kind == REMORA_WORK_OBJECT && job.attempt_no == 2,
 		  "http: a single object, attempt 2");
-	remora_codec_job_free(&job);
+	remora_codec_work_free(&job);
 
 	CHECK(remora_codec_decode_spec(
 			  "{\"source\":{\"kind\":\"http\",\"uri\":\"https://h/a\"},"
@@ -57,7 +58,7 @@ test_specs(void)
 			  &job, err, sizeof(err)) &&
 			  job.connections == 8,
 		  "http: options.connections");
-	remora_codec_job_free(&job);
+	remora_codec_work_free(&job);
 	CHECK(refused_with(
 			  "{\"source\":{\"kind\":\"http\",\"uri\":\"https://h/a\"},"
 			  "\"bucket\":\"b\",\"options\":{\"connections\":65}," STAGING "}",
@@ -71,12 +72,13 @@ test_specs(void)
 			  "\"endpoint\":\"other\"},\"owner\":\"10\"," STAGING "}",
 			  &job, err, sizeof(err)),
 		  "an s3 prefix spec decodes (owner as a string)");
-	CHECK(job.is_set && job.set.kind == REMORA_SET_S3 && !job.set.single &&
-			  job.set.ninclude == 1 && job.set.nexclude == 0 &&
-			  strcmp(job.set.include[0], "*.bin") == 0,
+	CHECK(job.kind == REMORA_WORK_SET && job.u.set.kind == REMORA_SET_S3 &&
+			  !job.u.set.single && job.u.set.ninclude == 1 &&
+			  job.u.set.nexclude == 0 &&
+			  strcmp(job.u.set.include[0], "*.bin") == 0,
 		  "s3 prefix: a set with its include and exclude");
 	CHECK_STR(job.endpoint, "other", "s3 prefix: options.endpoint");
-	remora_codec_job_free(&job);
+	remora_codec_work_free(&job);
 
 	CHECK(remora_codec_decode_spec(
 			  "{\"source\":{\"kind\":\"hf\",\"uri\":\"hf://acme/tiny\","
@@ -84,11 +86,11 @@ test_specs(void)
 			  "\"main\"},\"bucket\":\"b\",\"options\":{}," STAGING "}",
 			  &job, err, sizeof(err)),
 		  "an hf spec decodes");
-	CHECK(job.is_set && job.set.kind == REMORA_SET_HF &&
-			  strcmp(job.set.repo, "acme/tiny") == 0 &&
-			  strcmp(job.set.revision, "main") == 0,
+	CHECK(job.kind == REMORA_WORK_SET && job.u.set.kind == REMORA_SET_HF &&
+			  strcmp(job.u.set.repo, "acme/tiny") == 0 &&
+			  strcmp(job.u.set.revision, "main") == 0,
 		  "hf: the repository and revision");
-	remora_codec_job_free(&job);
+	remora_codec_work_free(&job);
 
 	CHECK(remora_codec_decode_spec(
 			  "{\"source\":{\"kind\":\"export\"},\"bucket\":\"b\",\"prefix\":"
@@ -97,15 +99,15 @@ test_specs(void)
 			  "\"members_total\":20000,\"bytes_total\":123456789}," STAGING "}",
 			  &job, err, sizeof(err)),
 		  "an export spec decodes");
-	CHECK(job.is_export &&
-			  job.export.if_exists == REMORA_IF_EXISTS_SKIP_IDENTICAL &&
-			  !job.export.verify && job.export.members_total == 20000 &&
-			  job.export.bytes_total == 123456789 &&
-			  strcmp(job.export.output_digest, "d") == 0 &&
-			  strcmp(job.export.prefix, "stable") == 0,
+	CHECK(job.kind == REMORA_WORK_EXPORT &&
+			  job.u.export.if_exists == REMORA_IF_EXISTS_SKIP_IDENTICAL &&
+			  !job.u.export.verify && job.u.export.members_total == 20000 &&
+			  job.u.export.bytes_total == 123456789 &&
+			  strcmp(job.u.export.output_digest, "d") == 0 &&
+			  strcmp(job.u.export.prefix, "stable") == 0,
 		  "export: if_exists, the output digest, the member count and bytes "
 		  "(the members come a page at a time)");
-	remora_codec_job_free(&job);
+	remora_codec_work_free(&job);
 
 	CHECK(refused_with("[1]", "\"(root)\" is not an object"),
 		  "a spec that is not an object is refused");

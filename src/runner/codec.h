@@ -1,14 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * codec.h
- *	  remora-worker's codec between the protocol's JSON text and the
- *	  engine's structs: reading (decode.c) and writing (encode.c).  The
- *	  same documents, with the same checks, as src/pg/jobspec.c.
+ *	  The one codec between the worker protocol's JSON text and the
+ *	  engine's structs: reading (decode.c) and writing (encode.c), for
+ *	  both hosts of the runner.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef REMORA_WORKER_CODEC_H
-#define REMORA_WORKER_CODEC_H
+#ifndef REMORA_RUNNER_CODEC_H
+#define REMORA_RUNNER_CODEC_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,31 +17,43 @@
 #include "engine/engine.h"
 #include "engine/json.h"
 
-/*
- * A claimed attempt's job, decoded from the spec remora.claim hands out.
- * Its strings point into doc (or into arrays of its own), so it lives until
- * remora_codec_job_free.  The engine's spec is task (an http(s) object),
- * set (an s3 or hf source) or export; the caller fills in what is not in
- * the spec (ids, the source store, the Hub, the resume).
- */
-typedef struct RemoraWJob
+/* The kinds of work an attempt does. */
+typedef enum RemoraWorkKind
 {
-	const char    *kind;
-	bool           is_set;
-	bool           is_export;
-	int64_t        attempt_no; /* 0 if the spec omits it */
-	const char    *bucket;
-	const char    *file_name;   /* "" when there is none */
-	const char    *endpoint;    /* options.endpoint, or NULL */
-	const char    *prefix;      /* an export's target prefix */
-	int64_t        connections; /* options.connections; 0 if not given */
-	RemoraTaskSpec task;
-	RemoraSetSpec  set;
-	RemoraExportSpec export;
+	REMORA_WORK_OBJECT, /* one http(s) object */
+	REMORA_WORK_SET,    /* an s3 object or prefix, or a Hub snapshot */
+	REMORA_WORK_EXPORT  /* a committed result published to stable keys */
+} RemoraWorkKind;
+
+/*
+ * A claimed attempt's work, decoded from the spec remora.claim hands out:
+ * a tagged union of the engine's specs.  Its strings point into doc (or
+ * into arrays of its own), so it lives until remora_codec_work_free.  The
+ * runner fills in what is not in the spec (ids, the source store, the Hub,
+ * the resume).
+ */
+typedef struct RemoraWork
+{
+	RemoraWorkKind kind;
+	const char    *source_kind; /* "http", "s3_object", "s3_prefix", "hf",
+								 * "export" */
+	int64_t     attempt_no;     /* 0 if the spec omits it */
+	int64_t     owner;          /* the owner's oid; 0 if the spec omits it */
+	const char *bucket;
+	const char *file_name;   /* "" when there is none */
+	const char *endpoint;    /* options.endpoint, or NULL */
+	const char *prefix;      /* an export's target prefix */
+	int64_t     connections; /* options.connections; 0 if not given */
+	union
+	{
+		RemoraTaskSpec object;
+		RemoraSetSpec  set;
+		RemoraExportSpec export;
+	} u;
 	RemoraJson  *doc;
 	const char **include;
 	const char **exclude;
-} RemoraWJob;
+} RemoraWork;
 
 /* A list of JSON documents (members, references), malloc'd texts. */
 typedef struct RemoraDocs
@@ -55,9 +67,9 @@ extern bool remora_docs_add(RemoraDocs *d, char *doc);
 extern void remora_docs_clear(RemoraDocs *d);
 
 /* decode.c */
-extern bool          remora_codec_decode_spec(const char *text, RemoraWJob *out,
+extern bool          remora_codec_decode_spec(const char *text, RemoraWork *out,
 											  char *err, size_t errlen);
-extern void          remora_codec_job_free(RemoraWJob *job);
+extern void          remora_codec_work_free(RemoraWork *work);
 extern RemoraResume *remora_codec_decode_resume(const char  *text,
 												const char **why);
 extern bool          remora_codec_prior(RemoraPrior *out, const char *key,
@@ -85,4 +97,4 @@ extern char *remora_codec_export_descriptor(const RemoraTaskResult *r,
 											const RemoraDocs       *refs);
 extern char *remora_codec_string_array(const char *const *s, int n);
 
-#endif /* REMORA_WORKER_CODEC_H */
+#endif /* REMORA_RUNNER_CODEC_H */

@@ -1,11 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * encode.c
- *	  remora-worker writes the protocol's documents: checkpoints, members,
+ *	  The runner writes the protocol's documents: checkpoints, members,
  *	  references, manifest descriptors and the error of a failed attempt.
  *
- * The same documents, key for key, as src/pg/jobspec.c writes for the
- * background workers, built with the engine's one JSON string writer
+ * Built with the engine's one JSON string writer
  * (remora_buf_json_string) into a growable buffer: nothing is cut to fit,
  * and an append that fails (out of memory) fails the whole document
  * (NULL).  The server parses each as jsonb, which checks it once more.
@@ -17,7 +16,7 @@
 #include <string.h>
 
 #include "engine/util.h"
-#include "worker/codec.h"
+#include "runner/codec.h"
 
 /* ---------------------------------------------------------- a builder */
 

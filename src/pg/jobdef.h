@@ -1,0 +1,48 @@
+/*-------------------------------------------------------------------------
+ *
+ * jobdef.h
+ *	  The documents a submit writes (jobdef.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REMORA_JOBDEF_H
+#define REMORA_JOBDEF_H
+
+#include "remora.h"
+
+#include "nodes/pg_list.h"
+#include "utils/jsonb.h"
+
+#include "engine/engine.h"
+#include "engine/source_uri.h"
+
+/* Validated options of a submit; only the "has"/non-NULL ones are written. */
+typedef struct RemoraJobOptions
+{
+	bool   has_max_attempts;
+	int    max_attempts;
+	bool   has_priority;
+	int    priority;
+	bool   has_include; /* an empty list is still a list */
+	char **include;
+	int    ninclude;
+	bool   has_exclude;
+	char **exclude;
+	int    nexclude;
+	char  *endpoint;
+	char  *expected_sha256;
+	char  *label;
+	bool   has_connections;
+	int    connections;
+} RemoraJobOptions;
+
+/* submit: the job definition and the canonical request */
+extern Jsonb *remora_jobspec_source(const RemoraSourceUri *uri);
+extern Jsonb *remora_jobspec_definition(Jsonb *source, const char *bucket,
+										const char             *prefix,
+										const RemoraJobOptions *options);
+extern Jsonb *remora_jobspec_request(Jsonb *source, const char *url,
+									 const char *bucket, const char *prefix,
+									 const RemoraJobOptions *options);
+
+#endif /* REMORA_JOBDEF_H */

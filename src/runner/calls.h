@@ -1,0 +1,62 @@
+/*-------------------------------------------------------------------------
+ *
+ * calls.h
+ *	  Every SQL statement a worker runs (calls.c), over the host's exec.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REMORA_RUNNER_CALLS_H
+#define REMORA_RUNNER_CALLS_H
+
+#include "engine/engine.h"
+#include "runner/host.h"
+
+#define REMORA_UUID_LEN 37 /* text, with its NUL */
+
+/* A claimed attempt, as remora.claim hands it out (malloc'd texts). */
+typedef struct RemoraClaimRow
+{
+	int64_t job_id;
+	char    attempt_id[REMORA_UUID_LEN];
+	int64_t token;
+	char   *spec;
+	char   *resume; /* NULL: none offered */
+} RemoraClaimRow;
+
+/* A registered source endpoint (its secret stays in memory). */
+typedef struct RemoraEndpoint
+{
+	RemoraTargetConfig cfg;
+	char              *strings[6];
+} RemoraEndpoint;
+
+extern bool  remora_call_start_incarnation(const char *inc, const char *kind,
+										   const char *host, const char *label);
+extern int   remora_call_heartbeat(const char *inc);
+extern void  remora_call_end_incarnation(const char *inc);
+extern int   remora_call_claim(const char *inc, int room, RemoraClaimRow *out);
+extern bool  remora_call_renew(int64_t job, const char *attempt, int64_t token,
+							   bool *ok, bool *cancelled);
+extern bool  remora_call_checkpoint(int64_t job, const char *attempt,
+									int64_t token, const char *doc, bool *ok);
+extern bool  remora_call_commit(int64_t job, const char *attempt, int64_t token,
+								const char *doc, bool *ok);
+extern bool  remora_call_commit_many(int n, const char *const *attempts,
+									 const int64_t     *tokens,
+									 const char *const *docs, bool *ok);
+extern char *remora_call_fail(int64_t job, const char *attempt, int64_t token,
+							  const char *error, bool retryable);
+extern bool  remora_call_lookup(int64_t job, const char *attempt,
+								const char *const *paths, int n,
+								RemoraPrior *out);
+extern bool  remora_call_export_members(int64_t job, const char *attempt,
+										int64_t token, RemoraLookup *l);
+extern bool  remora_call_endpoint(const char *name, RemoraEndpoint *out,
+								  bool *found);
+extern void  remora_endpoint_free(RemoraEndpoint *e);
+extern bool  remora_call_next_cleanup(char *attempt_id, int64_t *job,
+									  char **bucket, char **prefix);
+extern void  remora_call_cleanup_done(const char *attempt_id, int64_t job,
+									  bool ok);
+
+#endif /* REMORA_RUNNER_CALLS_H */
