@@ -65,6 +65,7 @@ ENGINE_OBJS = \
 # the runner: the attempts of a worker, its round, the protocol's calls
 # and documents, for both hosts (the background worker, remora-worker)
 RUNNER_OBJS = \
+	src/runner/state.o \
 	src/runner/decode.o \
 	src/runner/encode.o \
 	src/runner/calls.o \

@@ -45,7 +45,8 @@
 
 #include "engine/util.h"
 #include "runner/codec.h"
-#include "runner/runner_int.h"
+#include "runner/attempts.h"
+#include "runner/state.h"
 
 #define CALL_TRIES 5
 

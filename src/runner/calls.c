@@ -24,7 +24,7 @@
 
 #include "runner/calls.h"
 #include "runner/codec.h"
-#include "runner/runner_int.h"
+#include "runner/state.h"
 
 /* a column's value by name; NULL if NULL or absent */
 static const char *

@@ -30,7 +30,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,13 +37,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runner/runner_int.h"
+#include "runner/attempts.h"
+#include "runner/calls.h"
+#include "runner/state.h"
 
 #define CLAIM_POLL_MS 5000
 #define CHECKPOINT_MS 1000
 #define SWEEP_MS      5000
-
-RemoraRunnerState remora_runner;
 
 static char    incarnation[REMORA_UUID_LEN];
 static bool    recorded; /* the incarnation is recorded */
@@ -57,28 +56,6 @@ static int64_t next_renew, next_checkpoint, next_poll, next_sweep;
 static RemoraTask *sweep_task;
 static char        sweep_attempt[REMORA_UUID_LEN]; /* "" for a hard delete */
 static int64_t     sweep_job;
-
-/* The monotonic clock of every deadline, in milliseconds. */
-int64_t
-remora_clock_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void
-remora_rlog(const char *fmt, ...)
-{
-	char    line[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	remora_runner.ops->log(remora_runner.host, line);
-}
 
 /* ------------------------------------------------------------ settings */
 
