@@ -215,7 +215,7 @@ check_eq "both restarted from zero and said why" \
 check "a job whose spec names no kind of source fails" wait_state "$bad" failed 30
 check_eq "its error says which key, as an attempt's error" \
 	"$(q "SELECT last_error ->> 'message' FROM remora.jobs WHERE job_id = $bad")" \
-	'the job'"'"'s specification could not be read: invalid job specification: The key "source.kind" names no kind of source.'
+	'the job'"'"'s specification could not be read: invalid job specification: the key "source.kind" names no kind of source'
 check_eq "no process crashed" "$(grep -c 'terminated by signal' "$LOG" || true)" "0"
 
 # --- secrets: a presigned source's query string, the target's secret

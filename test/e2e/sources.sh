@@ -229,12 +229,20 @@ curl -s "$HUBCTL/__rate?bps=150000" >/dev/null
 k=$(q "SELECT remora_submit('hf://acme/many')")
 recorded() { [ "$(q "SELECT coalesce(members_done, 0) FROM remora_jobs WHERE job_id = $k")" -ge 8 ]; }
 check "crash: members are recorded as they complete" wait_for 60 recorded
-kill_worker "$(worker_of "$k")"
-before=$(curl -s "$HUBCTL/__hits?match=/acme/many/resolve/")
+# the worker is stopped before the count is taken, so that neither a
+# request it starts nor one of its replacement's (which starts as soon as
+# the server is back) falls on the wrong side of it
+wpid=$(worker_of "$k")
+kill -STOP "$wpid"
+hub_hits() { curl -s "$HUBCTL/__hits?match=/acme/many/resolve/"; }
+steady() { local a; a=$(hub_hits); sleep 0.3; [ "$(hub_hits)" = "$a" ]; }
+check "crash: the stopped worker's requests have all reached the Hub" wait_for 10 steady
+before=$(hub_hits)
+kill_worker "$wpid"
 done_before=$(q "SELECT count(*) FROM remora.members m JOIN remora.attempts a USING (attempt_id) WHERE a.job_id = $k")
 curl -s "$HUBCTL/__rate?bps=0" >/dev/null
 check "crash: the replacement attempt succeeds" wait_state "$k" succeeded 120
-after=$(curl -s "$HUBCTL/__hits?match=/acme/many/resolve/")
+after=$(hub_hits)
 check_eq "crash: it reused the $done_before recorded members and fetched only the rest" \
 	"$(q "SELECT (descriptor ->> 'members_reused') || ' ' || members FROM remora.results WHERE job_id = $k") $((after - before))" \
 	"$done_before 24 $((24 - done_before))"
