@@ -1,6 +1,6 @@
 # Makefile for the remora extension (PGXS, PostgreSQL 15)
 #
-# The install script is built from sql/remora.sql; the C module is the
+# The SQL scripts are built from parts (sql/README.md); the C module is the
 # PostgreSQL-facing part (src/pg) linked with the transfer engine
 # (src/engine), which knows nothing of PostgreSQL.  Warnings as errors come
 # from the caller (COPT=-Werror), not from here.
@@ -91,12 +91,20 @@ HTTP_OBJS = \
 	src/http/assets.o
 OBJS = $(PG_OBJS) $(RUNNER_OBJS) $(ENGINE_OBJS) $(HTTP_OBJS)
 
-DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+# The scripts of the version under way are made, each from the parts in
+# its folder in the order of their names: the install script from
+# sql/remora/, the upgrade from the last release from
+# sql/upgrade/$(UPGRADE)/.  At a release the upgrade script is built once
+# more, committed and frozen: it moves to DATA and its folder goes.
+PREVIOUS = 0.4.0
+UPGRADE = $(PREVIOUS)--$(EXTVERSION)
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql sql/$(EXTENSION)--$(UPGRADE).sql
 # the upgrade path from every earlier release; their install scripts are
 # in the repository's history (test/e2e/upgrade.sh installs 0.1.0 from it)
 DATA = sql/$(EXTENSION)--0.1.0--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql \
-	sql/$(EXTENSION)--0.3.0--0.4.0.sql sql/$(EXTENSION)--0.4.0--0.5.0.sql
+	sql/$(EXTENSION)--0.3.0--0.4.0.sql
 EXTRA_CLEAN = results regression.diffs regression.out output_iso \
+	$(addsuffix .tmp,$(DATA_built)) \
 	$(WORKER_OBJS) $(WORKER_PROGRAM) \
 	test/unit/obj $(UNIT_TESTS) test/engine/fetch \
 	src/http/assets.c
@@ -120,8 +128,16 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
-	cp $< $@
+# A script depends on its folder as well, so that a part removed or
+# renamed makes it again.
+INSTALL_PARTS = $(sort $(wildcard $(srcdir)/sql/$(EXTENSION)/*.sql))
+UPGRADE_PARTS = $(sort $(wildcard $(srcdir)/sql/upgrade/$(UPGRADE)/*.sql))
+sql/$(EXTENSION)--$(EXTVERSION).sql: $(INSTALL_PARTS) $(srcdir)/sql/$(EXTENSION)
+sql/$(EXTENSION)--$(UPGRADE).sql: $(UPGRADE_PARTS) $(srcdir)/sql/upgrade/$(UPGRADE)
+$(DATA_built):
+	@test -n "$(filter %.sql,$^)" || { echo "no parts for $@" >&2; exit 1; }
+	cat $(filter %.sql,$^) >$@.tmp
+	mv $@.tmp $@
 
 # PGXS knows no header dependencies: an object built against an older
 # struct layout would link and corrupt memory.  Every object depends on

@@ -3,10 +3,11 @@
 # The model and the code kept together.  proof/remora.pml lists its
 # transitions ("@transition Name function"); each SQL function that
 # implements one says so in the comment block above its CREATE FUNCTION in
-# sql/remora.sql ("-- Model: Name (proof/remora.pml)"), and doc/protocol.md
+# the install script's parts, sql/remora/*.sql ("-- Model: Name
+# (proof/remora.pml)"), and doc/protocol.md
 # has a table row for each.  This script checks, and prints TAP lines:
 #   - every transition is defined in the model (an inline of that name)
-#     and its function in sql/remora.sql names it;
+#     and its function in sql/remora/ names it;
 #   - every "Model:" comment names a transition the model lists, for the
 #     function the model says;
 #   - every protocol function (those granted to remora_worker, and the
@@ -17,7 +18,7 @@
 set -Euo pipefail
 cd "$(dirname "$0")/.." || exit 1
 PML=proof/remora.pml
-SQL=sql/remora.sql
+SQL=(sql/remora/*.sql)	# in the order the Makefile joins them
 DOC=doc/protocol.md
 failed=0
 ok() { echo "ok - map: $*"; }
@@ -56,7 +57,7 @@ done < <(awk '
 			next }
 	/^CREATE FUNCTION / { fn = $3; sub(/\(.*/, "", fn);
 						  if (model != "") print fn, model; model = ""; next }
-	{ model = "" }' "$SQL")
+	{ model = "" }' "${SQL[@]}")
 
 for fn in "${!T_OF[@]}"; do
 	name=${T_OF[$fn]}
@@ -77,7 +78,7 @@ done
 # the protocol functions: granted to remora_worker, and the internal ones
 granted=$(awk '/^GRANT EXECUTE ON FUNCTION/ { g = 1; buf = "" }
 	g { buf = buf " " $0 }
-	g && /;$/ { if (buf ~ /TO remora_worker;/) print buf; g = 0 }' "$SQL" |
+	g && /;$/ { if (buf ~ /TO remora_worker;/) print buf; g = 0 }' "${SQL[@]}" |
 	grep -oE 'remora\.[a-z_]+\(' | tr -d '(')
 for fn in $granted $INTERNAL; do
 	if [ -n "${T_OF[$fn]:-}" ]; then

@@ -8,7 +8,8 @@
  * idempotency key), then call the SECURITY DEFINER functions
  * remora._export and remora._export_resolve with the caller's role, so
  * that the role cannot be forged.  The options, the job, the target grant
- * and the idempotency key's request are judged there (sql/remora.sql).
+ * and the idempotency key's request are judged there
+ * (sql/remora/60_export.sql).
  *
  *-------------------------------------------------------------------------
  */

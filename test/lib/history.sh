@@ -1,11 +1,11 @@
 # Files the repository no longer holds, from its history (source this file).
 #
-# sql/ holds the current release's install script and the upgrade scripts
-# only; a test that installs an earlier release takes that release's
-# install script from the commit before the one that removed it.  A
-# shallow clone (CI may check out one commit) is deepened from its remote
-# first; a history that still lacks the file is an error that says so,
-# never a test skipped.
+# sql/ holds the current release's install script (in parts) and the
+# upgrade scripts only; a test that installs an earlier release takes
+# that release's install script from the commit before the one that
+# removed it.  A shallow clone (CI may check out one commit) is deepened
+# from its remote first; a history that still lacks the file is an error
+# that says so, never a test skipped.
 
 # history_show PATH DEST: write PATH, as it was before the commit that
 # removed it, to DEST (a new file: a link there is replaced, not followed);

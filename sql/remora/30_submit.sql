@@ -1,0 +1,393 @@
+/* ------------------------------------------------------------------------
+ * User surface (the C entry points validate, then call these as the owner)
+ * ------------------------------------------------------------------------ */
+
+-- A target pattern as a LIKE pattern: '*' is any continuation.
+CREATE FUNCTION remora._glob_like(pattern text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT replace(replace(replace(replace(pattern, '\', '\\'), '%', '\%'), '_', '\_'), '*', '%') $$;
+
+-- May caller write where spec says?  The configured defaults always;
+-- anything else needs a target grant (or remora_admin).
+CREATE FUNCTION remora._may_write(caller oid, spec jsonb) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT (spec ->> 'bucket' = current_setting('remora.default_bucket')
+			AND spec ->> 'prefix' = rtrim(current_setting('remora.default_prefix'), '/'))
+		OR pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
+		OR EXISTS (SELECT 1 FROM remora.target_grants g
+					WHERE g.bucket = spec ->> 'bucket'
+					  AND spec ->> 'prefix' LIKE remora._glob_like(g.prefix_pattern)
+					  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'))
+$$;
+
+-- A target prefix as the directory its jobs' areas are in: '' or 'p/'.
+CREATE FUNCTION remora._prefix_dir(prefix text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT CASE WHEN rtrim(prefix, '/') = '' THEN '' ELSE rtrim(prefix, '/') || '/' END $$;
+
+-- May caller read the s3:// or hf:// source of spec?  remora_admin reads
+-- everything.  For an s3:// source anyone else needs a source grant for
+-- the bucket, the key or prefix, and the endpoint (none: the target
+-- store).  An object's key must match the pattern; a prefix source lists
+-- every key under it, so its pattern must end in '*' and its stem must
+-- begin the prefix.  An hf:// source is read with the deployment's token
+-- when one is set, which opens every private and gated repository the
+-- token can read: then it needs a hub grant ('models' or 'datasets', the
+-- pattern over owner/name); without a token only public repositories can
+-- be read, and they need none.  Other sources need no grant.
+--
+-- remora.hf_token is superuser-only: this is called by remora._submit,
+-- which runs as the extension's owner.
+CREATE FUNCTION remora._may_read(caller oid, spec jsonb) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT CASE
+		WHEN spec #>> '{source,kind}' IN ('s3_object', 's3_prefix') THEN
+			pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
+			OR EXISTS (SELECT 1 FROM remora.source_grants g
+						WHERE NOT g.hub
+						  AND g.bucket = spec #>> '{source,bucket}'
+						  AND g.endpoint IS NOT DISTINCT FROM spec #>> '{options,endpoint}'
+						  AND spec #>> '{source,key}' LIKE remora._glob_like(g.prefix_pattern)
+						  AND (spec #>> '{source,kind}' = 's3_object'
+							   OR right(g.prefix_pattern, 1) = '*')
+						  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'))
+		WHEN spec #>> '{source,kind}' = 'hf' THEN
+			coalesce(pg_catalog.current_setting('remora.hf_token', true), '') = ''
+			OR pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
+			OR EXISTS (SELECT 1 FROM remora.source_grants g
+						WHERE g.hub
+						  AND g.bucket = (spec #>> '{source,repo_type}') || 's'
+						  AND spec #>> '{source,repo}' LIKE remora._glob_like(g.prefix_pattern)
+						  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'))
+		ELSE true
+	END
+$$;
+
+-- Does an s3:// source on the target store reach into the staging and
+-- result area of Remora's own jobs?  Every object a job writes is under
+-- <prefix>/<job id>/<attempt id>/.  Refused: a key or prefix inside such
+-- an area (by its shape, or under a job's <prefix>/<digits>/), and a
+-- prefix whose listing could return keys of an area, now or later: a
+-- parent of the directory of the default target, of an existing job's
+-- prefix or of an exact target grant, and anything that overlaps a target
+-- grant ending in '*' (jobs may be created anywhere under it).  Returns the
+-- area reached (as '<dir><job id>/' or '<dir>…/<job id>/'), or NULL.
+CREATE FUNCTION remora._job_area_reached(spec jsonb) RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH src AS (
+		SELECT $1 #>> '{source,bucket}' AS bucket,
+			   $1 #>> '{source,key}' AS path,
+			   $1 #>> '{source,kind}' = 's3_prefix' AS listing
+		 WHERE $1 #>> '{source,kind}' IN ('s3_object', 's3_prefix')
+		   AND ($1 #>> '{options,endpoint}' IS NULL
+				OR EXISTS (SELECT 1 FROM remora.source_endpoints e
+							WHERE e.name = $1 #>> '{options,endpoint}'
+							  AND rtrim(e.url, '/') = rtrim(current_setting('remora.s3_endpoint'), '/')))),
+	dirs AS (
+		SELECT remora._prefix_dir(current_setting('remora.default_prefix')) AS dir,
+			   false AS wild
+		  FROM src WHERE src.bucket = current_setting('remora.default_bucket')
+		UNION
+		SELECT remora._prefix_dir(j.prefix), false
+		  FROM src JOIN remora.jobs j ON j.bucket = src.bucket
+		 WHERE j.source_kind <> 'export'
+		UNION
+		SELECT CASE WHEN right(g.prefix_pattern, 1) = '*'
+					THEN rtrim(g.prefix_pattern, '*')
+					ELSE remora._prefix_dir(g.prefix_pattern) END,
+			   right(g.prefix_pattern, 1) = '*'
+		  FROM src JOIN remora.target_grants g ON g.bucket = src.bucket)
+	SELECT coalesce(
+		(SELECT d.dir || CASE WHEN d.wild THEN '…/<job id>/' ELSE '<job id>/' END
+		   FROM src, dirs d
+		  WHERE (src.listing AND left(d.dir, length(src.path)) = src.path)
+			 OR (src.listing AND d.wild AND left(src.path, length(d.dir)) = d.dir)
+			 OR (NOT d.wild AND left(src.path, length(d.dir)) = d.dir
+				 AND substr(src.path, length(d.dir) + 1) ~ '^[0-9]+/')
+		  ORDER BY d.wild, d.dir DESC LIMIT 1),
+		(SELECT '<prefix>/<job id>/<attempt id>/' FROM src
+		  WHERE src.path ~ '(^|/)[0-9]+/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/'))
+$$;
+
+-- Record a validated job.  spec is the canonical definition with defaults
+-- applied (its source without a query string); request is the canonical
+-- request the idempotency key stands for; source_url is the whole URL when
+-- it has a query string.
+-- Model: Submit (proof/remora.pml)
+CREATE FUNCTION remora._submit(caller oid, spec jsonb, request jsonb,
+							   idem_key text, source_url text)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	req_hash	text := remora._sha256(request::text);
+	existing	record;
+	new_id		bigint;
+	endpoint	text := spec #>> '{options,endpoint}';
+	cron_job	bigint;
+	cron_run	bigint;
+	prov		jsonb;
+	area		text;
+	cron_runs	oid;
+BEGIN
+	IF idem_key IS NOT NULL THEN
+		SELECT job_id, request_hash INTO existing
+		  FROM remora.jobs WHERE owner = caller AND idempotency_key = idem_key;
+		IF FOUND THEN
+			IF existing.request_hash <> req_hash THEN
+				RAISE EXCEPTION 'idempotency key "%" was already used for job %', idem_key, existing.job_id
+					USING ERRCODE = 'unique_violation',
+						  DETAIL = 'The key was reused for another request; the existing job is unchanged.',
+						  HINT = 'Use a new idempotency key for a different request.';
+			END IF;
+			RETURN existing.job_id;
+		END IF;
+	END IF;
+
+	IF NOT remora._may_write(caller, spec) THEN
+		RAISE EXCEPTION 'permission denied for target bucket "%" prefix "%"',
+			spec ->> 'bucket', spec ->> 'prefix'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Only the default bucket and prefix, and the targets granted to your roles, may be written.',
+				  HINT = 'An administrator grants targets with remora.grant_target().';
+	END IF;
+
+	IF endpoint IS NOT NULL
+		AND NOT EXISTS (SELECT 1 FROM remora.source_endpoints WHERE name = endpoint) THEN
+		RAISE EXCEPTION 'invalid option "endpoint"'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = format('No source endpoint named "%s" is registered.', endpoint),
+				  HINT = 'An administrator registers source endpoints.';
+	END IF;
+
+	IF spec #>> '{source,kind}' = 'hf' AND NOT remora._may_read(caller, spec) THEN
+		RAISE EXCEPTION 'permission denied for Hugging Face % "%"',
+			spec #>> '{source,repo_type}', spec #>> '{source,repo}'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Hub repositories are read with the deployment''s token (remora.hf_token), which may open private and gated ones: reading one needs a source grant on endpoint "hf" for its owner/name.',
+				  HINT = format('An administrator grants it with remora.grant_source(role, %L, %L, ''hf'').',
+								(spec #>> '{source,repo_type}') || 's', spec #>> '{source,repo}');
+	END IF;
+	IF NOT remora._may_read(caller, spec) THEN
+		RAISE EXCEPTION 'permission denied for source bucket "%" %', spec #>> '{source,bucket}',
+			CASE WHEN spec #>> '{source,kind}' = 's3_prefix'
+				 AND coalesce(spec #>> '{source,key}', '') = '' THEN '(the whole bucket)'
+				 WHEN spec #>> '{source,kind}' = 's3_prefix'
+				 THEN format('prefix "%s"', spec #>> '{source,key}')
+				 ELSE format('key "%s"', spec #>> '{source,key}') END
+			|| CASE WHEN endpoint IS NULL THEN '' ELSE format(' on endpoint "%s"', endpoint) END
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Reading an s3:// source needs a source grant for its bucket, key or prefix and endpoint.',
+				  HINT = 'An administrator grants sources with remora.grant_source().';
+	END IF;
+	IF NOT pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE') THEN
+		area := remora._job_area_reached(spec);
+		IF area IS NOT NULL THEN
+			RAISE EXCEPTION 'permission denied for source bucket "%" %', spec #>> '{source,bucket}',
+				CASE WHEN spec #>> '{source,kind}' = 's3_prefix'
+					 AND coalesce(spec #>> '{source,key}', '') = '' THEN '(the whole bucket)'
+					 WHEN spec #>> '{source,kind}' = 's3_prefix'
+					 THEN format('prefix "%s"', spec #>> '{source,key}')
+					 ELSE format('key "%s"', spec #>> '{source,key}') END
+				USING ERRCODE = 'insufficient_privilege',
+					  DETAIL = format('The source reaches "%s", where Remora keeps the staging objects and results of jobs.', area),
+					  HINT = 'Read a job''s result with remora_result() and remora_presign(); a prefix source must not contain the areas of Remora''s jobs.';
+		END IF;
+	END IF;
+
+	-- Provenance: who, from where, and the pg_cron job when pg_cron runs us.
+	-- Only the installed pg_cron extension's own run table is believed: a
+	-- look-alike cron.job_run_details that a user created would forge it.
+	SELECT c.oid INTO cron_runs
+	  FROM pg_catalog.pg_extension x
+	  JOIN pg_catalog.pg_depend d
+		ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+	   AND d.refobjid = x.oid AND d.deptype = 'e'
+	   AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+	  JOIN pg_catalog.pg_class c ON c.oid = d.objid
+	  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+	 WHERE x.extname = 'pg_cron' AND c.relname = 'job_run_details'
+	   AND n.nspname = 'cron';
+	IF cron_runs IS NOT NULL THEN
+		EXECUTE format('SELECT jobid, runid FROM %s
+						 WHERE job_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+						   AND status OPERATOR(pg_catalog.=) ANY (ARRAY[''starting'', ''running''])
+						 ORDER BY runid DESC LIMIT 1', cron_runs::pg_catalog.regclass)
+		   INTO cron_job, cron_run;
+	END IF;
+	prov := jsonb_strip_nulls(jsonb_build_object(
+		'role', pg_get_userbyid(caller),
+		'session_user', session_user,
+		'application_name', nullif(current_setting('application_name'), ''),
+		'client_addr', inet_client_addr()::text,
+		'backend_pid', pg_backend_pid(),
+		'cron_job_id', cron_job,
+		'cron_run_id', cron_run,
+		'submitted_at', now()));
+
+	INSERT INTO remora.jobs
+		(owner, source, source_kind, bucket, prefix, options, spec, label,
+		 priority, max_attempts, idempotency_key, request_hash,
+		 definition_hash, access_digest, provenance)
+	VALUES
+		(caller, spec #>> '{source,uri}', spec #>> '{source,kind}',
+		 spec ->> 'bucket', spec ->> 'prefix', spec -> 'options', spec,
+		 spec #>> '{options,label}',
+		 (spec #>> '{options,priority}')::integer,
+		 (spec #>> '{options,max_attempts}')::integer,
+		 idem_key, req_hash, remora._sha256(spec::text || coalesce(source_url, '')),
+		 remora._sha256(jsonb_build_object(
+			'owner', caller, 'role', pg_get_userbyid(caller),
+			'bucket', spec ->> 'bucket', 'prefix', spec ->> 'prefix',
+			'endpoint', endpoint)::text),
+		 prov)
+	ON CONFLICT (owner, idempotency_key) DO NOTHING
+	RETURNING job_id INTO new_id;
+
+	IF new_id IS NULL THEN
+		-- A concurrent submit with the same key won the insert.
+		SELECT job_id, request_hash INTO existing
+		  FROM remora.jobs WHERE owner = caller AND idempotency_key = idem_key;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'could not serialize access due to concurrent submit'
+				USING ERRCODE = 'serialization_failure';
+		END IF;
+		IF existing.request_hash <> req_hash THEN
+			RAISE EXCEPTION 'idempotency key "%" was already used for job %', idem_key, existing.job_id
+				USING ERRCODE = 'unique_violation',
+					  DETAIL = 'The key was reused for another request; the existing job is unchanged.',
+					  HINT = 'Use a new idempotency key for a different request.';
+		END IF;
+		RETURN existing.job_id;
+	END IF;
+
+	IF source_url IS NOT NULL THEN
+		INSERT INTO remora.source_urls (job_id, url) VALUES (new_id, source_url);
+	END IF;
+	INSERT INTO remora.queue (job_id, priority, not_before)
+	VALUES (new_id, (spec #>> '{options,priority}')::integer, now());
+	RETURN new_id;
+END
+$$;
+
+CREATE FUNCTION remora._job_for(caller oid, job bigint) RETURNS remora.jobs
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	j	remora.jobs;
+BEGIN
+	SELECT * INTO j FROM remora.jobs WHERE job_id = job FOR UPDATE;
+	IF NOT FOUND OR NOT remora._may_act(caller, j.owner) THEN
+		RAISE EXCEPTION 'job % does not exist', job
+			USING ERRCODE = 'no_data_found';
+	END IF;
+	RETURN j;
+END
+$$;
+
+-- Cancel: queued and retrying jobs end at once; a running job gets a
+-- durable request that its attempt observes at its next protocol call (or
+-- its lease expiry).  Terminal jobs are unchanged.  Returns the state.
+-- Model: Cancel (proof/remora.pml)
+CREATE FUNCTION remora._cancel(caller oid, job bigint) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	j	remora.jobs := remora._job_for(caller, job);
+BEGIN
+	IF j.state IN ('queued', 'retrying') THEN
+		UPDATE remora.jobs
+		   SET state = 'cancelled', cancel_requested_at = now(), finished_at = now()
+		 WHERE job_id = job;
+		DELETE FROM remora.queue WHERE job_id = job;
+		RETURN 'cancelled';
+	ELSIF j.state = 'running' AND j.cancel_requested_at IS NULL THEN
+		UPDATE remora.jobs SET cancel_requested_at = now() WHERE job_id = job;
+	END IF;
+	RETURN j.state;
+END
+$$;
+
+-- Delete: tombstone (the job leaves the default views; objects stay).  An
+-- unfinished job is cancelled first.  hard also records the request to
+-- delete the job's objects, which the workers carry out.
+CREATE FUNCTION remora._delete(caller oid, job bigint, hard boolean)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	j	remora.jobs := remora._job_for(caller, job);
+BEGIN
+	IF j.state IN ('queued', 'retrying', 'running') THEN
+		PERFORM remora._cancel(caller, job);
+	END IF;
+	UPDATE remora.jobs
+	   SET deleted_at = coalesce(deleted_at, now()),
+		   hard_delete_requested_at = CASE WHEN hard
+			   THEN coalesce(hard_delete_requested_at, now())
+			   ELSE hard_delete_requested_at END
+	 WHERE job_id = job;
+	-- a job that never ran wrote nothing: its hard delete is done; an
+	-- export stages nothing, and its stable keys are never deleted
+	IF hard AND (j.source_kind = 'export'
+				 OR NOT EXISTS (SELECT 1 FROM remora.attempts a WHERE a.job_id = job)) THEN
+		UPDATE remora.jobs SET hard_deleted_at = coalesce(hard_deleted_at, now())
+		 WHERE job_id = job;
+	END IF;
+END
+$$;
+
+CREATE FUNCTION remora_submit(source text, bucket text DEFAULT NULL,
+							  prefix text DEFAULT NULL,
+							  options jsonb DEFAULT '{}',
+							  idempotency_key text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'remora_submit'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION remora_cancel(job bigint) RETURNS text
+AS 'MODULE_PATHNAME', 'remora_cancel'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION remora_delete(job bigint, hard boolean DEFAULT false)
+RETURNS void
+AS 'MODULE_PATHNAME', 'remora_delete'
+LANGUAGE C VOLATILE;
+
+-- Members of the committed manifest only; runs as the caller, so
+-- row-level security decides what exists.
+CREATE FUNCTION remora_result(job bigint)
+RETURNS TABLE (path text, bucket text, key text, size bigint, sha256 text,
+			   etag text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF job IS NULL THEN
+		RAISE EXCEPTION 'job must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF NOT EXISTS (SELECT 1 FROM remora.jobs j WHERE j.job_id = job) THEN
+		RAISE EXCEPTION 'job % does not exist', job USING ERRCODE = 'no_data_found';
+	END IF;
+	RETURN QUERY
+		SELECT m.path, m.bucket, m.key, m.size, m.sha256, m.etag
+		  FROM remora.results r
+		  JOIN remora.jobs j ON j.job_id = r.job_id
+		  JOIN remora.members m ON m.attempt_id = r.attempt_id
+		 WHERE r.job_id = job AND j.hard_delete_requested_at IS NULL
+		 ORDER BY m.path;
+END
+$$;
+

@@ -1,0 +1,254 @@
+/* ------------------------------------------------------------------------
+ * Worker protocol
+ * ------------------------------------------------------------------------ */
+
+-- Take the lease lock (see remora.lease_lock) until the transaction ends.
+CREATE FUNCTION remora._lock_leases() RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+	PERFORM 1 FROM remora.lease_lock FOR UPDATE;
+	IF NOT FOUND THEN
+		INSERT INTO remora.lease_lock VALUES (true) ON CONFLICT DO NOTHING;
+		PERFORM 1 FROM remora.lease_lock FOR UPDATE;
+	END IF;
+END
+$$;
+
+-- Leases in use, as claim counts them.  While coordination state is whole
+-- (remora.coordination), every running attempt has its lease row (claim,
+-- settle and commit change both in one transaction, reconcile re-creates
+-- lost rows before it restores the marker), so the lease rows are the
+-- count: a small table.  Without the marker, a running job's lease may have
+-- been lost and not yet re-created: every running job counts too.  (Reading
+-- the running jobs costs more than it seems: until vacuum, the index on
+-- state holds an entry for every job that ran since.)
+-- Model: LeasesInUse (proof/remora.pml)
+CREATE FUNCTION remora._leases_in_use() RETURNS bigint
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+	IF EXISTS (SELECT 1 FROM remora.coordination) THEN
+		RETURN (SELECT count(*) FROM remora.leases);
+	END IF;
+	RETURN (SELECT count(*)
+			  FROM (SELECT j.job_id FROM remora.jobs j WHERE j.state = 'running'
+					UNION
+					SELECT l.job_id FROM remora.leases l) s);
+END
+$$;
+
+-- Lease reservations of claims in flight (src/pg/leases.c): the word to
+-- compare, a reservation made only if the word is still the one read, and
+-- room given back.  Only claim calls them.
+CREATE FUNCTION remora._lease_reservations() RETURNS bigint
+AS 'MODULE_PATHNAME', 'remora_lease_reservations'
+LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION remora._reserve_leases(seen bigint, n integer) RETURNS boolean
+AS 'MODULE_PATHNAME', 'remora_reserve_leases'
+LANGUAGE C VOLATILE STRICT;
+CREATE FUNCTION remora._release_leases(n integer) RETURNS void
+AS 'MODULE_PATHNAME', 'remora_release_leases'
+LANGUAGE C VOLATILE STRICT;
+
+-- Hand out up to max_jobs runnable jobs, by priority then age.  Each claim
+-- creates a new attempt with a fencing token greater than any before it
+-- for the job, records the recovery ledger, and takes a lease.  Leases in
+-- use never exceed remora.max_active_leases: a claim reserves the room it
+-- takes in shared memory before it takes it, against the leases it can see
+-- plus those others reserved (running jobs count while the lease rows are
+-- lost), and the reservation lasts until its transaction ends (leases.c
+-- says why that suffices); claimers never wait for each other, and skip
+-- queue and job rows others hold.  A lease runs from when it is written
+-- (clock_timestamp()), not from a transaction start.
+-- Model: Claim (proof/remora.pml)
+CREATE FUNCTION remora.claim(incarnation uuid, max_jobs integer DEFAULT 1)
+RETURNS TABLE (job_id bigint, attempt_id uuid, fencing_token bigint,
+			   spec jsonb, resume jsonb, lease_expires_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- one plan for the batch statement: replanning it on each call (its LIMIT
+-- is a parameter) cost more than the claim itself
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+	p_incarnation uuid := $1;
+	lim			integer := current_setting('remora.max_active_leases')::integer;
+	room		integer;
+	seen		bigint;
+	taken		integer;
+	expires		timestamptz;
+BEGIN
+	IF incarnation IS NULL THEN
+		RAISE EXCEPTION 'incarnation must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF max_jobs IS NULL OR max_jobs < 1 OR max_jobs > 1000 THEN
+		RAISE EXCEPTION 'invalid max_jobs: %', max_jobs
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'max_jobs must be between 1 and 1000.';
+	END IF;
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'remora.claim requires the READ COMMITTED isolation level'
+			USING ERRCODE = 'active_sql_transaction';
+	END IF;
+
+	-- an incarnation seen for the first time is recorded; one that has been
+	-- marked stopped claims nothing
+	INSERT INTO remora.incarnations (incarnation) VALUES (p_incarnation)
+	ON CONFLICT DO NOTHING;
+	IF EXISTS (SELECT 1 FROM remora.incarnations i
+				WHERE i.incarnation = p_incarnation AND i.stopped_at IS NOT NULL) THEN
+		RETURN;
+	END IF;
+
+	-- the reservation is read before the leases are counted (each
+	-- statement here takes a new snapshot)
+	LOOP
+		seen := remora._lease_reservations();
+		room := least(max_jobs, lim - remora._leases_in_use()
+								- (seen & 4294967295)::integer);
+		IF room <= 0 THEN
+			RETURN;
+		END IF;
+		EXIT WHEN remora._reserve_leases(seen, room);
+	END LOOP;
+	expires := clock_timestamp() + remora._setting_interval('remora.lease_duration');
+
+	-- One statement for the whole batch.  The queue is read in claim order
+	-- from its index: a claim reads the rows it hands out (and those others
+	-- hold, which it skips), whatever the backlog.  A job row is locked only
+	-- if nobody else holds it, so a claim never waits on a cancel (which
+	-- holds the job, then the queue row).  The queue entry of every job
+	-- locked goes: it is claimed now, or it no longer waits (an entry left
+	-- behind; reconcile removes them too).
+	RETURN QUERY
+	WITH picked AS MATERIALIZED (
+		SELECT qq.job_id FROM remora.queue qq
+		 WHERE qq.not_before <= now()
+		 ORDER BY qq.priority DESC, qq.job_id
+		 LIMIT room
+		   FOR UPDATE SKIP LOCKED
+	), held AS MATERIALIZED (
+		SELECT jb.* FROM remora.jobs jb
+		 WHERE jb.job_id IN (SELECT p.job_id FROM picked p)
+		   FOR UPDATE SKIP LOCKED
+	), unqueued AS (
+		-- by key, from the batch: a join (planned generically for up to
+		-- max_jobs rows) would hash the whole queue
+		DELETE FROM remora.queue qq
+		 WHERE qq.job_id = ANY (ARRAY(SELECT h.job_id FROM held h))
+	), go AS MATERIALIZED (
+		SELECT h.*, gen_random_uuid() AS new_attempt,
+			   (SELECT c FROM remora.checkpoints c WHERE c.job_id = h.job_id) AS cp,
+			   (SELECT u.url FROM remora.source_urls u WHERE u.job_id = h.job_id) AS url,
+			   (SELECT e FROM remora.exports e WHERE e.export_id = h.job_id) AS ex
+		  FROM held h
+		 WHERE h.state IN ('queued', 'retrying') AND h.cancel_requested_at IS NULL
+		   AND h.attempts_used < h.max_attempts
+	), attempt AS (
+		-- an export stages nothing to clean up, and records what it is to
+		-- publish before it runs
+		INSERT INTO remora.attempts
+			(attempt_id, job_id, attempt_no, fencing_token, incarnation,
+			 definition_hash, request_hash, access_digest, provenance,
+			 resumed_from, cleaned_at, export_ledger)
+		SELECT g.new_attempt, g.job_id, g.attempts_used + 1, g.fencing_token + 1,
+			   p_incarnation, g.definition_hash, g.request_hash, g.access_digest,
+			   g.provenance, (g.cp).attempt_id,
+			   CASE WHEN (g.ex).export_id IS NOT NULL THEN now() END,
+			   CASE WHEN (g.ex).export_id IS NOT NULL THEN jsonb_build_object(
+					'output_digest', (g.ex).output_digest, 'source_digest', (g.ex).source_digest,
+					'publication_digest', (g.ex).publication_digest, 'members', (g.ex).members,
+					'bytes', (g.ex).bytes, 'if_exists', (g.ex).if_exists, 'mode', (g.ex).mode,
+					'decision', (g.ex).decisions -> -1) END
+		  FROM go g
+	), job AS (
+		UPDATE remora.jobs jb
+		   SET state = 'running',
+			   attempts_used = jb.attempts_used + 1,
+			   fencing_token = jb.fencing_token + 1,
+			   current_attempt = g.new_attempt,
+			   started_at = coalesce(jb.started_at, now())
+		  FROM go g
+		 WHERE jb.job_id = g.job_id
+	), lease AS (
+		INSERT INTO remora.leases (attempt_id, job_id, fencing_token, incarnation, expires_at)
+		SELECT g.new_attempt, g.job_id, g.fencing_token + 1, p_incarnation, expires
+		  FROM go g
+	)
+	SELECT g.job_id, g.new_attempt, g.fencing_token + 1,
+		   -- the worker gets the whole URL, query string included
+		   CASE WHEN g.url IS NULL THEN s.spec
+				ELSE coalesce(jsonb_set(s.spec, '{source,uri}', to_jsonb(g.url)), s.spec) END
+		   || CASE WHEN (g.ex).export_id IS NULL THEN '{}'::jsonb
+				   ELSE jsonb_build_object('export', remora._export_spec(g.job_id)) END,
+		   CASE WHEN g.cp IS NULL THEN NULL
+				ELSE jsonb_build_object('attempt_id', (g.cp).attempt_id,
+										'fencing_token', (g.cp).fencing_token,
+										'bytes_done', (g.cp).bytes_done,
+										'state', (g.cp).state) END,
+		   expires
+	  FROM go g
+	 CROSS JOIN LATERAL (SELECT g.spec || jsonb_build_object(
+				'job_id', g.job_id, 'attempt_no', g.attempts_used + 1, 'owner', g.owner,
+				'staging_prefix', remora._staging_prefix(g.prefix, g.job_id, g.new_attempt))
+				AS spec) s
+	 ORDER BY g.priority DESC, g.job_id;
+	GET DIAGNOSTICS taken = ROW_COUNT;
+	PERFORM remora._release_leases(room - taken);
+END
+$$;
+
+CREATE FUNCTION remora._staging_prefix(prefix text, job bigint, attempt uuid)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+	RETURN CASE WHEN prefix = '' THEN '' ELSE prefix || '/' END
+		   || job::text || '/' || attempt::text || '/';
+END
+$$;
+
+-- Extend the lease of the current attempt and token.  ok is false once the
+-- attempt has lost authority; cancel_requested tells it to stop.  The new
+-- expiry counts from when it is written, so a renewal that waited on the
+-- job lock never writes a lease that has already lapsed; a lease lost with
+-- coordination state is re-created under the lease lock.
+-- Model: Renew (proof/remora.pml)
+CREATE FUNCTION remora.renew(attempt_id uuid, fencing_token bigint)
+RETURNS TABLE (ok boolean, cancel_requested boolean,
+			   lease_expires_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	p_attempt	uuid := $1;
+	p_token		bigint := $2;
+	v			record;
+	expires		timestamptz;
+BEGIN
+	v := remora._authorize(p_attempt, p_token);
+	IF v.verdict <> 'ok' THEN
+		ok := false;
+		cancel_requested := coalesce((v.j).cancel_requested_at IS NOT NULL, false);
+		lease_expires_at := NULL;
+		RETURN NEXT;
+		RETURN;
+	END IF;
+
+	IF NOT EXISTS (SELECT 1 FROM remora.leases l WHERE l.attempt_id = p_attempt) THEN
+		PERFORM remora._lock_leases();
+	END IF;
+	expires := clock_timestamp() + remora._setting_interval('remora.lease_duration');
+	INSERT INTO remora.leases AS l (attempt_id, job_id, fencing_token, incarnation, expires_at)
+	VALUES (p_attempt, (v.j).job_id, p_token, (v.a).incarnation, expires)
+	ON CONFLICT ON CONSTRAINT leases_pkey
+	DO UPDATE SET expires_at = EXCLUDED.expires_at, renewed_at = clock_timestamp();
+
+	ok := true;
+	cancel_requested := false;
+	lease_expires_at := expires;
+	RETURN NEXT;
+END
+$$;
+

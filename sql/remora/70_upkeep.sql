@@ -1,0 +1,247 @@
+-- Rebuild coordination state from durable state and expire lapsed leases.
+-- Returns the number of repairs made.  Safe to run at any time, by any
+-- number of callers.
+-- Model: Reconcile (proof/remora.pml)
+CREATE FUNCTION remora.reconcile() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	repairs		integer := 0;
+	n			integer;
+	l			record;
+	v			record;
+BEGIN
+	-- an incarnation known to have stopped holds no live lease
+	UPDATE remora.leases le SET expires_at = now() - interval '1 microsecond'
+	  FROM remora.incarnations i
+	 WHERE i.incarnation = le.incarnation AND i.stopped_at IS NOT NULL
+	   AND le.expires_at >= now();
+
+	-- leases that lapsed: the attempt is lost (settled under the job lock).
+	-- A job row someone else holds (its worker renewing, its owner
+	-- cancelling in an open transaction) is left for the next round, so
+	-- that nobody can stall the reconciliation of other jobs.
+	FOR l IN SELECT le.attempt_id, le.fencing_token, le.job_id FROM remora.leases le
+			  WHERE le.expires_at < now() ORDER BY le.job_id LOOP
+		PERFORM 1 FROM remora.jobs j WHERE j.job_id = l.job_id FOR UPDATE SKIP LOCKED;
+		CONTINUE WHEN NOT FOUND;
+		v := remora._authorize(l.attempt_id, l.fencing_token);
+		IF v.verdict IN ('lost', 'cancelled') THEN
+			repairs := repairs + 1;
+		END IF;
+	END LOOP;
+
+	-- leases whose attempt no longer runs
+	DELETE FROM remora.leases le
+	 WHERE NOT EXISTS (SELECT 1 FROM remora.attempts a
+						JOIN remora.jobs j ON j.job_id = a.job_id
+					   WHERE a.attempt_id = le.attempt_id AND a.state = 'running'
+						 AND j.current_attempt = a.attempt_id);
+	GET DIAGNOSTICS n = ROW_COUNT;
+	repairs := repairs + n;
+
+	-- running attempts whose lease was lost with coordination state: a
+	-- fresh lease, so that a live worker keeps it and a dead one loses it
+	-- (under the lease lock: these count against remora.max_active_leases
+	-- as running jobs already)
+	PERFORM remora._lock_leases();
+	INSERT INTO remora.leases (attempt_id, job_id, fencing_token, incarnation, expires_at)
+	SELECT a.attempt_id, a.job_id, a.fencing_token, a.incarnation,
+		   clock_timestamp() + remora._setting_interval('remora.lease_duration')
+	  FROM remora.jobs j
+	  JOIN remora.attempts a ON a.attempt_id = j.current_attempt
+	 WHERE j.state = 'running' AND a.state = 'running'
+	   AND NOT EXISTS (SELECT 1 FROM remora.leases le WHERE le.attempt_id = a.attempt_id)
+	ON CONFLICT DO NOTHING;
+	GET DIAGNOSTICS n = ROW_COUNT;
+	repairs := repairs + n;
+
+	-- queue entries: exactly the jobs waiting to be claimed.  Submit,
+	-- retry, cancel and claim keep them so; they are rebuilt from the jobs
+	-- only when coordination state was lost (remora.coordination).
+	IF NOT EXISTS (SELECT 1 FROM remora.coordination) THEN
+		DELETE FROM remora.queue q
+		 WHERE NOT EXISTS (SELECT 1 FROM remora.jobs j
+						   WHERE j.job_id = q.job_id AND j.state IN ('queued', 'retrying'));
+		GET DIAGNOSTICS n = ROW_COUNT;
+		repairs := repairs + n;
+
+		INSERT INTO remora.queue (job_id, priority, not_before)
+		SELECT j.job_id, j.priority, j.not_before
+		  FROM remora.jobs j
+		 WHERE j.state IN ('queued', 'retrying')
+		   AND NOT EXISTS (SELECT 1 FROM remora.queue q WHERE q.job_id = j.job_id)
+		ON CONFLICT DO NOTHING;
+		GET DIAGNOSTICS n = ROW_COUNT;
+		repairs := repairs + n;
+		INSERT INTO remora.coordination VALUES (true) ON CONFLICT DO NOTHING;
+	END IF;
+
+	RETURN repairs;
+END
+$$;
+
+-- Objects a worker should delete, most urgent first:
+--  * a hard-deleted job: the staging prefix of each attempt that was not
+--    cleaned yet (attempt_id set; the worker records it with
+--    remora.staging_cleaned), then, last, the whole staging prefix of the
+--    attempt whose result was committed (or of the last attempt) with
+--    attempt_id NULL (recorded with remora.job_objects_deleted).  Only the
+--    job's own attempt prefixes, <prefix>/<job id>/<attempt id>/: another
+--    job whose prefix happens to be <prefix>/<job id> is not touched;
+--  * staging: every attempt of a finished job that did not commit (all of
+--    its staging prefix), and the segments of the one that did.
+-- Attempts of unfinished jobs keep theirs: a replacement may reuse them.
+-- Nothing is touched until one lease after the job or attempt ended, so
+-- that a zombie that has not yet heard it lost has stopped writing.  (One
+-- paused for longer may still write afterwards; commit refuses it, and its
+-- objects are left to the store's lifecycle rules.)
+-- Model: StagingToClean (proof/remora.pml)
+CREATE FUNCTION remora.staging_to_clean(max_rows integer DEFAULT 1)
+RETURNS TABLE (attempt_id uuid, job_id bigint, bucket text, prefix text)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH doomed AS (
+		SELECT j.job_id, j.bucket, j.prefix, j.hard_delete_requested_at,
+			   r.attempt_id AS committed
+		  FROM remora.jobs j
+		  LEFT JOIN remora.results r ON r.job_id = j.job_id
+		 WHERE j.hard_delete_requested_at IS NOT NULL AND j.hard_deleted_at IS NULL
+		   AND j.state IN ('succeeded', 'failed', 'cancelled')
+		   AND (j.delete_after IS NULL OR j.delete_after <= now())
+		   AND coalesce(j.finished_at, j.hard_delete_requested_at)
+			   <= now() - remora._setting_interval('remora.lease_duration'))
+	(SELECT u.attempt_id, u.job_id, u.bucket, u.prefix
+	   FROM (SELECT a.attempt_id, d.job_id, d.bucket,
+					remora._staging_prefix(d.prefix, d.job_id, a.attempt_id) AS prefix,
+					d.hard_delete_requested_at AS since
+			   FROM doomed d
+			   JOIN remora.attempts a ON a.job_id = d.job_id
+			  WHERE a.cleaned_at IS NULL
+				AND a.attempt_id IS DISTINCT FROM d.committed
+				AND (a.clean_after IS NULL OR a.clean_after <= now())
+			 UNION ALL
+			 SELECT NULL::uuid, d.job_id, d.bucket,
+					remora._staging_prefix(d.prefix, d.job_id, last.attempt_id),
+					d.hard_delete_requested_at
+			   FROM doomed d
+			   CROSS JOIN LATERAL (
+					SELECT a.attempt_id FROM remora.attempts a
+					 WHERE a.job_id = d.job_id
+					 ORDER BY a.attempt_id = d.committed DESC, a.attempt_no DESC
+					 LIMIT 1) last
+			  WHERE NOT EXISTS (SELECT 1 FROM remora.attempts a
+								 WHERE a.job_id = d.job_id AND a.cleaned_at IS NULL
+								   AND a.attempt_id IS DISTINCT FROM d.committed)) u
+	  ORDER BY u.since, u.job_id, u.attempt_id NULLS LAST
+	  LIMIT greatest(max_rows, 0))
+	UNION ALL
+	(SELECT c.attempt_id, c.job_id, j.bucket,
+			remora._staging_prefix(j.prefix, j.job_id, c.attempt_id)
+			|| CASE WHEN r.attempt_id IS NULL THEN '' ELSE 'segments/' END
+	   FROM ((SELECT a.attempt_id, a.job_id, a.finished_at AS due
+				FROM remora.attempts a
+			   WHERE a.cleaned_at IS NULL AND a.clean_after IS NULL
+				 AND a.finished_at <= now() - remora._setting_interval('remora.lease_duration')
+			   ORDER BY a.finished_at, a.attempt_id)
+			 UNION ALL
+			 (SELECT a.attempt_id, a.job_id, a.clean_after
+				FROM remora.attempts a
+			   WHERE a.cleaned_at IS NULL AND a.clean_after <= now()
+				 AND a.finished_at <= now() - remora._setting_interval('remora.lease_duration')
+			   ORDER BY a.clean_after, a.attempt_id)) c
+	   JOIN remora.jobs j ON j.job_id = c.job_id
+	   LEFT JOIN remora.results r ON r.attempt_id = c.attempt_id
+	  WHERE j.hard_delete_requested_at IS NULL
+		AND j.state IN ('succeeded', 'failed', 'cancelled')
+	  ORDER BY c.due, c.attempt_id
+	  LIMIT greatest(max_rows, 0))
+	LIMIT greatest(max_rows, 0)
+$$;
+
+-- Record a hard delete's objects gone (or a failed try, retried after a
+-- backoff that doubles up to an hour).  The job row stays as a tombstone.
+CREATE FUNCTION remora.job_objects_deleted(job_id bigint, ok boolean DEFAULT true)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF ok THEN
+		UPDATE remora.jobs j SET hard_deleted_at = coalesce(j.hard_deleted_at, now())
+		 WHERE j.job_id = $1 AND j.hard_delete_requested_at IS NOT NULL;
+		UPDATE remora.attempts a SET cleaned_at = coalesce(a.cleaned_at, now())
+		 WHERE a.job_id = $1;
+	ELSE
+		UPDATE remora.jobs j
+		   SET delete_failures = j.delete_failures + 1,
+			   delete_after = now() + make_interval(secs => least(3600, power(2, least(j.delete_failures, 12))))
+		 WHERE j.job_id = $1 AND j.hard_deleted_at IS NULL;
+	END IF;
+END
+$$;
+
+-- Record a cleanup: done, or failed (tried again after a backoff that
+-- doubles up to an hour).
+-- Model: StagingCleaned (proof/remora.pml)
+CREATE FUNCTION remora.staging_cleaned(attempt_id uuid, ok boolean DEFAULT true)
+RETURNS void
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	UPDATE remora.attempts a
+	   SET cleaned_at = CASE WHEN $2 THEN now() END,
+		   clean_failures = CASE WHEN $2 THEN a.clean_failures ELSE a.clean_failures + 1 END,
+		   clean_after = CASE WHEN $2 THEN NULL
+						 ELSE now() + make_interval(secs => least(3600, power(2, least(a.clean_failures, 12)))) END
+	 WHERE a.attempt_id = $1 AND a.cleaned_at IS NULL
+$$;
+
+-- Retention: the history of jobs that ended more than remora.retention ago
+-- is pruned, a batch at a time (the launcher calls this every minute).  The
+-- job row stays as a tombstone (its state, owner, idempotency key, last
+-- error); the attempts go, except the one whose result is still offered.
+-- A job whose staging or hard delete is not finished waits.
+CREATE FUNCTION remora.prune(max_jobs integer DEFAULT 100) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	keep	interval := remora._setting_interval('remora.retention');
+	n		integer := 0;
+	j		record;
+BEGIN
+	IF keep <= interval '0' THEN
+		RETURN 0;
+	END IF;
+	FOR j IN
+		SELECT jb.job_id,
+			   (jb.deleted_at IS NOT NULL OR jb.hard_deleted_at IS NOT NULL) AS gone
+		  FROM remora.jobs jb
+		 WHERE jb.state IN ('succeeded', 'failed', 'cancelled')
+		   AND jb.pruned_at IS NULL
+		   AND jb.finished_at < now() - keep
+		   AND (jb.hard_delete_requested_at IS NULL OR jb.hard_deleted_at IS NOT NULL)
+		   AND NOT EXISTS (SELECT 1 FROM remora.attempts a
+							WHERE a.job_id = jb.job_id AND a.cleaned_at IS NULL)
+		 ORDER BY jb.finished_at
+		 LIMIT greatest(max_jobs, 0)
+		   FOR UPDATE SKIP LOCKED
+	LOOP
+		DELETE FROM remora.checkpoints c WHERE c.job_id = j.job_id;
+		DELETE FROM remora.source_urls u WHERE u.job_id = j.job_id;
+		IF j.gone THEN
+			DELETE FROM remora.results r WHERE r.job_id = j.job_id;
+		END IF;
+		DELETE FROM remora.attempts a
+		 WHERE a.job_id = j.job_id
+		   AND NOT EXISTS (SELECT 1 FROM remora.results r WHERE r.attempt_id = a.attempt_id);
+		UPDATE remora.jobs jb SET pruned_at = now() WHERE jb.job_id = j.job_id;
+		n := n + 1;
+	END LOOP;
+	RETURN n;
+END
+$$;
+

@@ -1,0 +1,148 @@
+-- Checkpoint-writer statistics since the server started, from shared memory.
+CREATE FUNCTION remora._checkpoint_stats()
+RETURNS TABLE (transactions bigint, checkpoints bigint, max_batch bigint,
+			   commit_ms_total double precision, commit_ms_max double precision,
+			   refusals bigint)
+AS 'MODULE_PATHNAME', 'remora_checkpoint_stats'
+LANGUAGE C VOLATILE;
+
+-- Live progress of running attempts, from shared memory: the caller's own
+-- jobs (an administrator's: all).
+CREATE FUNCTION remora._progress()
+RETURNS TABLE (job_id bigint, attempt_id uuid, fencing_token bigint,
+			   bytes_done bigint, bytes_total bigint, rate double precision,
+			   restarted boolean, started_at timestamptz,
+			   updated_at timestamptz, worker_pid integer)
+AS 'MODULE_PATHNAME', 'remora_progress'
+LANGUAGE C VOLATILE;
+
+-- What an external worker (remora-worker) needs of the server's settings:
+-- the target store with its credentials, the outbound policy and the lease.
+-- Secrets: executable by remora_worker only (and checked again inside);
+-- not SECURITY DEFINER: the C function reads the settings (and the secret
+-- key file) itself.  doc/security.md: connect with sslmode=verify-full.
+CREATE FUNCTION remora.worker_settings(
+	OUT s3_endpoint text, OUT s3_region text, OUT s3_path_style boolean,
+	OUT s3_access_key_id text, OUT s3_secret_access_key text,
+	OUT default_bucket text, OUT default_prefix text, OUT part_size bigint,
+	OUT lease_duration_ms integer, OUT worker_concurrency integer,
+	OUT stall_timeout_ms integer, OUT allow_networks text,
+	OUT deny_networks text, OUT allow_ports text, OUT hf_endpoint text,
+	OUT hf_token text, OUT ca_file text, OUT ca_path text,
+	OUT http_proxy text, OUT https_proxy text, OUT no_proxy text,
+	OUT object_connections integer, OUT max_connections_per_host integer,
+	OUT export_copy_cutoff bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'remora_worker_settings'
+LANGUAGE C VOLATILE;
+
+/* ------------------------------------------------------------------------
+ * What a worker records and reads besides the attempt protocol
+ *
+ * A worker (a background worker, or remora-worker as a member of
+ * remora_worker) reaches the database through these functions and the
+ * protocol's alone: remora_worker holds no privilege on any table.
+ * ------------------------------------------------------------------------ */
+
+-- Record a new worker incarnation: kind 'worker' (a background worker) or
+-- 'external' (remora-worker, which says on which host it runs, under which
+-- label, and its version).  An incarnation already recorded is an error:
+-- each is new.
+CREATE FUNCTION remora.start_incarnation(incarnation uuid, pid integer,
+										 kind text, host text, label text,
+										 version text)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF $1 IS NULL THEN
+		RAISE EXCEPTION 'incarnation must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF $3 IS NULL OR $3 NOT IN ('worker', 'external') THEN
+		RAISE EXCEPTION 'invalid incarnation kind: %', $3
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'The kind is worker or external.';
+	END IF;
+	INSERT INTO remora.incarnations (incarnation, pid, kind, host, label, version)
+	VALUES ($1, $2, $3, $4, $5, $6);
+END
+$$;
+
+-- The incarnation is alive: true if recorded, false if it has been ended
+-- (the worker then starts another; its claims would be refused).
+CREATE FUNCTION remora.heartbeat(incarnation uuid) RETURNS boolean
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH beat AS (
+		UPDATE remora.incarnations i SET heartbeat_at = now()
+		 WHERE i.incarnation = $1 AND i.stopped_at IS NULL
+		RETURNING 1)
+	SELECT EXISTS (SELECT 1 FROM beat)
+$$;
+
+-- Record the end of an incarnation, unless already recorded (true: ended
+-- now).  remora.reconcile then takes its leases as lapsed.
+CREATE FUNCTION remora.end_incarnation(incarnation uuid) RETURNS boolean
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH ended AS (
+		UPDATE remora.incarnations i SET stopped_at = now()
+		 WHERE i.incarnation = $1 AND i.stopped_at IS NULL
+		RETURNING 1)
+	SELECT EXISTS (SELECT 1 FROM ended)
+$$;
+
+-- The launcher, first in a server lifetime: every background worker
+-- incarnation of the previous lifetime has ended.  Not for remora_worker
+-- (an external worker cannot know that); returns how many were recorded.
+CREATE FUNCTION remora.end_previous_lifetime() RETURNS integer
+LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH ended AS (
+		UPDATE remora.incarnations i SET stopped_at = now()
+		 WHERE i.kind = 'worker' AND i.stopped_at IS NULL
+		RETURNING 1)
+	SELECT count(*)::integer FROM ended
+$$;
+
+-- Members an earlier attempt of the job completed, for its attempt
+-- attempt_id to reuse: for each of paths (pos: its place in paths, from 1,
+-- the first if repeated), the copy of the newest other attempt, in the
+-- job's bucket.  Paths with none are absent.
+CREATE FUNCTION remora.earlier_members(job_id bigint, attempt_id uuid, paths text[])
+RETURNS TABLE (pos integer, path text, key text, etag text, sha256 text,
+			   size bigint, source jsonb)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT DISTINCT ON (m.path) p.pos::integer, m.path, m.key, m.etag,
+		   m.sha256, m.size, m.source
+	  FROM unnest($3) WITH ORDINALITY p(path, pos)
+	  JOIN remora.members m ON m.path = p.path
+	  JOIN remora.attempts t ON t.attempt_id = m.attempt_id
+	 WHERE t.job_id = $1 AND t.attempt_id <> $2
+	   AND m.bucket = (SELECT j.bucket FROM remora.jobs j WHERE j.job_id = $1)
+	 ORDER BY m.path, t.attempt_no DESC, p.pos
+$$;
+
+-- The registered source endpoint a job of an s3 source names, with its
+-- secret (a worker signs its requests with it): no row if there is none.
+-- region, access_key_id and secret_access_key are '' rather than null; ca_pem
+-- is null when the endpoint has no CAs of its own.
+CREATE FUNCTION remora.source_endpoint_settings(name text)
+RETURNS TABLE (url text, region text, path_style boolean,
+			   access_key_id text, secret_access_key text, ca_pem text)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT e.url, coalesce(e.region, ''), e.path_style,
+		   coalesce(e.access_key_id, ''), coalesce(e.secret_access_key, ''),
+		   e.ca_pem
+	  FROM remora.source_endpoints e
+	 WHERE e.name = $1
+$$;
+
