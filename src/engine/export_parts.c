@@ -17,12 +17,13 @@
  *	      conclusive answer --> outcome unknown, and ABORT (a no-op if it
  *	      had completed)
  *
- * RGW ignores x-amz-copy-source-if-match on UploadPartCopy (TESTING.md),
- * so there a member replaced during a multipart copy is not noticed; a
- * committed member is never rewritten by Remora.  An upload open when the
- * export is cancelled or its worker stops is not aborted (its requests are
- * cut and nothing is waited for): a lifecycle rule on the target bucket
- * (AbortIncompleteMultipartUpload) drops it.
+ * RGW ignores x-amz-copy-source-if-match on UploadPartCopy (the table of
+ * stores in doc/operator-guide.md), so there a member replaced during a
+ * multipart copy is not noticed; a committed member is never rewritten by
+ * Remora.  An upload open when the export is cancelled or its worker stops
+ * is not aborted (its requests are cut and nothing is waited for): a
+ * lifecycle rule on the target bucket (AbortIncompleteMultipartUpload)
+ * drops it.
  *
  *-------------------------------------------------------------------------
  */

@@ -14,11 +14,11 @@
  * previous server lifetime: none of them can still be running, and their
  * attempts need not wait for their leases to lapse.
  *
- * Every statement is a call of protocol.c, a short transaction inside its
- * error boundary: one that fails is logged and the rest of the round still
- * runs, so that workers are kept running whatever one call does.  An ERROR
- * outside a call is reported, the transaction aborted, and the next round
- * tries again.
+ * Every statement is a call of launcher_sql.c, a short transaction inside
+ * its error boundary (xact.c): one that fails is logged and the rest of the
+ * round still runs, so that workers are kept running whatever one call
+ * does.  An ERROR outside a call is reported, the transaction aborted, and
+ * the next round tries again.
  *
  * Like the workers, the launcher runs with search_path pg_catalog, pg_temp
  * and names every operator and function by schema, so that nothing a user

@@ -311,7 +311,7 @@ call_internal(const char *name, int nargs, const Oid *argtypes,
 	return result;
 }
 
-/* The same, for the other user entry points (export.c). */
+/* The same, for the other user entry points (export_call.c). */
 Datum
 remora_call_internal(const char *name, int nargs, const Oid *argtypes,
 					 const Datum *args, const bool *nulls, bool *resnull)

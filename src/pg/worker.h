@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * worker.h
- *	  The remora launcher and worker background processes.
+ *	  The remora launcher's registration, for module initialisation.
  *
  *-------------------------------------------------------------------------
  */

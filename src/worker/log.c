@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * log.c
- *	  remora-worker's log and clock.
+ *	  remora-worker's log.
  *
  * Every event is one line on standard error, with a UTC time stamp and
  * the process id; lines about an attempt name its job and attempt ids

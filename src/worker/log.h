@@ -10,11 +10,11 @@
 
 #include <stdint.h>
 
-#include "runner/runner.h" /* remora_clock_ms */
+/* remora_clock_ms (CLOCK_MONOTONIC): every deadline of the worker */
+#include "runner/runner.h"
 
 /* "2026-12-01T05:50:00.123Z remora-worker[pid]: <message>\n" */
 extern void remora_wlog(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
 
-/* milliseconds of CLOCK_MONOTONIC: every deadline of the worker */
 #endif /* REMORA_WORKER_LOG_H */

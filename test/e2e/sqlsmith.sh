@@ -92,7 +92,7 @@ check_eq "the jobs are in every state" \
 
 # ours LINE: an error's LOCATION line ("LOCATION:  func, file.c:N") names a
 # function Remora's sources define in that file (file names alone are not
-# enough: guc.c, worker.c, json.c... are PostgreSQL's too)
+# enough: guc.c, launcher.c, json.c... are PostgreSQL's too)
 ours() {
 	local fn file
 	fn=$(sed -n 's/.*LOCATION: *\([A-Za-z_0-9]*\), \([A-Za-z_0-9]*\.c\):.*/\1/p' <<<"$1")
