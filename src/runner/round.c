@@ -276,14 +276,22 @@ remora_runner_init(const RemoraHostOps *ops, void *host,
 	new_incarnation();
 }
 
-/* New settings into a new engine, once the current one is idle. */
+/*
+ * New settings into a new engine, once the current one is idle.  The new
+ * one is made before the old one goes: a host whose new_engine does not
+ * return (a background worker's ERROR, abandoning the round) leaves the
+ * old engine in place, and the next round tries again.
+ */
 static void
 take_new_settings(void)
 {
+	RemoraEngine *e;
+
 	if (!new_settings || remora_attempts_count() > 0 || sweep_task != NULL)
 		return;
+	e = remora_runner.ops->new_engine(remora_runner.host);
 	remora_engine_free(remora_runner.engine);
-	remora_runner.engine = remora_runner.ops->new_engine(remora_runner.host);
+	remora_runner.engine = e;
 	new_settings = false;
 	remora_rlog("new settings in effect, incarnation %s", incarnation);
 }
