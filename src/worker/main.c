@@ -366,10 +366,10 @@ main(int argc, char **argv)
 	 */
 	do
 	{
-		int rc = connect_first();
+		int status = connect_first();
 
-		if (rc >= 0)
-			return rc;
+		if (status >= 0)
+			return status;
 		if (remora_settings_load(&conn, &settings))
 			break;
 		if (conn.pg != NULL)
