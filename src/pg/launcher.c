@@ -50,7 +50,7 @@
 #include "pg/launcher_sql.h"
 #include "pg/xact.h"
 #include "pg/shmem.h"
-#include "pg/worker.h"
+#include "pg/launcher.h"
 
 PGDLLEXPORT void remora_launcher_main(Datum main_arg);
 

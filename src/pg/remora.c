@@ -26,7 +26,7 @@
 
 #include "pg/httpd.h"
 #include "pg/shmem.h"
-#include "pg/worker.h"
+#include "pg/launcher.h"
 
 PG_MODULE_MAGIC;
 

@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  *
- * worker.h
+ * launcher.h
  *	  The remora launcher's registration, for module initialisation.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef REMORA_WORKER_H
-#define REMORA_WORKER_H
+#ifndef REMORA_LAUNCHER_H
+#define REMORA_LAUNCHER_H
 
 extern void remora_register_launcher(void);
 
-#endif /* REMORA_WORKER_H */
+#endif /* REMORA_LAUNCHER_H */
