@@ -204,6 +204,9 @@ BEGIN
 		END IF;
 	END IF;
 
+	-- a role at its max_queued is refused (53400); exports count too
+	PERFORM remora._check_queue_limit(caller, idem_key);
+
 	-- Provenance: who, from where, and the pg_cron job when pg_cron runs us.
 	-- Only the installed pg_cron extension's own run table is believed: a
 	-- look-alike cron.job_run_details that a user created would forge it.

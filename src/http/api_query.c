@@ -12,8 +12,9 @@
  * Errors: {"error", "sqlstate", "detail"?, "hint"?, "field"?} with the
  * status of the SQLSTATE: class 22 and 23502/23514 -> 400 (22023 names the
  * field), 23505 and 55000 (an export not in a state to resolve) -> 409,
- * 42501 and RM001 -> 403, P0002 -> 404, class 28 -> 401, 53xxx, 57xxx and
- * 08xxx -> 503, anything else 500.
+ * 42501 and RM001 -> 403, P0002 -> 404, class 28 -> 401, 53400 (a role at
+ * its max_queued) -> 429, other 53xxx, 57xxx and 08xxx -> 503, anything
+ * else 500.
  *
  * Calls respond.c and session.c (the pools); the resources call it.
  *-------------------------------------------------------------------------
@@ -42,6 +43,9 @@ status_for(const char *sqlstate)
 		return 400;
 	if (strncmp(sqlstate, "28", 2) == 0)
 		return 401;
+	/* the caller's own limit, not the server's trouble: try later */
+	if (strcmp(sqlstate, "53400") == 0)
+		return 429;
 	if (strncmp(sqlstate, "53", 2) == 0 || strncmp(sqlstate, "57", 2) == 0 ||
 		strncmp(sqlstate, "08", 2) == 0)
 		return 503;

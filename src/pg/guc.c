@@ -30,6 +30,11 @@ char *remora_database = NULL;
 int   remora_max_workers = 2;
 int   remora_worker_concurrency = 4;
 int   remora_max_active_leases = 64;
+int   remora_default_role_weight = 1;
+int   remora_default_role_max_running = 0;
+int   remora_default_role_max_queued = 0;
+int   remora_default_role_max_bytes_per_second = 0;
+int   remora_max_bytes_per_second = 0;
 int   remora_lease_duration_ms = 30000;
 int   remora_max_attempts = 5;
 int   remora_retry_base_delay_ms = 10000;
@@ -210,6 +215,49 @@ remora_define_gucs(void)
 		"Live leases (running attempts) allowed in the whole deployment.", NULL,
 		&remora_max_active_leases, 64, 0, 100000, PGC_SIGHUP, 0, NULL, NULL,
 		NULL);
+
+	/*
+	 * Sharing the deployment between roles (remora.role_limits): the
+	 * defaults of a role without limits of its own, and the deployment's
+	 * byte rate.  Byte rates are integers of bytes per second, so at most
+	 * INT_MAX (2 GiB/s); a role's own max_bytes_per_second is a bigint.
+	 */
+	DefineCustomIntVariable(
+		"remora.default_role_weight",
+		"Share of the workers a role gets under contention, against the "
+		"weights of the other roles with runnable jobs.",
+		"remora.set_role_limits() sets a role's own.",
+		&remora_default_role_weight, 1, 1, 1000, PGC_SIGHUP, 0, NULL, NULL,
+		NULL);
+
+	DefineCustomIntVariable(
+		"remora.default_role_max_running",
+		"Running attempts one role may hold at once; 0 means no limit.",
+		"remora.set_role_limits() sets a role's own.",
+		&remora_default_role_max_running, 0, 0, 100000, PGC_SIGHUP, 0, NULL,
+		NULL, NULL);
+
+	DefineCustomIntVariable(
+		"remora.default_role_max_queued",
+		"Jobs and exports one role may have queued or waiting to retry; 0 "
+		"means no limit.",
+		"A submit or export beyond it is refused with SQLSTATE 53400.",
+		&remora_default_role_max_queued, 0, 0, INT_MAX, PGC_SIGHUP, 0, NULL,
+		NULL, NULL);
+
+	DefineCustomIntVariable(
+		"remora.default_role_max_bytes_per_second",
+		"Bytes per second all running attempts of one role may move "
+		"together; 0 means no limit.",
+		"remora.set_role_limits() sets a role's own, up to a bigint.",
+		&remora_default_role_max_bytes_per_second, 0, 0, INT_MAX, PGC_SIGHUP, 0,
+		NULL, NULL, NULL);
+
+	DefineCustomIntVariable(
+		"remora.max_bytes_per_second",
+		"Bytes per second the whole deployment may move; 0 means no limit.",
+		NULL, &remora_max_bytes_per_second, 0, 0, INT_MAX, PGC_SIGHUP, 0, NULL,
+		NULL, NULL);
 
 	DefineCustomIntVariable(
 		"remora.lease_duration",

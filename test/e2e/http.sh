@@ -15,7 +15,7 @@
 #   - every endpoint, and every status mapping: 201, 200, 204, 304 (ETag),
 #     400 (bad JSON, unknown field, 22023 with the field, bad ids),
 #     401, 403 (42501, RM001, CSRF, admin-only), 404 (P0002, unknown path),
-#     409 (23505), 413, 405;
+#     409 (23505), 413, 405, 429 (53400: a role at its max_queued);
 #   - row-level security: a remora_user sees only their own jobs, an
 #     admin sees everyone's;
 #   - exports: POST /api/jobs/{id}/export publishes a member the AWS CLI
@@ -476,6 +476,13 @@ sse_quick() {
 	[ "$(grep -c '^event: job' "$T/events")" -le 300 ]
 }
 check "the event stream does not replay a long queue (at most the newest jobs)" sse_quick
+# a role at its max_queued (remora.set_role_limits): 429, to try later
+q "SELECT remora.set_role_limits('erin', max_queued => 100000)" >/dev/null
+check_eq "a submit over max_queued: 429 53400" \
+	"$(as erin POST /api/jobs -H 'Content-Type: application/json' -d "{\"source\":\"$SRC/one-more\"}") $(field .sqlstate)" "429 53400"
+check "  naming the limit and the count" grep -q 'has 100000 jobs queued, its limit max_queued is 100000' "$B"
+check "  with Retry-After" test -n "$(header Retry-After)"
+q "SELECT remora.reset_role_limits('erin')" >/dev/null
 
 # --- restart, TLS, refusal --------------------------------------------------------------
 OLD=$(http_pid)

@@ -1,0 +1,378 @@
+-- ---------------------------------------------------------------------
+-- Limits per role (remora.role_limits, created by 50_role_limits.sql):
+-- remora.set_role_limits and remora.reset_role_limits for remora_admin,
+-- the view remora_role_limits, and max_queued, which remora._submit (so
+-- every submit and export) enforces with SQLSTATE 53400.
+-- ---------------------------------------------------------------------
+
+ALTER TABLE remora.role_limits ENABLE ROW LEVEL SECURITY;
+-- a user reads their own row (through remora_role_limits), an admin all
+CREATE POLICY role_limits_visible ON remora.role_limits FOR SELECT
+	USING (role_id = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
+		   OR pg_catalog.pg_has_role(current_user, 'remora_admin', 'USAGE'));
+GRANT SELECT ON remora.role_limits TO remora_user;
+SELECT pg_catalog.pg_extension_config_dump('remora.role_limits', '');
+
+-- One row per owner that submitted under a max_queued limit, locked by
+-- each such submit until its transaction ends: the owner's submits and
+-- exports then count their queued jobs one at a time, and the count is
+-- exact.  A row lock and not an advisory lock, which any user could take
+-- and hold to stall another's submits; no role but the extension's owner
+-- may lock these rows.  The update of the counter is what a REPEATABLE
+-- READ transaction that started before another submit committed trips on
+-- (40001, retried by the client) instead of counting without that job.
+-- Coordination only: a crash empties it, and the next submit re-creates
+-- its row.
+CREATE UNLOGGED TABLE remora.submit_gates (
+	role_id			oid PRIMARY KEY,
+	submits			bigint NOT NULL DEFAULT 0
+);
+
+-- Refuse a new job of caller (remora._submit: a submit or an export) when
+-- the caller already has its max_queued jobs queued or waiting to retry:
+-- 53400, naming the limit and the count.  No limit (0) costs nothing and
+-- takes no lock.  idem_key: the new job's idempotency key; a submit with
+-- the same key that committed while this one waited is returned by the
+-- caller, never refused.
+CREATE FUNCTION remora._check_queue_limit(caller oid, idem_key text)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	own		integer;
+	lim		integer;
+	n		bigint;
+BEGIN
+	SELECT l.max_queued INTO own FROM remora.role_limits l WHERE l.role_id = caller;
+	lim := coalesce(own, nullif(current_setting('remora.default_role_max_queued', true), '')::integer, 0);
+	IF lim = 0 THEN
+		RETURN;
+	END IF;
+	INSERT INTO remora.submit_gates AS g (role_id) VALUES (caller)
+	ON CONFLICT (role_id) DO UPDATE SET submits = g.submits + 1;
+	-- counting stops at the limit: its index scan never reads the backlog
+	SELECT count(*) INTO n
+	  FROM (SELECT 1 FROM remora.jobs j
+			 WHERE j.owner = caller AND j.state IN ('queued', 'retrying')
+			 LIMIT lim) q;
+	IF n < lim THEN
+		RETURN;
+	END IF;
+	IF idem_key IS NOT NULL
+		AND EXISTS (SELECT 1 FROM remora.jobs j
+					 WHERE j.owner = caller AND j.idempotency_key = idem_key) THEN
+		RETURN;
+	END IF;
+	SELECT count(*) INTO n FROM remora.jobs j
+	 WHERE j.owner = caller AND j.state IN ('queued', 'retrying');
+	RAISE EXCEPTION 'role "%" has % %, its limit % is %',
+		pg_get_userbyid(caller), n, CASE WHEN n = 1 THEN 'job queued' ELSE 'jobs queued' END,
+		CASE WHEN own IS NULL THEN 'remora.default_role_max_queued' ELSE 'max_queued' END, lim
+		USING ERRCODE = 'configuration_limit_exceeded',
+			  DETAIL = 'Jobs and exports that are queued or waiting to retry count against the limit; a new one is accepted once one of them has started or been cancelled.',
+			  HINT = format('An administrator raises it with remora.set_role_limits(%L, max_queued => ...)%s.',
+							pg_get_userbyid(caller),
+							CASE WHEN own IS NULL THEN ', or for every role with remora.default_role_max_queued' ELSE '' END);
+END
+$$;
+
+-- The oid of an existing role; 22004 for NULL, 42704 naming an unknown one.
+CREATE FUNCTION remora._role_oid(role name) RETURNS oid
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	r	oid;
+BEGIN
+	IF $1 IS NULL THEN
+		RAISE EXCEPTION 'role must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	SELECT a.oid INTO r FROM pg_catalog.pg_roles a WHERE a.rolname = $1;
+	IF r IS NULL THEN
+		RAISE EXCEPTION 'role "%" does not exist', $1 USING ERRCODE = 'undefined_object';
+	END IF;
+	RETURN r;
+END
+$$;
+
+-- Set a role's own limits; a NULL argument leaves that limit as it is
+-- (its own value, or the default).  reset_role_limits returns them all to
+-- the defaults.
+CREATE FUNCTION remora.set_role_limits(role name, weight integer DEFAULT NULL,
+									   max_running integer DEFAULT NULL,
+									   max_queued integer DEFAULT NULL,
+									   max_bytes_per_second bigint DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	r	oid := remora._role_oid($1);
+BEGIN
+	IF $2 NOT BETWEEN 1 AND 1000 THEN
+		RAISE EXCEPTION 'invalid weight: %', $2 USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'weight is an integer from 1 to 1000, or NULL to leave it as it is.';
+	END IF;
+	IF $3 < 0 THEN
+		RAISE EXCEPTION 'invalid max_running: %', $3 USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'max_running is a number of running attempts, 0 for no limit, or NULL to leave it as it is.';
+	END IF;
+	IF $4 < 0 THEN
+		RAISE EXCEPTION 'invalid max_queued: %', $4 USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'max_queued is a number of queued jobs, 0 for no limit, or NULL to leave it as it is.';
+	END IF;
+	IF $5 < 0 THEN
+		RAISE EXCEPTION 'invalid max_bytes_per_second: %', $5 USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'max_bytes_per_second is a number of bytes per second, 0 for no limit, or NULL to leave it as it is.';
+	END IF;
+	DELETE FROM remora.role_limits l
+	 WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles a WHERE a.oid = l.role_id);
+	IF num_nulls($2, $3, $4, $5) = 4 THEN
+		RETURN;
+	END IF;
+	INSERT INTO remora.role_limits AS l
+		(role_id, weight, max_running, max_queued, max_bytes_per_second)
+	VALUES (r, $2, $3, $4, $5)
+	ON CONFLICT (role_id) DO UPDATE
+	   SET weight = coalesce(EXCLUDED.weight, l.weight),
+		   max_running = coalesce(EXCLUDED.max_running, l.max_running),
+		   max_queued = coalesce(EXCLUDED.max_queued, l.max_queued),
+		   max_bytes_per_second = coalesce(EXCLUDED.max_bytes_per_second,
+										   l.max_bytes_per_second),
+		   updated_at = now();
+END
+$$;
+
+-- A role's limits back to the defaults (remora.default_role_*).
+CREATE FUNCTION remora.reset_role_limits(role name)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	r	oid := remora._role_oid($1);
+BEGIN
+	DELETE FROM remora.role_limits l
+	 WHERE l.role_id = r
+		OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles a WHERE a.oid = l.role_id);
+END
+$$;
+
+REVOKE ALL ON FUNCTION remora.set_role_limits(name, integer, integer, integer, bigint),
+	remora.reset_role_limits(name) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION remora.set_role_limits(name, integer, integer, integer, bigint),
+	remora.reset_role_limits(name) TO remora_admin;
+REVOKE ALL ON FUNCTION remora._check_queue_limit(oid, text), remora._role_oid(name)
+	FROM PUBLIC;
+
+-- Record a validated job (remora_submit, remora._export): refuses a role
+-- at its max_queued.
+CREATE OR REPLACE FUNCTION remora._submit(caller oid, spec jsonb, request jsonb,
+							   idem_key text, source_url text)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	req_hash	text := remora._sha256(request::text);
+	existing	record;
+	new_id		bigint;
+	endpoint	text := spec #>> '{options,endpoint}';
+	cron_job	bigint;
+	cron_run	bigint;
+	prov		jsonb;
+	area		text;
+	cron_runs	oid;
+BEGIN
+	IF idem_key IS NOT NULL THEN
+		SELECT job_id, request_hash INTO existing
+		  FROM remora.jobs WHERE owner = caller AND idempotency_key = idem_key;
+		IF FOUND THEN
+			IF existing.request_hash <> req_hash THEN
+				RAISE EXCEPTION 'idempotency key "%" was already used for job %', idem_key, existing.job_id
+					USING ERRCODE = 'unique_violation',
+						  DETAIL = 'The key was reused for another request; the existing job is unchanged.',
+						  HINT = 'Use a new idempotency key for a different request.';
+			END IF;
+			RETURN existing.job_id;
+		END IF;
+	END IF;
+
+	IF NOT remora._may_write(caller, spec) THEN
+		RAISE EXCEPTION 'permission denied for target bucket "%" prefix "%"',
+			spec ->> 'bucket', spec ->> 'prefix'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Only the default bucket and prefix, and the targets granted to your roles, may be written.',
+				  HINT = 'An administrator grants targets with remora.grant_target().';
+	END IF;
+
+	IF endpoint IS NOT NULL
+		AND NOT EXISTS (SELECT 1 FROM remora.source_endpoints WHERE name = endpoint) THEN
+		RAISE EXCEPTION 'invalid option "endpoint"'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = format('No source endpoint named "%s" is registered.', endpoint),
+				  HINT = 'An administrator registers source endpoints.';
+	END IF;
+
+	IF spec #>> '{source,kind}' = 'hf' AND NOT remora._may_read(caller, spec) THEN
+		RAISE EXCEPTION 'permission denied for Hugging Face % "%"',
+			spec #>> '{source,repo_type}', spec #>> '{source,repo}'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Hub repositories are read with the deployment''s token (remora.hf_token), which may open private and gated ones: reading one needs a source grant on endpoint "hf" for its owner/name.',
+				  HINT = format('An administrator grants it with remora.grant_source(role, %L, %L, ''hf'').',
+								(spec #>> '{source,repo_type}') || 's', spec #>> '{source,repo}');
+	END IF;
+	IF NOT remora._may_read(caller, spec) THEN
+		RAISE EXCEPTION 'permission denied for source bucket "%" %', spec #>> '{source,bucket}',
+			CASE WHEN spec #>> '{source,kind}' = 's3_prefix'
+				 AND coalesce(spec #>> '{source,key}', '') = '' THEN '(the whole bucket)'
+				 WHEN spec #>> '{source,kind}' = 's3_prefix'
+				 THEN format('prefix "%s"', spec #>> '{source,key}')
+				 ELSE format('key "%s"', spec #>> '{source,key}') END
+			|| CASE WHEN endpoint IS NULL THEN '' ELSE format(' on endpoint "%s"', endpoint) END
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Reading an s3:// source needs a source grant for its bucket, key or prefix and endpoint.',
+				  HINT = 'An administrator grants sources with remora.grant_source().';
+	END IF;
+	IF NOT pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE') THEN
+		area := remora._job_area_reached(spec);
+		IF area IS NOT NULL THEN
+			RAISE EXCEPTION 'permission denied for source bucket "%" %', spec #>> '{source,bucket}',
+				CASE WHEN spec #>> '{source,kind}' = 's3_prefix'
+					 AND coalesce(spec #>> '{source,key}', '') = '' THEN '(the whole bucket)'
+					 WHEN spec #>> '{source,kind}' = 's3_prefix'
+					 THEN format('prefix "%s"', spec #>> '{source,key}')
+					 ELSE format('key "%s"', spec #>> '{source,key}') END
+				USING ERRCODE = 'insufficient_privilege',
+					  DETAIL = format('The source reaches "%s", where Remora keeps the staging objects and results of jobs.', area),
+					  HINT = 'Read a job''s result with remora_result() and remora_presign(); a prefix source must not contain the areas of Remora''s jobs.';
+		END IF;
+	END IF;
+
+	-- a role at its max_queued is refused (53400); exports count too
+	PERFORM remora._check_queue_limit(caller, idem_key);
+
+	-- Provenance: who, from where, and the pg_cron job when pg_cron runs us.
+	-- Only the installed pg_cron extension's own run table is believed: a
+	-- look-alike cron.job_run_details that a user created would forge it.
+	SELECT c.oid INTO cron_runs
+	  FROM pg_catalog.pg_extension x
+	  JOIN pg_catalog.pg_depend d
+		ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+	   AND d.refobjid = x.oid AND d.deptype = 'e'
+	   AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+	  JOIN pg_catalog.pg_class c ON c.oid = d.objid
+	  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+	 WHERE x.extname = 'pg_cron' AND c.relname = 'job_run_details'
+	   AND n.nspname = 'cron';
+	IF cron_runs IS NOT NULL THEN
+		EXECUTE format('SELECT jobid, runid FROM %s
+						 WHERE job_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+						   AND status OPERATOR(pg_catalog.=) ANY (ARRAY[''starting'', ''running''])
+						 ORDER BY runid DESC LIMIT 1', cron_runs::pg_catalog.regclass)
+		   INTO cron_job, cron_run;
+	END IF;
+	prov := jsonb_strip_nulls(jsonb_build_object(
+		'role', pg_get_userbyid(caller),
+		'session_user', session_user,
+		'application_name', nullif(current_setting('application_name'), ''),
+		'client_addr', inet_client_addr()::text,
+		'backend_pid', pg_backend_pid(),
+		'cron_job_id', cron_job,
+		'cron_run_id', cron_run,
+		'submitted_at', now()));
+
+	INSERT INTO remora.jobs
+		(owner, source, source_kind, bucket, prefix, options, spec, label,
+		 priority, max_attempts, idempotency_key, request_hash,
+		 definition_hash, access_digest, provenance)
+	VALUES
+		(caller, spec #>> '{source,uri}', spec #>> '{source,kind}',
+		 spec ->> 'bucket', spec ->> 'prefix', spec -> 'options', spec,
+		 spec #>> '{options,label}',
+		 (spec #>> '{options,priority}')::integer,
+		 (spec #>> '{options,max_attempts}')::integer,
+		 idem_key, req_hash, remora._sha256(spec::text || coalesce(source_url, '')),
+		 remora._sha256(jsonb_build_object(
+			'owner', caller, 'role', pg_get_userbyid(caller),
+			'bucket', spec ->> 'bucket', 'prefix', spec ->> 'prefix',
+			'endpoint', endpoint)::text),
+		 prov)
+	ON CONFLICT (owner, idempotency_key) DO NOTHING
+	RETURNING job_id INTO new_id;
+
+	IF new_id IS NULL THEN
+		-- A concurrent submit with the same key won the insert.
+		SELECT job_id, request_hash INTO existing
+		  FROM remora.jobs WHERE owner = caller AND idempotency_key = idem_key;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'could not serialize access due to concurrent submit'
+				USING ERRCODE = 'serialization_failure';
+		END IF;
+		IF existing.request_hash <> req_hash THEN
+			RAISE EXCEPTION 'idempotency key "%" was already used for job %', idem_key, existing.job_id
+				USING ERRCODE = 'unique_violation',
+					  DETAIL = 'The key was reused for another request; the existing job is unchanged.',
+					  HINT = 'Use a new idempotency key for a different request.';
+		END IF;
+		RETURN existing.job_id;
+	END IF;
+
+	IF source_url IS NOT NULL THEN
+		INSERT INTO remora.source_urls (job_id, url) VALUES (new_id, source_url);
+	END IF;
+	INSERT INTO remora.queue (job_id, priority, not_before)
+	VALUES (new_id, (spec #>> '{options,priority}')::integer, now());
+	RETURN new_id;
+END
+$$;
+
+-- Limits per role, as they apply now, beside what each role uses: every
+-- role that has limits of its own or unfinished jobs, and the reader.
+-- Row-level security on remora.role_limits and remora.jobs leaves a user
+-- their own row; remora_admin sees every role.  A limit the role has not
+-- set is the default (remora.default_role_*); 0 is no limit.  queued
+-- counts the jobs and exports waiting to run (queued, or retrying after a
+-- failed attempt), the ones max_queued limits; bytes_per_second is the
+-- current rate of the role's running attempts, as remora_progress shows
+-- them.  A role dropped since is not shown.
+CREATE VIEW remora_role_limits WITH (security_invoker = true) AS
+SELECT r.rolname AS role,
+	   coalesce(l.weight,
+				nullif(current_setting('remora.default_role_weight', true), '')::integer,
+				1) AS weight,
+	   coalesce(l.max_running,
+				nullif(current_setting('remora.default_role_max_running', true), '')::integer,
+				0) AS max_running,
+	   coalesce(l.max_queued,
+				nullif(current_setting('remora.default_role_max_queued', true), '')::integer,
+				0) AS max_queued,
+	   coalesce(l.max_bytes_per_second,
+				nullif(current_setting('remora.default_role_max_bytes_per_second', true), '')::bigint,
+				0) AS max_bytes_per_second,
+	   coalesce(u.running, 0) AS running,
+	   coalesce(u.queued, 0) AS queued,
+	   coalesce(b.rate, 0) AS bytes_per_second
+  FROM (SELECT l.role_id FROM remora.role_limits l
+		UNION
+		SELECT j.owner FROM remora.jobs j
+		 WHERE j.state IN ('queued', 'running', 'retrying')
+		UNION
+		SELECT a.oid FROM pg_catalog.pg_roles a WHERE a.rolname = current_user) o
+  JOIN pg_catalog.pg_roles r ON r.oid = o.role_id
+  LEFT JOIN remora.role_limits l ON l.role_id = o.role_id
+  LEFT JOIN (SELECT j.owner,
+					count(*) FILTER (WHERE j.state = 'running') AS running,
+					count(*) FILTER (WHERE j.state IN ('queued', 'retrying')) AS queued
+			   FROM remora.jobs j
+			  WHERE j.state IN ('queued', 'running', 'retrying')
+			  GROUP BY j.owner) u ON u.owner = o.role_id
+  LEFT JOIN (SELECT j.owner, sum(p.rate) AS rate
+			   FROM remora._progress() p
+			   JOIN remora.jobs j
+				 ON j.job_id = p.job_id AND j.current_attempt = p.attempt_id
+				AND j.fencing_token = p.fencing_token AND j.state = 'running'
+			  GROUP BY j.owner) b ON b.owner = o.role_id;
+
+GRANT SELECT ON remora_role_limits TO remora_user;
+REVOKE ALL ON remora_role_limits FROM PUBLIC;
