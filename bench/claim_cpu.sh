@@ -15,20 +15,35 @@
 # one per completion, as a worker does), ROUNDS times interleaved; the
 # table has the medians and the ratios to the floor.
 #
-# Usage: bench/claim_cpu.sh [--jobs N] [--rounds N] [--write]
-#   --write  put the table into doc/benchmarks.md ("Server CPU per job")
+# Then the claims' share between owners: method A against a backlog of
+# BACKLOG queued jobs from OWNERS owners, for each OWNERS:BACKLOG of
+# --owners (the jobs are submitted by one role and given to the owners
+# round robin, which is what the claim reads), ROUNDS times interleaved;
+# the table has the claim rate of each beside the one owner's.
+#
+# Usage: bench/claim_cpu.sh [--jobs N] [--rounds N] [--owners "1:20000 200:20000"]
+#                           [--no-methods] [--write]
+#   --owners      the backlogs of the share table; "1:20000 200:20000
+#                 1000:100000" adds 100,000 jobs from 1,000 owners; "" none
+#   --no-methods  only the share table
+#   --write  put the tables into doc/benchmarks.md ("Server CPU per job",
+#            "Claims shared between owners")
 #
 set -Eeuo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JOBS=1600
 ROUNDS=5
 WRITE=0
+OWNERS="1:20000 200:20000"
+METHODS=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--jobs) JOBS=$2; shift 2 ;;
 	--rounds) ROUNDS=$2; shift 2 ;;
+	--owners) OWNERS=$2; shift 2 ;;
+	--no-methods) METHODS=0; shift ;;
 	--write) WRITE=1; shift ;;
-	*) sed -n '/^# Usage/,/^#   --write/p' "$0" >&2; exit 2 ;;
+	*) sed -n '/^# Usage/,/^#            "Claims/p' "$0" >&2; exit 2 ;;
 	esac
 done
 log() { echo "[$(date +%T)] $*" >&2; }
@@ -117,30 +132,90 @@ SQL
 }
 
 declare -A R
-for round in $(seq 1 "$ROUNDS"); do
-	for m in A B C; do
-		v=$(cpu_per_job "$m")
-		R[$m]+="$v "
-		log "round $round: $m $v ms per job"
-	done
-done
 med() { tr ' ' '\n' <<<"${R[$1]}" | grep . | median; }
-A=$(med A) B=$(med B) C=$(med C)
-out=$T/section.md
-{
-	echo "## Server CPU per job"
-	echo
-	echo "\`bench/claim_cpu.sh\` ($(date +%F), $(nproc) cores, PostgreSQL $(q "SHOW server_version" | cut -d' ' -f1)):"
-	echo "CPU time of the one backend that claims and completes $JOBS queued no-op jobs, each claim and each"
-	echo "completion a transaction of its own, medians of $ROUNDS interleaved rounds.  CPU time is what a busy"
-	echo "machine disturbs least; the throughput of several clients is in \"Claims against the backlog\"."
-	echo
-	echo "| method | ms of backend CPU per job | ÷ floor |"
-	echo "|---|---:|---:|"
-	echo "| A: \`remora.claim(…, 16)\`, then \`remora.commit_many\` of the 16 | $A | $(ratio "$A" "$C") |"
-	echo "| B: \`remora.claim(…, 1)\`, then \`remora.commit\` | $B | $(ratio "$B" "$C") |"
-	echo "| C: the floor (SKIP LOCKED claim, an UPDATE to complete) | $C | 1.00 |"
-} >"$out"
-cat "$out"
-[ "$WRITE" = 1 ] && put_section "$out" && log "doc/benchmarks.md updated"
+if [ "$METHODS" = 1 ]; then
+	for round in $(seq 1 "$ROUNDS"); do
+		for m in A B C; do
+			v=$(cpu_per_job "$m")
+			R[$m]+="$v "
+			log "round $round: $m $v ms per job"
+		done
+	done
+	A=$(med A) B=$(med B) C=$(med C)
+	out=$T/section.md
+	{
+		echo "## Server CPU per job"
+		echo
+		echo "\`bench/claim_cpu.sh\` ($(date +%F), $(nproc) cores, PostgreSQL $(q "SHOW server_version" | cut -d' ' -f1)):"
+		echo "CPU time of the one backend that claims and completes $JOBS queued no-op jobs, each claim and each"
+		echo "completion a transaction of its own, medians of $ROUNDS interleaved rounds.  CPU time is what a busy"
+		echo "machine disturbs least; the throughput of several clients is in \"Claims against the backlog\"."
+		echo
+		echo "| method | ms of backend CPU per job | ÷ floor |"
+		echo "|---|---:|---:|"
+		echo "| A: \`remora.claim(…, 16)\`, then \`remora.commit_many\` of the 16 | $A | $(ratio "$A" "$C") |"
+		echo "| B: \`remora.claim(…, 1)\`, then \`remora.commit\` | $B | $(ratio "$B" "$C") |"
+		echo "| C: the floor (SKIP LOCKED claim, an UPDATE to complete) | $C | 1.00 |"
+	} >"$out"
+	cat "$out"
+	[ "$WRITE" = 1 ] && put_section "$out" && log "doc/benchmarks.md updated"
+fi
+
+# shared_backlog OWNERS BACKLOG: the queue holds BACKLOG jobs of OWNERS
+# owners (roles bench_owner_1 ...), and nothing else
+shared_backlog() {
+	q "SET client_min_messages = warning;
+	   TRUNCATE remora.jobs, remora.incarnations RESTART IDENTITY CASCADE;
+	   TRUNCATE remora.queue, remora.leases;
+	   DO \$\$ BEGIN
+		FOR k IN 1 .. $1 LOOP
+			IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'bench_owner_' || k) THEN
+				EXECUTE format('CREATE ROLE %I', 'bench_owner_' || k);
+			END IF;
+		END LOOP;
+	   END \$\$;
+	   SELECT count(remora_submit('https://example.com/s/' || g || '.bin'))
+		 FROM generate_series(1, $2) g;
+	   UPDATE remora.jobs j SET owner = ('bench_owner_' || (j.job_id % $1 + 1))::regrole;
+	   UPDATE remora.queue q SET owner = j.owner FROM remora.jobs j WHERE j.job_id = q.job_id" >/dev/null
+	q "VACUUM ANALYZE remora.queue" >/dev/null
+	q "CHECKPOINT" >/dev/null
+}
+claim_cpu_per_job() {
+	psql -X -A -t -q -v ON_ERROR_STOP=1 -d postgres <<SQL
+SELECT pg_temp_ticks() AS t0 \gset
+CALL run_remora(16, $JOBS);
+SELECT round((pg_temp_ticks() - :t0) * 1000.0 / $(getconf CLK_TCK) / $JOBS, 4);
+SQL
+}
+if [ -n "$OWNERS" ]; then
+	for round in $(seq 1 "$ROUNDS"); do
+		for ob in $OWNERS; do
+			shared_backlog "${ob%%:*}" "${ob##*:}"
+			v=$(claim_cpu_per_job)
+			R[$ob]+="$v "
+			log "round $round: $ob $v ms per job"
+		done
+	done
+	first=${OWNERS%% *}
+	base=$(med "$first")
+	out=$T/share.md
+	{
+		echo "## Claims shared between owners"
+		echo
+		echo "\`bench/claim_cpu.sh --owners \"$OWNERS\"\` ($(date +%F), $(nproc) cores, PostgreSQL $(q "SHOW server_version" | cut -d' ' -f1)):"
+		echo "method A (\`remora.claim(…, 16)\`, then \`remora.commit_many\`) taking $JOBS jobs from a backlog of queued"
+		echo "jobs of one or many owners (given round robin), CPU time of the one backend, medians of $ROUNDS rounds."
+		echo "The claim finds the owners by a loose scan of the queue's owner index, one descent per owner."
+		echo
+		echo "| owners | queued | ms of backend CPU per job | claim rate ÷ ${first%%:*} owner's |"
+		echo "|---:|---:|---:|---:|"
+		for ob in $OWNERS; do
+			v=$(med "$ob")
+			echo "| ${ob%%:*} | ${ob##*:} | $v | $(ratio "$base" "$v") |"
+		done
+	} >"$out"
+	cat "$out"
+	[ "$WRITE" = 1 ] && put_section "$out" && log "doc/benchmarks.md updated"
+fi
 exit 0

@@ -311,13 +311,33 @@ CREATE TABLE remora.export_keys (
  * Coordination state: reconstructible, emptied by a crash
  * ------------------------------------------------------------------------ */
 
+-- A job waiting to be claimed.  owner is its job's (remora._queue_owner
+-- fills it in): claims share the workers between owners and read the
+-- queue owner by owner, each owner's jobs in its own priority order
+-- (remora.claim).
 CREATE UNLOGGED TABLE remora.queue (
 	job_id			bigint PRIMARY KEY,
 	priority		integer NOT NULL,
 	not_before		timestamptz NOT NULL,
-	enqueued_at		timestamptz NOT NULL DEFAULT now()
+	enqueued_at		timestamptz NOT NULL DEFAULT now(),
+	owner			oid NOT NULL
 );
-CREATE INDEX queue_order_idx ON remora.queue (priority DESC, job_id);
+CREATE INDEX queue_owner_idx ON remora.queue (owner, priority DESC, job_id);
+
+-- Every path that queues a job (submit, export, retry, resolve, reconcile)
+-- names the job alone; its owner comes from the job row, so that no path
+-- can queue a job under another owner.
+CREATE FUNCTION remora._queue_owner() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	NEW.owner := (SELECT jb.owner FROM remora.jobs jb WHERE jb.job_id = NEW.job_id);
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER queue_owner BEFORE INSERT ON remora.queue
+	FOR EACH ROW EXECUTE FUNCTION remora._queue_owner();
 
 -- A live lease is also the deployment-wide permit: their count is bounded
 -- by remora.max_active_leases.

@@ -38,6 +38,32 @@ BEGIN
 END
 $$;
 
+-- Running attempts per owner, counted as remora._leases_in_use counts
+-- them: the lease rows while coordination state is whole, every running
+-- job too while it is not.  A small read (the leases and their jobs, by
+-- key), for the claim's share and the owners' max_running.
+CREATE FUNCTION remora._running_by_owner()
+RETURNS TABLE (owner oid, running bigint)
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+	IF EXISTS (SELECT 1 FROM remora.coordination) THEN
+		RETURN QUERY
+		SELECT jb.owner, count(*)
+		  FROM remora.leases l JOIN remora.jobs jb ON jb.job_id = l.job_id
+		 GROUP BY jb.owner;
+	ELSE
+		RETURN QUERY
+		SELECT jb.owner, count(*)
+		  FROM remora.jobs jb
+		 WHERE jb.job_id IN (SELECT j.job_id FROM remora.jobs j WHERE j.state = 'running'
+							 UNION
+							 SELECT l.job_id FROM remora.leases l)
+		 GROUP BY jb.owner;
+	END IF;
+END
+$$;
+
 -- Lease reservations of claims in flight (src/pg/leases.c): the word to
 -- compare, a reservation made only if the word is still the one read, and
 -- room given back.  Only claim calls them.
@@ -51,8 +77,13 @@ CREATE FUNCTION remora._release_leases(n integer) RETURNS void
 AS 'MODULE_PATHNAME', 'remora_release_leases'
 LANGUAGE C VOLATILE STRICT;
 
--- Hand out up to max_jobs runnable jobs, by priority then age.  Each claim
--- creates a new attempt with a fencing token greater than any before it
+-- Hand out up to max_jobs runnable jobs, shared between their owners
+-- (DESIGN §9).  The next job goes to the owner with runnable jobs whose
+-- running attempts, with those already picked in this batch, are the
+-- fewest for its weight ((running + picked) / weight, ties drawn by lot in
+-- proportion to the weights); an owner's own jobs go by priority, then
+-- age.  An owner alone gets every job; one at its max_running gets none.
+-- Each claim creates a new attempt with a fencing token greater than any before it
 -- for the job, records the recovery ledger, and takes a lease.  Leases in
 -- use never exceed remora.max_active_leases: a claim reserves the room it
 -- takes in shared memory before it takes it, against the leases it can see
@@ -76,8 +107,11 @@ DECLARE
 	lim			integer := current_setting('remora.max_active_leases')::integer;
 	room		integer;
 	seen		bigint;
+	others		integer;
 	taken		integer;
 	expires		timestamptz;
+	dweight		integer := coalesce(nullif(current_setting('remora.default_role_weight', true), '')::integer, 1);
+	dcap		integer := coalesce(nullif(current_setting('remora.default_role_max_running', true), '')::integer, 0);
 BEGIN
 	IF incarnation IS NULL THEN
 		RAISE EXCEPTION 'incarnation must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -112,22 +146,90 @@ BEGIN
 		END IF;
 		EXIT WHEN remora._reserve_leases(seen, room);
 	END LOOP;
+	-- the room other claims in flight hold: what they may still take of
+	-- any one owner's jobs, unseen by the count below
+	others := (seen & 4294967295)::integer;
 	expires := clock_timestamp() + remora._setting_interval('remora.lease_duration');
 
-	-- One statement for the whole batch.  The queue is read in claim order
-	-- from its index: a claim reads the rows it hands out (and those others
-	-- hold, which it skips), whatever the backlog.  A job row is locked only
-	-- if nobody else holds it, so a claim never waits on a cancel (which
-	-- holds the job, then the queue row).  The queue entry of every job
-	-- locked goes: it is claimed now, or it no longer waits (an entry left
-	-- behind; reconcile removes them too).
+	-- One statement for the whole batch.  The owners with queued jobs are
+	-- found by a loose scan of the queue's owner index (one descent per
+	-- owner, whatever their backlogs); at most room of them, the first in
+	-- share order that have a runnable job, can be picked from (each of
+	-- them has a job that comes before any other owner's first), and of
+	-- each, its next jobs at most: the candidates.  They are locked in
+	-- share order, skipping those others hold.  A claim thus reads
+	-- O(owners + room * (room + others)) index entries, never the backlog.
+	--
+	-- max_running holds without a lock any user could take: an owner's
+	-- running attempts are counted in this statement's snapshot, taken
+	-- after the reservations were read, and every other claim in flight is
+	-- assumed to take that owner's jobs up to its whole room (leases.c's
+	-- argument, owner by owner).  Under overlapping claims an owner close to
+	-- its limit may so be passed over, never taken past it.
+	--
+	-- A job row is locked only if nobody else holds it, so a claim never
+	-- waits on a cancel (which holds the job, then the queue row).  The
+	-- queue entry of every job locked goes: it is claimed now, or it no
+	-- longer waits (an entry left behind; reconcile removes them too).
 	RETURN QUERY
-	WITH picked AS MATERIALIZED (
-		SELECT qq.job_id FROM remora.queue qq
-		 WHERE qq.not_before <= now()
-		 ORDER BY qq.priority DESC, qq.job_id
+	WITH RECURSIVE owners (owner) AS (
+		(SELECT qq.owner FROM remora.queue qq ORDER BY qq.owner LIMIT 1)
+		UNION ALL
+		SELECT (SELECT qq.owner FROM remora.queue qq
+				 WHERE qq.owner > o.owner ORDER BY qq.owner LIMIT 1)
+		  FROM owners o
+		 WHERE o.owner IS NOT NULL
+	), running AS MATERIALIZED (
+		SELECT r.owner, r.running FROM remora._running_by_owner() r
+	), share AS (
+		-- weight and the jobs an owner may still start (0 = no max_running)
+		SELECT o.owner, coalesce(l.weight, dweight) AS weight,
+			   coalesce(r.running, 0) AS running,
+			   least(room, coalesce(nullif(coalesce(l.max_running, dcap), 0)
+									- coalesce(r.running, 0) - others, room)) AS may_take,
+			   -- the lot that breaks ties: the least of draws made at
+			   -- rates proportional to the weights falls to each owner with
+			   -- the probability of its weight's share
+			   -ln(1 - random()) / coalesce(l.weight, dweight) AS lot
+		  FROM owners o
+		  LEFT JOIN remora.role_limits l ON l.role_id = o.owner
+		  LEFT JOIN running r ON r.owner = o.owner
+		 WHERE o.owner IS NOT NULL
+	), first AS MATERIALIZED (
+		SELECT s.* FROM (SELECT s.* FROM share s
+						  WHERE s.may_take > 0
+						  ORDER BY s.running::float8 / s.weight, s.lot
+						 OFFSET 0) s
+		 WHERE EXISTS (SELECT 1 FROM remora.queue qq
+						WHERE qq.owner = s.owner AND qq.not_before <= now())
 		 LIMIT room
-		   FOR UPDATE SKIP LOCKED
+	), candidate AS MATERIALIZED (
+		-- beyond what it may take, room + others more of each owner's
+		-- jobs: those that claims in flight or a cancel hold are skipped,
+		-- and the next ones are there to take instead
+		SELECT c.job_id, f.owner, f.may_take,
+			   (f.running + c.k - 1)::float8 / f.weight AS due, f.lot, c.k
+		  FROM first f
+		 CROSS JOIN LATERAL (
+			SELECT n.job_id, row_number() OVER () AS k
+			  FROM (SELECT qq.job_id FROM remora.queue qq
+					 WHERE qq.owner = f.owner AND qq.not_before <= now()
+					 ORDER BY qq.priority DESC, qq.job_id
+					 LIMIT f.may_take + room + others) n) c
+	), locked AS MATERIALIZED (
+		SELECT qq.job_id, c.owner, c.may_take, c.due, c.k
+		  FROM candidate c JOIN remora.queue qq ON qq.job_id = c.job_id
+		 ORDER BY c.due, c.lot, c.k
+		 LIMIT room
+		   FOR UPDATE OF qq SKIP LOCKED
+	), picked AS (
+		-- no owner past what it may take (a row locked and not picked
+		-- stays queued)
+		SELECT l.job_id
+		  FROM (SELECT l.job_id, l.may_take,
+					   row_number() OVER (PARTITION BY l.owner ORDER BY l.due, l.k) AS n
+				  FROM locked l) l
+		 WHERE l.n <= l.may_take
 	), held AS MATERIALIZED (
 		SELECT jb.* FROM remora.jobs jb
 		 WHERE jb.job_id IN (SELECT p.job_id FROM picked p)

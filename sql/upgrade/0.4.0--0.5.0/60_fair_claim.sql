@@ -1,0 +1,276 @@
+-- Claims share the workers between owners (DESIGN §9): the queue carries
+-- each job's owner and is read owner by owner.
+ALTER TABLE remora.queue ADD COLUMN owner oid;
+DELETE FROM remora.queue q
+ WHERE NOT EXISTS (SELECT 1 FROM remora.jobs j WHERE j.job_id = q.job_id);
+UPDATE remora.queue q SET owner = j.owner FROM remora.jobs j WHERE j.job_id = q.job_id;
+ALTER TABLE remora.queue ALTER COLUMN owner SET NOT NULL;
+DROP INDEX remora.queue_order_idx;
+CREATE INDEX queue_owner_idx ON remora.queue (owner, priority DESC, job_id);
+
+-- Every path that queues a job (submit, export, retry, resolve, reconcile)
+-- names the job alone; its owner comes from the job row, so that no path
+-- can queue a job under another owner.
+CREATE FUNCTION remora._queue_owner() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	NEW.owner := (SELECT jb.owner FROM remora.jobs jb WHERE jb.job_id = NEW.job_id);
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER queue_owner BEFORE INSERT ON remora.queue
+	FOR EACH ROW EXECUTE FUNCTION remora._queue_owner();
+
+-- Running attempts per owner, counted as remora._leases_in_use counts
+-- them: the lease rows while coordination state is whole, every running
+-- job too while it is not.  A small read (the leases and their jobs, by
+-- key), for the claim's share and the owners' max_running.
+CREATE FUNCTION remora._running_by_owner()
+RETURNS TABLE (owner oid, running bigint)
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+	IF EXISTS (SELECT 1 FROM remora.coordination) THEN
+		RETURN QUERY
+		SELECT jb.owner, count(*)
+		  FROM remora.leases l JOIN remora.jobs jb ON jb.job_id = l.job_id
+		 GROUP BY jb.owner;
+	ELSE
+		RETURN QUERY
+		SELECT jb.owner, count(*)
+		  FROM remora.jobs jb
+		 WHERE jb.job_id IN (SELECT j.job_id FROM remora.jobs j WHERE j.state = 'running'
+							 UNION
+							 SELECT l.job_id FROM remora.leases l)
+		 GROUP BY jb.owner;
+	END IF;
+END
+$$;
+
+-- Hand out up to max_jobs runnable jobs, shared between their owners
+-- (DESIGN §9).  The next job goes to the owner with runnable jobs whose
+-- running attempts, with those already picked in this batch, are the
+-- fewest for its weight ((running + picked) / weight, ties drawn by lot in
+-- proportion to the weights); an owner's own jobs go by priority, then
+-- age.  An owner alone gets every job; one at its max_running gets none.
+-- Each claim creates a new attempt with a fencing token greater than any before it
+-- for the job, records the recovery ledger, and takes a lease.  Leases in
+-- use never exceed remora.max_active_leases: a claim reserves the room it
+-- takes in shared memory before it takes it, against the leases it can see
+-- plus those others reserved (running jobs count while the lease rows are
+-- lost), and the reservation lasts until its transaction ends (leases.c
+-- says why that suffices); claimers never wait for each other, and skip
+-- queue and job rows others hold.  A lease runs from when it is written
+-- (clock_timestamp()), not from a transaction start.
+-- Model: Claim (proof/remora.pml)
+CREATE OR REPLACE FUNCTION remora.claim(incarnation uuid, max_jobs integer DEFAULT 1)
+RETURNS TABLE (job_id bigint, attempt_id uuid, fencing_token bigint,
+			   spec jsonb, resume jsonb, lease_expires_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- one plan for the batch statement: replanning it on each call (its LIMIT
+-- is a parameter) cost more than the claim itself
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+	p_incarnation uuid := $1;
+	lim			integer := current_setting('remora.max_active_leases')::integer;
+	room		integer;
+	seen		bigint;
+	others		integer;
+	taken		integer;
+	expires		timestamptz;
+	dweight		integer := coalesce(nullif(current_setting('remora.default_role_weight', true), '')::integer, 1);
+	dcap		integer := coalesce(nullif(current_setting('remora.default_role_max_running', true), '')::integer, 0);
+BEGIN
+	IF incarnation IS NULL THEN
+		RAISE EXCEPTION 'incarnation must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF max_jobs IS NULL OR max_jobs < 1 OR max_jobs > 1000 THEN
+		RAISE EXCEPTION 'invalid max_jobs: %', max_jobs
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'max_jobs must be between 1 and 1000.';
+	END IF;
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'remora.claim requires the READ COMMITTED isolation level'
+			USING ERRCODE = 'active_sql_transaction';
+	END IF;
+
+	-- an incarnation seen for the first time is recorded; one that has been
+	-- marked stopped claims nothing
+	INSERT INTO remora.incarnations (incarnation) VALUES (p_incarnation)
+	ON CONFLICT DO NOTHING;
+	IF EXISTS (SELECT 1 FROM remora.incarnations i
+				WHERE i.incarnation = p_incarnation AND i.stopped_at IS NOT NULL) THEN
+		RETURN;
+	END IF;
+
+	-- the reservation is read before the leases are counted (each
+	-- statement here takes a new snapshot)
+	LOOP
+		seen := remora._lease_reservations();
+		room := least(max_jobs, lim - remora._leases_in_use()
+								- (seen & 4294967295)::integer);
+		IF room <= 0 THEN
+			RETURN;
+		END IF;
+		EXIT WHEN remora._reserve_leases(seen, room);
+	END LOOP;
+	-- the room other claims in flight hold: what they may still take of
+	-- any one owner's jobs, unseen by the count below
+	others := (seen & 4294967295)::integer;
+	expires := clock_timestamp() + remora._setting_interval('remora.lease_duration');
+
+	-- One statement for the whole batch.  The owners with queued jobs are
+	-- found by a loose scan of the queue's owner index (one descent per
+	-- owner, whatever their backlogs); at most room of them, the first in
+	-- share order that have a runnable job, can be picked from (each of
+	-- them has a job that comes before any other owner's first), and of
+	-- each, its next jobs at most: the candidates.  They are locked in
+	-- share order, skipping those others hold.  A claim thus reads
+	-- O(owners + room * (room + others)) index entries, never the backlog.
+	--
+	-- max_running holds without a lock any user could take: an owner's
+	-- running attempts are counted in this statement's snapshot, taken
+	-- after the reservations were read, and every other claim in flight is
+	-- assumed to take that owner's jobs up to its whole room (leases.c's
+	-- argument, owner by owner).  Under overlapping claims an owner close to
+	-- its limit may so be passed over, never taken past it.
+	--
+	-- A job row is locked only if nobody else holds it, so a claim never
+	-- waits on a cancel (which holds the job, then the queue row).  The
+	-- queue entry of every job locked goes: it is claimed now, or it no
+	-- longer waits (an entry left behind; reconcile removes them too).
+	RETURN QUERY
+	WITH RECURSIVE owners (owner) AS (
+		(SELECT qq.owner FROM remora.queue qq ORDER BY qq.owner LIMIT 1)
+		UNION ALL
+		SELECT (SELECT qq.owner FROM remora.queue qq
+				 WHERE qq.owner > o.owner ORDER BY qq.owner LIMIT 1)
+		  FROM owners o
+		 WHERE o.owner IS NOT NULL
+	), running AS MATERIALIZED (
+		SELECT r.owner, r.running FROM remora._running_by_owner() r
+	), share AS (
+		-- weight and the jobs an owner may still start (0 = no max_running)
+		SELECT o.owner, coalesce(l.weight, dweight) AS weight,
+			   coalesce(r.running, 0) AS running,
+			   least(room, coalesce(nullif(coalesce(l.max_running, dcap), 0)
+									- coalesce(r.running, 0) - others, room)) AS may_take,
+			   -- the lot that breaks ties: the least of draws made at
+			   -- rates proportional to the weights falls to each owner with
+			   -- the probability of its weight's share
+			   -ln(1 - random()) / coalesce(l.weight, dweight) AS lot
+		  FROM owners o
+		  LEFT JOIN remora.role_limits l ON l.role_id = o.owner
+		  LEFT JOIN running r ON r.owner = o.owner
+		 WHERE o.owner IS NOT NULL
+	), first AS MATERIALIZED (
+		SELECT s.* FROM (SELECT s.* FROM share s
+						  WHERE s.may_take > 0
+						  ORDER BY s.running::float8 / s.weight, s.lot
+						 OFFSET 0) s
+		 WHERE EXISTS (SELECT 1 FROM remora.queue qq
+						WHERE qq.owner = s.owner AND qq.not_before <= now())
+		 LIMIT room
+	), candidate AS MATERIALIZED (
+		-- beyond what it may take, room + others more of each owner's
+		-- jobs: those that claims in flight or a cancel hold are skipped,
+		-- and the next ones are there to take instead
+		SELECT c.job_id, f.owner, f.may_take,
+			   (f.running + c.k - 1)::float8 / f.weight AS due, f.lot, c.k
+		  FROM first f
+		 CROSS JOIN LATERAL (
+			SELECT n.job_id, row_number() OVER () AS k
+			  FROM (SELECT qq.job_id FROM remora.queue qq
+					 WHERE qq.owner = f.owner AND qq.not_before <= now()
+					 ORDER BY qq.priority DESC, qq.job_id
+					 LIMIT f.may_take + room + others) n) c
+	), locked AS MATERIALIZED (
+		SELECT qq.job_id, c.owner, c.may_take, c.due, c.k
+		  FROM candidate c JOIN remora.queue qq ON qq.job_id = c.job_id
+		 ORDER BY c.due, c.lot, c.k
+		 LIMIT room
+		   FOR UPDATE OF qq SKIP LOCKED
+	), picked AS (
+		-- no owner past what it may take (a row locked and not picked
+		-- stays queued)
+		SELECT l.job_id
+		  FROM (SELECT l.job_id, l.may_take,
+					   row_number() OVER (PARTITION BY l.owner ORDER BY l.due, l.k) AS n
+				  FROM locked l) l
+		 WHERE l.n <= l.may_take
+	), held AS MATERIALIZED (
+		SELECT jb.* FROM remora.jobs jb
+		 WHERE jb.job_id IN (SELECT p.job_id FROM picked p)
+		   FOR UPDATE SKIP LOCKED
+	), unqueued AS (
+		-- by key, from the batch: a join (planned generically for up to
+		-- max_jobs rows) would hash the whole queue
+		DELETE FROM remora.queue qq
+		 WHERE qq.job_id = ANY (ARRAY(SELECT h.job_id FROM held h))
+	), go AS MATERIALIZED (
+		SELECT h.*, gen_random_uuid() AS new_attempt,
+			   (SELECT c FROM remora.checkpoints c WHERE c.job_id = h.job_id) AS cp,
+			   (SELECT u.url FROM remora.source_urls u WHERE u.job_id = h.job_id) AS url,
+			   (SELECT e FROM remora.exports e WHERE e.export_id = h.job_id) AS ex
+		  FROM held h
+		 WHERE h.state IN ('queued', 'retrying') AND h.cancel_requested_at IS NULL
+		   AND h.attempts_used < h.max_attempts
+	), attempt AS (
+		-- an export stages nothing to clean up, and records what it is to
+		-- publish before it runs
+		INSERT INTO remora.attempts
+			(attempt_id, job_id, attempt_no, fencing_token, incarnation,
+			 definition_hash, request_hash, access_digest, provenance,
+			 resumed_from, cleaned_at, export_ledger)
+		SELECT g.new_attempt, g.job_id, g.attempts_used + 1, g.fencing_token + 1,
+			   p_incarnation, g.definition_hash, g.request_hash, g.access_digest,
+			   g.provenance, (g.cp).attempt_id,
+			   CASE WHEN (g.ex).export_id IS NOT NULL THEN now() END,
+			   CASE WHEN (g.ex).export_id IS NOT NULL THEN jsonb_build_object(
+					'output_digest', (g.ex).output_digest, 'source_digest', (g.ex).source_digest,
+					'publication_digest', (g.ex).publication_digest, 'members', (g.ex).members,
+					'bytes', (g.ex).bytes, 'if_exists', (g.ex).if_exists, 'mode', (g.ex).mode,
+					'decision', (g.ex).decisions -> -1) END
+		  FROM go g
+	), job AS (
+		UPDATE remora.jobs jb
+		   SET state = 'running',
+			   attempts_used = jb.attempts_used + 1,
+			   fencing_token = jb.fencing_token + 1,
+			   current_attempt = g.new_attempt,
+			   started_at = coalesce(jb.started_at, now())
+		  FROM go g
+		 WHERE jb.job_id = g.job_id
+	), lease AS (
+		INSERT INTO remora.leases (attempt_id, job_id, fencing_token, incarnation, expires_at)
+		SELECT g.new_attempt, g.job_id, g.fencing_token + 1, p_incarnation, expires
+		  FROM go g
+	)
+	SELECT g.job_id, g.new_attempt, g.fencing_token + 1,
+		   -- the worker gets the whole URL, query string included
+		   CASE WHEN g.url IS NULL THEN s.spec
+				ELSE coalesce(jsonb_set(s.spec, '{source,uri}', to_jsonb(g.url)), s.spec) END
+		   || CASE WHEN (g.ex).export_id IS NULL THEN '{}'::jsonb
+				   ELSE jsonb_build_object('export', remora._export_spec(g.job_id)) END,
+		   CASE WHEN g.cp IS NULL THEN NULL
+				ELSE jsonb_build_object('attempt_id', (g.cp).attempt_id,
+										'fencing_token', (g.cp).fencing_token,
+										'bytes_done', (g.cp).bytes_done,
+										'state', (g.cp).state) END,
+		   expires
+	  FROM go g
+	 CROSS JOIN LATERAL (SELECT g.spec || jsonb_build_object(
+				'job_id', g.job_id, 'attempt_no', g.attempts_used + 1, 'owner', g.owner,
+				'staging_prefix', remora._staging_prefix(g.prefix, g.job_id, g.new_attempt))
+				AS spec) s
+	 ORDER BY g.priority DESC, g.job_id;
+	GET DIAGNOSTICS taken = ROW_COUNT;
+	PERFORM remora._release_leases(room - taken);
+END
+$$;
+
+REVOKE ALL ON FUNCTION remora._queue_owner(), remora._running_by_owner() FROM PUBLIC;
