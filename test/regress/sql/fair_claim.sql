@@ -55,9 +55,9 @@ LANGUAGE sql AS $$
 	  FROM remora.attempts a WHERE a.state = 'running'
 $$;
 
--- alice queues 30 jobs at priority 1000, then bob one at 0: a claim of 2
+-- alice queues 3,000 jobs at priority 1000, then bob one at 0: a claim of 2
 -- starts one of each
-SELECT pg_temp.submit('regress_fair_alice', 30, 1000) AS alice_queued;
+SELECT pg_temp.submit('regress_fair_alice', 3000, 1000) AS alice_queued;
 SELECT pg_temp.submit('regress_fair_bob', 1, 0) AS bob_queued;
 SELECT * FROM pg_temp.claim(2);
 SELECT pg_temp.finish() AS finished;
