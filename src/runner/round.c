@@ -208,6 +208,9 @@ claim(void)
 		free(rows[i].spec);
 		free(rows[i].resume);
 	}
+	/* the new attempts' caps, counting them among their owners' */
+	if (n > 0)
+		remora_attempts_apply_rates();
 	/* a full batch: there may be more */
 	more_waiting = n == room;
 }
