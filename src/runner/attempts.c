@@ -213,10 +213,10 @@ remora_attempts_renew(void)
 
 /*
  * Apply the byte-rate caps of the running attempts as the database has
- * them now (remora.rate_limits): at each renewal round, and once after a
- * claim started some.  A cap changes a running task's rate, never stops
- * it; a call that fails changes nothing, and an attempt the answer does
- * not name keeps its cap.
+ * them now (remora.rate_limits): once a second while attempts run, at
+ * each renewal round, and once after a claim started some (round.c).  A cap
+ * changes a running task's rate, never stops it; a call that fails changes
+ * nothing, and an attempt the answer does not name keeps its cap.
  */
 void
 remora_attempts_apply_rates(void)
