@@ -422,12 +422,28 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 
 	if (req->rate && !rate_take(req->rate, len))
 	{
-		/* curl keeps these bytes and hands them again on resume */
+		/*
+		 * curl keeps these bytes and hands them again on resume.  Woken when
+		 * the bucket will have refilled: a pause inside a hook (an owner's
+		 * resume) comes after the loop's own look at the paused requests.
+		 */
 		req->rate_paused = true;
+		remora_loop_wake_at(req->loop,
+							remora_now_ms() + 1 +
+								(int64_t) (-req->rate->tokens * 1000.0 /
+										   (double) req->rate->max_rate));
 		return CURL_WRITEFUNC_PAUSE;
 	}
 	if (req->on_data)
-		return req->on_data(req, ptr, len);
+	{
+		size_t taken = req->on_data(req, ptr, len);
+
+		/* the owner paused: these bytes come again, and count then */
+		if (taken == CURL_WRITEFUNC_PAUSE && req->rate &&
+			req->rate->max_rate > 0)
+			req->rate->tokens += (double) len;
+		return taken;
+	}
 
 	if (req->body_len + len > REQ_BODY_LIMIT)
 	{
