@@ -178,6 +178,14 @@ remora_task_register(RemoraEngine *engine, RemoraTask *task,
 	task->engine = engine;
 	task->next_task = engine->tasks;
 	engine->tasks = task;
+	memset(&task->rate, 0, sizeof(task->rate));
+	task->rate_parent = NULL;
+}
+
+void
+remora_task_set_max_rate(RemoraTask *task, int64_t bytes_per_second)
+{
+	remora_rate_set(&task->rate, bytes_per_second);
 }
 
 RemoraTaskState

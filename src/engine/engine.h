@@ -470,6 +470,14 @@ extern const RemoraTaskError  *remora_task_error(const RemoraTask *task);
 extern void remora_task_abort(RemoraTask *task, bool delete_staging);
 extern void remora_task_free(RemoraTask *task);
 
+/*
+ * Cap the bytes a job downloads from its sources (all its connections and,
+ * for a set, all its members together) at bytes_per_second; 0 lifts the
+ * cap.  It may change at any time: the next chunk received obeys it.
+ */
+extern void remora_task_set_max_rate(RemoraTask *task,
+									 int64_t     bytes_per_second);
+
 /* Delete every object under a prefix of the target bucket (cleanup). */
 extern RemoraTask *remora_cleanup_start(RemoraEngine *engine,
 										const char *bucket, const char *prefix,

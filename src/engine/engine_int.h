@@ -45,7 +45,22 @@ struct RemoraTask
 	const RemoraTaskKind *kind;
 	RemoraEngine         *engine;
 	RemoraTask           *next_task; /* the engine's list */
+
+	/*
+	 * The cap on the bytes it downloads from its sources, all its requests
+	 * together (remora_task_set_max_rate).  A set's member transfer takes
+	 * its set's (rate_parent): the cap is the set's, all members together.
+	 */
+	RemoraRate  rate;
+	RemoraTask *rate_parent; /* outlives the task; NULL: none */
 };
+
+/* The cap a job's source requests share (their req->rate). */
+static inline RemoraRate *
+remora_task_rate(RemoraTask *task)
+{
+	return task->rate_parent ? &task->rate_parent->rate : &task->rate;
+}
 
 typedef struct PendingLookup PendingLookup;
 

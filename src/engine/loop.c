@@ -40,6 +40,8 @@
 
 #include "engine/loop.h"
 
+static void rate_resume(RemoraLoop *loop);
+
 int64_t
 remora_now_ms(void)
 {
@@ -276,8 +278,129 @@ remora_loop_run(RemoraLoop *loop)
 	complete_finished(loop);
 	/* the clients say again when they want to be woken */
 	loop->wake_deadline = -1;
+	rate_resume(loop);
 	for (int i = 0; i < loop->nhooks; i++)
 		loop->hooks[i](loop->hook_args[i]);
+}
+
+/* ---------------------------------------------------------- rate caps */
+
+/*
+ * Byte-rate caps are a token bucket of our own, checked where the loop
+ * hands a body to its owner, and not libcurl's CURLOPT_MAX_RECV_SPEED_LARGE:
+ * that option caps one easy handle, over windows of its own that restart
+ * every few seconds, and may overshoot by a receive buffer (ours are 256
+ * KiB) each window.  A task's cap is shared by all its connections (its
+ * ranged GETs, a set's members), whose number changes as they start and
+ * end; split over eight handles the overshoot alone would be a third of a
+ * 2 MiB/s cap.  One bucket for all of them holds the sum within a chunk,
+ * and a changed cap takes effect at the next chunk.
+ */
+
+/* A tenth of a second's worth of bytes may be taken at once. */
+static double
+rate_burst(const RemoraRate *rate)
+{
+	return (double) rate->max_rate / 10.0;
+}
+
+static void
+rate_refill(RemoraRate *rate, int64_t now)
+{
+	double burst = rate_burst(rate);
+
+	if (now > rate->at_ms)
+		rate->tokens +=
+			(double) rate->max_rate * (double) (now - rate->at_ms) / 1000.0;
+	rate->at_ms = now;
+	if (rate->tokens > burst)
+		rate->tokens = burst;
+}
+
+/*
+ * Set a cap (0: none).  The bucket keeps its debt, so that lowering a cap
+ * and raising it again never lets more through than either allowed.
+ */
+void
+remora_rate_set(RemoraRate *rate, int64_t max_rate)
+{
+	int64_t now = remora_now_ms();
+
+	if (max_rate < 0)
+		max_rate = 0;
+	if (rate->max_rate == 0)
+	{
+		/* a new cap starts with a full burst */
+		rate->max_rate = max_rate;
+		rate->tokens = rate_burst(rate);
+		rate->at_ms = now;
+		return;
+	}
+	rate_refill(rate, now);
+	rate->max_rate = max_rate;
+	if (rate->tokens > rate_burst(rate))
+		rate->tokens = rate_burst(rate);
+}
+
+/* May len bytes be taken now?  If so, they are taken (maybe into debt). */
+static bool
+rate_take(RemoraRate *rate, size_t len)
+{
+	if (rate->max_rate <= 0)
+		return true;
+	rate_refill(rate, remora_now_ms());
+	if (rate->tokens <= 0)
+		return false;
+	rate->tokens -= (double) len;
+	return true;
+}
+
+/*
+ * The first request its cap paused that may go on now; for those that may
+ * not yet, be woken when they may.
+ */
+static Request *
+rate_next_resumable(RemoraLoop *loop)
+{
+	int64_t now = remora_now_ms();
+
+	for (Request *req = loop->requests; req; req = req->next)
+	{
+		RemoraRate *rate = req->rate;
+
+		if (!req->rate_paused)
+			continue;
+		if (rate == NULL || rate->max_rate <= 0)
+			return req;
+		rate_refill(rate, now);
+		if (rate->tokens > 0)
+			return req;
+		remora_loop_wake_at(loop, now + 1 +
+									  (int64_t) (-rate->tokens * 1000.0 /
+												 (double) rate->max_rate));
+	}
+	return NULL;
+}
+
+/*
+ * Resume the requests their cap paused once it has refilled.  Resuming
+ * hands a body's held bytes to its owner at once (inside curl_easy_pause),
+ * which may pause it again or cancel any request: the list is searched
+ * again after each.  Bounded, as a run of the loop must be.
+ */
+static void
+rate_resume(RemoraLoop *loop)
+{
+	Request *req = NULL;
+	int      i;
+
+	for (i = 0; i < 1000 && (req = rate_next_resumable(loop)) != NULL; i++)
+	{
+		req->rate_paused = false;
+		curl_easy_pause(req->easy, CURLPAUSE_CONT);
+	}
+	if (req != NULL)
+		remora_loop_wake_at(loop, remora_now_ms()); /* the rest next run */
 }
 
 /* ------------------------------------------------------------ requests */
@@ -297,8 +420,30 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 	Request *req = userdata;
 	size_t   len = size * nmemb;
 
+	if (req->rate && !rate_take(req->rate, len))
+	{
+		/*
+		 * curl keeps these bytes and hands them again on resume.  Woken when
+		 * the bucket will have refilled: a pause inside a hook (an owner's
+		 * resume) comes after the loop's own look at the paused requests.
+		 */
+		req->rate_paused = true;
+		remora_loop_wake_at(req->loop,
+							remora_now_ms() + 1 +
+								(int64_t) (-req->rate->tokens * 1000.0 /
+										   (double) req->rate->max_rate));
+		return CURL_WRITEFUNC_PAUSE;
+	}
 	if (req->on_data)
-		return req->on_data(req, ptr, len);
+	{
+		size_t taken = req->on_data(req, ptr, len);
+
+		/* the owner paused: these bytes come again, and count then */
+		if (taken == CURL_WRITEFUNC_PAUSE && req->rate &&
+			req->rate->max_rate > 0)
+			req->rate->tokens += (double) len;
+		return taken;
+	}
 
 	if (req->body_len + len > REQ_BODY_LIMIT)
 	{

@@ -22,6 +22,21 @@
 
 typedef struct RemoraLoop RemoraLoop;
 typedef struct Request    Request;
+
+/*
+ * A byte-rate cap shared by the requests that point to it (their response
+ * bodies): a token bucket that may go into debt by the chunk that emptied
+ * it, refilled at max_rate bytes a second up to a tenth of a second's
+ * worth.  A request that finds it empty is paused (CURL_WRITEFUNC_PAUSE)
+ * and resumed by the loop once it has refilled.  Its owner keeps it alive
+ * while any request points to it.
+ */
+typedef struct RemoraRate
+{
+	int64_t max_rate; /* bytes a second; 0: no cap */
+	double  tokens;   /* bytes that may be taken now; < 0: debt */
+	int64_t at_ms;    /* when tokens was last refilled (monotonic) */
+} RemoraRate;
 typedef void (*RequestDone)(Request *req, CURLcode rc);
 typedef void (*RemoraLoopHook)(void *arg);
 
@@ -59,6 +74,8 @@ struct Request
 	bool        proxied; /* sent through an egress proxy */
 	const char *trust;   /* the setting that trusts its CA, for messages */
 	char        curl_error[CURL_ERROR_SIZE]; /* curl's own words on a failure */
+	RemoraRate *rate;        /* the cap on its body, or NULL; not owned */
+	bool        rate_paused; /* paused by that cap (not by its owner) */
 
 	bool     linked; /* on the multi handle and the list */
 	Request *prev;
@@ -105,6 +122,7 @@ extern long    remora_loop_timeout_ms(const RemoraLoop *loop);
 extern void    remora_loop_run(RemoraLoop *loop);
 extern void    remora_loop_wake_at(RemoraLoop *loop, int64_t when_ms);
 extern int64_t remora_now_ms(void);
+extern void    remora_rate_set(RemoraRate *rate, int64_t max_rate);
 
 extern Request *remora_req_new(RemoraLoop *loop, void *owner, RequestDone done);
 extern bool     remora_req_start(Request *req);

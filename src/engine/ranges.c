@@ -71,6 +71,7 @@ remora_xfer_source_request(Transfer *task, RequestDone done)
 	}
 	curl_easy_setopt(req->easy, CURLOPT_URL, task->url);
 	curl_easy_setopt(req->easy, CURLOPT_BUFFERSIZE, XFER_RECV_BUFFER);
+	req->rate = remora_task_rate(&task->base);
 	/* the bytes as stored: ranges count those, not a compressed form */
 	curl_easy_setopt(req->easy, CURLOPT_ACCEPT_ENCODING, NULL);
 	/*

@@ -110,6 +110,8 @@ start_child(RemoraSet *set, Entry *e)
 						"starting a member: %s", errbuf);
 		return;
 	}
+	/* the set's cap, all members together; set_free frees them first */
+	e->child->rate_parent = &set->base;
 	e->state = E_RUNNING;
 	set->running++;
 	set->children++;
@@ -438,6 +440,7 @@ start_server_copy(RemoraSet *set, Entry *e)
 	remora_req_set_ca_pem(req, set->src_ca_pem);
 	curl_easy_setopt(req->easy, CURLOPT_URL, url);
 	free(url);
+	req->rate = &set->base.rate;
 	req->on_data = hash_data;
 	req->data = e;
 	if (!remora_req_start(req))

@@ -171,6 +171,8 @@ put_options(Build *b, const RemoraJobOptions *o)
 		put_string(b, "label", o->label);
 	if (o->has_connections)
 		put_int(b, "connections", o->connections);
+	if (o->has_max_bytes_per_second)
+		put_int(b, "max_bytes_per_second", o->max_bytes_per_second);
 	(void) end_object(b);
 }
 

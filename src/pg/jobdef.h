@@ -34,6 +34,8 @@ typedef struct RemoraJobOptions
 	char  *label;
 	bool   has_connections;
 	int    connections;
+	bool   has_max_bytes_per_second; /* the job's own byte-rate cap */
+	int64  max_bytes_per_second;
 } RemoraJobOptions;
 
 /* submit: the job definition and the canonical request */

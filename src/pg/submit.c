@@ -19,6 +19,8 @@
 #include "remora.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "catalog/pg_type.h"
@@ -49,7 +51,7 @@ PG_FUNCTION_INFO_V1(remora_delete);
 
 static const char *const option_names =
 	"max_attempts, priority, include, exclude, endpoint, expected_sha256, "
-	"label, connections";
+	"label, connections, max_bytes_per_second";
 
 static void
 bad_option(const char *key, const char *detail)
@@ -98,6 +100,30 @@ option_int(const char *key, JsonbValue *v, int min, int max)
 				   psprintf("The value must be an integer between %d and %d.",
 							min, max));
 	return (int) val;
+}
+
+/* A positive bigint (a byte rate): 1 to PG_INT64_MAX. */
+static int64
+option_positive_int64(const char *key, JsonbValue *v)
+{
+	const char *range = "The value must be a whole number of bytes per "
+						"second from 1 to 9223372036854775807.";
+	char       *txt;
+	int64       val;
+
+	if (v->type != jbvNumeric)
+		bad_option(key, range);
+	txt = DatumGetCString(
+		DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
+	/* digits only, 19 at most; a sign, a fraction or an exponent is refused */
+	if (*txt == '\0' || strspn(txt, "0123456789") != strlen(txt) ||
+		strlen(txt) > 19)
+		bad_option(key, range);
+	errno = 0;
+	val = strtoll(txt, NULL, 10);
+	if (errno == ERANGE || val < 1)
+		bad_option(key, range);
+	return val;
 }
 
 /* A glob list: a JSON array of non-empty strings. */
@@ -170,6 +196,11 @@ parse_options(Jsonb *jb, RemoraSourceKind kind, RemoraJobOptions *o)
 		{
 			o->has_connections = true;
 			o->connections = option_int(key, &v, 1, 64);
+		}
+		else if (strcmp(key, "max_bytes_per_second") == 0)
+		{
+			o->has_max_bytes_per_second = true;
+			o->max_bytes_per_second = option_positive_int64(key, &v);
 		}
 		else if (strcmp(key, "max_attempts") == 0)
 		{

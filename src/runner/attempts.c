@@ -68,6 +68,7 @@ typedef struct Attempt
 	RemoraDocs     unsent; /* members or references not yet recorded */
 	int64_t        fence_ms;
 	void          *host_slot;
+	int64_t        max_rate; /* the byte-rate cap applied; 0: none */
 } Attempt;
 
 static Attempt *attempts[REMORA_RUNNER_MAX_ATTEMPTS];
@@ -207,6 +208,45 @@ remora_attempts_renew(void)
 		if (stop[i])
 			stop_attempt(i, cancelled[i] ? "the job was cancelled"
 										 : "the attempt lost its lease");
+	remora_attempts_apply_rates();
+}
+
+/*
+ * Apply the byte-rate caps of the running attempts as the database has
+ * them now (remora.rate_limits): once a second while attempts run, at
+ * each renewal round, and once after a claim started some (round.c).  A cap
+ * changes a running task's rate, never stops it; a call that fails changes
+ * nothing, and an attempt the answer does not name keeps its cap.
+ */
+void
+remora_attempts_apply_rates(void)
+{
+	const char *ids[REMORA_RUNNER_MAX_ATTEMPTS];
+	int64_t     caps[REMORA_RUNNER_MAX_ATTEMPTS];
+	bool        known[REMORA_RUNNER_MAX_ATTEMPTS];
+
+	if (nattempts == 0)
+		return;
+	for (int i = 0; i < nattempts; i++)
+		ids[i] = attempts[i]->attempt_id;
+	if (!remora_call_rate_limits(nattempts, ids, caps, known))
+		return;
+	for (int i = 0; i < nattempts; i++)
+	{
+		Attempt *a = attempts[i];
+
+		if (!known[i] || caps[i] == a->max_rate)
+			continue;
+		remora_task_set_max_rate(a->task, caps[i]);
+		a->max_rate = caps[i];
+		if (caps[i] > 0)
+			remora_rlog("job %" PRId64 " attempt %s: capped at %" PRId64
+						" bytes a second",
+						a->job_id, a->attempt_id, caps[i]);
+		else
+			remora_rlog("job %" PRId64 " attempt %s: no byte-rate cap",
+						a->job_id, a->attempt_id);
+	}
 }
 
 /* Abort the attempts whose lease may be about to lapse (see the header). */

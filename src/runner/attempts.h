@@ -16,6 +16,7 @@ extern int  remora_attempts_count(void);
 extern void remora_attempts_start(RemoraClaimRow *row, int64_t claim_sent_ms);
 extern void remora_attempts_answer_lookups(void);
 extern void remora_attempts_renew(void);
+extern void remora_attempts_apply_rates(void);
 extern void remora_attempts_fence(void);
 extern int64_t remora_attempts_next_fence_ms(void);
 extern void    remora_attempts_finish(void);

@@ -2,9 +2,9 @@
  *
  * calls.c
  *	  Every SQL statement a worker runs, once, for both hosts: the worker
- *	  protocol (remora.claim, renew, checkpoint, commit, commit_many, fail,
- *	  export_members), its incarnation, the members of earlier attempts, a
- *	  source endpoint, and the cleanup sweep.
+ *	  protocol (remora.claim, renew, rate_limits, checkpoint, commit,
+ *	  commit_many, fail, export_members), its incarnation, the members of
+ *earlier attempts, a source endpoint, and the cleanup sweep.
  *
  * Each is a call of a remora.* function (the worker role holds no
  * privilege on any table), one parameterized statement run by the host's
@@ -201,6 +201,57 @@ remora_call_renew(int64_t job, const char *attempt, int64_t token, bool *ok,
 	{
 		*ok = col_bool(&res, 0, "ok");
 		*cancelled = col_bool(&res, 0, "cancel_requested");
+	}
+	remora_rows_free(&res);
+	return true;
+}
+
+/*
+ * The byte-rate caps of n running attempts (remora.rate_limits), in one
+ * call: caps[i] in bytes a second (0: none) and known[i] true for each
+ * attempt the answer names; one it does not name (no longer running) is
+ * left alone.  False when the call failed: nothing is set then.
+ */
+bool
+remora_call_rate_limits(int n, const char *const *attempts, int64_t *caps,
+						bool *known)
+{
+	char       *ids = malloc((size_t) n * REMORA_UUID_LEN + 3);
+	const char *params[1] = {ids};
+	RemoraRows  res;
+	size_t      len = 0;
+	bool        ran;
+
+	if (ids == NULL)
+		return false;
+	/* an array literal: attempt ids are uuids, nothing to quote */
+	ids[len++] = '{';
+	for (int i = 0; i < n; i++)
+		len += sprintf(ids + len, "%s%s", i ? "," : "", attempts[i]);
+	ids[len++] = '}';
+	ids[len] = '\0';
+	ran = query("reading the byte-rate caps",
+				"SELECT r.attempt_id, r.max_bytes_per_second FROM "
+				"remora.rate_limits($1::pg_catalog.uuid[]) r",
+				1, params, &res);
+	free(ids);
+	if (!ran)
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		caps[i] = 0;
+		known[i] = false;
+	}
+	for (int r = 0; r < res.nrows; r++)
+	{
+		const char *att = col(&res, r, "attempt_id");
+
+		for (int i = 0; att && i < n; i++)
+			if (strcmp(att, attempts[i]) == 0)
+			{
+				known[i] = true;
+				caps[i] = col_int(&res, r, "max_bytes_per_second");
+			}
 	}
 	remora_rows_free(&res);
 	return true;

@@ -37,6 +37,8 @@ extern void  remora_call_end_incarnation(const char *inc);
 extern int   remora_call_claim(const char *inc, int room, RemoraClaimRow *out);
 extern bool  remora_call_renew(int64_t job, const char *attempt, int64_t token,
 							   bool *ok, bool *cancelled);
+extern bool  remora_call_rate_limits(int n, const char *const *attempts,
+									 int64_t *caps, bool *known);
 extern bool  remora_call_checkpoint(int64_t job, const char *attempt,
 									int64_t token, const char *doc, bool *ok);
 extern bool  remora_call_commit(int64_t job, const char *attempt, int64_t token,

@@ -13,6 +13,9 @@
  *	              heartbeat, then every lease
  *	  finish      commit what succeeded, report what failed
  *	  checkpoint  at most once a second, every attempt with new progress
+ *	  rates       once a second while attempts run, after every renewal
+ *	              and after a claim that started some: the byte-rate caps
+ *	              of all of them (remora.rate_limits), set on their tasks
  *	  settings    new ones take effect in a new engine once it is idle;
  *	              until then nothing new is claimed
  *	  claim       when there is room and a job was queued, every 5 s, and
@@ -43,7 +46,13 @@
 
 #define CLAIM_POLL_MS 5000
 #define CHECKPOINT_MS 1000
-#define SWEEP_MS      5000
+/*
+ * A role's or the deployment's cap is shared by attempts on other workers
+ * that start and end at any time: read it far more often than leases are
+ * renewed, so that the sum holds within 10 % over any 10 s.
+ */
+#define RATES_MS 1000
+#define SWEEP_MS 5000
 
 static char    incarnation[REMORA_UUID_LEN];
 static bool    recorded; /* the incarnation is recorded */
@@ -51,6 +60,7 @@ static bool    renew_pending, claim_pending;
 static bool    new_settings; /* a new engine once idle */
 static bool    more_waiting; /* the last claim found no room, or filled it */
 static int64_t next_renew, next_checkpoint, next_poll, next_sweep;
+static int64_t next_rates;
 
 /* the sweep in progress */
 static RemoraTask *sweep_task;
@@ -208,6 +218,9 @@ claim(void)
 		free(rows[i].spec);
 		free(rows[i].resume);
 	}
+	/* the new attempts' caps, counting them among their owners' */
+	if (n > 0)
+		remora_attempts_apply_rates();
 	/* a full batch: there may be more */
 	more_waiting = n == room;
 }
@@ -320,7 +333,10 @@ next_due(bool up)
 			 remora_attempts_count() < remora_runner.cfg.concurrency))
 			deadline = now;
 		if (remora_attempts_count() > 0)
+		{
 			deadline = min64(deadline, next_checkpoint);
+			deadline = min64(deadline, next_rates);
+		}
 	}
 	deadline = min64(deadline, remora_attempts_next_fence_ms());
 	if (engine_timeout >= 0)
@@ -350,6 +366,7 @@ remora_runner_round(const RemoraRound *in)
 	{
 		renew_pending = false;
 		next_renew = now + remora_runner.cfg.lease_ms / 3;
+		next_rates = now + RATES_MS; /* renew() reads them */
 		up = renew();
 	}
 	if (up)
@@ -359,6 +376,11 @@ remora_runner_round(const RemoraRound *in)
 	{
 		remora_attempts_checkpoint();
 		next_checkpoint = now + CHECKPOINT_MS;
+	}
+	if (up && now >= next_rates && remora_attempts_count() > 0)
+	{
+		remora_attempts_apply_rates();
+		next_rates = now + RATES_MS;
 	}
 	take_new_settings();
 	if (up && !new_settings &&

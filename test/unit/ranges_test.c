@@ -23,6 +23,8 @@
 #define PART     (64 * 1024)
 #define OBJ_SIZE (6 * PART + 123) /* seven parts */
 #define SEG_ETAG "\"0123456789abcdef0123456789abcdef\""
+#define BIG_SIZE (6 * 1024 * 1024) /* /src/big, for the rate caps */
+#define RATE     (2 * 1024 * 1024)
 
 typedef struct Server
 {
@@ -37,6 +39,7 @@ typedef struct Server
 	int       from_zero;   /* of which from the first byte */
 	int       delay_ms;    /* before each source answer */
 	char      obj[2][OBJ_SIZE];
+	char     *big; /* BIG_SIZE bytes */
 } Server;
 
 typedef struct Conn
@@ -120,10 +123,13 @@ serve_source(Server *s, int c, const char *req)
 	bool        lax = strncmp(req, "GET /src/lax ", 13) == 0;
 	bool        dated = strncmp(req, "GET /src/dated ", 15) == 0;
 	bool        bare = strncmp(req, "GET /src/bare ", 14) == 0;
+	bool        big = strncmp(req, "GET /src/big ", 13) == 0;
+	long        size = big ? BIG_SIZE : OBJ_SIZE;
 	int         n = __atomic_add_fetch(&s->source_gets, 1, __ATOMIC_SEQ_CST);
 	int         ver = swaps && n > 2 ? 1 : 0;
+	const char *bytes = big ? s->big : s->obj[ver];
 	const char *etag = ver ? "\"v2\"" : "\"v1\"";
-	long        first = 0, last = OBJ_SIZE - 1;
+	long        first = 0, last = size - 1;
 	bool        ranged = false;
 
 	if (s->delay_ms > 0)
@@ -135,8 +141,8 @@ serve_source(Server *s, int c, const char *req)
 		first = strtol(v, &dash, 10);
 		if (dash[1] != '\0')
 			last = strtol(dash + 1, NULL, 10);
-		if (last > OBJ_SIZE - 1)
-			last = OBJ_SIZE - 1;
+		if (last > size - 1)
+			last = size - 1;
 		ranged = true;
 		__atomic_add_fetch(&s->ranged_gets, 1, __ATOMIC_SEQ_CST);
 		if (first == 0)
@@ -150,12 +156,12 @@ serve_source(Server *s, int c, const char *req)
 		return;
 	}
 	if (header(req, "\nIf-Range:", v, sizeof(v)) && strcmp(v, etag) != 0)
-		ranged = false, first = 0, last = OBJ_SIZE - 1;
+		ranged = false, first = 0, last = size - 1;
 	if (ranged)
 		snprintf(extra, sizeof(extra),
 				 "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes "
-				 "%ld-%ld/%d\r\n",
-				 first, last, OBJ_SIZE);
+				 "%ld-%ld/%ld\r\n",
+				 first, last, size);
 	else
 		snprintf(extra, sizeof(extra), "HTTP/1.1 200 OK\r\n");
 	snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
@@ -166,7 +172,7 @@ serve_source(Server *s, int c, const char *req)
 			 bare || dated ? "" : "\r\n",
 			 bare ? "" : "Last-Modified: Mon, 01 Jun 2026 00:00:00 GMT\r\n");
 	put_all(c, extra, strlen(extra));
-	put_all(c, s->obj[ver] + first, last - first + 1);
+	put_all(c, bytes + first, last - first + 1);
 }
 
 /*
@@ -319,6 +325,11 @@ server_start(Server *s)
 		s->obj[0][i] = (char) ((i * 7 + i / 251) & 0xff);
 		s->obj[1][i] = (char) (s->obj[0][i] ^ 0x55);
 	}
+	s->big = malloc(BIG_SIZE);
+	if (s->big == NULL)
+		return false;
+	for (int i = 0; i < BIG_SIZE; i++)
+		s->big[i] = (char) ((i * 13 + i / 4093) & 0xff);
 	s->fd = socket(AF_INET, SOCK_STREAM, 0);
 	if (s->fd < 0 || bind(s->fd, (struct sockaddr *) &a, sizeof(a)) != 0 ||
 		listen(s->fd, 64) != 0 ||
@@ -452,6 +463,60 @@ transfer(Server *s, int cap, const char *path, int conns, char sha[65],
 	return st;
 }
 
+/*
+ * A task capped at RATE moves BIG_SIZE bytes in no less than 0.9 x
+ * BIG_SIZE / RATE, over one connection or several sharing the cap.  Only
+ * the lower bound: it is what a cap promises.
+ */
+static void
+test_rate(Server *s, int conns)
+{
+	RemoraEngine *engine = engine_with_cap(s, 0);
+	RemoraTask   *task =
+        engine ? start(engine, s, "/src/big", conns, NULL) : NULL;
+	int64_t         t0 = remora_now_ms();
+	int64_t         took;
+	int64_t         least = (int64_t) BIG_SIZE * 900 / RATE; /* ms */
+	RemoraTaskState st = REMORA_TASK_FAILED;
+	char            want[65];
+
+	if (task == NULL)
+	{
+		CHECK(false, "capped, %d connections: the task starts", conns);
+		if (engine)
+			remora_engine_free(engine);
+		return;
+	}
+	remora_task_set_max_rate(task, RATE);
+	while ((st = remora_task_state(task)) == REMORA_TASK_RUNNING &&
+		   remora_now_ms() - t0 < 60 * 1000)
+	{
+		struct pollfd p = {remora_engine_fd(engine), POLLIN, 0};
+		long          t = remora_engine_timeout_ms(engine);
+
+		poll(&p, 1, t < 0 || t > 10 ? 10 : (int) t);
+		remora_engine_run(engine);
+	}
+	took = remora_now_ms() - t0;
+	sha_hex(s->big, BIG_SIZE, want);
+	CHECK(st == REMORA_TASK_SUCCEEDED, "capped, %d connections: succeeded (%s)",
+		  conns,
+		  remora_task_error(task) ? remora_task_error(task)->message : "");
+	CHECK(st == REMORA_TASK_SUCCEEDED &&
+			  strcmp(remora_task_result(task)->member_sha256, want) == 0,
+		  "capped, %d connections: the object's SHA-256", conns);
+	CHECK(took >= least,
+		  "capped at %d B/s, %d connections: %d bytes took %" PRId64
+		  " ms, at least %" PRId64,
+		  RATE, conns, BIG_SIZE, took, least);
+	if (conns > 1)
+		CHECK(s->ranged_gets > 1,
+			  "capped, %d connections: in ranges that share the cap (%d)",
+			  conns, s->ranged_gets);
+	remora_task_free(task);
+	remora_engine_free(engine);
+}
+
 int
 main(void)
 {
@@ -562,9 +627,16 @@ main(void)
 	}
 	remora_resume_free(cp);
 
+	/* byte-rate caps */
+	server_reset(&s, 0);
+	test_rate(&s, 1);
+	server_reset(&s, 0);
+	test_rate(&s, 4);
+
 	__atomic_store_n(&s.stop, 1, __ATOMIC_SEQ_CST);
 	pthread_join(s.thread, NULL);
 	close(s.fd);
+	free(s.big);
 	curl_global_cleanup();
 	return unit_done();
 }

@@ -94,6 +94,8 @@ static struct
 	int       fail_next_start;
 	Answer    renew[MAX_JOBS], commit[MAX_JOBS];
 	bool      fail_exec_fails[MAX_JOBS];
+	int64_t   rate[MAX_JOBS]; /* rate_limits: 0 no row, -1 NULL, else it */
+	bool      rate_fails;
 	char      cleanup[256]; /* staging_to_clean's row: attempt id, or "" */
 	Slot      slots[MAX_JOBS];
 	int       incarnations; /* incarnation_begins */
@@ -195,6 +197,30 @@ answer_commit_many(Call *c, const char *items, RemoraRows *out)
 	answer(out, c->items, 1, names, values);
 }
 
+/* remora.rate_limits of "{id,id,...}": a row per attempt with a rate */
+static void
+answer_rates(const char *ids, RemoraRows *out)
+{
+	static const char *names[2] = {"attempt_id", "max_bytes_per_second"};
+	const char        *values[2 * MAX_JOBS];
+	char               att[MAX_JOBS][40], cap[MAX_JOBS][24];
+	int                n = 0;
+
+	for (const char *p = ids; (p = strstr(p, "00000000-")) != NULL; p += 36)
+	{
+		int job = job_of(p);
+
+		if (job <= 0 || job >= MAX_JOBS || h.rate[job] == 0 || n >= MAX_JOBS)
+			continue;
+		attempt_of(job, att[n]);
+		snprintf(cap[n], sizeof(cap[n]), "%" PRId64, h.rate[job]);
+		values[2 * n] = att[n];
+		values[2 * n + 1] = h.rate[job] > 0 ? cap[n] : NULL;
+		n++;
+	}
+	answer(out, n, 2, names, values);
+}
+
 static bool
 fake_exec(void *host, const char *what, const char *sql, int nparams,
 		  const char *const *params, RemoraRows *out)
@@ -231,6 +257,8 @@ fake_exec(void *host, const char *what, const char *sql, int nparams,
 	}
 	else if (strcmp(c->fn, "fail") == 0)
 		c->failed = h.fail_exec_fails[c->job];
+	else if (strcmp(c->fn, "rate_limits") == 0)
+		c->failed = h.rate_fails;
 	if (c->failed)
 		return false;
 
@@ -259,6 +287,8 @@ fake_exec(void *host, const char *what, const char *sql, int nparams,
 	}
 	else if (strcmp(c->fn, "commit_many") == 0)
 		answer_commit_many(c, params[0], out);
+	else if (strcmp(c->fn, "rate_limits") == 0)
+		answer_rates(params[0], out);
 	else if (strcmp(c->fn, "fail") == 0)
 	{
 		v[0] = "queued";
@@ -642,6 +672,47 @@ test_claim_and_renew(FakeS3 *s3)
 	CHECK(first_from(mark, "renew", 4) >= 0 &&
 			  first_from(mark, "renew", 4) < first_from(mark, "renew", 3),
 		  "and is renewed after the others next time");
+
+	/* byte-rate caps: read after the renewals, applied when they change */
+	h.rate[3] = 1000;
+	mark = h.ncalls;
+	mark_log = h.nlog;
+	(void) round_with(true, false);
+	CHECK(count_from(mark, "rate_limits", -1) == 1 &&
+			  first_from(mark, "rate_limits", 0) >
+				  first_from(mark, "renew", 3) &&
+			  first_from(mark, "rate_limits", 0) > first_from(mark, "renew", 4),
+		  "a renewal round: one call of rate_limits, after the renewals");
+	CHECK(strstr(last("rate_limits", -1)->p[0], "0000000003") &&
+			  strstr(last("rate_limits", -1)->p[0], "0000000004"),
+		  "for every running attempt (%s)", last("rate_limits", -1)->p[0]);
+	CHECK(logged_from(mark_log,
+					  "job 3 attempt 00000000-0000-4000-8000-"
+					  "000000000003: capped at 1000 bytes a second") &&
+			  !logged_from(mark_log, "job 4"),
+		  "the cap named is applied; an attempt not named keeps its own");
+	mark_log = h.nlog;
+	(void) round_with(true, false);
+	CHECK(!logged_from(mark_log, "capped"), "an unchanged cap: nothing to do");
+	h.rate[3] = 5;
+	h.rate_fails = true;
+	mark_log = h.nlog;
+	(void) round_with(true, false);
+	h.rate_fails = false;
+	CHECK(!logged_from(mark_log, "capped") && remora_runner_count() == 2 &&
+			  h.slots[3].ended == 0,
+		  "a call that fails changes nothing, stops nothing");
+	mark_log = h.nlog;
+	(void) round_with(true, false);
+	CHECK(logged_from(mark_log, "capped at 5 bytes a second"),
+		  "a changed cap reaches the running attempt next round");
+	h.rate[3] = -1;
+	mark_log = h.nlog;
+	(void) round_with(true, false);
+	CHECK(logged_from(mark_log, "job 3 attempt 00000000-0000-4000-8000-"
+								"000000000003: no byte-rate cap"),
+		  "a cap lifted (NULL) is lifted");
+	h.rate[3] = 0;
 }
 
 static void
