@@ -44,8 +44,10 @@ while [ $# -gt 0 ]; do
 	*) sed -n '/^# Usage/,/^#            doc\/benchmarks/p' "$0" >&2; exit 2 ;;
 	esac
 done
-[ "$JOIN" -gt "$WARMUP" ] && [ "$SECONDS_RUN" -gt $((JOIN + WARMUP)) ] ||
-	{ echo "fair_share.sh: --join must be above $WARMUP and --seconds above --join + $WARMUP" >&2; exit 2; }
+if [ "$JOIN" -le "$WARMUP" ] || [ "$SECONDS_RUN" -le $((JOIN + WARMUP)) ]; then
+	echo "fair_share.sh: --join must be above $WARMUP and --seconds above --join + $WARMUP" >&2
+	exit 2
+fi
 log() { echo "[$(date +%T)] $*" >&2; }
 
 cd "$ROOT"
