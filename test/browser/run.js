@@ -382,9 +382,10 @@ async function main() {
       const form = "form.limits-form[data-role=\"alice\"]";
       await carol.waitFor(`document.querySelector('${form} input[name=weight]')`);
       await carol.eval(`(() => { const i = document.querySelector('${form} input[name=weight]'); i.value = "3"; i.dispatchEvent(new Event('input', {bubbles: true})); })()`);
+      await carol.eval("document.getElementById('limits-table').scrollIntoView()");
+      await carol.shot("web-admin-limits");
       await carol.click(form + " button[type=submit]");
       await carol.waitFor(aliceWeight + " === '3'");
-      await carol.shot("web-admin-limits");
       const api = await carol.eval("fetch('/api/admin/role-limits').then((r) => r.json()).then((d) => d.role_limits.find((r) => r.role === 'alice').weight)");
       if (api !== 3) throw new Error("the API says weight " + api);
       await carol.click("#limits-table tr[data-role=\"alice\"] button[aria-label^=Reset]");
