@@ -107,11 +107,12 @@ q "SET client_min_messages = warning;
    END \$\$;
    -- the sampler: running attempts per owner every 0.5 s
    CREATE PROCEDURE bench_sample(seconds float8) LANGUAGE plpgsql AS \$\$
-   DECLARE t0 timestamptz := clock_timestamp();
+   DECLARE t0 timestamptz := clock_timestamp(); ts float8;
    BEGIN
 	WHILE clock_timestamp() < t0 + seconds * interval '1 second' LOOP
+		ts := extract(epoch FROM clock_timestamp() - t0);
 		INSERT INTO bench_samples
-		SELECT extract(epoch FROM clock_timestamp() - t0), o.owner, coalesce(c.running, 0)
+		SELECT ts, o.owner, coalesce(c.running, 0)
 		  FROM unnest('{bench_heavy,bench_light,bench_late}'::name[]) o(owner)
 		  LEFT JOIN (SELECT j.owner, count(*) AS running FROM remora_jobs j
 					  WHERE j.state = 'running' GROUP BY 1) c ON c.owner = o.owner;
@@ -167,7 +168,11 @@ out=$T/section.md
 	echo "\`pg_sleep\` of 2 to 4 s, \`remora.commit\`) under \`remora.max_active_leases = $LEASES\`; bench_heavy"
 	echo "(weight 3) and bench_light (weight 1) have $PER jobs queued each from the start, bench_late (weight 1)"
 	echo "submits $PER at ${JOIN} s.  Running attempts per owner sampled every 0.5 s from \`remora_jobs\`;"
-	echo "the means leave out the first $WARMUP s of each window, while the slots turn over."
+	echo "the means leave out the first $WARMUP s of each window, while the slots turn over.  Shares are whole"
+	echo "attempts: a freed slot goes to the owner with the fewest running attempts for its weight, so where"
+	echo "the weights' share of the $LEASES slots is not whole (3:1:1 of 8 is 4.8, 1.6, 1.6) each owner holds"
+	echo "one of the whole numbers next to it, and keeps it: bench_heavy's fifth would be a slot that a light"
+	echo "owner takes back first (1 running per unit of weight against bench_heavy's 4/3)."
 	echo
 	echo "| window | owner | weight | mean running | share of running | weight's share |"
 	echo "|---|---|---:|---:|---:|---:|"
@@ -195,7 +200,7 @@ set grid
 set arrow from $JOIN, graph 0 to $JOIN, graph 1 nohead dashtype 2
 plot "$T/plot.dat" using 1:2 with steps lw 2 title "bench_heavy (weight 3)", \
      "" using 1:3 with steps lw 2 title "bench_light (weight 1)", \
-     "" using 1:4 with steps lw 2 title "bench_late (weight 1)"
+     "" using 1:4 with steps lw 3 dashtype 2 title "bench_late (weight 1, dashed)"
 PLOT
 if [ "$WRITE" = 1 ]; then
 	put_section "$out"
