@@ -558,6 +558,7 @@ async function submitJob(ev) {
 /* admin */
 async function showAdmin() {
   show("admin");
+  loadLimits().catch((e) => say(e.message));
   const [st, wk, gr] = await Promise.all([api("GET", "/api/stats"), api("GET", "/api/workers"), api("GET", "/api/admin/grants")]);
   const failures = st.failures_by_class || {};
   $("stats").replaceChildren(kv([
@@ -584,6 +585,88 @@ async function showAdmin() {
       el("td", {}, g.kind), el("td", {}, g.role), el("td", { class: "mono" }, g.bucket),
       el("td", { class: "mono" }, g.prefix_pattern), el("td", {}, g.endpoint || ""),
       el("td", {}, g.granted_by), el("td", {}, when(g.granted_at))))))) : el("p", {}, "No grants."));
+}
+
+/* limits per role (admins): the rows of remora_role_limits; a form per row
+ * sets some of them (remora.set_role_limits: an empty field leaves that
+ * limit as it is), Reset returns them all to the defaults */
+const LIMIT_FIELDS = [["weight", "Weight"], ["max_running", "Max running"], ["max_queued", "Max queued"],
+  ["max_bytes_per_second", "Max bytes/s"]];
+const LIMITS = new Map(); /* the rows shown, by role */
+function limitText(k, v) {
+  if (k === "weight") return v;
+  if (!Number(v)) return "none";
+  return k === "max_bytes_per_second" ? bytes(v) + "/s" : v;
+}
+async function loadLimits() {
+  const d = await api("GET", "/api/admin/role-limits");
+  LIMITS.clear();
+  for (const r of d.role_limits) LIMITS.set(r.role, r);
+  $("limits-table").tBodies[0].replaceChildren(...d.role_limits.map(limitRow));
+  $("limits-empty").hidden = d.role_limits.length > 0;
+}
+function limitRow(r) {
+  return el("tr", { "data-role": r.role },
+    el("td", { class: "mono" }, r.role), LIMIT_FIELDS.map(([k]) => el("td", { class: k }, limitText(k, r[k]))),
+    el("td", { class: "running" }, r.running), el("td", { class: "queued" }, r.queued),
+    el("td", {}, bytes(r.bytes_per_second) + "/s"),
+    el("td", {}, el("div", { class: "actions" },
+      el("button", { type: "button", class: "secondary", "aria-label": "Edit the limits of " + r.role,
+        onclick: (e) => editLimits(r, e.target.closest("tr")) }, "Edit"),
+      el("button", { type: "button", class: "secondary", "aria-label": "Reset the limits of " + r.role,
+        onclick: () => resetLimits(r.role) }, "Reset"))));
+}
+/* the editor of a role's limits, in a row of its own below the role's row
+ * (after: null puts it first, for a role not in the table yet) */
+let limitForms = 0;
+function editLimits(r, after) {
+  const open = document.querySelector('form.limits-form[data-role="' + CSS.escape(r.role) + '"]');
+  if (open) { open.closest("tr").remove(); return; }
+  const id = "lim" + (++limitForms) + "-";
+  const form = el("form", { class: "limits-form", "data-role": r.role, "aria-label": "Limits of " + r.role,
+    onsubmit: (ev) => saveLimits(ev, r.role) },
+    el("p", { class: "hint" }, "Limits of ", el("strong", {}, r.role), ": 0 is no limit; an empty field stays as it is."),
+    el("div", { class: "grid" }, LIMIT_FIELDS.map(([k, label]) => el("div", {},
+      el("label", { for: id + k }, label),
+      el("input", { id: id + k, name: k, type: "number", step: 1, min: k === "weight" ? 1 : 0,
+        max: k === "weight" ? 1000 : null, placeholder: r[k], "aria-describedby": id + k + "-err" }),
+      el("p", { id: id + k + "-err", class: "error field-error" })))),
+    el("p", { class: "error", role: "alert" }),
+    el("div", { class: "actions" }, el("button", { type: "submit" }, "Save"),
+      el("button", { type: "button", class: "secondary", onclick: (e) => e.target.closest("tr").remove() }, "Cancel")));
+  const tr = el("tr", { class: "limits-edit" }, el("td", { colspan: 9 }, form));
+  if (after) after.after(tr); else $("limits-table").tBodies[0].prepend(tr);
+  form.querySelector("input").focus();
+}
+async function saveLimits(ev, role) {
+  ev.preventDefault();
+  const form = ev.target;
+  formError(form, null);
+  const body = {};
+  for (const input of form.querySelectorAll("input[name]"))
+    if (input.value.trim()) body[input.name] = Number(input.value);
+  try {
+    await api("PUT", "/api/admin/role-limits/" + encodeURIComponent(role), body);
+    say("Limits of " + role + " saved.");
+    await loadLimits();
+  } catch (e) { formError(form, e); }
+}
+async function resetLimits(role) {
+  try {
+    await api("DELETE", "/api/admin/role-limits/" + encodeURIComponent(role));
+    say("Limits of " + role + " reset to the defaults.");
+    await loadLimits();
+  } catch (e) { say(e.message + (e.data && e.data.hint ? " " + e.data.hint : "")); }
+}
+function addLimits(ev) {
+  ev.preventDefault();
+  const role = $("l-role").value.trim();
+  if (!role) return;
+  const open = document.querySelector('form.limits-form[data-role="' + CSS.escape(role) + '"]');
+  if (open) { open.querySelector("input").focus(); return; }
+  const tr = document.querySelector('#limits-table tr[data-role="' + CSS.escape(role) + '"]');
+  editLimits(tr ? LIMITS.get(role) : { role }, tr);
+  $("l-role").value = "";
 }
 
 /* live updates */
@@ -659,6 +742,7 @@ document.addEventListener("DOMContentLoaded", async () => {
   $("bulk-cancel-all").addEventListener("click", () => allMatching("cancel").catch((e) => say(e.message)));
   $("bulk-delete-all").addEventListener("click", () => allMatching("delete").catch((e) => say(e.message)));
   $("submit-form").addEventListener("submit", submitJob);
+  $("limits-add").addEventListener("submit", addLimits);
   listWire(EXPORTS, "exports-filter", () => ({ state: $("x-state").value }));
   window.addEventListener("hashchange", () => route().catch((e) => say(e.message)));
   try {

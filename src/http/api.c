@@ -91,6 +91,10 @@ remora_api_dispatch(RemoraRequest *req)
 		remora_api_workers(req);
 	else if (strcmp(path, "/api/admin/grants") == 0)
 		remora_api_grants(req);
+	else if (strcmp(path, "/api/admin/role-limits") == 0)
+		remora_api_role_limits(req);
+	else if (strncmp(path, "/api/admin/role-limits/", 23) == 0)
+		remora_api_role_limit(req, path + 23);
 	else
 		remora_respond_error(req, 404, "P0002", "no such path", NULL, NULL,
 							 NULL);

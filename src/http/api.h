@@ -80,5 +80,7 @@ extern void remora_api_events(RemoraRequest *req); /* api_events.c */
 extern void remora_api_stats(RemoraRequest *req);  /* api_admin.c */
 extern void remora_api_workers(RemoraRequest *req);
 extern void remora_api_grants(RemoraRequest *req);
+extern void remora_api_role_limits(RemoraRequest *req);
+extern void remora_api_role_limit(RemoraRequest *req, const char *role);
 
 #endif /* REMORA_HTTP_API_H */

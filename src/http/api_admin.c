@@ -1,17 +1,23 @@
 /*-------------------------------------------------------------------------
  *
  * api_admin.c
- *	  /api/stats, /api/workers, /api/admin/grants: views for remora_admin.
+ *	  /api/stats, /api/workers, /api/admin/grants, /api/admin/role-limits:
+ *	  views and settings for remora_admin.
  *
- * Each is one view read as the signed-in role, after asking PostgreSQL
+ * Each view is read as the signed-in role, after asking PostgreSQL
  * whether the role is a member of remora_admin (403 otherwise); the views
- * themselves are granted to remora_admin only, so the check only makes
- * the refusal clear.
+ * themselves are granted to remora_admin only (remora_role_limits shows a
+ * user their own row), so the check only makes the refusal clear.  The
+ * limits of a role are changed by remora.set_role_limits and
+ * remora.reset_role_limits as the signed-in role: their grants and checks
+ * decide (42501 -> 403, 22023 -> 400, 42704 -> 404), not this file.
  *
  *-------------------------------------------------------------------------
  */
 #include "http/api.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void
@@ -69,4 +75,146 @@ remora_api_grants(RemoraRequest *req)
 					"pg_catalog.to_json(s) ORDER BY s.role, s.bucket, "
 					"s.prefix_pattern, s.endpoint), '[]') "
 					"FROM @extschema@.remora_source_grants s))");
+}
+
+void
+remora_api_role_limits(RemoraRequest *req)
+{
+	admin_view(req, "SELECT pg_catalog.json_build_object('role_limits', "
+					"coalesce(pg_catalog.json_agg(pg_catalog.to_json(l) "
+					"ORDER BY l.role), '[]')) "
+					"FROM @extschema@.remora_role_limits l");
+}
+
+/* The fields of PUT /api/admin/role-limits/{role}, in the order of
+ * remora.set_role_limits' arguments; the last one is a bigint. */
+static const char *const LIMIT_KEYS[] = {"weight", "max_running", "max_queued",
+										 "max_bytes_per_second", NULL};
+
+/*
+ * A JSON number written as an integer (no fraction, no exponent) that fits
+ * the field's SQL type: -?[0-9]{1,18}, and within int4 unless bigint.  The
+ * SQL function judges the range that makes sense (a weight of 0, a
+ * negative limit).
+ */
+static bool
+integer_text(const char *s, bool bigint)
+{
+	const char *d = s[0] == '-' ? s + 1 : s;
+	size_t      n = strspn(d, "0123456789");
+
+	if (n == 0 || n > 18 || d[n] != '\0')
+		return false;
+	if (!bigint)
+	{
+		long long v = strtoll(s, NULL, 10);
+
+		return v >= -2147483648LL && v <= 2147483647LL;
+	}
+	return true;
+}
+
+/*
+ * The body's limits into params[1..4] (pointing into v; NULL: leave that
+ * limit as it is).  False: answered 400 naming the field.
+ */
+static bool
+limits_of(RemoraRequest *req, const RemoraJson *v, const char **params)
+{
+	for (const RemoraJson *m = v->child; m; m = m->next)
+	{
+		int  i = 0;
+		char msg[128];
+
+		while (LIMIT_KEYS[i] && strcmp(m->key, LIMIT_KEYS[i]) != 0)
+			i++;
+		if (LIMIT_KEYS[i] == NULL)
+		{
+			snprintf(msg, sizeof(msg), "unknown field \"%.64s\"", m->key);
+			remora_respond_error(req, 400, "22023", msg,
+								 "The fields are weight, max_running, "
+								 "max_queued and max_bytes_per_second.",
+								 NULL, NULL);
+			return false;
+		}
+		if (m->type == RJ_NULL)
+			continue;
+		if (m->type != RJ_NUMBER || !integer_text(m->string, i == 3))
+		{
+			snprintf(msg, sizeof(msg), "invalid %s", LIMIT_KEYS[i]);
+			remora_respond_error(req, 400, "22023", msg,
+								 i == 3 ? "It must be a JSON integer of at "
+										  "most 18 digits, or null."
+										: "It must be a JSON integer that "
+										  "fits 32 bits, or null.",
+								 NULL, LIMIT_KEYS[i]);
+			return false;
+		}
+		params[i + 1] = m->string;
+	}
+	return true;
+}
+
+static void
+set_role_limits(RemoraRequest *req, const char *role)
+{
+	RemoraJson *v = remora_api_json_body(req);
+	const char *params[5] = {role, NULL, NULL, NULL, NULL};
+	PGresult   *res;
+
+	if (v == NULL)
+		return;
+	if (!limits_of(req, v, params))
+	{
+		remora_json_free(v);
+		return;
+	}
+	res = remora_api_query(req,
+						   "SELECT remora.set_role_limits($1::pg_catalog.name, "
+						   "$2" INT4 ", $3" INT4 ", $4" INT4 ", $5" INT8 ")",
+						   5, params);
+	remora_json_free(v);
+	if (res == NULL)
+		return;
+	PQclear(res);
+	remora_respond(req, 204, NULL, "", 0, NULL, NULL, NULL);
+}
+
+/*
+ * /api/admin/role-limits/{role}: PUT sets some of the role's limits,
+ * DELETE returns them all to the defaults; 204.  The role is the rest of
+ * the decoded path, whatever it holds, and travels as a parameter; a name
+ * longer than a role's (63 bytes) is refused here, as PostgreSQL would
+ * cut it to another role's name.
+ */
+void
+remora_api_role_limit(RemoraRequest *req, const char *role)
+{
+	size_t len = strlen(role);
+
+	if (strcmp(req->method, "PUT") != 0 && strcmp(req->method, "DELETE") != 0)
+	{
+		remora_api_method_not_allowed(req, "PUT, DELETE");
+		return;
+	}
+	if (len == 0 || len > 63)
+	{
+		remora_respond_error(req, 400, "22023", "invalid role",
+							 "A role name is 1 to 63 bytes.", NULL, "role");
+		return;
+	}
+	if (strcmp(req->method, "PUT") == 0)
+		set_role_limits(req, role);
+	else
+	{
+		const char *params[1] = {role};
+		PGresult   *res = remora_api_query(
+			  req, "SELECT remora.reset_role_limits($1::pg_catalog.name)", 1,
+			  params);
+
+		if (res == NULL)
+			return;
+		PQclear(res);
+		remora_respond(req, 204, NULL, "", 0, NULL, NULL, NULL);
+	}
 }

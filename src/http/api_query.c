@@ -12,7 +12,8 @@
  * Errors: {"error", "sqlstate", "detail"?, "hint"?, "field"?} with the
  * status of the SQLSTATE: class 22 and 23502/23514 -> 400 (22023 names the
  * field), 23505 and 55000 (an export not in a state to resolve) -> 409,
- * 42501 and RM001 -> 403, P0002 -> 404, class 28 -> 401, 53400 (a role at
+ * 42501 and RM001 -> 403, P0002 and 42704 (an unknown role) -> 404,
+ * class 28 -> 401, 53400 (a role at
  * its max_queued) -> 429, other 53xxx, 57xxx and 08xxx -> 503, anything
  * else 500.
  *
@@ -36,7 +37,7 @@ status_for(const char *sqlstate)
 		return 409;
 	if (strcmp(sqlstate, "42501") == 0 || strcmp(sqlstate, "RM001") == 0)
 		return 403;
-	if (strcmp(sqlstate, "P0002") == 0)
+	if (strcmp(sqlstate, "P0002") == 0 || strcmp(sqlstate, "42704") == 0)
 		return 404;
 	if (strncmp(sqlstate, "22", 2) == 0 || strcmp(sqlstate, "23502") == 0 ||
 		strcmp(sqlstate, "23514") == 0)
@@ -54,7 +55,8 @@ status_for(const char *sqlstate)
 
 /*
  * The request field a 22023 message names: 'invalid option "priority"' ->
- * options.priority, 'invalid source' -> source.
+ * options.priority, 'invalid source' -> source, 'invalid weight: 0' ->
+ * weight.
  */
 static void
 field_of(const char *message, char *field, size_t len)
@@ -77,7 +79,7 @@ field_of(const char *message, char *field, size_t len)
 		const char *w = message + 8;
 		size_t      n = strspn(w, "abcdefghijklmnopqrstuvwxyz_");
 
-		if (n > 0 && w[n] == '\0')
+		if (n > 0 && (w[n] == '\0' || w[n] == ':'))
 			snprintf(field, len, "%.*s", (int) n, w);
 	}
 }

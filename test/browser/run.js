@@ -374,6 +374,39 @@ async function main() {
       if (!rows.includes("target alice target *")) throw new Error("no target grant row: " + JSON.stringify(rows));
     });
 
+    const aliceWeight = "(document.querySelector('#limits-table tr[data-role=\"alice\"] td.weight') || {}).textContent";
+    await step("an admin sets alice's weight to 3 in the limits form, sees it in the table, and resets it", async () => {
+      await carol.waitFor("document.querySelector('#limits-table tbody tr[data-role=\"carol\"]')");
+      await carol.fill("l-role", "alice");
+      await carol.click("#limits-add button[type=submit]");
+      const form = "form.limits-form[data-role=\"alice\"]";
+      await carol.waitFor(`document.querySelector('${form} input[name=weight]')`);
+      await carol.eval(`(() => { const i = document.querySelector('${form} input[name=weight]'); i.value = "3"; i.dispatchEvent(new Event('input', {bubbles: true})); })()`);
+      await carol.eval("document.getElementById('limits-table').scrollIntoView()");
+      await carol.shot("web-admin-limits");
+      await carol.click(form + " button[type=submit]");
+      await carol.waitFor(aliceWeight + " === '3'");
+      const api = await carol.eval("fetch('/api/admin/role-limits').then((r) => r.json()).then((d) => d.role_limits.find((r) => r.role === 'alice').weight)");
+      if (api !== 3) throw new Error("the API says weight " + api);
+      await carol.click("#limits-table tr[data-role=\"alice\"] button[aria-label^=Reset]");
+      await carol.waitFor(`(${aliceWeight} || '1') === '1'`);
+      const after = await carol.eval("fetch('/api/admin/role-limits').then((r) => r.json()).then((d) => (d.role_limits.find((r) => r.role === 'alice') || { weight: 1 }).weight)");
+      if (after !== 1) throw new Error("after the reset the API says weight " + after);
+    });
+    await step("a weight of 0 is refused next to the field, with the server's message", async () => {
+      await carol.fill("l-role", "alice");
+      await carol.click("#limits-add button[type=submit]");
+      const form = "form.limits-form[data-role=\"alice\"]";
+      await carol.waitFor(`document.querySelector('${form} input[name=weight]')`);
+      /* the browser's own check would stop 0 (min=1): take it away, as a hostile client would */
+      await carol.eval(`(() => { const i = document.querySelector('${form} input[name=weight]'); i.removeAttribute('min'); i.value = "0"; })()`);
+      await carol.click(form + " button[type=submit]");
+      await carol.waitFor(`document.querySelector('${form} input[name=weight]').getAttribute('aria-invalid') === 'true'`);
+      const msg = await carol.eval(`document.getElementById(document.querySelector('${form} input[name=weight]').getAttribute('aria-describedby')).textContent`);
+      if (!/invalid weight/.test(msg)) throw new Error("message: " + msg);
+      await carol.click(form + " button.secondary");
+    });
+
     await step("an admin retries the export whose outcome is unknown, from its page", async () => {
       await carol.goto(H + "/#/exports/" + unknownExport);
       await carol.waitFor("document.getElementById('act-retry')", 20);

@@ -14,7 +14,9 @@
 # retry and fail not, for a remora_user; Verify names the missing member),
 # the exports list and its outcome_unknown filter, an admin's Retry,
 # two users who do not see each other's jobs, the admin page with the
-# source and target grants, a keyboard-only sign-in with a visible focus,
+# source and target grants, alice's weight set to 3 in the admin page's
+# limits form, shown in its table and reset (a weight of 0 refused
+# beside its field), a keyboard-only sign-in with a visible focus,
 # every page at 375 px wide (a phone) without horizontal scrolling and
 # with an accessible name on every control, a confirmed hard delete,
 # sign-out.

@@ -14,10 +14,13 @@
 #     token, or from another Origin, is refused;
 #   - every endpoint, and every status mapping: 201, 200, 204, 304 (ETag),
 #     400 (bad JSON, unknown field, 22023 with the field, bad ids),
-#     401, 403 (42501, RM001, CSRF, admin-only), 404 (P0002, unknown path),
+#     401, 403 (42501, RM001, CSRF, admin-only), 404 (P0002, 42704, unknown
+#     path),
 #     409 (23505), 413, 405, 429 (53400: a role at its max_queued);
 #   - row-level security: a remora_user sees only their own jobs, an
 #     admin sees everyone's;
+#   - limits per role: an admin reads, sets and resets them (a role named
+#     with quotes too), a remora_user gets 403, hostile bodies 400;
 #   - exports: POST /api/jobs/{id}/export publishes a member the AWS CLI
 #     reads back; an idempotency key replayed, reused (409); bad JSON, a
 #     bad if_exists, an unknown field, no prefix, no target grant (403),
@@ -199,6 +202,49 @@ check_eq "  lists the target grants" \
 check_eq "  and the source grants" \
 	"$(field '.sources[] | select(.role == "bob") | .bucket + " " + .prefix_pattern')" "srcbucket models/*"
 check_eq "grants: a wrong method: 405" "$(as carol POST /api/admin/grants)" 405
+
+# --- limits per role ---------------------------------------------------------------
+lim() { jq -r --arg r "$1" "[.role_limits[] | select(.role == \$r) | .$2][0] // \"none\"" "$B"; }
+check_eq "role limits for a remora_user: 403" "$(ja GET /api/admin/role-limits) $(field .sqlstate)" "403 42501"
+check_eq "role limits for an admin: 200" "$(as carol GET /api/admin/role-limits)" 200
+check_eq "  the admin's own row, with the default weight" "$(lim carol weight)" 1
+check_eq "an admin sets alice's weight and max_running: 204" \
+	"$(as carol PUT /api/admin/role-limits/alice -d '{"weight":3,"max_running":4,"max_queued":null}')" 204
+as carol GET /api/admin/role-limits >/dev/null
+check_eq "  the list shows them" "$(lim alice weight) $(lim alice max_running) $(lim alice max_queued)" "3 4 0"
+check_eq "  in remora.role_limits" \
+	"$(q "SELECT weight || ' ' || max_running || ' ' || coalesce(max_queued::text, 'null') FROM remora.role_limits WHERE role_id = 'alice'::regrole")" "3 4 null"
+check_eq "a remora_user's PUT: 403 (the function's grant)" \
+	"$(ja PUT /api/admin/role-limits/alice -d '{"weight":1000}') $(field .sqlstate)" "403 42501"
+check_eq "a PUT by cookie without the CSRF token: 403" \
+	"$(call PUT /api/admin/role-limits/alice -b "$COOKIE" -d '{"weight":1000}')" 403
+check_eq "  alice's weight is still 3" "$(q "SELECT weight FROM remora.role_limits WHERE role_id = 'alice'::regrole")" 3
+for bad in '{weight:' '[3]' '"3"' '{"weight":"3"}' '{"weight":1.5}' '{"weight":1e2}' '{"weight":true}' \
+	'{"weight":{"a":1}}' '{"weight":99999999999}' '{"max_bytes_per_second":9999999999999999999999}' \
+	'{"weight":0}' '{"weight":1001}' '{"max_running":-1}' '{"max_queued":-5}' '{"nope":1}'; do
+	check_eq "a hostile body $bad: 400" "$(as carol PUT /api/admin/role-limits/alice -d "$bad")" 400
+done
+check_eq "  weight 0 names the field (22023 from the function)" "$(as carol PUT /api/admin/role-limits/alice -d '{"weight":0}') $(field .sqlstate) $(field .field)" "400 22023 weight"
+check_eq "  a string names the field" "$(as carol PUT /api/admin/role-limits/alice -d '{"max_queued":"7"}') $(field .field)" "400 max_queued"
+check_eq "  and nothing changed" \
+	"$(q "SELECT weight || ' ' || max_running || ' ' || coalesce(max_queued::text, 'null') FROM remora.role_limits WHERE role_id = 'alice'::regrole")" "3 4 null"
+check_eq "an unknown role: 404 42704" "$(as carol PUT /api/admin/role-limits/nobody -d '{"weight":2}') $(field .sqlstate)" "404 42704"
+check_eq "a role name above 63 bytes: 400" "$(as carol PUT "/api/admin/role-limits/$(printf 'a%.0s' {1..64})" -d '{"weight":2}')" 400
+q "CREATE ROLE \"o'ne \"\"q\"\";--\"" >/dev/null
+check_eq "a role whose name has quotes: 204" \
+	"$(as carol PUT "/api/admin/role-limits/o%27ne%20%22q%22%3B--" -d '{"max_queued":7}')" 204
+check_eq "  its own row, found by its name" \
+	"$(q "SELECT max_queued FROM remora.role_limits WHERE role_id = (SELECT oid FROM pg_roles WHERE rolname = 'o''ne \"q\";--')")" 7
+check_eq "  reset: 204" "$(as carol DELETE "/api/admin/role-limits/o%27ne%20%22q%22%3B--")" 204
+q "DROP ROLE \"o'ne \"\"q\"\";--\"" >/dev/null
+check_eq "a remora_user's reset: 403" "$(ja DELETE /api/admin/role-limits/alice)" 403
+check_eq "an admin resets alice: 204" "$(as carol DELETE /api/admin/role-limits/alice)" 204
+check_eq "  her row is gone from remora.role_limits" "$(q "SELECT count(*) FROM remora.role_limits WHERE role_id = 'alice'::regrole")" 0
+as carol GET /api/admin/role-limits >/dev/null
+check "  the list shows the defaults, or no row for her" bash -c "[[ '$(lim alice weight) $(lim alice max_running)' =~ ^(1\ 0|none\ none)$ ]]"
+check_eq "reset of an unknown role: 404" "$(as carol DELETE /api/admin/role-limits/nobody)" 404
+check_eq "role limits: a wrong method: 405" "$(as carol POST /api/admin/role-limits)" 405
+check_eq "a role's limits: GET is a wrong method: 405" "$(as carol GET /api/admin/role-limits/alice)" 405
 
 # --- row-level security, Basic -----------------------------------------------------------
 check_eq "Basic with a wrong password: 401" "$(call GET /api/jobs -u bob:wrong)" 401

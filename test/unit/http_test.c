@@ -470,6 +470,35 @@ test_server(void)
 		}
 		CHECK(all, "the export routes answer hostile requests (no database)");
 	}
+	{
+		static const char *const routes[][3] = {
+			{"GET", "/api/admin/role-limits", NULL},
+			{"POST", "/api/admin/role-limits", "{}"},
+			{"PUT", "/api/admin/role-limits/alice", "{\"weight\":"},
+			{"PUT", "/api/admin/role-limits/alice", "[3]"},
+			{"PUT", "/api/admin/role-limits/alice", "{\"weight\":1e400}"},
+			{"PUT", "/api/admin/role-limits/alice",
+			 "{\"max_bytes_per_second\":-99999999999999999999999}"},
+			{"PUT", "/api/admin/role-limits/a'%22;--", "{\"weight\":\"3\"}"},
+			{"PUT", "/api/admin/role-limits/", "{}"},
+			{"GET", "/api/admin/role-limits/alice", NULL},
+			{"DELETE", "/api/admin/role-limits/alice/x", NULL},
+		};
+		bool all = true;
+
+		for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+		{
+			a = request(routes[i][0], routes[i][1], routes[i][2], basic);
+			all = all && (a.status == 503 || a.status == 400 ||
+						  a.status == 405 || a.status == 404);
+			answer_free(&a);
+		}
+		CHECK(all, "the role-limits routes answer hostile requests (no "
+				   "database)");
+	}
+	a = request("PUT", "/api/admin/role-limits/alice", "{\"weight\":3}", evil);
+	CHECK(a.status == 403, "a role's limits from a foreign Origin: 403");
+	answer_free(&a);
 	a = request("POST", "/api/exports/1/resolve", "{\"action\":\"verify\"}",
 				evil);
 	CHECK(a.status == 403, "an export's resolve from a foreign Origin: 403");
