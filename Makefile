@@ -227,8 +227,8 @@ test/unit/runner_codec_test: test/unit/runner_codec_test.c test/unit/unit.h \
 		src/runner/decode.c src/runner/encode.c src/runner/codec.h $(UNIT_LIB)
 	$(CC) $(UNIT_CFLAGS) -o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS)
 RUNNER_SRCS = $(RUNNER_OBJS:.o=.c)
-test/unit/runner_test: test/unit/runner_test.c test/unit/unit.h \
-		$(RUNNER_SRCS) $(wildcard src/runner/*.h) \
+test/unit/runner_test: test/unit/runner_test.c test/unit/runner_fixtures.h \
+		test/unit/unit.h $(RUNNER_SRCS) $(wildcard src/runner/*.h) \
 		test/unit/engine_fixtures.c test/unit/engine_fixtures.h $(UNIT_LIB)
 	$(CC) $(UNIT_CFLAGS) -DREMORA_VERSION='"$(EXTVERSION)"' -o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS)
 
