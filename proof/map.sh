@@ -38,6 +38,7 @@ declare -A NOT_MODELLED=(
 	[remora.end_incarnation]="records that an incarnation stopped: reconcile then takes its leases as lapsed, a case of the model's lease expiry, which any live lease may take at any moment"
 	[remora.earlier_members]="hands a replacement the members its job's earlier attempts staged: reads, locks and changes nothing"
 	[remora.source_endpoint_settings]="hands a worker the settings of the endpoint its job names: no state of the protocol at all"
+	[remora.rate_limits]="hands a worker the byte-rate caps of its running attempts: reads, locks and changes nothing, and a cap only slows a transfer"
 )
 
 # function -> transition, from the model's list
