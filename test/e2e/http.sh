@@ -451,12 +451,20 @@ check_eq "  the old cookie no longer works: 401" "$(call GET /api/jobs -b "$COOK
 signin alice
 IDLE=$COOKIE
 signin alice
+# the event stream does not count as activity: it ends when the session
+# does.  It opens before the timeout is shortened (opened after, a busy
+# machine could let the session idle out before the stream's request)
+curl -s -N --max-time 40 -b "$IDLE" "$H/api/events" >"$T/events" 2>/dev/null &
+EVENTS_PID=$!
+stream_open() { grep -q '^retry:' "$T/events"; }
+check "  the idle session's event stream is open" wait_for 15 stream_open
 echo "remora.http_session_idle_timeout = '2s'" >>"$T/pg/data/postgresql.conf"
 q "SELECT pg_reload_conf()" >/dev/null
-# the event stream does not count as activity: it ends when the session does
-curl -s -N --max-time 20 -b "$IDLE" "$H/api/events" >"$T/events" 2>/dev/null || true
+signed_out() { grep -q '^event: signed-out' "$T/events"; }
 check "an idle session expires (remora.http_session_idle_timeout, reloaded)" \
-	grep -q '^event: signed-out' "$T/events" || tail -5 "$T/events"
+	wait_for 30 signed_out || tail -5 "$T/events"
+kill "$EVENTS_PID" 2>/dev/null || true
+wait "$EVENTS_PID" 2>/dev/null || true
 check_eq "  its cookie then gets 401" "$(call GET /api/session -b "$IDLE")" 401
 sed -i '/http_session_idle_timeout/d' "$T/pg/data/postgresql.conf"
 echo "remora.http_session_max_age = '3s'" >>"$T/pg/data/postgresql.conf"
