@@ -271,13 +271,14 @@ check_eq "never more than 3 attempts of the worker at once" \
 	                                   AND coalesce(b.finished_at, 'infinity') > a.started_at) AS n
 	                        FROM remora.attempts a JOIN remora.jobs j USING (job_id) WHERE j.label = 'backlog') s")" "3"
 
-# --- a cancel reaches a running attempt within about a second
+# --- a cancel reaches a running attempt within seconds (about one; the
+# bound leaves room for a busy machine)
 make_file slow.bin 8000000
 c=$(q "SELECT remora_submit('$SRC/slow/slow.bin')")
 check "a slow job runs" wait_state "$c" running 20
 q "SELECT remora_cancel($c)" >/dev/null
 stopped() { grep -q "job $c attempt .* stopped: the job was cancelled" "$T/w1.log"; }
-check "the worker stops the cancelled attempt within 2 s" wait_for 2 stopped
+check "the worker stops the cancelled attempt within 5 s" wait_for 5 stopped
 
 # --- SIGTERM mid-transfer hands the attempts back; a later run finishes
 # them.  Meanwhile remora_workers shows the worker alive and busy: its
@@ -292,7 +293,7 @@ check_eq "remora_workers: active_leases 2, the attempts the worker runs" \
 		AND a.state = 'running' AND a.job_id IN ($t, $t2)) $W1_ROW")" "2|2"
 hb=$(q "SELECT heartbeat_at $W1_ROW")
 advanced() { [ "$(q "SELECT heartbeat_at > '$hb' AND heartbeat_at > now() - interval '4 seconds' $W1_ROW")" = t ]; }
-check "its heartbeat advances while it transfers (every third of the 4 s lease)" wait_for 4 advanced
+check "its heartbeat advances while it transfers (every third of the 4 s lease)" wait_for 8 advanced
 check "the first one's first segment is checkpointed" wait_for 30 validated_at_least "$t" 5242880
 kill -TERM "$W1"
 set +e
