@@ -308,7 +308,11 @@ inline Authorize(j, t, verdict) {
 }
 
 /* remora.claim: one job (max_jobs = 1); count and take as one step (the
- * reservation of src/pg/leases.c makes them linearizable). */
+ * reservation of src/pg/leases.c makes them linearizable).  Which queued
+ * job a claim takes is left open here (any j): the weighted fair share and
+ * a role's max_running only narrow that choice or refuse a claim, so the
+ * real claim's runs are a subset of the model's and its safety properties
+ * (the lease limit among them) carry over unchanged. */
 inline Claim(j, t) {
 	LeasesInUse(n);
 	if
