@@ -67,10 +67,16 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 	engine->region = remora_xstrdup(cfg->target.region);
 	engine->access_key_id = remora_xstrdup(cfg->target.access_key_id);
 	engine->secret_access_key = remora_xstrdup(cfg->target.secret_access_key);
-	engine->target = (S3Endpoint){
-		engine->base_url,          engine->host,   https,
-		cfg->target.path_style,    engine->region, engine->access_key_id,
-		engine->secret_access_key, NULL,           "remora.ca_file"};
+	engine->target = (S3Endpoint){engine->base_url,
+								  engine->host,
+								  https,
+								  cfg->target.path_style,
+								  engine->region,
+								  engine->access_key_id,
+								  engine->secret_access_key,
+								  NULL,
+								  "remora.ca_file",
+								  false /* the target is always signed */};
 	engine->part_size = cfg->part_size;
 	engine->export_copy_cutoff =
 		cfg->export_copy_cutoff > 0 &&

@@ -66,6 +66,8 @@ typedef struct RemoraTargetConfig
 	const char *secret_access_key;
 	const char *ca_pem; /* PEM of CAs trusted for this store besides
 						 * remora.ca_file (a source endpoint's), or NULL */
+	bool anonymous;     /* a source endpoint without credentials: its
+						 * requests go unsigned (never the target) */
 } RemoraTargetConfig;
 
 typedef struct RemoraEngineConfig

@@ -96,7 +96,7 @@ remora_http_header_line(RemoraHttpHeaders *h, const char *buf, size_t len)
 	if (len >= 5 && strncmp(buf, "HTTP/", 5) == 0)
 	{
 		h->etag[0] = h->last_modified[0] = h->content_range[0] = '\0';
-		h->version_id[0] = '\0';
+		h->version_id[0] = h->bucket_region[0] = '\0';
 		h->content_length = -1;
 		h->retry_after = -1;
 		return;
@@ -120,6 +120,8 @@ remora_http_header_line(RemoraHttpHeaders *h, const char *buf, size_t len)
 		dst = h->content_range, dstlen = sizeof(h->content_range);
 	else if (nlen == 16 && strncasecmp(buf, "x-amz-version-id", 16) == 0)
 		dst = h->version_id, dstlen = sizeof(h->version_id);
+	else if (nlen == 19 && strncasecmp(buf, "x-amz-bucket-region", 19) == 0)
+		dst = h->bucket_region, dstlen = sizeof(h->bucket_region);
 	else if (nlen == 14 && strncasecmp(buf, "content-length", 14) == 0)
 	{
 		long long cl;

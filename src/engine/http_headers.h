@@ -23,10 +23,11 @@ typedef struct RemoraHttpHeaders
 	char    etag[256];
 	char    last_modified[64];
 	char    content_range[128];
-	char    version_id[256]; /* x-amz-version-id, "" if none */
-	char   *link_next;       /* a Link header's rel="next" target (malloc'd) */
-	int64_t content_length;  /* -1 if none */
-	long    retry_after;     /* seconds, -1 if none */
+	char    version_id[256];   /* x-amz-version-id, "" if none */
+	char    bucket_region[64]; /* x-amz-bucket-region, "" if none */
+	char   *link_next;      /* a Link header's rel="next" target (malloc'd) */
+	int64_t content_length; /* -1 if none */
+	long    retry_after;    /* seconds, -1 if none */
 } RemoraHttpHeaders;
 
 extern void remora_http_headers_init(RemoraHttpHeaders *h);

@@ -31,6 +31,14 @@ s3_list_done(Request *req, CURLcode rc)
 			return;
 		if (req->status == 404 || req->status == 403)
 			err.retryable = false;
+		if (req->status == 403 && set->source_ep.anonymous)
+		{
+			size_t n = strlen(err.message);
+
+			snprintf(err.message + n, sizeof(err.message) - n, "%s",
+					 "; the endpoint has no credentials: only a public "
+					 "bucket can be read through it");
+		}
 		remora_set_fail_with(set, &err, NULL);
 		return;
 	}

@@ -73,6 +73,7 @@ struct Request
 	char        policy_why[256];
 	bool        proxied; /* sent through an egress proxy */
 	const char *trust;   /* the setting that trusts its CA, for messages */
+	const char *region;  /* an S3 request's region (its endpoint's), or NULL */
 	char        curl_error[CURL_ERROR_SIZE]; /* curl's own words on a failure */
 	RemoraRate *rate;        /* the cap on its body, or NULL; not owned */
 	bool        rate_paused; /* paused by that cap (not by its owner) */

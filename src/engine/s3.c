@@ -193,7 +193,8 @@ address_of(const char *base_url, const char *ehost, bool https, bool path_style,
 
 /*
  * A presigned GET URL for bucket/key, valid for expires seconds from now
- * (1..604800).  Returns a malloc'd URL, or NULL with errbuf set.
+ * (1..604800); for an anonymous store the plain URL, which carries no
+ * credential of any kind.  Returns a malloc'd URL, or NULL with errbuf set.
  */
 char *
 remora_s3_presign_get(const RemoraTargetConfig *cfg, const char *bucket,
@@ -219,6 +220,15 @@ remora_s3_presign_get(const RemoraTargetConfig *cfg, const char *bucket,
 		free(base_url);
 		free(host);
 		return NULL;
+	}
+	if (cfg->anonymous)
+	{
+		url = addr.url;
+		addr.url = NULL;
+		remora_s3_address_free(&addr);
+		free(base_url);
+		free(host);
+		return url;
 	}
 	headers[0] = (RemoraKV){"host", addr.host};
 	creds = (RemoraSigV4Creds){cfg->access_key_id, cfg->secret_access_key,
@@ -281,7 +291,11 @@ creates_upload(const S3Call *call)
 	return false;
 }
 
-/* A signed request to a store given by ep (the target, or a source). */
+/*
+ * A request to a store given by ep (the target, or a source), signed with
+ * ep's own keys; an anonymous endpoint's goes unsigned, with neither an
+ * Authorization header nor x-amz-date (a public bucket reads it as anyone).
+ */
 Request *
 remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
 				  const S3Call *call, RequestDone done, char *errbuf,
@@ -327,8 +341,11 @@ remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
 	strftime(amz_date, sizeof(amz_date), "%Y%m%dT%H%M%SZ", &tm);
 
 	signed_headers[nh++] = (RemoraKV){"host", host};
-	signed_headers[nh++] = (RemoraKV){"x-amz-content-sha256", payload_hash};
-	signed_headers[nh++] = (RemoraKV){"x-amz-date", amz_date};
+	if (!ep->anonymous)
+	{
+		signed_headers[nh++] = (RemoraKV){"x-amz-content-sha256", payload_hash};
+		signed_headers[nh++] = (RemoraKV){"x-amz-date", amz_date};
+	}
 	for (int i = 0; i < call->nheaders; i++)
 		signed_headers[nh++] = call->headers[i];
 
@@ -336,7 +353,8 @@ remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
 							   ep->region, "s3"};
 	sreq = (RemoraSigV4Request){call->method,   path, call->query, call->nquery,
 								signed_headers, nh,   payload_hash};
-	if (!remora_sigv4_sign(&sreq, &creds, now, &sig, errbuf, errlen))
+	if (!ep->anonymous &&
+		!remora_sigv4_sign(&sreq, &creds, now, &sig, errbuf, errlen))
 		goto fail;
 
 	req = remora_req_new(loop, owner, done);
@@ -352,10 +370,12 @@ remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
 	curl_easy_setopt(req->easy, CURLOPT_PROXY, "");
 	remora_req_set_ca_pem(req, ep->ca_pem);
 	req->trust = ep->trust;
+	req->region = ep->region;
 	for (int i = 0; i < nh; i++)
 		if (!add_header(req, signed_headers[i].key, signed_headers[i].value))
 			goto oom;
-	if (!add_header(req, "Authorization", sig.authorization) ||
+	if ((!ep->anonymous &&
+		 !add_header(req, "Authorization", sig.authorization)) ||
 		!add_header(req, "Expect", "") ||
 		!add_header(req, "Content-Type", "application/octet-stream"))
 		goto oom;
@@ -415,6 +435,65 @@ retryable_s3_code(const char *code)
 	return false;
 }
 
+/* A region as S3 names them ("eu-west-1"), so that a message may quote it. */
+static bool
+region_name_ok(const char *r)
+{
+	size_t n = r ? strlen(r) : 0;
+
+	if (n == 0 || n > 63)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((r[i] >= 'a' && r[i] <= 'z') || (r[i] >= '0' && r[i] <= '9') ||
+			  r[i] == '-'))
+			return false;
+	return true;
+}
+
+/*
+ * Did the store refuse a request for being sent to the wrong region?
+ * PermanentRedirect (301, the bucket lives elsewhere), AuthorizationHeader-
+ * Malformed naming a <Region>, or an x-amz-bucket-region header that names
+ * another region than the request's.  Asking again never helps: the error
+ * is final, and its message names what to register or set (DESIGN §11).
+ */
+static bool
+region_error(const Request *req, const RemoraS3Error *s3err,
+			 RemoraTaskError *err, const char *what)
+{
+	const char *code = s3err->code ? s3err->code : "";
+	const char *header = req->hdr.bucket_region;
+	const char *region = NULL;
+	bool        redirect = strcmp(code, "PermanentRedirect") == 0;
+	bool        named = strcmp(code, "AuthorizationHeaderMalformed") == 0 &&
+				 region_name_ok(s3err->region);
+	bool elsewhere = region_name_ok(header) &&
+					 !(req->region && strcmp(req->region, header) == 0);
+
+	if (!redirect && !named && !elsewhere)
+		return false;
+	if (region_name_ok(header))
+		region = header;
+	else if (region_name_ok(s3err->region))
+		region = s3err->region;
+
+	err->retryable = false;
+	if (region)
+		snprintf(err->message, sizeof(err->message),
+				 "%s: the bucket is in region %s (%s); register the "
+				 "endpoint with that region (remora.s3_region for the "
+				 "target store)",
+				 what, region, code[0] ? code : "x-amz-bucket-region");
+	else
+		snprintf(err->message, sizeof(err->message),
+				 "%s: the bucket is not at this endpoint (%s%s%.200s); "
+				 "register the endpoint the store names, in the bucket's "
+				 "region",
+				 what, code, s3err->endpoint ? ", it names " : "",
+				 s3err->endpoint ? s3err->endpoint : "");
+	return true;
+}
+
 /*
  * Did an S3 request fail?  If so, describe it in err (class s3, network or
  * tls, retryable or not) and return true.
@@ -440,10 +519,14 @@ remora_s3_failed(const Request *req, CURLcode rc, RemoraTaskError *err,
 	err->retry_after = req->hdr.retry_after;
 	err->retryable = req->status >= 500 || req->status == 429;
 	memset(&s3err, 0, sizeof(s3err));
-	if (req->body && remora_s3xml_error(req->body, req->body_len, &s3err) &&
-		s3err.code)
-	{
+	if (!(req->body && remora_s3xml_error(req->body, req->body_len, &s3err)))
+		memset(&s3err, 0, sizeof(s3err));
+	if (s3err.code)
 		snprintf(err->s3_code, sizeof(err->s3_code), "%s", s3err.code);
+	if (region_error(req, &s3err, err, what))
+		;
+	else if (s3err.code)
+	{
 		err->retryable = err->retryable || retryable_s3_code(s3err.code);
 		/* RGW sends an empty <Message> */
 		if (s3err.message && s3err.message[0])

@@ -15,7 +15,10 @@
 #include "engine/loop.h"
 #include "engine/sigv4.h"
 
-/* A signed S3 request on bucket/key (key may be NULL for the bucket). */
+/*
+ * An S3 request on bucket/key (key may be NULL for the bucket), signed
+ * unless its endpoint is anonymous.
+ */
 typedef struct S3Call
 {
 	const char     *method;
@@ -51,6 +54,7 @@ typedef struct S3Endpoint
 	const char *secret_access_key;
 	const char *ca_pem; /* its own CAs (PEM) besides remora.ca_file, or NULL */
 	const char *trust;  /* the setting that trusts its CA, for messages */
+	bool        anonymous; /* no credentials: requests go unsigned */
 } S3Endpoint;
 
 extern bool     remora_s3_target_parse(const RemoraTargetConfig *cfg,

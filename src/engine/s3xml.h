@@ -23,12 +23,18 @@
 
 #define REMORA_S3XML_MAX_BODY (16 * 1024 * 1024)
 
-/* <Error><Code/><Message/><RequestId/>...</Error> */
+/*
+ * <Error><Code/><Message/><RequestId/>...</Error>; a region error names
+ * the bucket's region (<Region>, AuthorizationHeaderMalformed) or the
+ * endpoint to use (<Endpoint>, PermanentRedirect).
+ */
 typedef struct RemoraS3Error
 {
 	char *code; /* e.g. "SlowDown"; NULL if absent */
 	char *message;
 	char *request_id;
+	char *region;
+	char *endpoint;
 } RemoraS3Error;
 
 /*

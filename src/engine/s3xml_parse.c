@@ -327,7 +327,9 @@ read_error(xmlNodePtr root, void *arg)
 	return copy_text(find_child(root, "Code", NULL), true, &out->code) &&
 		   copy_text(find_child(root, "Message", NULL), true, &out->message) &&
 		   copy_text(find_child(root, "RequestId", NULL), true,
-					 &out->request_id);
+					 &out->request_id) &&
+		   copy_text(find_child(root, "Region", NULL), true, &out->region) &&
+		   copy_text(find_child(root, "Endpoint", NULL), true, &out->endpoint);
 }
 
 bool
@@ -350,6 +352,8 @@ remora_s3xml_error_free(RemoraS3Error *e)
 	free(e->code);
 	free(e->message);
 	free(e->request_id);
+	free(e->region);
+	free(e->endpoint);
 	memset(e, 0, sizeof(*e));
 }
 

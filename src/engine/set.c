@@ -167,19 +167,27 @@ set_source(RemoraSet *set, const RemoraSetSpec *spec, RemoraEngine *engine,
 						 set->src_secret,
 						 set->src_ca_pem,
 						 "the endpoint's CA (remora.set_source_endpoint_ca) or "
-						 "remora.ca_file"};
-		set->source_cfg = (RemoraTargetConfig){
-			set->src_endpoint, set->src_region, spec->source_store->path_style,
-			set->src_akid,     set->src_secret, set->src_ca_pem};
+						 "remora.ca_file",
+						 spec->source_store->anonymous};
+		set->source_cfg = (RemoraTargetConfig){set->src_endpoint,
+											   set->src_region,
+											   spec->source_store->path_style,
+											   set->src_akid,
+											   set->src_secret,
+											   set->src_ca_pem,
+											   spec->source_store->anonymous};
 	}
 	else
 	{
 		set->same_store = true;
 		set->source_ep = engine->target;
-		set->source_cfg = (RemoraTargetConfig){
-			engine->base_url,          engine->region,
-			engine->target.path_style, engine->access_key_id,
-			engine->secret_access_key, NULL};
+		set->source_cfg = (RemoraTargetConfig){engine->base_url,
+											   engine->region,
+											   engine->target.path_style,
+											   engine->access_key_id,
+											   engine->secret_access_key,
+											   NULL,
+											   false};
 	}
 	return set->source_bucket && set->source_key &&
 		   (!set->single || set->file_name);

@@ -438,6 +438,7 @@ start_server_copy(RemoraSet *set, Entry *e)
 	}
 	curl_easy_setopt(req->easy, CURLOPT_PROXY, "");
 	remora_req_set_ca_pem(req, set->src_ca_pem);
+	req->region = set->source_ep.region; /* its errors judged as S3's */
 	curl_easy_setopt(req->easy, CURLOPT_URL, url);
 	free(url);
 	req->rate = &set->base.rate;

@@ -1,11 +1,13 @@
 /*
  * Unit tests of what the engine says to a store and reads from it: S3
  * addressing (path and virtual-host style, key encoding, src/engine/s3.c),
- * the ETags and XML answers of different stores' dialects, and the
- * resumable SHA-256 state of a member (src/engine/hash.c).
+ * the ETags and XML answers of different stores' dialects, the resumable
+ * SHA-256 state of a member (src/engine/hash.c), unsigned requests to an
+ * anonymous endpoint, and the errors that name a bucket's region.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "engine_fixtures.h"
 #include "unit.h"
@@ -230,6 +232,167 @@ test_answers(void)
 		   "an answer that is not XML is a failure");
 }
 
+/* Does any header of the request start with prefix (any case)? */
+static bool
+has_header(const Request *req, const char *prefix)
+{
+	for (const struct curl_slist *h = req->headers; h; h = h->next)
+		if (strncasecmp(h->data, prefix, strlen(prefix)) == 0)
+			return true;
+	return false;
+}
+
+/* An endpoint without credentials is read with no signature at all. */
+static void
+test_anonymous(void)
+{
+	RemoraEngine      *e = engine_for("http://127.0.0.1:9000", true);
+	RemoraTargetConfig anon = {
+		"http://127.0.0.1:9000", "us-east-1", true, "", "", NULL, true};
+	RemoraTargetConfig keyed = {"http://127.0.0.1:9000",
+								"us-east-1",
+								true,
+								"AKID",
+								"SECRET",
+								NULL,
+								false};
+	RemoraKV           list[1] = {{"list-type", "2"}};
+	S3Call call = {"GET", "pub", NULL, list, 1, NULL, 0, NULL, 0, NULL, false};
+	S3Endpoint ep;
+	Request   *req;
+	char       err[256];
+	char      *url;
+
+	url = remora_s3_presign_get(&anon, "pub", "a b.bin", 0, 3600, err,
+								sizeof(err));
+	CHECK_STR(url, "http://127.0.0.1:9000/pub/a%20b.bin",
+			  "an anonymous GET URL is the plain URL");
+	free(url);
+	url = remora_s3_presign_get(&keyed, "pub", "a b.bin", 0, 3600, err,
+								sizeof(err));
+	CHECK(url && strstr(url, "X-Amz-Signature=") &&
+			  strstr(url, "X-Amz-Credential=AKID"),
+		  "a keyed endpoint's GET URL is presigned");
+	free(url);
+
+	ep = e->target;
+	ep.access_key_id = ep.secret_access_key = "";
+	ep.anonymous = true;
+	req = remora_s3_request(&e->loop, &ep, NULL, &call, NULL, err, sizeof(err));
+	CHECK(req != NULL, "an anonymous request is made: %s", err);
+	if (req)
+	{
+		CHECK(!has_header(req, "Authorization:") &&
+				  !has_header(req, "x-amz-date:") &&
+				  !has_header(req, "x-amz-content-sha256:"),
+			  "an anonymous request carries no signature");
+		remora_req_cancel(req);
+	}
+	req = remora_s3_request(&e->loop, &e->target, NULL, &call, NULL, err,
+							sizeof(err));
+	CHECK(req && has_header(req, "Authorization: AWS4-HMAC-SHA256"),
+		  "the target's requests are signed");
+	if (req)
+		remora_req_cancel(req);
+	remora_engine_free(e);
+}
+
+/* The answer of a store as a failed request of the given region. */
+static void
+failure(long status, const char *region_header, const char *body,
+		const char *signed_region, RemoraTaskError *err)
+{
+	Request req;
+
+	memset(&req, 0, sizeof(req));
+	remora_http_headers_init(&req.hdr);
+	req.status = status;
+	req.body = (char *) body;
+	req.body_len = strlen(body);
+	req.region = signed_region;
+	if (region_header)
+		snprintf(req.hdr.bucket_region, sizeof(req.hdr.bucket_region), "%s",
+				 region_header);
+	CHECK(remora_s3_failed(&req, CURLE_OK, err, "listing the source"),
+		  "HTTP %ld is a failure", status);
+}
+
+/*
+ * AWS's answers to a request sent to the wrong region, as its error
+ * documentation lists them (PermanentRedirect, 301; AuthorizationHeader-
+ * Malformed, 400) with the bodies S3 sends: final, naming the region.
+ */
+static void
+test_region_errors(void)
+{
+	RemoraTaskError err;
+
+	failure(301, "eu-west-1",
+			"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>"
+			"PermanentRedirect</Code><Message>The bucket you are attempting "
+			"to access must be addressed using the specified endpoint. "
+			"Please send all future requests to this endpoint.</Message>"
+			"<Bucket>pub</Bucket><Endpoint>pub.s3.eu-west-1.amazonaws.com"
+			"</Endpoint><RequestId>D4FC960AEE757AF2</RequestId><HostId>"
+			"aGVsbG8=</HostId></Error>",
+			"us-east-1", &err);
+	CHECK(strcmp(err.class, REMORA_ERR_S3) == 0 && !err.retryable &&
+			  strcmp(err.s3_code, "PermanentRedirect") == 0 &&
+			  strstr(err.message, "region eu-west-1") &&
+			  strstr(err.message, "register the endpoint"),
+		  "PermanentRedirect is final and names the region: %s", err.message);
+
+	failure(301, NULL,
+			"<Error><Code>PermanentRedirect</Code><Message>m</Message>"
+			"<Bucket>pub</Bucket><Endpoint>pub.s3.eu-west-1.amazonaws.com"
+			"</Endpoint></Error>",
+			"us-east-1", &err);
+	CHECK(!err.retryable &&
+			  strstr(err.message, "pub.s3.eu-west-1.amazonaws.com"),
+		  "without x-amz-bucket-region it names the endpoint: %s", err.message);
+
+	failure(400, NULL,
+			"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>"
+			"AuthorizationHeaderMalformed</Code><Message>The authorization "
+			"header is malformed; the region 'us-east-1' is wrong; "
+			"expecting 'eu-west-1'</Message><Region>eu-west-1</Region>"
+			"<RequestId>7T88HFP23DFETSEW</RequestId><HostId>aGVsbG8=</HostId>"
+			"</Error>",
+			"us-east-1", &err);
+	CHECK(strcmp(err.class, REMORA_ERR_S3) == 0 && !err.retryable &&
+			  strcmp(err.s3_code, "AuthorizationHeaderMalformed") == 0 &&
+			  strstr(err.message, "region eu-west-1"),
+		  "AuthorizationHeaderMalformed with <Region> is final and names "
+		  "it: %s",
+		  err.message);
+
+	failure(503, "ap-south-1",
+			"<Error><Code>SlowDown</Code><Message>m</Message></Error>",
+			"us-east-1", &err);
+	CHECK(!err.retryable && strstr(err.message, "region ap-south-1"),
+		  "x-amz-bucket-region of another region on any error is final: %s",
+		  err.message);
+
+	failure(503, "us-east-1",
+			"<Error><Code>SlowDown</Code><Message>m</Message></Error>",
+			"us-east-1", &err);
+	CHECK(err.retryable && !strstr(err.message, "region"),
+		  "x-amz-bucket-region of the request's own region changes "
+		  "nothing: %s",
+		  err.message);
+
+	failure(400, "eu-west-1\r\nX: y", "", "us-east-1", &err);
+	CHECK(!strstr(err.message, "X: y"),
+		  "a region that is not a region name is never quoted: %s",
+		  err.message);
+	failure(400, NULL,
+			"<Error><Code>AuthorizationHeaderMalformed</Code><Region>"
+			"eu west;1</Region></Error>",
+			"us-east-1", &err);
+	CHECK(!strstr(err.message, "eu west"), "nor one from the body: %s",
+		  err.message);
+}
+
 int
 main(void)
 {
@@ -237,5 +400,7 @@ main(void)
 	test_sha256_state();
 	test_etags();
 	test_answers();
+	test_anonymous();
+	test_region_errors();
 	return unit_done();
 }
