@@ -127,10 +127,17 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
 		*upload_data_size = 0; /* a body is ignored */
 		return MHD_YES;
 	}
+	if (r->status == 200)
+		return answer(conn, 200, "text/plain; version=0.0.4; charset=utf-8",
+					  r->body, r->len, NULL);
 	if (r->status != 0)
-		return answer(conn, r->status,
-					  "text/plain; version=0.0.4; charset=utf-8",
-					  r->body ? r->body : "", r->body ? r->len : 0, NULL);
+	{
+		static const char msg[] =
+			"the metrics could not be read: see the server log\n";
+
+		return answer(conn, r->status, "text/plain; charset=utf-8", msg,
+					  sizeof(msg) - 1, NULL);
+	}
 	if (strcmp(url, "/metrics") != 0)
 		return answer(conn, 404, "text/plain; charset=utf-8", "not found\n", 10,
 					  NULL);

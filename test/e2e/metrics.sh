@@ -13,7 +13,8 @@
 #     failures by class, the committed bytes and the claim-wait histogram;
 #   - the loopback listener remora.metrics_listen (worker "remora
 #     metrics") serves the same text without credentials, 404 elsewhere,
-#     405 for POST, and answers many clients at once;
+#     405 for POST, answers many clients at once, and 503 (logged) when
+#     the reading fails;
 #   - hostile input: a remora-worker whose --label holds quotes,
 #     backslashes, a line feed, a carriage return and a would-be sample,
 #     and an error class just as odd, leave the text valid (promtool) with
@@ -147,6 +148,14 @@ check "  the label is escaped: \\\" \\\\ \\n" \
 check "  the error class too" grep -qF 'remora_attempt_failures_total{class="odd\"class\\\n"} 1' "$T/evil"
 check_eq "the listener's text: 200" "$(get "$M/metrics")" 200
 check "  promtool check metrics passes" promtool_ok "$B"
+
+# --- a reading that fails -------------------------------------------------------
+q "ALTER FUNCTION remora.metrics_text() RENAME TO metrics_text_gone" >/dev/null
+check_eq "the listener answers 503 when the metrics cannot be read" "$(get "$M/metrics")" 503
+logged() { grep -q 'reading metrics failed' "$T/pg/server.log"; }
+check "  and the error is in the server log" wait_for 10 logged
+q "ALTER FUNCTION remora.metrics_text_gone() RENAME TO metrics_text" >/dev/null
+check_eq "  then 200 again" "$(get "$M/metrics")" 200
 
 # --- the example dashboard ---------------------------------------------------------
 dashboard_json() { jq -e .panels doc/grafana-dashboard.json >/dev/null; }
