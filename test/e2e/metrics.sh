@@ -164,7 +164,7 @@ jq -r '.. | .expr? // empty' doc/grafana-dashboard.json | grep -oE 'remora_[a-z_
 check "  its exprs name metrics" test -s "$T/names"
 missing=""
 while read -r name; do
-	grep -qE "^$name[{ ]" "$T/after" || missing="$missing $name"
+	grep -qE "^${name}[{ ]" "$T/after" || missing="$missing $name"
 done <"$T/names"
 check_eq "  every metric its exprs name is exported" "$missing" ""
 
