@@ -25,7 +25,8 @@ PG_OBJS = \
 	src/pg/export_call.o \
 	src/pg/worker_settings.o \
 	src/pg/bgw_common.o \
-	src/pg/httpd.o
+	src/pg/httpd.o \
+	src/pg/metricsd.o
 ENGINE_OBJS = \
 	src/engine/source_uri.o \
 	src/engine/names.o \

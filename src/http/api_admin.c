@@ -2,7 +2,8 @@
  *
  * api_admin.c
  *	  /api/stats, /api/workers, /api/admin/grants, /api/admin/role-limits:
- *	  views and settings for remora_admin.
+ *	  views and settings for remora_admin; and /metrics, the same figures
+ *	  for Prometheus.
  *
  * Each view is read as the signed-in role, after asking PostgreSQL
  * whether the role is a member of remora_admin (403 otherwise); the views
@@ -11,6 +12,9 @@
  * limits of a role are changed by remora.set_role_limits and
  * remora.reset_role_limits as the signed-in role: their grants and checks
  * decide (42501 -> 403, 22023 -> 400, 42704 -> 404), not this file.
+ * /metrics answers the text of remora.metrics_text() (the Prometheus text
+ * format, built and escaped in SQL), also for remora_admin only; its
+ * errors are the API's JSON ones (401 not signed in, 403 not an admin).
  *
  *-------------------------------------------------------------------------
  */
@@ -20,28 +24,61 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void
-admin_view(RemoraRequest *req, const char *sql)
+/*
+ * May the caller read what remora_admin reads, with this method?  False:
+ * answered (405, 401, 403, or the error of the check).
+ */
+static bool
+admin_get(RemoraRequest *req)
 {
-	bool      admin;
-	PGresult *res;
+	bool admin;
 
 	if (strcmp(req->method, "GET") != 0)
 	{
 		remora_api_method_not_allowed(req, "GET");
-		return;
+		return false;
+	}
+	if (req->pool == NULL)
+	{
+		remora_api_not_signed_in(req);
+		return false;
 	}
 	if (!remora_api_is_admin(req, &admin))
-		return;
+		return false;
 	if (!admin)
 	{
 		remora_respond_error(req, 403, "42501",
 							 "permission denied: remora_admin only", NULL,
 							 "GRANT remora_admin to the role.", NULL);
-		return;
+		return false;
 	}
-	if ((res = remora_api_query(req, sql, 0, NULL)) != NULL)
+	return true;
+}
+
+static void
+admin_view(RemoraRequest *req, const char *sql)
+{
+	PGresult *res;
+
+	if (admin_get(req) && (res = remora_api_query(req, sql, 0, NULL)) != NULL)
 		remora_api_respond_value(req, 200, res, "nothing");
+}
+
+/* GET /metrics: the Prometheus text format, version 0.0.4 */
+void
+remora_api_metrics(RemoraRequest *req)
+{
+	PGresult   *res;
+	const char *text;
+
+	if (!admin_get(req) ||
+		(res = remora_api_query(req, "SELECT remora.metrics_text()", 0,
+								NULL)) == NULL)
+		return;
+	text = PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "";
+	remora_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", text,
+				   strlen(text), NULL, NULL, NULL);
+	PQclear(res);
 }
 
 void

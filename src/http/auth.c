@@ -7,7 +7,8 @@
  *	  - the session cookie "remora_session", if it names a live session;
  *		then every method but GET and HEAD must carry the session's CSRF
  *		token in the header X-CSRF-Token (403 otherwise);
- *	  - else, on /api/ only, HTTP Basic credentials, checked like a
+ *	  - else, on /api/ and /metrics only, HTTP Basic credentials (what a
+ *		Prometheus scraper sends), checked like a
  *		sign-in (and throttled the same way).  No answer ever asks for Basic
  *		(no WWW-Authenticate: Basic), so a browser never stores such
  *		credentials for a page to reuse.
@@ -125,7 +126,8 @@ remora_http_authenticate(RemoraRequest *req)
 	const char *cookie = MHD_lookup_connection_value(req->conn, MHD_COOKIE_KIND,
 													 "remora_session");
 	char        user[128], password[1100];
-	bool        api = strncmp(req->path, "/api/", 5) == 0;
+	bool        api = strncmp(req->path, "/api/", 5) == 0 ||
+			   strcmp(req->path, "/metrics") == 0;
 
 	if (api && state_changing(req->method) && !same_origin(req))
 	{

@@ -66,4 +66,7 @@ extern bool remora_req_basic(RemoraRequest *req, char *user, size_t ulen,
 /* api.c */
 extern void remora_api_dispatch(RemoraRequest *req);
 
+/* api_admin.c: GET /metrics, outside /api/ where scrapers look for it */
+extern void remora_api_metrics(RemoraRequest *req);
+
 #endif /* REMORA_HTTP_REQUEST_H */

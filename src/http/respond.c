@@ -77,7 +77,8 @@ remora_respond(RemoraRequest *req, int status, const char *type,
 		MHD_add_response_header(response, "Set-Cookie", set_cookie);
 	if (location)
 		MHD_add_response_header(response, "Location", location);
-	if (strncmp(req->path, "/api/", 5) == 0)
+	if (strncmp(req->path, "/api/", 5) == 0 ||
+		strcmp(req->path, "/metrics") == 0)
 		MHD_add_response_header(response, "Cache-Control", "no-store");
 	remora_add_security_headers(req, response,
 								type && strncmp(type, "text/html", 9) == 0);

@@ -18,9 +18,9 @@
  * body is refused with 413 when its Content-Length is above
  * remora.http_max_body, and the connection dropped when a chunked body
  * grows past it.  Who asks is decided by auth.c once the request has
- * arrived whole; then /api/ goes to api.c, anything else to the static
- * files.  Static files come from a table compiled into the library
- * (assets.c): there is no file system path to escape from.
+ * arrived whole; then /api/ goes to api.c, /metrics to api_admin.c,
+ * anything else to the static files.  Static files come from a table compiled
+ *into the library (assets.c): there is no file system path to escape from.
  *
  * The top of the folder: it calls the others, none calls it.  Nothing
  * here calls PostgreSQL's server code; see http.h.
@@ -308,6 +308,8 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
 		if (strncmp(req->path, "/api/", 5) == 0 ||
 			strcmp(req->path, "/api") == 0)
 			remora_api_dispatch(req);
+		else if (strcmp(req->path, "/metrics") == 0)
+			remora_api_metrics(req);
 		else
 			serve_static(req);
 	}

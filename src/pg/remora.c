@@ -25,6 +25,7 @@
 #include <curl/curl.h>
 
 #include "pg/httpd.h"
+#include "pg/metricsd.h"
 #include "pg/shmem.h"
 #include "pg/launcher.h"
 
@@ -276,6 +277,7 @@ _PG_init(void)
 						errmsg("could not initialize libcurl")));
 
 	remora_http_define_gucs(); /* before the prefix is reserved */
+	remora_metrics_define_gucs();
 	remora_define_gucs();
 	prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = redact_secrets;
@@ -286,4 +288,5 @@ _PG_init(void)
 	remora_leases_init(); /* after: its callback runs first */
 	remora_register_launcher();
 	remora_register_http();
+	remora_register_metrics();
 }

@@ -11,9 +11,10 @@ libpq-dev jq chromium spin sqlsmith faketime iproute2 python3"
 # Ceph's RADOS Gateway, the second target store of the end-to-end tests
 # (test/lib/rgw.sh), without what its packages only recommend (ceph-mgr's
 # dependencies, systemd units' helpers...)
-# and Patroni with etcd (test/e2e/patroni.sh)
+# and Patroni with etcd (test/e2e/patroni.sh), and Prometheus for its
+# promtool (test/e2e/metrics.sh: ~96 MB installed, no server is started)
 REMORA_DEB_PACKAGES_NORECS="ceph-mon ceph-osd radosgw ceph-common
-patroni etcd-server"
+patroni etcd-server prometheus"
 
 install_deps() {
 	local missing="" p

@@ -47,3 +47,22 @@ SELECT name, unit, context, vartype FROM pg_settings
  ORDER BY name;
 SELECT count(*) AS secret_gucs FROM pg_settings
  WHERE name IN ('remora.s3_access_key_id', 'remora.s3_secret_access_key');
+
+-- GET /metrics: remora.metrics_text() is remora_admin's only, and escapes
+-- label values as the Prometheus text format requires
+SELECT remora._metric_label(E'a"b\\c\nd\re') AS escaped;
+CREATE ROLE regress_metrics_user;
+GRANT remora_user TO regress_metrics_user;
+CREATE ROLE regress_metrics_admin;
+GRANT remora_admin TO regress_metrics_admin;
+SET ROLE regress_metrics_user;
+\set VERBOSITY sqlstate
+SELECT remora.metrics_text();
+\set VERBOSITY default
+RESET ROLE;
+SET ROLE regress_metrics_admin;
+SELECT l AS line FROM regexp_split_to_table(remora.metrics_text(), E'\n') l
+ WHERE l LIKE '# TYPE %';
+SELECT right(remora.metrics_text(), 1) = E'\n' AS ends_with_newline;
+RESET ROLE;
+DROP ROLE regress_metrics_user, regress_metrics_admin;
