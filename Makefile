@@ -117,11 +117,12 @@ SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS) $(HTTP_PKG_LIBS)) -lpthread
 
 # pg_regress finds test/regress/sql/<name>.sql and ./expected/<name>.out
 REGRESS = submit protocol commit_many commit_verdict security coordination retention views \
-	source_grants hardening export worker_privileges role_limits fair_claim rate_limits
+	source_grants hardening export worker_privileges role_limits fair_claim rate_limits events
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 ISOLATION = claim-race claim-order fair-claim lease-limit cancel-commit stale-token \
 	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss \
-	export-cancel export-replace export-keys commit-many queue-limit
+	export-cancel export-replace export-keys commit-many queue-limit \
+	events-notify
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=. --load-extension=remora
 
 PG_CONFIG ?= pg_config
