@@ -51,6 +51,7 @@ ENGINE_OBJS = \
 	src/engine/assemble.o \
 	src/engine/manifest.o \
 	src/engine/cleanup.o \
+	src/engine/webhook.o \
 	src/engine/export.o \
 	src/engine/export_pages.o \
 	src/engine/export_parts.o \
@@ -70,6 +71,7 @@ RUNNER_OBJS = \
 	src/runner/encode.o \
 	src/runner/calls.o \
 	src/runner/attempts.o \
+	src/runner/webhooks.o \
 	src/runner/round.o
 # the web client and API, run in libmicrohttpd's threads of the worker
 # "remora http" (src/pg/httpd.o); nothing here is PostgreSQL-facing
