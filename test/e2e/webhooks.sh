@@ -12,7 +12,8 @@
 #   - a notify_url to the metadata address is refused at submit (RM001);
 #   - a host name is judged when the worker connects: once loopback is no
 #     longer allowed, a webhook to localhost is refused then, recorded as
-#     a try, not repeated, and never reaches the receiver.
+#     a try, not repeated, and never reaches the receiver;
+#   - remora-worker (the same runner over libpq) delivers them as well.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_begin webhooks
@@ -143,5 +144,31 @@ check_eq "refused by the outbound policy at connect, not repeated, not delivered
 	"$(as alice "SELECT concat_ws(' ', http_status IS NULL, error LIKE 'the outbound-source policy refused%', next_try_at IS NULL, delivered) FROM remora_webhook_deliveries WHERE job_id = $jc")" \
 	"t t t f"
 check_eq "the receiver never saw it" "$(grep -c '/denied' "$HOOKS" || true)" "0"
+
+# --- remora-worker: PostgreSQL only coordinates
+q "ALTER SYSTEM RESET remora.allow_networks" >/dev/null
+q "ALTER SYSTEM SET remora.max_workers = 0" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+no_bgworker() { [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora worker'")" = 0 ]; }
+check "no background worker runs" wait_for 30 no_bgworker
+q "CREATE ROLE rw LOGIN; GRANT remora_worker TO rw" >/dev/null
+start_remora_worker w1 --label webhooks "host=$T/pg port=$PG_PORT dbname=postgres user=rw"
+jx=$(as alice "SELECT remora_submit('$SRC/hooked.bin', options => '{\"notify_url\": \"http://127.0.0.1:$RECV/alice/external\"}')")
+check "remora-worker runs alice's job" wait_state "$jx" succeeded 60
+external() { grep -q '"/alice/external"' "$HOOKS"; }
+check "and delivers its webhook" wait_for 60 external
+grep '"/alice/external"' "$HOOKS" >"$T/external.jsonl"
+check_eq "signed with alice's secret, for that job" \
+	"$(python3 - "$T/external.jsonl" "$SA" "$jx" <<'PY'
+import base64, hashlib, hmac, json, sys
+h = json.loads(open(sys.argv[1]).readline())
+mac = hmac.new(base64.b64decode(sys.argv[2][6:]),
+               f"{h['id']}.{h['timestamp']}.{h['body']}".encode(), hashlib.sha256).digest()
+print(hmac.compare_digest(h["signature"], "v1," + base64.b64encode(mac).decode()),
+      json.loads(h["body"])["job_id"] == int(sys.argv[3]))
+PY
+)" "True True"
+recorded_x() { [ "$(as alice "SELECT count(*) FROM remora_webhook_deliveries WHERE job_id = $jx AND delivered")" = 1 ]; }
+check "and records it" wait_for 30 recorded_x
 
 e2e_finish
