@@ -124,7 +124,7 @@ REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 ISOLATION = claim-race claim-order fair-claim lease-limit cancel-commit stale-token \
 	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss \
 	export-cancel export-replace export-keys commit-many queue-limit \
-	events-notify
+	events-notify webhook-claim
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=. --load-extension=remora
 
 PG_CONFIG ?= pg_config
