@@ -52,6 +52,7 @@ ENGINE_OBJS = \
 	src/engine/assemble.o \
 	src/engine/manifest.o \
 	src/engine/cleanup.o \
+	src/engine/webhook.o \
 	src/engine/export.o \
 	src/engine/export_pages.o \
 	src/engine/export_parts.o \
@@ -71,6 +72,7 @@ RUNNER_OBJS = \
 	src/runner/encode.o \
 	src/runner/calls.o \
 	src/runner/attempts.o \
+	src/runner/webhooks.o \
 	src/runner/round.o
 # the web client and API, run in libmicrohttpd's threads of the worker
 # "remora http" (src/pg/httpd.o); nothing here is PostgreSQL-facing
@@ -118,11 +120,12 @@ SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS) $(HTTP_PKG_LIBS)) -lpthread
 
 # pg_regress finds test/regress/sql/<name>.sql and ./expected/<name>.out
 REGRESS = submit protocol commit_many commit_verdict security coordination retention views \
-	source_grants hardening export worker_privileges role_limits fair_claim rate_limits
+	source_grants hardening export worker_privileges role_limits fair_claim rate_limits events
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 ISOLATION = claim-race claim-order fair-claim lease-limit cancel-commit stale-token \
 	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss \
-	export-cancel export-replace export-keys commit-many queue-limit
+	export-cancel export-replace export-keys commit-many queue-limit \
+	events-notify webhook-claim
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=. --load-extension=remora
 
 PG_CONFIG ?= pg_config

@@ -488,6 +488,27 @@ extern RemoraTask *remora_cleanup_start(RemoraEngine *engine,
 extern void remora_resume_free(RemoraResume *resume);
 
 /*
+ * One try of a webhook (webhook.c): a POST of body to url with the
+ * Standard Webhooks headers, signed with key, the URL judged by the
+ * outbound-source policy on the address connected to.  Poll it with
+ * remora_webhook_ended after each run; free it either way.
+ */
+typedef struct RemoraWebhook RemoraWebhook;
+extern RemoraWebhook *remora_webhook_post(RemoraEngine *engine, const char *url,
+										  const char          *id,
+										  const unsigned char *key,
+										  size_t keylen, long long timestamp,
+										  const char *body, char *errbuf,
+										  size_t errlen);
+extern bool           remora_webhook_ended(const RemoraWebhook *w, long *status,
+										   bool *retry, const char **error);
+extern void           remora_webhook_free(RemoraWebhook *w);
+extern bool remora_webhook_signature(const unsigned char *key, size_t keylen,
+									 const char *id, long long timestamp,
+									 const char *body, char *out,
+									 size_t outlen);
+
+/*
  * Start an export (see RemoraExportSpec).  It asks for its members a page
  * at a time (lookups of kind REMORA_LOOKUP_EXPORT_PAGE).  Its checkpoints
  * carry the conclusive answers (refs) since the last one, which the host

@@ -79,8 +79,13 @@ file_name_ok(const char *name)
 
 /* ---------------------------------------------------------------- http(s) */
 
+/*
+ * An http(s) URL; a source's (named_file) must end in the file name of
+ * its member, a webhook's need not.
+ */
 static bool
-parse_http(const char *text, RemoraSourceUri *out, char *errbuf, size_t errlen)
+parse_http(const char *text, bool named_file, RemoraSourceUri *out,
+		   char *errbuf, size_t errlen)
 {
 	CURLU    *u = curl_url();
 	CURLUcode rc;
@@ -169,6 +174,7 @@ parse_http(const char *text, RemoraSourceUri *out, char *errbuf, size_t errlen)
 	}
 
 	/* The member path is the last path segment, percent-decoded. */
+	if (named_file)
 	{
 		const char *last = path ? strrchr(path, '/') : NULL;
 		char       *decoded;
@@ -199,7 +205,8 @@ parse_http(const char *text, RemoraSourceUri *out, char *errbuf, size_t errlen)
 	out->canonical = remora_xstrndup(url, strlen(url));
 	out->display = remora_xstrndup(url, strcspn(url, "?"));
 	out->host = remora_xstrndup(host, strlen(host));
-	ok = out->canonical && out->display && out->host && out->file_name;
+	ok = out->canonical && out->display && out->host &&
+		 (out->file_name || !named_file);
 	if (!ok)
 		remora_errbuf_set(errbuf, errlen, "out of memory");
 
@@ -221,17 +228,17 @@ done:
  * address), so parse the canonical form again until it no longer changes.
  */
 static bool
-parse_http_stable(const char *text, RemoraSourceUri *out, char *errbuf,
-				  size_t errlen)
+parse_http_stable(const char *text, bool named_file, RemoraSourceUri *out,
+				  char *errbuf, size_t errlen)
 {
-	if (!parse_http(text, out, errbuf, errlen))
+	if (!parse_http(text, named_file, out, errbuf, errlen))
 		return false;
 	for (int round = 0; round < 3; round++)
 	{
 		RemoraSourceUri again;
 
 		memset(&again, 0, sizeof(again));
-		if (!parse_http(out->canonical, &again, errbuf, errlen))
+		if (!parse_http(out->canonical, named_file, &again, errbuf, errlen))
 			return false;
 		if (strcmp(again.canonical, out->canonical) == 0)
 		{
@@ -541,7 +548,7 @@ remora_source_uri_parse(const char *text, RemoraSourceUri *out, char *errbuf,
 		ok = parse_hf(text + 5, out, errbuf, errlen);
 	else if (strncasecmp(text, "http://", 7) == 0 ||
 			 strncasecmp(text, "https://", 8) == 0)
-		ok = parse_http_stable(text, out, errbuf, errlen);
+		ok = parse_http_stable(text, true, out, errbuf, errlen);
 	else
 	{
 		remora_errbuf_set(
@@ -549,6 +556,34 @@ remora_source_uri_parse(const char *text, RemoraSourceUri *out, char *errbuf,
 			"the source must be an http://, https://, s3:// or hf:// location");
 		ok = false;
 	}
+	if (!ok)
+		remora_source_uri_free(out);
+	return ok;
+}
+
+/*
+ * An http(s) URL that need not name a file (a webhook's endpoint), with
+ * the checks and the canonical form of an http(s) source: out->kind is
+ * REMORA_SOURCE_HTTP, out->file_name NULL.  Free with
+ * remora_source_uri_free.
+ */
+bool
+remora_http_url_parse(const char *text, RemoraSourceUri *out, char *errbuf,
+					  size_t errlen)
+{
+	bool ok;
+
+	memset(out, 0, sizeof(*out));
+	if (text == NULL || text[0] == '\0' || strlen(text) > REMORA_MAX_URL_LEN ||
+		remora_has_ctrl(text, false) || !remora_utf8_valid(text, strlen(text)))
+	{
+		remora_errbuf_set(errbuf, errlen,
+						  "the URL must be 1 to %d bytes of UTF-8 without "
+						  "spaces or control characters",
+						  REMORA_MAX_URL_LEN);
+		return false;
+	}
+	ok = parse_http_stable(text, false, out, errbuf, errlen);
 	if (!ok)
 		remora_source_uri_free(out);
 	return ok;

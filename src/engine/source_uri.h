@@ -54,6 +54,8 @@ typedef struct RemoraSourceUri
 extern bool remora_source_uri_parse(const char *text, RemoraSourceUri *out,
 									char *errbuf, size_t errlen);
 extern void remora_source_uri_free(RemoraSourceUri *uri);
+extern bool remora_http_url_parse(const char *text, RemoraSourceUri *out,
+								  char *errbuf, size_t errlen);
 extern const char *remora_source_kind_name(RemoraSourceKind kind);
 
 extern bool  remora_bucket_name_valid(const char *name, char *errbuf,

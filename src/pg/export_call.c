@@ -59,6 +59,41 @@ not_null(FunctionCallInfo fcinfo, int arg, const char *name)
 }
 
 /*
+ * The options with a string notify_url replaced by its canonical form,
+ * once judged like a source (remora_notify_url); any other value is left
+ * for remora._export to refuse.
+ */
+static Jsonb *
+with_notify_url(Jsonb *options)
+{
+	JsonbValue      *v;
+	JsonbParseState *state = NULL;
+	JsonbValue       key;
+	JsonbValue       url;
+
+	if (!JB_ROOT_IS_OBJECT(options) || JB_ROOT_IS_SCALAR(options))
+		return options;
+	v = getKeyJsonValueFromContainer(&options->root, "notify_url",
+									 strlen("notify_url"), NULL);
+	if (v == NULL || v->type != jbvString)
+		return options;
+	url.type = jbvString;
+	url.val.string.val =
+		remora_notify_url(pnstrdup(v->val.string.val, v->val.string.len));
+	url.val.string.len = strlen(url.val.string.val);
+	key.type = jbvString;
+	key.val.string.val = "notify_url";
+	key.val.string.len = strlen("notify_url");
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	pushJsonbValue(&state, WJB_KEY, &key);
+	pushJsonbValue(&state, WJB_VALUE, &url);
+	return DatumGetJsonbP(DirectFunctionCall2(
+		jsonb_concat, JsonbPGetDatum(options),
+		JsonbPGetDatum(
+			JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL)))));
+}
+
+/*
  * remora_export(job, bucket, prefix, options, idempotency_key) -> export id
  */
 Datum
@@ -111,7 +146,9 @@ remora_export(PG_FUNCTION_ARGS)
 	args[2] = CStringGetTextDatum(bucket);
 	args[3] = CStringGetTextDatum(norm);
 	free(norm);
-	args[4] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
+	args[4] = PG_ARGISNULL(3)
+				  ? (Datum) 0
+				  : JsonbPGetDatum(with_notify_url(PG_GETARG_JSONB_P(3)));
 	nulls[4] = PG_ARGISNULL(3);
 	args[5] = idem ? CStringGetTextDatum(idem) : (Datum) 0;
 	nulls[5] = idem == NULL;

@@ -173,6 +173,8 @@ put_options(Build *b, const RemoraJobOptions *o)
 		put_int(b, "connections", o->connections);
 	if (o->has_max_bytes_per_second)
 		put_int(b, "max_bytes_per_second", o->max_bytes_per_second);
+	if (o->notify_url)
+		put_string(b, "notify_url", o->notify_url);
 	(void) end_object(b);
 }
 

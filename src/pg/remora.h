@@ -79,4 +79,7 @@ extern Datum remora_call_internal(const char *name, int nargs,
 								  const Oid *argtypes, const Datum *args,
 								  const bool *nulls, bool *resnull);
 
+/* A job's options.notify_url, validated and canonical (submit.c). */
+extern char *remora_notify_url(const char *url);
+
 #endif /* REMORA_H */

@@ -42,16 +42,21 @@
 PG_FUNCTION_INFO_V1(remora_submit);
 PG_FUNCTION_INFO_V1(remora_cancel);
 PG_FUNCTION_INFO_V1(remora_delete);
+PG_FUNCTION_INFO_V1(remora_webhook_secret);
+PG_FUNCTION_INFO_V1(remora_rotate_webhook_secret);
 
-#define MAX_PATTERNS     256
-#define MAX_PATTERN_LEN  1024
-#define MAX_LABEL_LEN    256
-#define MAX_IDEM_KEY_LEN 256
-#define MAX_PRIORITY     1000
+#define MAX_PATTERNS       256
+#define MAX_PATTERN_LEN    1024
+#define MAX_LABEL_LEN      256
+#define MAX_IDEM_KEY_LEN   256
+#define MAX_PRIORITY       1000
+#define MAX_NOTIFY_URL_LEN 2048
+
+static Datum webhook_secret(bool rotate);
 
 static const char *const option_names =
 	"max_attempts, priority, include, exclude, endpoint, expected_sha256, "
-	"label, connections, max_bytes_per_second";
+	"label, connections, max_bytes_per_second, notify_url";
 
 static void
 bad_option(const char *key, const char *detail)
@@ -273,6 +278,8 @@ parse_options(Jsonb *jb, RemoraSourceKind kind, RemoraJobOptions *o)
 										 MAX_LABEL_LEN));
 			o->label = l;
 		}
+		else if (strcmp(key, "notify_url") == 0)
+			o->notify_url = remora_notify_url(option_string(key, &v));
 		else
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 							errmsg("unknown option \"%.64s\"", key),
@@ -392,6 +399,55 @@ policy_denial(const RemoraSourceUri *uri)
 		reason = psprintf("The address %s is denied: %s.", uri->host, why);
 	remora_netpolicy_free(policy);
 	return reason;
+}
+
+/*
+ * A job's options.notify_url (submit and export), judged as an http(s)
+ * source is: parsed by the engine's URL parser, its port and address
+ * literal by the outbound-source policy (ERROR 22023 for a bad URL,
+ * RM001 for one the policy refuses).  A host name is judged again when the
+ * worker connects, on the address it reaches.  Returns the canonical URL,
+ * palloc'd.
+ */
+char *
+remora_notify_url(const char *url)
+{
+	char            err[REMORA_ERRBUF_LEN];
+	RemoraSourceUri uri;
+	char *volatile canonical = NULL; /* set in PG_TRY */
+	char *volatile denied = NULL;
+
+	if (strlen(url) > MAX_NOTIFY_URL_LEN || has_control(url))
+		bad_option("notify_url",
+				   psprintf("A notify_url is at most %d bytes without control "
+							"characters.",
+							MAX_NOTIFY_URL_LEN));
+	if (pg_strncasecmp(url, "http://", 7) != 0 &&
+		pg_strncasecmp(url, "https://", 8) != 0)
+		bad_option("notify_url", "A notify_url is an http:// or https:// URL.");
+	if (!remora_http_url_parse(url, &uri, err, sizeof(err)))
+		bad_option("notify_url", sentence(err));
+	PG_TRY();
+	{
+		canonical = pstrdup(uri.canonical);
+		denied = policy_denial(&uri);
+	}
+	PG_FINALLY();
+	{
+		remora_source_uri_free(&uri);
+	}
+	PG_END_TRY();
+	if (denied)
+		ereport(ERROR,
+				(errcode(ERRCODE_REMORA_POLICY_DENIED),
+				 errmsg("the outbound-source policy does not allow this "
+						"notify_url"),
+				 errdetail("%s", denied),
+				 errhint("An administrator can allow it with "
+						 "remora.allow_networks or remora.allow_ports.")));
+	/* a webhook owed must have a secret to be signed with */
+	(void) webhook_secret(false);
+	return canonical;
 }
 
 /*
@@ -591,4 +647,55 @@ remora_delete(PG_FUNCTION_ARGS)
 	call_internal("_delete", 3, argtypes, args, nulls, &resnull);
 	remora_note_cancel();
 	PG_RETURN_VOID();
+}
+
+/* ---------------------------------------------------- webhook secrets */
+
+#define WEBHOOK_SECRET_LEN 32
+
+/*
+ * The caller's webhook secret (DESIGN §10), created (rotate false) or
+ * replaced (rotate true) with 32 bytes from pg_strong_random, the HMAC key
+ * of the caller's webhooks; users see it as 'whsec_' and their base64.
+ * remora._webhook_secret keeps it (sql/remora/97_events.sql).  ERROR if
+ * the system has no strong randomness.
+ */
+static Datum
+webhook_secret(bool rotate)
+{
+	bytea *fresh = palloc(VARHDRSZ + WEBHOOK_SECRET_LEN);
+	Oid    argtypes[3] = {OIDOID, BYTEAOID, BOOLOID};
+	Datum  args[3];
+	bool   nulls[3] = {false, false, false};
+	bool   resnull;
+	Datum  secret;
+
+	SET_VARSIZE(fresh, VARHDRSZ + WEBHOOK_SECRET_LEN);
+	if (!pg_strong_random(VARDATA(fresh), WEBHOOK_SECRET_LEN))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a webhook secret"),
+				 errdetail("The system's strong random source failed.")));
+	args[0] = ObjectIdGetDatum(GetUserId());
+	args[1] = PointerGetDatum(fresh);
+	args[2] = BoolGetDatum(rotate);
+	secret =
+		call_internal("_webhook_secret", 3, argtypes, args, nulls, &resnull);
+	if (resnull)
+		elog(ERROR, "remora._webhook_secret returned null");
+	return secret;
+}
+
+/* remora_webhook_secret() -> 'whsec_...', created on first use */
+Datum
+remora_webhook_secret(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(webhook_secret(false));
+}
+
+/* remora_rotate_webhook_secret() -> the new 'whsec_...' */
+Datum
+remora_rotate_webhook_secret(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(webhook_secret(true));
 }

@@ -4,7 +4,8 @@
  *	  Every SQL statement a worker runs, once, for both hosts: the worker
  *	  protocol (remora.claim, renew, rate_limits, checkpoint, commit,
  *	  commit_many, fail, export_members), its incarnation, the members of
- *earlier attempts, a source endpoint, and the cleanup sweep.
+ *	  earlier attempts, a source endpoint, the cleanup sweep, and the
+ *	  webhooks (remora.webhooks_due, webhook_tried).
  *
  * Each is a call of a remora.* function (the worker role holds no
  * privilege on any table), one parameterized statement run by the host's
@@ -654,4 +655,99 @@ void
 remora_rows_wipe(RemoraRows *r)
 {
 	rows_release(r, true);
+}
+
+/* ----------------------------------------------------------- webhooks */
+
+/* hex digits into out; false unless exactly outlen bytes */
+static bool
+unhex(const char *s, unsigned char *out, size_t outlen)
+{
+	if (s == NULL || strlen(s) != 2 * outlen ||
+		strspn(s, "0123456789abcdef") != 2 * outlen)
+		return false;
+	for (size_t i = 0; i < outlen; i++)
+	{
+		unsigned int b;
+
+		if (sscanf(s + 2 * i, "%2x", &b) != 1)
+			return false;
+		out[i] = (unsigned char) b;
+	}
+	return true;
+}
+
+/*
+ * Up to room webhooks due now (remora.webhooks_due), claimed for this
+ * incarnation, each with its job owner's key; -1 when the call failed.
+ * A row whose key cannot be read is left to lapse (and logged).
+ */
+int
+remora_call_webhooks_due(const char *inc, int room, RemoraWebhookRow *out)
+{
+	char        n[16];
+	const char *params[2] = {inc, n};
+	RemoraRows  res;
+	int         got = 0;
+
+	snprintf(n, sizeof(n), "%d", room);
+	if (!query("claiming webhooks",
+			   "SELECT w.webhook_id, w.job_id, w.url, w.body, "
+			   "pg_catalog.encode(w.secret, 'hex') AS secret, "
+			   "w.attempt FROM remora.webhooks_due($1::pg_catalog.uuid, "
+			   "$2::pg_catalog.int4) w",
+			   2, params, &res))
+		return -1;
+	for (int i = 0; i < res.nrows && got < room; i++)
+	{
+		RemoraWebhookRow *r = &out[got];
+
+		memset(r, 0, sizeof(*r));
+		r->job_id = col_int(&res, i, "job_id");
+		r->attempt = (int) col_int(&res, i, "attempt");
+		r->id = dup_str(col(&res, i, "webhook_id"));
+		r->url = dup_str(col(&res, i, "url"));
+		r->body = dup_str(col(&res, i, "body"));
+		if (!unhex(col(&res, i, "secret"), r->key, sizeof(r->key)) ||
+			r->id == NULL || r->url == NULL || r->body == NULL)
+		{
+			remora_rlog("job %" PRId64 ": webhook not readable", r->job_id);
+			remora_webhook_row_free(r);
+			continue;
+		}
+		got++;
+	}
+	remora_rows_wipe(&res); /* it held secrets */
+	return got;
+}
+
+void
+remora_webhook_row_free(RemoraWebhookRow *r)
+{
+	free(r->id);
+	free(r->url);
+	free(r->body);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Record a try (remora.webhook_tried); false when the call failed. */
+bool
+remora_call_webhook_tried(int64_t job, const char *id, int attempt, long status,
+						  const char *error, bool retry)
+{
+	char        att[16];
+	char        st[24];
+	char        label[64];
+	const char *params[5] = {id, att, status > 0 ? st : NULL,
+							 error && error[0] ? error : NULL,
+							 retry ? "t" : "f"};
+
+	snprintf(att, sizeof(att), "%d", attempt);
+	snprintf(st, sizeof(st), "%ld", status);
+	snprintf(label, sizeof(label), "job %" PRId64 ": recording a webhook", job);
+	return run(label,
+			   "SELECT remora.webhook_tried($1::pg_catalog.text, "
+			   "$2::pg_catalog.int4, $3::pg_catalog.int4, $4::pg_catalog.text, "
+			   "$5::pg_catalog.bool)",
+			   5, params);
 }

@@ -30,6 +30,17 @@ typedef struct RemoraEndpoint
 	char              *strings[6];
 } RemoraEndpoint;
 
+/* A webhook claimed for one try (remora.webhooks_due; malloc'd texts). */
+typedef struct RemoraWebhookRow
+{
+	int64_t       job_id;
+	char         *id; /* webhook-id, the same on every try */
+	char         *url;
+	char         *body;
+	unsigned char key[32]; /* the job owner's secret */
+	int           attempt;
+} RemoraWebhookRow;
+
 extern bool  remora_call_start_incarnation(const char *inc, const char *kind,
 										   const char *host, const char *label);
 extern int   remora_call_heartbeat(const char *inc);
@@ -60,5 +71,12 @@ extern bool  remora_call_next_cleanup(char *attempt_id, int64_t *job,
 									  char **bucket, char **prefix);
 extern void  remora_call_cleanup_done(const char *attempt_id, int64_t job,
 									  bool ok);
+
+extern int  remora_call_webhooks_due(const char *inc, int room,
+									 RemoraWebhookRow *out);
+extern void remora_webhook_row_free(RemoraWebhookRow *r);
+extern bool remora_call_webhook_tried(int64_t job, const char *id, int attempt,
+									  long status, const char *error,
+									  bool retry);
 
 #endif /* REMORA_RUNNER_CALLS_H */

@@ -20,6 +20,8 @@
  *	              until then nothing new is claimed
  *	  claim       when there is room and a job was queued, every 5 s, and
  *	              at once when an attempt ends after a full batch
+ *	  webhooks    record the tries that ended; once a second, claim the
+ *	              webhooks due and start a try of each (webhooks.c)
  *	  sweep       delete the staging of attempts that can no longer
  *	              commit, and the objects of hard-deleted jobs, one at a
  *	              time
@@ -42,6 +44,7 @@
 
 #include "runner/attempts.h"
 #include "runner/calls.h"
+#include "runner/webhooks.h"
 #include "runner/state.h"
 
 #define CLAIM_POLL_MS 5000
@@ -300,7 +303,8 @@ take_new_settings(void)
 {
 	RemoraEngine *e;
 
-	if (!new_settings || remora_attempts_count() > 0 || sweep_task != NULL)
+	if (!new_settings || remora_attempts_count() > 0 || sweep_task != NULL ||
+		remora_webhooks_in_flight() > 0)
 		return;
 	e = remora_runner.ops->new_engine(remora_runner.host);
 	remora_engine_free(remora_runner.engine);
@@ -328,6 +332,7 @@ next_due(bool up)
 		deadline = min64(deadline, next_renew);
 		deadline = min64(deadline, next_poll);
 		deadline = min64(deadline, next_sweep);
+		deadline = min64(deadline, remora_webhooks_next_ms());
 		if (claim_pending ||
 			(more_waiting &&
 			 remora_attempts_count() < remora_runner.cfg.concurrency))
@@ -382,6 +387,8 @@ remora_runner_round(const RemoraRound *in)
 		remora_attempts_apply_rates();
 		next_rates = now + RATES_MS;
 	}
+	/* webhooks of jobs that ended; none started while settings wait */
+	remora_webhooks_round(remora_runner.engine, incarnation, up, !new_settings);
 	take_new_settings();
 	if (up && !new_settings &&
 		(claim_pending || now >= next_poll ||
@@ -414,6 +421,7 @@ void
 remora_runner_stop(void)
 {
 	remora_attempts_hand_back();
+	remora_webhooks_stop();
 	if (sweep_task)
 		remora_task_free(sweep_task);
 	sweep_task = NULL;

@@ -2,7 +2,8 @@
  * libFuzzer target: source parsing and the outbound policy.  Any input is
  * a source string; whatever parses must have a canonical form that parses
  * again to itself, an http display form without a query, and a policy decision
- * that does not crash.  The first byte picks a policy.
+ * that does not crash; the same for a webhook's URL, which need not name a
+ * file.  The first byte picks a policy.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -37,6 +38,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		if (u.host)
 			(void) remora_netpolicy_allows_text(p, u.host, err, sizeof(err));
+		remora_source_uri_free(&again);
+		remora_source_uri_free(&u);
+	}
+	if (remora_http_url_parse(text, &u, err, sizeof(err)))
+	{
+		/* a webhook URL: http(s), its canonical form stable too */
+		if (u.kind != REMORA_SOURCE_HTTP || u.host == NULL ||
+			!remora_http_url_parse(u.canonical, &again, err, sizeof(err)) ||
+			strcmp(again.canonical, u.canonical) != 0)
+			abort();
+		(void) remora_netpolicy_allows_text(p, u.host, err, sizeof(err));
 		remora_source_uri_free(&again);
 		remora_source_uri_free(&u);
 	}

@@ -1,11 +1,13 @@
 /*
- * Unit tests of source parsing, bucket and prefix rules, and the network
- * policy.  Plain C, built with AddressSanitizer and UBSan.
+ * Unit tests of source parsing, bucket and prefix rules, the network
+ * policy, and a webhook's URL and signature.  Plain C, built with
+ * AddressSanitizer and UBSan.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 
+#include "engine/engine.h"
 #include "engine/netpolicy.h"
 #include "engine/source_uri.h"
 #include "engine/util.h"
@@ -407,6 +409,52 @@ test_util(void)
 	free(ints);
 }
 
+/* A webhook's URL need not name a file; its signature is Standard Webhooks'. */
+static void
+test_webhooks(void)
+{
+	RemoraSourceUri u;
+	char            err[REMORA_ERRBUF_LEN] = "";
+	char            sig[64] = "";
+	/* the convention's published example:
+	 * whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw */
+	const unsigned char key[] = {
+		0x31, 0xf2, 0x90, 0xf6, 0xbf, 0x06, 0x29, 0x8a, 0xab, 0x4f, 0x08, 0xd4,
+		0x3c, 0x3f, 0x08, 0x2c, 0xf6, 0x48, 0xa3, 0x62, 0xda, 0x2d, 0xa4, 0xb0};
+	const char *bad[] = {"https://",        "ftp://example.com/",
+						 "https://a b/",    "https://user:pw@example.com/hook",
+						 "s3://bucket/key", ""};
+
+	CHECK(remora_http_url_parse("HTTPS://Example.COM", &u, err, sizeof(err)) &&
+			  u.kind == REMORA_SOURCE_HTTP && u.file_name == NULL &&
+			  strcmp(u.canonical, "https://example.com/") == 0 &&
+			  strcmp(u.host, "example.com") == 0 && u.port == 443,
+		  "a webhook URL without a file name parses (%s)", err);
+	remora_source_uri_free(&u);
+	CHECK(remora_http_url_parse("http://127.0.0.1:8080/hook?t=1#f", &u, err,
+								sizeof(err)) &&
+			  strcmp(u.canonical, "http://127.0.0.1:8080/hook?t=1") == 0 &&
+			  u.port == 8080,
+		  "its query is kept, its fragment dropped (%s)", err);
+	remora_source_uri_free(&u);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+	{
+		CHECK(!remora_http_url_parse(bad[i], &u, err, sizeof(err)),
+			  "a webhook URL \"%s\" is refused", bad[i]);
+		remora_source_uri_free(&u);
+	}
+
+	CHECK(remora_webhook_signature(key, sizeof(key),
+								   "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330,
+								   "{\"test\": 2432232314}", sig, sizeof(sig)),
+		  "a webhook is signed");
+	CHECK_STR(sig, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
+			  "its signature is the convention's example");
+	CHECK(
+		!remora_webhook_signature(key, sizeof(key), "msg_x", 1, "{}", sig, 40),
+		"a signature that does not fit is refused");
+}
+
 int
 main(void)
 {
@@ -415,5 +463,6 @@ main(void)
 	test_sources();
 	test_bucket_prefix();
 	test_netpolicy();
+	test_webhooks();
 	return unit_done();
 }

@@ -179,9 +179,17 @@ BEGIN
 					DETAIL = 'label is a string of at most 256 characters.';
 			END IF;
 			canon := canon || jsonb_build_object(k, v);
+		ELSIF k = 'notify_url' THEN
+			-- remora_export judged it by the outbound-source policy
+			IF jsonb_typeof(v) IS DISTINCT FROM 'string' OR v #>> '{}' !~* '^https?://'
+				OR octet_length(v #>> '{}') > 2048 THEN
+				RAISE EXCEPTION 'invalid option "notify_url"' USING ERRCODE = 'invalid_parameter_value',
+					DETAIL = 'A notify_url is an http:// or https:// URL of at most 2048 bytes.';
+			END IF;
+			canon := canon || jsonb_build_object(k, v);
 		ELSE
 			RAISE EXCEPTION 'invalid option "%"', k USING ERRCODE = 'invalid_parameter_value',
-				DETAIL = 'An export knows the options if_exists, max_attempts, priority and label.';
+				DETAIL = 'An export knows the options if_exists, max_attempts, priority, label and notify_url.';
 		END IF;
 	END LOOP;
 	canon := canon || jsonb_build_object('if_exists', if_exists);
@@ -249,6 +257,9 @@ BEGIN
 									 current_setting('remora.max_attempts')::integer),
 			'priority', coalesce((canon ->> 'priority')::integer, 0))
 			|| CASE WHEN canon ? 'label' THEN jsonb_build_object('label', canon -> 'label')
+					ELSE '{}' END
+			|| CASE WHEN canon ? 'notify_url'
+					THEN jsonb_build_object('notify_url', canon -> 'notify_url')
 					ELSE '{}' END);
 	new_id := remora._submit(caller, spec, request, idem_key, NULL);
 

@@ -1,0 +1,291 @@
+/* ------------------------------------------------------------------------
+ * Events and integration (DESIGN §10): NOTIFY remora_events on every state
+ * change of a job or an export (an export is a row of remora.jobs too),
+ * and signed webhooks on a job's terminal state.
+ *
+ * A webhook is recorded in the transaction that ends the job, so that one
+ * is owed exactly when the end commits; workers deliver it later, each try
+ * a short transaction around no network I/O (remora.webhooks_due claims,
+ * remora.webhook_tried records).  Nothing here changes a job: a delivery's
+ * failure never changes the job's outcome.
+ * ------------------------------------------------------------------------ */
+
+-- NOTIFY remora_events '{"job_id": N, "state": "..."}' when the change
+-- commits.  LISTEN is open to every role: the payload says nothing more
+-- than that a job of that number changed state; a client reads the rest
+-- from remora_jobs, where row-level security applies.
+CREATE FUNCTION remora._notify_event() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM pg_catalog.pg_notify('remora_events',
+		pg_catalog.format('{"job_id": %s, "state": %s}', NEW.job_id,
+						  pg_catalog.to_json(NEW.state)));
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER jobs_event_insert AFTER INSERT ON remora.jobs
+	FOR EACH ROW EXECUTE FUNCTION remora._notify_event();
+CREATE TRIGGER jobs_event_state AFTER UPDATE OF state ON remora.jobs
+	FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state)
+	EXECUTE FUNCTION remora._notify_event();
+
+-- Each role's webhook secret: 32 random bytes, the HMAC key; users see it
+-- as 'whsec_' || base64 (remora_webhook_secret).  No role may read the
+-- table: the owner's functions hand a role its own, and a worker the
+-- secret of the delivery it claimed.
+CREATE TABLE remora.webhook_secrets (
+	owner			oid PRIMARY KEY,
+	secret			bytea NOT NULL CHECK (pg_catalog.length(secret) = 32),
+	created_at		timestamptz NOT NULL DEFAULT now()
+);
+
+-- A webhook owed: one per terminal state a job with options.notify_url
+-- reached.  The body is fixed when the job ends, so that every try sends
+-- the same bytes under the same webhook_id.  Tried until delivered (a 2xx
+-- answer), refused (another answer that is not worth repeating) or
+-- give_up_at, with backoff between tries (remora.webhook_tried).  No
+-- foreign key to remora.jobs: a job's row is never deleted (retention
+-- prunes its history, not the row), and the webhooks are a log that a
+-- TRUNCATE of the jobs need not cascade to.
+CREATE TABLE remora.webhooks (
+	webhook_id		text PRIMARY KEY,
+	job_id			bigint NOT NULL,
+	state			text NOT NULL,
+	finished_at		timestamptz,
+	url				text NOT NULL,
+	body			text NOT NULL,
+	created_at		timestamptz NOT NULL DEFAULT now(),
+	give_up_at		timestamptz NOT NULL,
+	next_try_at		timestamptz NOT NULL DEFAULT now(),
+	tries			integer NOT NULL DEFAULT 0,	-- tries handed out so far
+	claimed_until	timestamptz,	-- a worker is trying it until then
+	delivered_at	timestamptz,
+	ended_at		timestamptz,	-- delivered, refused or given up
+	UNIQUE NULLS NOT DISTINCT (job_id, state, finished_at)
+);
+CREATE INDEX webhooks_job_idx ON remora.webhooks (job_id);
+CREATE INDEX webhooks_due_idx ON remora.webhooks (next_try_at)
+	WHERE ended_at IS NULL;
+
+-- Each try of a webhook, as the worker that made it reported it.
+CREATE TABLE remora.webhook_tries (
+	webhook_id		text NOT NULL,
+	attempt			integer NOT NULL,
+	http_status		integer,
+	error			text,
+	tried_at		timestamptz NOT NULL DEFAULT now(),
+	next_try_at		timestamptz,	-- NULL: not tried again
+	delivered		boolean NOT NULL,
+	PRIMARY KEY (webhook_id, attempt)
+);
+
+ALTER TABLE remora.webhook_secrets ENABLE ROW LEVEL SECURITY;
+ALTER TABLE remora.webhooks ENABLE ROW LEVEL SECURITY;
+CREATE POLICY webhooks_visible ON remora.webhooks FOR SELECT
+	USING (EXISTS (SELECT 1 FROM remora.jobs j WHERE j.job_id = webhooks.job_id));
+ALTER TABLE remora.webhook_tries ENABLE ROW LEVEL SECURITY;
+CREATE POLICY webhook_tries_visible ON remora.webhook_tries FOR SELECT
+	USING (EXISTS (SELECT 1 FROM remora.webhooks w WHERE w.webhook_id = webhook_tries.webhook_id));
+
+-- The caller's secret as 'whsec_' || base64, created from fresh (32 random
+-- bytes from remora_webhook_secret, C) on first use, or replaced by it
+-- when rotate.  Called by remora_webhook_secret, remora_rotate_webhook_secret
+-- and by remora_submit and remora_export for a notify_url, so that a
+-- webhook owed always has a secret to sign with.
+CREATE FUNCTION remora._webhook_secret(caller oid, fresh bytea, rotate boolean)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	s	bytea;
+BEGIN
+	IF caller IS NULL OR fresh IS NULL OR length(fresh) <> 32 OR rotate IS NULL THEN
+		RAISE EXCEPTION 'invalid webhook secret request' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF rotate THEN
+		INSERT INTO remora.webhook_secrets AS ws (owner, secret) VALUES (caller, fresh)
+		ON CONFLICT (owner) DO UPDATE SET secret = EXCLUDED.secret, created_at = now()
+		RETURNING ws.secret INTO s;
+	ELSE
+		INSERT INTO remora.webhook_secrets (owner, secret) VALUES (caller, fresh)
+		ON CONFLICT (owner) DO NOTHING;
+		SELECT ws.secret INTO s FROM remora.webhook_secrets ws WHERE ws.owner = caller;
+	END IF;
+	RETURN 'whsec_' || encode(s, 'base64');
+END
+$$;
+
+-- The caller's webhook secret, created on first use; and a new one in its
+-- place (C: 32 bytes from pg_strong_random, then remora._webhook_secret).
+CREATE FUNCTION remora_webhook_secret() RETURNS text
+AS 'MODULE_PATHNAME', 'remora_webhook_secret'
+LANGUAGE C VOLATILE;
+CREATE FUNCTION remora_rotate_webhook_secret() RETURNS text
+AS 'MODULE_PATHNAME', 'remora_rotate_webhook_secret'
+LANGUAGE C VOLATILE;
+
+-- Deferred to the end of the transaction that ended the job, so that the
+-- body sees the result (or the export's figures) that the same transaction
+-- recorded, and a job that changed state again before COMMIT owes one
+-- webhook, for its last state.  Runs as the extension's owner: a cancel
+-- commits in the user's own transaction.
+CREATE FUNCTION remora._webhook_owed() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	j	remora.jobs;
+	sha text;
+	n	bigint;
+	b	bigint;
+BEGIN
+	SELECT * INTO j FROM remora.jobs jb WHERE jb.job_id = NEW.job_id;
+	IF NOT FOUND OR j.state <> NEW.state OR NOT (j.options ? 'notify_url') THEN
+		RETURN NULL;
+	END IF;
+	IF j.state = 'succeeded' THEN
+		IF j.source_kind = 'export' THEN
+			SELECT e.output_digest, e.members, e.bytes INTO sha, n, b
+			  FROM remora.exports e WHERE e.export_id = j.job_id;
+		ELSE
+			SELECT r.manifest_sha256, r.members, r.bytes INTO sha, n, b
+			  FROM remora.results r WHERE r.job_id = j.job_id;
+		END IF;
+	END IF;
+	INSERT INTO remora.webhooks (webhook_id, job_id, state, finished_at, url, body, give_up_at)
+	VALUES ('msg_' || replace(gen_random_uuid()::text, '-', ''), j.job_id, j.state,
+			j.finished_at, j.options ->> 'notify_url',
+			jsonb_build_object('job_id', j.job_id, 'state', j.state,
+							   'result_manifest_sha256', sha, 'members', n,
+							   'bytes', b, 'last_error', j.last_error)::text,
+			now() + interval '24 hours')
+	ON CONFLICT (job_id, state, finished_at) DO NOTHING;
+	RETURN NULL;
+END
+$$;
+CREATE CONSTRAINT TRIGGER jobs_webhook AFTER UPDATE OF state ON remora.jobs
+	DEFERRABLE INITIALLY DEFERRED
+	FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state
+					   AND NEW.state IN ('succeeded', 'failed', 'cancelled',
+										 'outcome_unknown'))
+	EXECUTE FUNCTION remora._webhook_owed();
+
+-- Worker protocol: claim up to max_webhooks webhooks due now, for a
+-- minute (a try's request must end well within it), with the secret of
+-- each one's job owner: the URL and body are the job's own, so a worker
+-- never sends one user's job to another user's receiver.  attempt numbers
+-- the try (1, 2, ...): a try that outlives its claim is recorded, but the
+-- schedule follows the latest.
+CREATE FUNCTION remora.webhooks_due(incarnation uuid, max_webhooks integer)
+RETURNS TABLE (webhook_id text, job_id bigint, url text, body text,
+			   secret bytea, attempt integer)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF $1 IS NULL OR $2 IS NULL OR $2 < 1 THEN
+		RAISE EXCEPTION 'incarnation and a positive max_webhooks are required'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	-- as in remora.claim, an incarnation unknown or stopped claims nothing
+	IF NOT EXISTS (SELECT 1 FROM remora.incarnations i
+					WHERE i.incarnation = $1 AND i.stopped_at IS NULL) THEN
+		RETURN;
+	END IF;
+	RETURN QUERY
+	WITH due AS (
+		SELECT w.webhook_id
+		  FROM remora.webhooks w
+		 WHERE w.ended_at IS NULL AND w.next_try_at <= now()
+		   AND (w.claimed_until IS NULL OR w.claimed_until <= now())
+		 ORDER BY w.next_try_at
+		 LIMIT $2
+		 FOR UPDATE SKIP LOCKED
+	)
+	UPDATE remora.webhooks w
+	   SET tries = w.tries + 1, claimed_until = now() + interval '1 minute'
+	  FROM due, remora.jobs j, remora.webhook_secrets s
+	 WHERE w.webhook_id = due.webhook_id AND j.job_id = w.job_id
+	   AND s.owner = j.owner
+	RETURNING w.webhook_id, w.job_id, w.url, w.body, s.secret, w.tries;
+END
+$$;
+
+-- Worker protocol: record a try.  delivered for a 2xx answer; retry for a
+-- failure worth repeating (a 5xx answer, a timeout, a reset connection):
+-- tried again after 1, 2, 4 ... seconds, at most 5 minutes apart, until
+-- 24 hours after the job ended.  Anything else (a 4xx answer, a URL the
+-- outbound-source policy refuses at connect time) ends the webhook.
+-- Returns when it is tried next, NULL if not.
+CREATE FUNCTION remora.webhook_tried(webhook_id text, attempt integer,
+									 http_status integer, error text,
+									 retry boolean)
+RETURNS timestamptz
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	w		remora.webhooks;
+	ok		boolean := coalesce($3 BETWEEN 200 AND 299, false);
+	next_at timestamptz;
+BEGIN
+	IF $1 IS NULL OR $2 IS NULL OR $5 IS NULL THEN
+		RAISE EXCEPTION 'webhook_id, attempt and retry are required'
+			USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	SELECT * INTO w FROM remora.webhooks wh WHERE wh.webhook_id = $1 FOR UPDATE;
+	IF NOT FOUND OR $2 < 1 OR $2 > w.tries THEN
+		RAISE EXCEPTION 'webhook % has no try %', $1, $2 USING ERRCODE = 'no_data_found';
+	END IF;
+	IF NOT ok AND $5 AND w.ended_at IS NULL THEN
+		next_at := now() + least(interval '1 second' * power(2, least($2 - 1, 16)),
+								 interval '5 minutes');
+		IF next_at > w.give_up_at THEN
+			next_at := NULL;
+		END IF;
+	END IF;
+	INSERT INTO remora.webhook_tries (webhook_id, attempt, http_status, error,
+									  next_try_at, delivered)
+	VALUES ($1, $2, $3, left($4, 1000), next_at, ok)
+	ON CONFLICT DO NOTHING;
+	IF ok AND w.delivered_at IS NULL THEN
+		UPDATE remora.webhooks wh
+		   SET delivered_at = now(), ended_at = coalesce(wh.ended_at, now()),
+			   claimed_until = NULL
+		 WHERE wh.webhook_id = $1;
+	ELSIF $2 = w.tries AND w.ended_at IS NULL THEN
+		UPDATE remora.webhooks wh
+		   SET next_try_at = coalesce(next_at, wh.next_try_at), claimed_until = NULL,
+			   ended_at = CASE WHEN next_at IS NULL THEN now() END
+		 WHERE wh.webhook_id = $1;
+	END IF;
+	RETURN next_at;
+END
+$$;
+
+-- Each try of each webhook of the caller's jobs (row-level security).
+CREATE VIEW remora_webhook_deliveries WITH (security_invoker = true) AS
+SELECT w.job_id, t.webhook_id, t.attempt, t.http_status, t.error,
+	   t.tried_at, t.next_try_at, t.delivered
+  FROM remora.webhook_tries t
+  JOIN remora.webhooks w ON w.webhook_id = t.webhook_id;
+
+SELECT pg_catalog.pg_extension_config_dump('remora.webhook_secrets', '');
+SELECT pg_catalog.pg_extension_config_dump('remora.webhooks', '');
+SELECT pg_catalog.pg_extension_config_dump('remora.webhook_tries', '');
+
+REVOKE ALL ON FUNCTION remora._notify_event(), remora._webhook_secret(oid, bytea, boolean),
+	remora._webhook_owed(), remora.webhooks_due(uuid, integer),
+	remora.webhook_tried(text, integer, integer, text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION remora_webhook_secret(), remora_rotate_webhook_secret()
+	FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION remora_webhook_secret(), remora_rotate_webhook_secret()
+	TO remora_user;
+GRANT EXECUTE ON FUNCTION remora.webhooks_due(uuid, integer),
+	remora.webhook_tried(text, integer, integer, text, boolean) TO remora_worker;
+GRANT SELECT ON remora.webhooks, remora.webhook_tries, remora_webhook_deliveries
+	TO remora_user;
+REVOKE ALL ON remora_webhook_deliveries FROM PUBLIC;
