@@ -118,6 +118,8 @@ remora_api_dispatch(RemoraRequest *req)
 	}
 	else if (strcmp(path, "/api/events") == 0)
 		remora_api_events(req);
+	else if (strcmp(path, "/api/throughput") == 0)
+		remora_api_throughput(req);
 	else if (strcmp(path, "/api/stats") == 0)
 		remora_api_stats(req);
 	else if (strcmp(path, "/api/workers") == 0)

@@ -18,7 +18,8 @@
 #     path),
 #     409 (23505), 413, 405, 429 (53400: a role at its max_queued);
 #   - row-level security: a remora_user sees only their own jobs, an
-#     admin sees everyone's;
+#     admin sees everyone's (the list, events, the last hour's figures:
+#     GET /api/throughput);
 #   - limits per role: an admin reads, sets and resets them (a role named
 #     with quotes too), a remora_user gets 403, hostile bodies 400;
 #   - exports: POST /api/jobs/{id}/export publishes a member the AWS CLI
@@ -304,6 +305,18 @@ check "  the job ends cancelled" wait_for 30 bob_cancelled
 check_eq "  cancel again: 200 cancelled (idempotent)" "$(as bob POST "/api/jobs/$BJOB/cancel") $(field .state)" "200 cancelled"
 check_eq "bob deletes it: 204" "$(as bob DELETE "/api/jobs/$BJOB?hard=true")" 204
 check_eq "  then it is gone: 404" "$(as bob GET "/api/jobs/$BJOB")" 404
+
+# --- the last hour (remora_throughput, the admin page's charts) ------------------------
+sums() { jq -r '[.minutes | length, (map(.succeeded) | add), (map(.cancelled) | add)] | join(" ")' "$B"; }
+check_eq "GET /api/throughput as bob: 60 minutes, his cancelled job, no success" \
+	"$(as bob GET /api/throughput) $(sums)" "200 60 0 1"
+read -r _ A_OK A_CANCELLED < <(as alice GET /api/throughput >/dev/null; sums)
+check "  as alice: her succeeded jobs ($A_OK), none of bob's cancelled ones" \
+	test "$A_OK" -ge 1 -a "$A_CANCELLED" = 0
+read -r _ C_OK C_CANCELLED < <(as carol GET /api/throughput >/dev/null; sums)
+check "  as an admin: both ($C_OK succeeded, $C_CANCELLED cancelled)" \
+	test "$C_OK" -ge "$A_OK" -a "$C_CANCELLED" = 1
+check "  bytes moved in the hour" bash -c "jq -e '[.minutes[].bytes_per_second] | add > 0' '$B' >/dev/null"
 
 # --- exports (remora_export over the API) ----------------------------------------------
 xa() { ja "$@" -H 'Content-Type: application/json'; }
