@@ -725,6 +725,9 @@ function onJobEvent(ev) {
     const j = Object.assign({}, prev, ev);
     if (prev.state !== ev.state || prev.cancel_requested !== ev.cancel_requested) showJob(S.jobId);
     else {
+      /* the running attempt's bytes so far, for its mean on the chart */
+      if (j.progress && typeof ev.bytes_done === "number")
+        j.progress = Object.assign({}, j.progress, { bytes_done: ev.bytes_done });
       S.shown = j;
       noteSample(j);
       const p = $("job-progress");

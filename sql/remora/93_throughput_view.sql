@@ -11,7 +11,7 @@
 -- tables leaves a user their own jobs, remora_admin everyone's.  Cheap on
 -- a long history: only jobs unfinished (jobs_active_idx) or finished in
 -- the hour (jobs_finished_idx) are read.  Exports are not jobs here, as
--- in remora_stats.
+-- in remora_stats; deleted jobs are (they ran).
 CREATE INDEX jobs_finished_idx ON remora.jobs (finished_at)
 	WHERE finished_at IS NOT NULL;
 
