@@ -171,7 +171,7 @@ install-worker: $(WORKER_PROGRAM)
 
 # the web client, compiled into the library (src/http/embed.sh)
 WEB_FILES = $(sort $(wildcard $(srcdir)/web/*.html $(srcdir)/web/*.js \
-	$(srcdir)/web/*.css $(srcdir)/web/*.svg))
+	$(srcdir)/web/*.css $(srcdir)/web/*.svg $(srcdir)/web/api/*.json))
 src/http/assets.c: $(WEB_FILES) src/http/embed.sh
 	sh src/http/embed.sh $@ $(WEB_FILES)
 

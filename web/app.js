@@ -254,6 +254,7 @@ async function showJob(id) {
 }
 
 function renderJob(j) {
+  noteSample(j);
   $("job-h").textContent = "Job #" + j.job_id + (j.label ? " — " + j.label : "");
   const finished = ["succeeded", "failed", "cancelled"].includes(j.state);
   const actions = el("div", { class: "actions" },
@@ -296,6 +297,7 @@ function renderJob(j) {
   const exporting = j.state === "succeeded"
     ? [el("h2", {}, "Export"), exportForm(j), el("div", { id: "job-exports" })] : [];
   $("job-body").replaceChildren(actions, summary,
+    el("h2", {}, "Transfer rate"), jobChart(j),
     el("h2", {}, "Attempts"), el("div", { class: "table-wrap" }, attempts),
     el("h2", {}, "Result"), members, ...exporting,
     el("h2", {}, "Recovery ledger"), el("div", { class: "table-wrap" }, ledger));
@@ -304,6 +306,34 @@ function renderJob(j) {
     loadMembers(j.job_id);
     loadJobExports(j.job_id).catch(() => {});
   }
+}
+
+/* The job's bytes per second: no history of progress is kept, so each
+ * attempt is drawn at its mean over its life (the committed result's bytes,
+ * or the running attempt's so far, over its time), and the live rates the
+ * page sees while it is open are added to it (S.samples). */
+function noteSample(j) {
+  if (j.state !== "running" || typeof j.bytes_per_second !== "number") return;
+  if (!S.samples || S.samples.job !== j.job_id) S.samples = { job: j.job_id, points: [] };
+  S.samples.points.push([Date.now(), j.bytes_per_second]);
+  if (S.samples.points.length > 600) S.samples.points.shift();
+}
+function jobChart(j) {
+  const mean = [];
+  for (const a of j.attempts || []) {
+    if (!a.started_at) continue;
+    const live = j.progress && j.progress.attempt_id === a.attempt_id;
+    const end = a.finished_at ? new Date(a.finished_at).getTime() : Date.now();
+    const b = live ? j.progress.bytes_done : (a.state === "succeeded" ? j.result_bytes : null);
+    const secs = Math.max((end - new Date(a.started_at).getTime()) / 1000, 0.001);
+    if (b === null || b === undefined) continue;
+    mean.push([new Date(a.started_at).getTime(), b / secs], [end, b / secs]);
+  }
+  const live = S.samples && String(S.samples.job) === String(j.job_id) ? S.samples.points : [];
+  return lineChart("job-chart", "Bytes per second of job #" + j.job_id,
+    [{ name: "mean over the attempt", color: "#17692b", points: mean },
+      { name: "live, while this page is open", color: "#0b5cad", points: live }],
+    (v) => bytes(Math.round(v)) + "/s");
 }
 
 async function loadMembers(id) {
@@ -556,6 +586,22 @@ async function submitJob(ev) {
 }
 
 /* admin */
+/* a duration in ms, or "—" when there is none (nothing was written yet) */
+function ms(v) { return v === null || v === undefined ? "—" : Number(v).toFixed(1) + " ms"; }
+const STATE_COLORS = { queued: "#7a4d00", running: "#0b5cad", succeeded: "#17692b", failed: "#a40000", cancelled: "#555" };
+/* the last hour, minute by minute (remora_throughput): jobs by state, bytes per second */
+async function showCharts() {
+  const d = await api("GET", "/api/throughput");
+  const at = (r) => new Date(r.minute).getTime() + 60000; /* each row is the minute's end */
+  $("charts").replaceChildren(
+    lineChart("chart-states", "Jobs by state (queued and running at each minute's end; ended in the minute)",
+      Object.keys(STATE_COLORS).map((k) => ({ name: k, color: STATE_COLORS[k], points: d.minutes.map((r) => [at(r), Number(r[k])]) })),
+      (v) => String(Math.round(v))),
+    lineChart("chart-bytes", "Bytes per second",
+      [{ name: "bytes/s", color: "#0b5cad", points: d.minutes.map((r) => [at(r), Number(r.bytes_per_second)]) }],
+      (v) => bytes(Math.round(v)) + "/s"));
+}
+
 async function showAdmin() {
   show("admin");
   loadLimits().catch((e) => say(e.message));
@@ -569,7 +615,8 @@ async function showAdmin() {
     ["Leases", st.active_leases + " of " + st.max_active_leases],
     ["Failures by class", Object.keys(failures).length ? Object.entries(failures).map(([k, v]) => k + ": " + v).join(", ") : "none"],
     ["Checkpoint writer", st.checkpoints ? st.checkpoints.transactions + " transactions, " + st.checkpoints.checkpoints +
-      " checkpoints, mean commit " + st.checkpoints.mean_commit_ms + " ms" : null]]));
+      " checkpoints, mean commit " + ms(st.checkpoints.mean_commit_ms) : null]]));
+  showCharts().catch((e) => say(e.message));
   $("workers").replaceChildren(el("div", { class: "table-wrap" }, el("table", {},
     el("thead", {}, el("tr", {}, ["Incarnation", "PID", "Kind", "Started", "Heartbeat", "Stopped", "Leases"].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, wk.workers.map((w) => el("tr", {},
@@ -678,9 +725,15 @@ function onJobEvent(ev) {
     const j = Object.assign({}, prev, ev);
     if (prev.state !== ev.state || prev.cancel_requested !== ev.cancel_requested) showJob(S.jobId);
     else {
+      /* the running attempt's bytes so far, for its mean on the chart */
+      if (j.progress && typeof ev.bytes_done === "number")
+        j.progress = Object.assign({}, j.progress, { bytes_done: ev.bytes_done });
       S.shown = j;
+      noteSample(j);
       const p = $("job-progress");
       if (p) p.replaceChildren(...progressCell(j));
+      const c = $("job-chart");
+      if (c) c.replaceWith(jobChart(j));
     }
   }
 }

@@ -11,7 +11,10 @@
  * parameters, never spliced into SQL; JSON answers are built by
  * PostgreSQL (to_json of the views' rows), so a job's label or source
  * reaches the client as a JSON string, whatever it contains.  Every path
- * but /api/session needs a signed-in caller (401 otherwise).
+ * but /api/session and /api/openapi.json needs a signed-in caller (401
+ * otherwise).  The OpenAPI document of these routes is a file of the web
+ * client, web/api/openapi.json, compiled in with the others (embed.sh):
+ * it is reviewed as data, and served to anyone, as it holds no secret.
  *
  * Calls the resources' files (api.h); server.c calls it.
  *
@@ -42,6 +45,31 @@ path_id(RemoraRequest *req, const char *p, char *id, const char *message,
 	return p + n;
 }
 
+/*
+ * GET /api/openapi.json: the document compiled in from web/api/ (the
+ * static files never answer under /api/, so this is its only path).
+ */
+static void
+openapi_document(RemoraRequest *req)
+{
+	if (strcmp(req->method, "GET") != 0)
+	{
+		remora_api_method_not_allowed(req, "GET");
+		return;
+	}
+	for (const RemoraAsset *a = remora_assets; a->path; a++)
+	{
+		if (strcmp(a->path, req->path) == 0)
+		{
+			RemoraBuf b = {.data = (char *) a->data, .len = a->len};
+
+			remora_respond_json(req, 200, &b);
+			return;
+		}
+	}
+	remora_respond_error(req, 404, "P0002", "no such path", NULL, NULL, NULL);
+}
+
 /* --- routing ---------------------------------------------------------------
  */
 
@@ -53,6 +81,11 @@ remora_api_dispatch(RemoraRequest *req)
 	if (strcmp(path, "/api/session") == 0)
 	{
 		remora_api_session(req);
+		return;
+	}
+	if (strcmp(path, "/api/openapi.json") == 0)
+	{
+		openapi_document(req);
 		return;
 	}
 	if (req->pool == NULL)
@@ -85,6 +118,8 @@ remora_api_dispatch(RemoraRequest *req)
 	}
 	else if (strcmp(path, "/api/events") == 0)
 		remora_api_events(req);
+	else if (strcmp(path, "/api/throughput") == 0)
+		remora_api_throughput(req);
 	else if (strcmp(path, "/api/stats") == 0)
 		remora_api_stats(req);
 	else if (strcmp(path, "/api/workers") == 0)

@@ -70,6 +70,7 @@ extern bool        remora_api_is_admin(RemoraRequest *req, bool *admin);
 /* the resources: each answers its paths, any method */
 extern void remora_api_session(RemoraRequest *req); /* api_session.c */
 extern void remora_api_jobs(RemoraRequest *req);    /* api_jobs.c */
+extern void remora_api_throughput(RemoraRequest *req);
 extern void remora_api_job(RemoraRequest *req, const char *id,
 						   const char *rest);
 extern void remora_api_exports(RemoraRequest *req); /* api_exports.c */

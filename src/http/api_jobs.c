@@ -2,7 +2,8 @@
  *
  * api_jobs.c
  *	  /api/jobs and /api/jobs/{id}: list, submit, one job, cancel, delete,
- *	  its result and presigned URLs.
+ *	  its result and presigned URLs; /api/throughput, the jobs of the last
+ *	  hour minute by minute.
  *
  * GET /api/jobs walks an index whatever the order and the page (keyset
  * paging: "next" is the cursor of the following page); POST is
@@ -377,4 +378,29 @@ remora_api_job(RemoraRequest *req, const char *id, const char *rest)
 	else
 		remora_respond_error(req, 404, "P0002", "no such path", NULL, NULL,
 							 NULL);
+}
+
+/*
+ * GET /api/throughput: the rows of remora_throughput, the last hour minute
+ * by minute (the admin page's charts); row-level security leaves a user
+ * their own jobs.
+ */
+void
+remora_api_throughput(RemoraRequest *req)
+{
+	PGresult *res;
+
+	if (strcmp(req->method, "GET") != 0)
+	{
+		remora_api_method_not_allowed(req, "GET");
+		return;
+	}
+	res = remora_api_query(
+		req,
+		"SELECT pg_catalog.json_build_object('minutes', "
+		"coalesce(pg_catalog.json_agg(pg_catalog.to_json(t) "
+		"ORDER BY t.minute), '[]')) FROM @extschema@.remora_throughput t",
+		0, NULL);
+	if (res)
+		remora_api_respond_value(req, 200, res, "nothing");
 }

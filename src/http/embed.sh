@@ -26,6 +26,7 @@ shift
 		*.html) type="text/html; charset=utf-8" ;;
 		*.js) type="text/javascript; charset=utf-8" ;;
 		*.css) type="text/css; charset=utf-8" ;;
+		*.json) type="application/json; charset=utf-8" ;;
 		*.svg) type="image/svg+xml" ;;
 		*.png) type="image/png" ;;
 		*) type="application/octet-stream" ;;

@@ -4,6 +4,8 @@
 // browser download).  Run by test/e2e/browser.sh against the real stack;
 // prints TAP-style lines.
 //
+// Charts (web/charts.js) are looked at through their SVG: dots (.pt) per
+// series, each titled with its value.
 // Environment: H (the web server's base URL), SRC (nginx's base URL), WWW
 // (the folder nginx serves), SHOTS (a folder for screenshots, optional),
 // CHROMIUM (the browser binary).  browser.sh has the fault proxy in front
@@ -195,6 +197,14 @@ async function main() {
       await alice.waitFor("document.querySelector('#members-table .download')", 20);
       await alice.shot("web-job");
     });
+    await step("the job's page charts its attempt's bytes per second, as inline SVG", async () => {
+      const pts = "document.querySelectorAll('#job-chart svg .series[data-name=\"mean over the attempt\"] .pt')";
+      await alice.waitFor(pts + ".length >= 2");
+      const rates = await alice.eval(`[...${pts}].map((c) => c.textContent)`);
+      if (rates.some((t) => / 0 B\/s$/.test(t))) throw new Error("a rate of zero: " + rates.join("; "));
+      await alice.eval("document.getElementById('job-chart').previousElementSibling.scrollIntoView()");
+      await alice.shot("web-job-chart");
+    });
     await step("the member's download link gives the file (same SHA-256)", async () => {
       await alice.click("#members-table .download");
       const href = await alice.waitFor("(document.querySelector('#members-table a.download-link') || {}).href");
@@ -274,6 +284,9 @@ async function main() {
       await alice.waitFor("(() => { const p = document.querySelector('#job-progress progress'); return p && p.value > " + first + "; })()", 30);
       if (!(await alice.eval("window.__stay === 2"))) throw new Error("the page was reloaded");
       await alice.shot("web-progress");
+    });
+    await step("the live rates of the running attempt are added to its chart", async () => {
+      await alice.waitFor("document.querySelectorAll('#job-chart .series[data-name=\"live, while this page is open\"] .pt').length >= 2", 30);
     });
     await step("cancel stops the running job", async () => {
       await alice.click("#act-cancel");
@@ -366,6 +379,18 @@ async function main() {
       await carol.goto(H + "/#/admin");
       await carol.waitFor("document.querySelector('#stats dl') && document.querySelector('#workers table')");
       await carol.shot("web-admin");
+    });
+    await step("the admin page charts the last hour: jobs by state and bytes per second, with the jobs that ran", async () => {
+      await carol.waitFor("document.querySelector('#chart-states svg') && document.querySelector('#chart-bytes svg')");
+      const n = await carol.eval("document.querySelectorAll('#chart-states .pt').length");
+      if (n !== 300) throw new Error("jobs by state: " + n + " points, not 5 states of 60 minutes");
+      const done = await carol.eval("Math.max(...[...document.querySelectorAll('#chart-states .series[data-name=succeeded] .pt')].map((c) => Number(c.textContent.split(': ').pop())))");
+      if (!(done >= 1)) throw new Error("no succeeded job in the hour: " + done);
+      const moved = await carol.eval("[...document.querySelectorAll('#chart-bytes .pt')].filter((c) => !/: 0 B\\/s$/.test(c.textContent)).length");
+      if (!(moved >= 1)) throw new Error("no minute with bytes moved");
+      if ((await carol.text("#stats")).includes("null")) throw new Error("the statistics say null");
+      await carol.eval("document.getElementById('charts').previousElementSibling.scrollIntoView()");
+      await carol.shot("web-admin-charts");
     });
     await step("an admin sees the source and target grants", async () => {
       await carol.waitFor("document.querySelector('#grants-table')");

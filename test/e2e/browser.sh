@@ -17,7 +17,9 @@
 # source and target grants, alice's weight set to 3 in the admin page's
 # limits form, shown in its table and reset (a weight of 0 refused
 # beside its field), a keyboard-only sign-in with a visible focus,
-# every page at 375 px wide (a phone) without horizontal scrolling and
+# the charts (inline SVG: a job's transfer rate, its live rates while
+# running; the admin page's last hour, jobs by state and bytes per second,
+# with the jobs that ran), every page at 375 px wide (a phone) without horizontal scrolling and
 # with an accessible name on every control, a confirmed hard delete,
 # sign-out.
 # REMORA_SCREENSHOTS=DIR keeps screenshots of the main pages there (the

@@ -18,7 +18,8 @@
 #     path),
 #     409 (23505), 413, 405, 429 (53400: a role at its max_queued);
 #   - row-level security: a remora_user sees only their own jobs, an
-#     admin sees everyone's;
+#     admin sees everyone's (the list, events, the last hour's figures:
+#     GET /api/throughput);
 #   - limits per role: an admin reads, sets and resets them (a role named
 #     with quotes too), a remora_user gets 403, hostile bodies 400;
 #   - exports: POST /api/jobs/{id}/export publishes a member the AWS CLI
@@ -35,6 +36,9 @@
 #     its progress;
 #   - hostile input: huge bodies (declared and chunked), bad cookies, path
 #     traversal on static files, a slow client, 100 concurrent clients;
+#   - GET /api/openapi.json, open to anyone, is web/api/openapi.json and
+#     valid OpenAPI 3.1; every answer of this script (status, body, the
+#     Allow of a 405) is one the document gives (test/openapi/check.js);
 #   - without TLS a non-loopback address is refused (logged); with
 #     remora.http_tls_cert_file/key_file it serves HTTPS.
 #
@@ -58,11 +62,24 @@ check "the worker shows in pg_stat_activity as 'remora http'" http_running
 
 B=$T/body
 HDR=$T/headers
-# call METHOD PATH [curl args]: the status; body in $B, headers in $HDR
+# call METHOD PATH [curl args]: the status; body in $B, headers in $HDR.
+# Every answer is also kept in $ANSWERS (an index line, copies of the body
+# and headers: two forks, as some checks below race a 2 s timeout) and
+# checked against the OpenAPI document at the end (test/openapi/check.js).
+ANSWERS=$T/answers
+mkdir -p "$ANSWERS"
 call() {
-	local m=$1 p=$2
+	local m=$1 p=$2 code a
 	shift 2
-	curl -s -o "$B" -D "$HDR" -w '%{http_code}' -X "$m" "$@" "$H$p"
+	: >"$B" # curl leaves the file as it was when there is no body (304)
+	code=$(curl -s -o "$B" -D "$HDR" -w '%{http_code}' -X "$m" "$@" "$H$p") || true
+	if [ "$code" != 000 ]; then
+		a=$ANSWERS/$EPOCHREALTIME.$BASHPID
+		cp "$B" "$a.body"
+		cp "$HDR" "$a.headers"
+		printf '%s %s %s %s\n' "$a" "$code" "$m" "$p" >>"$ANSWERS/index"
+	fi
+	echo "$code"
 }
 body() { cat "$B"; }
 field() { jq -r "$1" "$B"; }
@@ -288,6 +305,18 @@ check "  the job ends cancelled" wait_for 30 bob_cancelled
 check_eq "  cancel again: 200 cancelled (idempotent)" "$(as bob POST "/api/jobs/$BJOB/cancel") $(field .state)" "200 cancelled"
 check_eq "bob deletes it: 204" "$(as bob DELETE "/api/jobs/$BJOB?hard=true")" 204
 check_eq "  then it is gone: 404" "$(as bob GET "/api/jobs/$BJOB")" 404
+
+# --- the last hour (remora_throughput, the admin page's charts) ------------------------
+sums() { jq -r '[.minutes | length, (map(.succeeded) | add), (map(.cancelled) | add)] | join(" ")' "$B"; }
+check_eq "GET /api/throughput as bob: 60 minutes, his cancelled job, no success" \
+	"$(as bob GET /api/throughput) $(sums)" "200 60 0 1"
+read -r _ A_OK A_CANCELLED < <(as alice GET /api/throughput >/dev/null; sums)
+check "  as alice: her succeeded jobs ($A_OK), none of bob's cancelled ones" \
+	test "$A_OK" -ge 1 -a "$A_CANCELLED" = 0
+read -r _ C_OK C_CANCELLED < <(as carol GET /api/throughput >/dev/null; sums)
+check "  as an admin: both ($C_OK succeeded, $C_CANCELLED cancelled)" \
+	test "$C_OK" -ge "$A_OK" -a "$C_CANCELLED" = 1
+check "  bytes moved in the hour" bash -c "jq -e '[.minutes[].bytes_per_second] | add > 0' '$B' >/dev/null"
 
 # --- exports (remora_export over the API) ----------------------------------------------
 xa() { ja "$@" -H 'Content-Type: application/json'; }
@@ -537,6 +566,22 @@ check_eq "a submit over max_queued: 429 53400" \
 check "  naming the limit and the count" grep -q 'has 100000 jobs queued, its limit max_queued is 100000' "$B"
 check "  with Retry-After" test -n "$(header Retry-After)"
 q "SELECT remora.reset_role_limits('erin')" >/dev/null
+
+# --- the OpenAPI document (web/api/openapi.json) -----------------------------------------
+OPENAPI=$(dirname "$0")/../openapi
+check_eq "GET /api/openapi.json without credentials: 200" "$(call GET /api/openapi.json)" 200
+check "  it is the document of the repository" cmp -s "$B" "$OPENAPI/../../web/api/openapi.json"
+cp "$B" "$T/openapi.json"
+check "  it is valid OpenAPI 3.1" node "$OPENAPI/check.js" document "$T/openapi.json"
+check_eq "  a wrong method: 405" "$(call POST /api/openapi.json)" 405
+# each path of the document with a method it lacks: 405, and the check
+# below compares its Allow with the document's methods
+for p in $(jq -r '.paths | keys[]' "$T/openapi.json"); do
+	p=${p//\{id\}/$JOB}
+	as carol PATCH "${p//\{role\}/alice}" >/dev/null
+done
+check "every answer of this test is one the OpenAPI document gives" \
+	node "$OPENAPI/check.js" answers "$T/openapi.json" "$ANSWERS/index"
 
 # --- restart, TLS, refusal --------------------------------------------------------------
 OLD=$(http_pid)

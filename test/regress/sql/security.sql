@@ -108,6 +108,24 @@ SELECT count(*) AS workers_visible FROM remora_workers;
 SELECT remora.reconcile() >= 0 AS reconcile_allowed;
 RESET ROLE;
 
+-- the last hour minute by minute (remora_throughput, the web client's
+-- charts): a user counts their own jobs, an administrator everyone's
+SET ROLE regress_alice;
+SELECT count(*) AS minutes, sum(cancelled) AS cancelled,
+	   (array_agg(queued ORDER BY minute DESC))[1] AS queued_now FROM remora_throughput;
+RESET ROLE;
+SET ROLE regress_bob;
+SELECT count(*) AS minutes, sum(cancelled) AS cancelled,
+	   (array_agg(queued ORDER BY minute DESC))[1] AS queued_now FROM remora_throughput;
+RESET ROLE;
+SET ROLE regress_carol;
+SELECT count(*) AS minutes, sum(cancelled) AS cancelled,
+	   (array_agg(queued ORDER BY minute DESC))[1] AS queued_now FROM remora_throughput;
+RESET ROLE;
+SET ROLE regress_mallory;
+SELECT pg_temp.try($$SELECT count(*) FROM remora_throughput$$);
+RESET ROLE;
+
 -- target grants: a user may write only to the default target and to the
 -- buckets and prefixes granted to their roles
 SET ROLE regress_alice;
