@@ -28,13 +28,15 @@ fi
 # takes an id: {id}, or the role for role-limits), then the methods of
 # each resource function from its own Allow lists and sub-paths
 routes=()
-allow_of() { # FILE FUNCTION [REST]: the Allow of that function (and rest),
-	# or of the helper of the same file it hands the request to (admin_view)
-	local f=$1 fn=$2 rest=${3:-} allow helper
+allow_of() { # FILE FUNCTION [REST] [DEPTH]: the Allow of that function (and
+	# rest), or of a helper of the same file it hands the request to
+	# (admin_view, and admin_get below it), three calls deep at most
+	local f=$1 fn=$2 rest=${3:-} depth=${4:-0} allow helper
 	allow=$(allow_in "$f" "$fn" "$rest")
-	if [ -z "$allow" ] && [ -z "$rest" ]; then
+	if [ -z "$allow" ] && [ -z "$rest" ] && [ "$depth" -lt 3 ]; then
 		for helper in $(sed -n "/^$fn(/,/^}/p" "$f" | grep -o '[a-z_]\+(req' | sed 's/(req$//'); do
-			grep -q "^$helper(" "$f" && allow=$(allow_in "$f" "$helper") && [ -n "$allow" ] && break
+			[ "$helper" != "$fn" ] && grep -q "^$helper(" "$f" &&
+				allow=$(allow_of "$f" "$helper" "" $((depth + 1))) && [ -n "$allow" ] && break
 		done
 	fi
 	echo "$allow"
