@@ -164,6 +164,10 @@ install: install-worker
 install-worker: $(WORKER_PROGRAM)
 	$(MKDIR_P) '$(DESTDIR)$(bindir)'
 	$(INSTALL_PROGRAM) $(WORKER_PROGRAM) '$(DESTDIR)$(bindir)/remora-worker'
+uninstall: uninstall-worker
+.PHONY: uninstall-worker
+uninstall-worker:
+	rm -f '$(DESTDIR)$(bindir)/remora-worker'
 
 # the web client, compiled into the library (src/http/embed.sh)
 WEB_FILES = $(sort $(wildcard $(srcdir)/web/*.html $(srcdir)/web/*.js \
@@ -265,6 +269,6 @@ deb:
 		xargs -0 sh -c 'for f; do [ -f "$$f" ] && printf "%s\0" "$$f"; done' sh | \
 		tar --null -T - -cf - | tar -xf - -C '$(DEB_BUILD_DIR)/$(EXTENSION)-$(EXTVERSION)'
 	cd '$(DEB_BUILD_DIR)/$(EXTENSION)-$(EXTVERSION)' && \
-		dpkg-buildpackage -b -us -uc >'$(DEB_BUILD_DIR)/build.log' 2>&1 || \
+		dpkg-buildpackage -b -us -uc -J2 >'$(DEB_BUILD_DIR)/build.log' 2>&1 || \
 		{ tail -40 '$(DEB_BUILD_DIR)/build.log' >&2; exit 1; }
 	@echo '$(DEB_FILE)'
