@@ -263,7 +263,9 @@ deb:
 	@v=$$(dpkg-parsechangelog -l $(srcdir)/debian/changelog -S Version) && \
 		test "$$v" = "$(EXTVERSION)" || \
 		{ echo "debian/changelog says $$v, the extension is $(EXTVERSION)" >&2; exit 1; }
-	rm -rf '$(DEB_BUILD_DIR)'
+	@git -C $(srcdir) rev-parse --git-dir >/dev/null 2>&1 || \
+		{ echo "make deb copies the files of a git checkout: none here" >&2; exit 1; }
+	rm -rf '$(DEB_BUILD_DIR)/$(EXTENSION)-$(EXTVERSION)'
 	mkdir -p '$(DEB_BUILD_DIR)/$(EXTENSION)-$(EXTVERSION)'
 	cd $(srcdir) && git ls-files -z --cached --others --exclude-standard | \
 		xargs -0 sh -c 'for f; do [ -f "$$f" ] && printf "%s\0" "$$f"; done' sh | \
