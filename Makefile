@@ -168,6 +168,10 @@ install: install-worker
 install-worker: $(WORKER_PROGRAM)
 	$(MKDIR_P) '$(DESTDIR)$(bindir)'
 	$(INSTALL_PROGRAM) $(WORKER_PROGRAM) '$(DESTDIR)$(bindir)/remora-worker'
+uninstall: uninstall-worker
+.PHONY: uninstall-worker
+uninstall-worker:
+	rm -f '$(DESTDIR)$(bindir)/remora-worker'
 
 # the web client, compiled into the library (src/http/embed.sh)
 WEB_FILES = $(sort $(wildcard $(srcdir)/web/*.html $(srcdir)/web/*.js \
@@ -250,3 +254,27 @@ print-engine-srcs:
 .PHONY: unit-test
 unit-test: $(UNIT_TESTS)
 	@for t in $(UNIT_TESTS); do ./$$t || exit 1; done
+
+# make deb: the Debian package postgresql-15-remora_$(EXTVERSION)_amd64.deb
+# (debian/: PostgreSQL's packaging helpers, pg_buildext), built by
+# dpkg-buildpackage in a copy of the checkout's files under DEB_BUILD_DIR,
+# outside the tree, where the .deb is left.  debian/changelog's version
+# is the extension's.
+DEB_BUILD_DIR ?= /tmp/remora-deb
+DEB_FILE = $(DEB_BUILD_DIR)/postgresql-15-$(EXTENSION)_$(EXTVERSION)_$(shell dpkg --print-architecture).deb
+.PHONY: deb
+deb:
+	@v=$$(dpkg-parsechangelog -l $(srcdir)/debian/changelog -S Version) && \
+		test "$$v" = "$(EXTVERSION)" || \
+		{ echo "debian/changelog says $$v, the extension is $(EXTVERSION)" >&2; exit 1; }
+	@git -C $(srcdir) rev-parse --git-dir >/dev/null 2>&1 || \
+		{ echo "make deb copies the files of a git checkout: none here" >&2; exit 1; }
+	rm -rf '$(DEB_BUILD_DIR)/$(EXTENSION)-$(EXTVERSION)'
+	mkdir -p '$(DEB_BUILD_DIR)/$(EXTENSION)-$(EXTVERSION)'
+	cd $(srcdir) && git ls-files -z --cached --others --exclude-standard | \
+		xargs -0 sh -c 'for f; do [ -f "$$f" ] && printf "%s\0" "$$f"; done' sh | \
+		tar --null -T - -cf - | tar -xf - -C '$(DEB_BUILD_DIR)/$(EXTENSION)-$(EXTVERSION)'
+	cd '$(DEB_BUILD_DIR)/$(EXTENSION)-$(EXTVERSION)' && \
+		dpkg-buildpackage -b -us -uc -J2 >'$(DEB_BUILD_DIR)/build.log' 2>&1 || \
+		{ tail -40 '$(DEB_BUILD_DIR)/build.log' >&2; exit 1; }
+	@echo '$(DEB_FILE)'

@@ -4,7 +4,9 @@
 # user, listens on 127.0.0.1 and a private socket directory, and is stopped
 # by cluster_stop (call it from a trap so it also runs on failure).
 
-PGBIN=${PGBIN:-$(pg_config --bindir)}
+# (on a fresh machine the quick start sources this before it installs
+# PostgreSQL: then the path the packages will use)
+PGBIN=${PGBIN:-$(pg_config --bindir 2>/dev/null || echo "${REMORA_PGBIN:-/usr/lib/postgresql/15/bin}")}
 
 # cluster_init DIR PORT: create DIR/data with remora preloaded (or what
 # CLUSTER_PRELOAD names, "" for nothing).  Extra postgresql.conf lines are

@@ -1,13 +1,20 @@
-# Install what the build and the tests need on Debian 12 (source this file,
-# then call install_deps).  Idempotent: apt-get runs only when a package is
-# missing.  The list is also the README's list of build dependencies.
+# What Remora needs on Debian 12, one list of package names for everyone
+# (source this file, then call one of the functions).  Idempotent:
+# apt-get runs only when a package is missing.
+#
+#   install_runtime_deps   what the quick start runs: PostgreSQL and its
+#                          build headers, the libraries the extension links,
+#                          Node.js for the test S3 server, nginx for the
+#                          sample (the README's list)
+#   install_deps           that and the whole test toolchain (./test/run)
 
-REMORA_DEB_PACKAGES="build-essential pkg-config postgresql-15 postgresql-client-15
+REMORA_DEB_RUNTIME="build-essential pkg-config postgresql-15 postgresql-client-15
 postgresql-server-dev-15 libcurl4-openssl-dev libssl-dev libxml2-dev
-libmicrohttpd-dev postgresql-15-cron nginx libipc-run-perl awscli curl
-ca-certificates bc openssl tinyproxy
-clang clang-format cppcheck libclang-rt-14-dev valgrind
-libpq-dev jq chromium spin sqlsmith faketime iproute2 python3"
+libmicrohttpd-dev libpq-dev nginx curl ca-certificates bc openssl"
+REMORA_DEB_PACKAGES="$REMORA_DEB_RUNTIME postgresql-15-cron libipc-run-perl
+awscli tinyproxy clang clang-format cppcheck libclang-rt-14-dev valgrind jq
+chromium spin sqlsmith faketime iproute2 python3
+debhelper postgresql-server-dev-all"
 # Ceph's RADOS Gateway, the second target store of the end-to-end tests
 # (test/lib/rgw.sh), without what its packages only recommend (ceph-mgr's
 # dependencies, systemd units' helpers...)
@@ -16,39 +23,55 @@ libpq-dev jq chromium spin sqlsmith faketime iproute2 python3"
 REMORA_DEB_PACKAGES_NORECS="ceph-mon ceph-osd radosgw ceph-common
 patroni etcd-server prometheus"
 
-install_deps() {
-	local missing="" p
-	# Node.js runs the test S3 server; Debian's own only where none is
-	# installed (an installed Node brings its own npm, which Debian's npm
-	# package would conflict with)
-	command -v node >/dev/null || missing="nodejs npm"
-	local norecs="" updated=""
-	for p in $REMORA_DEB_PACKAGES; do
+# deps_missing PACKAGE...: print those not installed
+deps_missing() {
+	local p
+	for p in "$@"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
-			missing="$missing $p"
+			printf ' %s' "$p"
 	done
-	for p in $REMORA_DEB_PACKAGES_NORECS; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
-			norecs="$norecs $p"
-	done
+}
+
+# deps_apt [APT-OPTION...] -- PACKAGE...: install those missing (apt-get
+# update once per shell, before the first install)
+deps_apt() {
+	local opts=() missing
+	while [ "$1" != -- ]; do opts+=("$1"); shift; done
+	shift
+	missing=$(deps_missing "$@")
+	[ -n "$missing" ] || return 0
+	echo "installing:$missing"
 	export DEBIAN_FRONTEND=noninteractive
-	if [ -n "$missing" ]; then
-		echo "installing:$missing"
+	if [ -z "${REMORA_APT_UPDATED:-}" ]; then
 		apt-get update -q >/dev/null
-		updated=1
-		# shellcheck disable=SC2086
-		apt-get install -y -q $missing >/dev/null
+		REMORA_APT_UPDATED=1
 	fi
-	if [ -n "$norecs" ]; then
-		echo "installing:$norecs"
-		[ -n "$updated" ] || apt-get update -q >/dev/null
-		# shellcheck disable=SC2086
-		apt-get install -y -q --no-install-recommends $norecs >/dev/null
-	fi
-	# PGXS's pg_config must be the one of PostgreSQL 15.  REMORA_PGBIN
-	# points at a private copy of that installation instead, so that
-	# several checkouts can install and test side by side.
-	export PATH="${REMORA_PGBIN:-/usr/lib/postgresql/15/bin}:$PATH"
+	# shellcheck disable=SC2086
+	apt-get install -y -q "${opts[@]}" $missing >/dev/null
+}
+
+# Node.js runs the test S3 server; Debian's own only where none is
+# installed (an installed Node brings its own npm, which Debian's npm
+# package would conflict with)
+deps_node() { command -v node >/dev/null || echo "nodejs npm"; }
+
+# PGXS's pg_config must be the one of PostgreSQL 15.  REMORA_PGBIN points
+# at a private copy of that installation instead, so that several
+# checkouts can install and test side by side.
+deps_path() { export PATH="${REMORA_PGBIN:-/usr/lib/postgresql/15/bin}:$PATH"; }
+
+install_runtime_deps() {
+	# shellcheck disable=SC2046,SC2086
+	deps_apt --no-install-recommends -- $(deps_node) $REMORA_DEB_RUNTIME
+	deps_path
+}
+
+install_deps() {
+	# shellcheck disable=SC2046,SC2086
+	deps_apt -- $(deps_node) $REMORA_DEB_PACKAGES
+	# shellcheck disable=SC2086
+	deps_apt --no-install-recommends -- $REMORA_DEB_PACKAGES_NORECS
+	deps_path
 }
 
 # free_port: print a TCP port on 127.0.0.1 that nothing listens on.

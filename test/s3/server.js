@@ -9,6 +9,18 @@
 // also the key id.  Prints "ready" when it accepts connections; exits on
 // SIGTERM.
 'use strict'
+// @koa/router, under @20minutes/s3rver, calls Array.prototype.toReversed,
+// new in Node.js 20; Debian 12's Node.js is 18, which the quick start
+// installs.  Every route of the server failed there (InternalError).
+if (!Array.prototype.toReversed) {
+  Object.defineProperty(Array.prototype, 'toReversed', {
+    value: function toReversed() {
+      return Array.prototype.slice.call(this).reverse()
+    },
+    writable: true,
+    configurable: true,
+  })
+}
 const S3rver = require('@20minutes/s3rver')
 const { DUMMY_ACCOUNT } = require('@20minutes/s3rver/lib/models/account')
 
