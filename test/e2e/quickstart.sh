@@ -70,3 +70,22 @@ check_eq "./quickstart stop exits 0" "$?" "0"
 alive() { for p in $pids; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
 gone() { ! alive; }
 check "and the server and the worker are gone" wait_for 30 gone
+
+# --- on a machine with Node.js but no npm (Debian's nodejs alone, as the
+# quick start installs it), npm's own release is fetched from the npm
+# registry, used only if it has its pinned SHA-512, and runs npm ci
+mkdir -p "$T/bin" "$T/s3"
+for b in node curl openssl base64 tar gzip mkdir rm cat dirname head ls; do
+	ln -sf "$(command -v "$b")" "$T/bin/$b"
+done
+cp test/s3/package.json test/s3/package-lock.json "$T/s3/"
+npm_alone() { env PATH="$T/bin" REMORA_NPM_DIR="$T/npm" /bin/bash -c \
+	". test/lib/deps.sh && deps_npm && cd '$T/s3' && npm ci --no-audit --no-fund --loglevel=error >/dev/null && echo \"\$(type -t npm) \$(npm --version)\""; }
+check_eq "no npm: deps_npm brings npm $(. test/lib/deps.sh && echo "$REMORA_NPM_VERSION"), and npm ci installs the S3 server" \
+	"$(npm_alone 2>&1 | tail -1) $([ -d "$T/s3/node_modules/@20minutes/s3rver" ] && echo installed)" \
+	"function $(. test/lib/deps.sh && echo "$REMORA_NPM_VERSION") installed"
+npm_tampered() { env PATH="$T/bin" REMORA_NPM_DIR="$T/npm2" /bin/bash -c \
+	'. test/lib/deps.sh; REMORA_NPM_SHA512=wrong; deps_npm' 2>&1; }
+check "  a tarball without the pinned SHA-512 is refused, and not kept" \
+	bash -c "$(declare -f npm_tampered); T='$T'; npm_tampered | grep -q 'does not have its pinned SHA-512' && [ ! -e '$T/npm2.tgz' ] && [ ! -e '$T/npm2/bin/npm-cli.js' ]"
+e2e_finish

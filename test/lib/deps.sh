@@ -55,14 +55,45 @@ deps_apt() {
 # package would conflict with)
 deps_node() { command -v node >/dev/null || echo "nodejs npm"; }
 
+# The quick start takes Debian's nodejs without Debian's npm, whose 335
+# node-* packages were most of its apt time on a fresh machine: npm's own
+# release from the npm registry instead (the registry npm ci reads anyway),
+# pinned by version and checked against the registry's SHA-512 before use.
+REMORA_NPM_VERSION=10.8.2
+REMORA_NPM_SHA512=x/AIjFIKRllrhcb48dqUNAAZl0ig9+qMuN91RpZo3Cb2+zuibfh+KISl6+kVVyktDz230JKc208UkQwwMqyB+w==
+REMORA_NPM_DIR=${REMORA_NPM_DIR:-/var/cache/remora/npm-$REMORA_NPM_VERSION}
+deps_npm() {
+	local tgz=$REMORA_NPM_DIR.tgz sum
+	command -v npm >/dev/null && return 0
+	if [ ! -f "$REMORA_NPM_DIR/bin/npm-cli.js" ]; then
+		echo "installing: npm $REMORA_NPM_VERSION (from the npm registry)"
+		mkdir -p "$REMORA_NPM_DIR"
+		curl -fsSL -o "$tgz" "https://registry.npmjs.org/npm/-/npm-$REMORA_NPM_VERSION.tgz" || return 1
+		sum=$(openssl dgst -sha512 -binary "$tgz" | base64 -w0)
+		if [ "$sum" != "$REMORA_NPM_SHA512" ]; then
+			echo "npm-$REMORA_NPM_VERSION.tgz does not have its pinned SHA-512" >&2
+			rm -f "$tgz"
+			return 1
+		fi
+		tar -xzf "$tgz" -C "$REMORA_NPM_DIR" --strip-components=1 && rm -f "$tgz" || return 1
+	fi
+	# shellcheck disable=SC2317
+	npm() { node "$REMORA_NPM_DIR/bin/npm-cli.js" "$@"; }
+	export -f npm
+	export REMORA_NPM_DIR
+}
+
 # PGXS's pg_config must be the one of PostgreSQL 15.  REMORA_PGBIN points
 # at a private copy of that installation instead, so that several
 # checkouts can install and test side by side.
 deps_path() { export PATH="${REMORA_PGBIN:-/usr/lib/postgresql/15/bin}:$PATH"; }
 
 install_runtime_deps() {
-	# shellcheck disable=SC2046,SC2086
-	deps_apt --no-install-recommends -- $(deps_node) $REMORA_DEB_RUNTIME
+	local node=
+	command -v node >/dev/null || node=nodejs
+	# shellcheck disable=SC2086
+	deps_apt --no-install-recommends -- $node $REMORA_DEB_RUNTIME
+	deps_npm
 	deps_path
 }
 

@@ -7,14 +7,16 @@
 SERVICES_DIR=${SERVICES_DIR:-}
 . "$(dirname "${BASH_SOURCE[0]}")/rgw.sh"
 
-# ensure_node_modules: the pinned test packages (npm ci; idempotent):
-# test/s3's S3 server, test/openapi's validators
+# ensure_node_modules [s3]: the pinned test packages (npm ci; idempotent):
+# test/s3's S3 server, test/openapi's validators (not with "s3": the quick
+# start runs only the server)
 ensure_node_modules() {
 	local root
 	root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 	if [ ! -d "$root/test/s3/node_modules/@20minutes/s3rver" ]; then
 		(cd "$root/test/s3" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 	fi
+	[ "${1:-}" = s3 ] && return 0
 	# the OpenAPI validator and Ajv (test/openapi/check.js)
 	if [ ! -d "$root/test/openapi/node_modules/@seriousme/openapi-schema-validator" ]; then
 		(cd "$root/test/openapi" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
