@@ -7,7 +7,7 @@ postgresql-server-dev-15 libcurl4-openssl-dev libssl-dev libxml2-dev
 libmicrohttpd-dev postgresql-15-cron nginx libipc-run-perl awscli curl
 ca-certificates bc openssl tinyproxy
 clang clang-format cppcheck libclang-rt-14-dev valgrind
-libpq-dev jq chromium spin sqlsmith faketime iproute2 python3"
+libpq-dev jq chromium spin sqlsmith faketime iproute2 python3 nftables"
 # Ceph's RADOS Gateway, the second target store of the end-to-end tests
 # (test/lib/rgw.sh), without what its packages only recommend (ceph-mgr's
 # dependencies, systemd units' helpers...)
