@@ -30,12 +30,12 @@ partition_user() {
 			"{ type filter hook output priority 0; policy accept; }" || return 1
 		e2e_at_exit "nft delete table inet $PARTITION_TABLE"
 	fi
-	if ! id -u "$user" >/dev/null 2>&1; then
+	# one left by a run that could not remove it is taken over
+	id -u "$user" >/dev/null 2>&1 ||
 		useradd --system --no-create-home --shell /usr/sbin/nologin "$user" || return 1
-		# its processes first (partition_run noted their pids): the user
-		# cannot go while one runs, and the servers stop after this
-		e2e_at_exit "partition_kill $user; userdel $user"
-	fi
+	# its processes first (partition_run noted their pids): the user cannot
+	# go while one runs, and the servers stop only after this
+	e2e_at_exit "partition_kill $user; userdel $user"
 	# one chain per user, so that healing one leaves the others cut
 	nft add chain inet "$PARTITION_TABLE" "$user" &&
 		nft add rule inet "$PARTITION_TABLE" out oifname lo meta skuid "$user" jump "$user"
@@ -54,10 +54,13 @@ partition_run() {
 partition_kill() {
 	local pid
 	[ -f "$SERVICES_DIR/partition.$1.pids" ] || return 0
-	while read -r pid; do kill -9 "$pid" 2>/dev/null || true; done <"$SERVICES_DIR/partition.$1.pids"
-	for pid in $(cat "$SERVICES_DIR/partition.$1.pids"); do
+	while read -r pid; do
+		kill -9 "$pid" 2>/dev/null || continue
+		# reaped, so that no zombie of the user's is left (a disowned
+		# child bash reaps by itself)
+		wait "$pid" 2>/dev/null
 		wait_for 10 eval "! kill -0 $pid 2>/dev/null" || true
-	done
+	done <"$SERVICES_DIR/partition.$1.pids"
 }
 
 # partition_cut USER PORT...: drop USER's TCP packets to these loopback ports
