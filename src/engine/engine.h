@@ -402,7 +402,15 @@ extern RemoraEngine *remora_engine_new(const RemoraEngineConfig *cfg,
 extern void          remora_engine_free(RemoraEngine *engine);
 extern int           remora_engine_fd(const RemoraEngine *engine);
 extern long          remora_engine_timeout_ms(const RemoraEngine *engine);
-extern void          remora_engine_run(RemoraEngine *engine);
+
+/*
+ * The wall clock requests are signed with (SigV4's X-Amz-Date, presigned
+ * URLs, webhook timestamps): this machine's, moved by the offset the
+ * runner last measured against the database server's clock.
+ */
+extern void   remora_engine_set_clock_offset(int64_t seconds);
+extern time_t remora_engine_wall_time(void);
+extern void   remora_engine_run(RemoraEngine *engine);
 
 /*
  * Lookups: what a job needs from its host's database.  The engine never

@@ -308,7 +308,7 @@ remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
 	char              *host;
 	char               payload_hash[65];
 	char               amz_date[17];
-	time_t             now = time(NULL);
+	time_t             now = remora_engine_wall_time();
 	struct tm          tm;
 	RemoraKV           signed_headers[MAX_SIGNED_HEADERS];
 	int                nh = 0;

@@ -57,8 +57,8 @@ start_child(RemoraSet *set, Entry *e)
 	if (set->kind == REMORA_SET_S3)
 	{
 		url = remora_s3_presign_get(&set->source_cfg, set->source_bucket,
-									e->src_key, time(NULL), PRESIGN_SECONDS,
-									errbuf, sizeof(errbuf));
+									e->src_key, remora_engine_wall_time(),
+									PRESIGN_SECONDS, errbuf, sizeof(errbuf));
 		spec.trusted_source = true;
 		spec.ca_pem = set->src_ca_pem;
 		spec.if_match = e->src_etag && e->src_etag[0] ? e->src_etag : NULL;
@@ -421,8 +421,8 @@ start_server_copy(RemoraSet *set, Entry *e)
 {
 	char     errbuf[256];
 	char    *url = remora_s3_presign_get(&set->source_cfg, set->source_bucket,
-										 e->src_key, time(NULL), PRESIGN_SECONDS,
-										 errbuf, sizeof(errbuf));
+										 e->src_key, remora_engine_wall_time(),
+										 PRESIGN_SECONDS, errbuf, sizeof(errbuf));
 	Request *req =
 		url ? remora_req_new(&set->base.engine->loop, set, hash_done) : NULL;
 

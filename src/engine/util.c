@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/util.h"
 
@@ -403,4 +404,25 @@ remora_buf_free(RemoraBuf *b)
 {
 	free(b->data);
 	memset(b, 0, sizeof(*b));
+}
+
+/*
+ * A store refuses a signature more than 15 minutes off its own clock
+ * (RequestTimeTooSkewed); the worker's clock may be wrong where the
+ * database server's, which judges every lease, is kept right.  So requests
+ * are signed on the server's time, as the runner last measured it.  One
+ * engine a process, driven by one thread: a plain static.
+ */
+static int64_t clock_offset_s;
+
+void
+remora_engine_set_clock_offset(int64_t seconds)
+{
+	clock_offset_s = seconds;
+}
+
+time_t
+remora_engine_wall_time(void)
+{
+	return time(NULL) + (time_t) clock_offset_s;
 }

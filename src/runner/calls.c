@@ -91,19 +91,25 @@ remora_call_start_incarnation(const char *inc, const char *kind,
 			   6, params);
 }
 
-/* 1: recorded; 0: the incarnation was ended (start another); -1: failed */
+/*
+ * 1: recorded; 0: the incarnation was ended (start another); -1: failed.
+ * server_ms: the server's wall clock when it answered (ms since 1970).
+ */
 int
-remora_call_heartbeat(const char *inc)
+remora_call_heartbeat(const char *inc, int64_t *server_ms)
 {
 	const char *params[1] = {inc};
 	RemoraRows  res;
 	bool        alive;
 
 	if (!query("recording the heartbeat",
-			   "SELECT remora.heartbeat($1::pg_catalog.uuid) AS alive", 1,
-			   params, &res))
+			   "SELECT remora.heartbeat($1::pg_catalog.uuid) AS alive, "
+			   "(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp())"
+			   " * 1000)::pg_catalog.int8 AS server_ms",
+			   1, params, &res))
 		return -1;
 	alive = res.nrows == 1 && col_bool(&res, 0, "alive");
+	*server_ms = res.nrows == 1 ? col_int(&res, 0, "server_ms") : 0;
 	remora_rows_free(&res);
 	return alive ? 1 : 0;
 }

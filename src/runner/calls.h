@@ -43,7 +43,7 @@ typedef struct RemoraWebhookRow
 
 extern bool  remora_call_start_incarnation(const char *inc, const char *kind,
 										   const char *host, const char *label);
-extern int   remora_call_heartbeat(const char *inc);
+extern int   remora_call_heartbeat(const char *inc, int64_t *server_ms);
 extern void  remora_call_end_incarnation(const char *inc);
 extern int   remora_call_claim(const char *inc, int room, RemoraClaimRow *out);
 extern bool  remora_call_renew(int64_t job, const char *attempt, int64_t token,

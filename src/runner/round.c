@@ -10,7 +10,8 @@
  *	              on (one ended meanwhile is replaced by a new one)
  *	  lookups     members of earlier attempts, an export's pages
  *	  renew       every third of the lease, or at once after a cancel: the
- *	              heartbeat, then every lease
+ *	              heartbeat (which brings the server's clock, that requests
+ *	              are signed on), then every lease
  *	  finish      commit what succeeded, report what failed
  *	  checkpoint  at most once a second, every attempt with new progress
  *	  rates       once a second while attempts run, after every renewal
@@ -149,6 +150,31 @@ new_incarnation(void)
 }
 
 /*
+ * The heartbeat, and the server's clock it brings: requests are signed on
+ * the server's time (remora_engine_wall_time), so that a worker whose own
+ * clock is off is not refused by a store that checks signing times.  The
+ * offset is taken at the middle of the round trip, to the second.
+ */
+static int
+heartbeat(void)
+{
+	struct timespec before, after;
+	int64_t         server_ms = 0;
+	int64_t         local_ms;
+	int             hb;
+
+	clock_gettime(CLOCK_REALTIME, &before);
+	hb = remora_call_heartbeat(incarnation, &server_ms);
+	clock_gettime(CLOCK_REALTIME, &after);
+	if (hb < 0 || server_ms <= 0)
+		return hb;
+	local_ms = ((int64_t) before.tv_sec + after.tv_sec) * 500 +
+			   ((int64_t) before.tv_nsec + after.tv_nsec) / 2000000;
+	remora_engine_set_clock_offset((server_ms - local_ms) / 1000);
+	return hb;
+}
+
+/*
  * Is an incarnation recorded, so that the worker may claim?  After a new
  * session the heartbeat tells whether it goes on; one ended meanwhile (by
  * an administrator, or after a crash of the server) is replaced.
@@ -160,7 +186,7 @@ incarnation_ready(bool reconnected)
 
 	if (reconnected && recorded)
 	{
-		int hb = remora_call_heartbeat(incarnation);
+		int hb = heartbeat();
 
 		if (hb < 0)
 			return false;
@@ -187,7 +213,7 @@ incarnation_ready(bool reconnected)
 static bool
 renew(void)
 {
-	if (remora_call_heartbeat(incarnation) == 0)
+	if (heartbeat() == 0)
 	{
 		/* its leases lapse, its attempts stop; claim anew */
 		remora_rlog("incarnation %s was ended: its attempts stop", incarnation);

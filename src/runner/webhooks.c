@@ -104,9 +104,10 @@ start(RemoraEngine *engine, const char *incarnation)
 
 		memset(t, 0, sizeof(*t));
 		t->row = rows[i];
-		t->post = remora_webhook_post(
-			engine, t->row.url, t->row.id, t->row.key, sizeof(t->row.key),
-			(long long) time(NULL), t->row.body, err, sizeof(err));
+		t->post = remora_webhook_post(engine, t->row.url, t->row.id, t->row.key,
+									  sizeof(t->row.key),
+									  (long long) remora_engine_wall_time(),
+									  t->row.body, err, sizeof(err));
 		if (t->post == NULL)
 		{
 			/* not sent: recorded as a try that failed, not repeated */

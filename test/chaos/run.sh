@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 #
 # The chaos run: jobs of every source kind and exports of their results,
-# while the run kills, pauses and restarts whatever moves them and makes
-# their sources and the store misbehave.  Afterwards it checks that
+# while the run kills, pauses and restarts whatever moves them, cuts a
+# remora-worker off from PostgreSQL, the store or both for longer than the
+# lease (test/lib/partition.sh), and makes their sources and the store
+# misbehave.  Afterwards it checks that
 # nothing was lost or published twice:
 #
 #   - every job ended, succeeded or for a reason the run injected and names
@@ -43,6 +45,7 @@
 # REMORA_STORE chooses the target store (s3rver or rgw), as for test/e2e.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
+. "$(dirname "$0")/../lib/partition.sh"
 
 MODE=ci
 SCHEDULE_ONLY=
@@ -69,6 +72,7 @@ fi
 N_JOBS=$((N_HTTP + N_PREFIX + N_HUB))
 PART=5242880	# remora.part_size (test/lib/stack.sh): a larger http object goes in parts
 PAUSE_SECONDS=6	# a SIGSTOP lasts past the lease (4 s)
+PARTITION_SECONDS=10	# and a partition well past it
 
 # ---- the schedule: every random draw of the run, from the seed, here ----
 RANDOM=$SEED
@@ -118,13 +122,23 @@ for ((i = 2; i > 0; i--)); do
 	k=$((RANDOM % (i + 1)))
 	t=${TARGET_FIRST[i]} TARGET_FIRST[i]=${TARGET_FIRST[k]} TARGET_FIRST[k]=$t
 done
+# the first three partitions cut a remora-worker off from PostgreSQL, from
+# the store and from both, in a drawn order
+PARTITION_FIRST=(postgres store both)
+for ((i = 2; i > 0; i--)); do
+	k=$((RANDOM % (i + 1)))
+	t=${PARTITION_FIRST[i]} PARTITION_FIRST[i]=${PARTITION_FIRST[k]} PARTITION_FIRST[k]=$t
+done
 TF=0	# target faults drawn so far
+NP=0	# partitions drawn so far
 i=0
 for ((at = 0; at < SECONDS_TOTAL; at += 1 + RANDOM % 4)); do
 	pick kill_bgworker kill_bgworker kill_bgworker kill_launcher restart_pg restart_pg \
 		kill_external kill_external pause_bgworker pause_external pause_external \
 		source_fault source_fault source_fault source_fault target_fault target_fault target_fault \
-		hub_fault change_source cancel
+		hub_fault change_source cancel partition
+	# every run has a partition: the first injection past 30 s, if none yet
+	[ "$NP" -gt 0 ] || [ "$at" -lt 30 ] || P=partition
 	INJ_AT[i]=$at INJ_KIND[i]=$P INJ_ARG[i]='' INJ_R[i]=$RANDOM INJ_EXPORT[i]=$((RANDOM % 100 < 60))
 	case ${INJ_KIND[i]} in
 	source_fault)	# one GET of an http source: "FILE ACTION"
@@ -170,6 +184,11 @@ for ((at = 0; at < SECONDS_TOTAL; at += 1 + RANDOM % 4)); do
 		f=$P
 		pick 500 503 429
 		INJ_ARG[i]="$f $P"
+		;;
+	partition)	# a remora-worker cut off for PARTITION_SECONDS: from what
+		if [ "$NP" -lt 3 ]; then P=${PARTITION_FIRST[NP]}; else pick postgres store both; fi
+		NP=$((NP + 1))
+		INJ_ARG[i]=$P
 		;;
 	esac
 	i=$((i + 1))
@@ -298,18 +317,25 @@ q "ALTER SYSTEM SET remora.hf_token = '$TOKEN'" >/dev/null
 q "SELECT pg_reload_conf()" >/dev/null
 settled() { [ "$(grep -c "new settings in effect" "$LOG" || true)" -ge 2 ]; }
 wait_for 30 settled || echo "# the background workers did not say that the new settings are in effect"
-CONNINFO="host=$T/pg port=$PG_PORT dbname=postgres user=rw"
-declare -A EXT=()	# label -> pid of the running remora-workers
+# the remora-workers connect over TCP, each as an OS user of its own
+# (remora_chaos_u1, _u2: a replacement takes the user of the one it
+# replaces), so that a partition can cut one off (test/lib/partition.sh)
+CONNINFO="host=127.0.0.1 port=$PG_PORT dbname=postgres user=rw"
+declare -A EXT=() EXT_USER=()	# label -> pid, OS user of the running remora-workers
 NEXT_W=1
-new_external() {
+new_external() {	# new_external USER
 	local name=w$NEXT_W
 	NEXT_W=$((NEXT_W + 1))
-	start_remora_worker "$name" --label "$name" --concurrency 2 "$CONNINFO"
-	disown "$REMORA_WORKER_PID"	# its kill -9 is the point: no notice of it
-	EXT[$name]=$REMORA_WORKER_PID
+	(partition_run "$1" "$(pg_config --bindir)/remora-worker" --label "$name" --concurrency 2 "$CONNINFO") \
+		>>"$T/$name.log" 2>&1 &
+	echo "$! KILL" >>"$SERVICES_DIR/pids"
+	disown $!	# its kill -9 is the point: no notice of it
+	EXT[$name]=$! EXT_USER[$name]=$1
 }
-new_external
-new_external
+for u in remora_chaos_u1 remora_chaos_u2; do
+	partition_user "$u" || { not_ok "the remora-workers' OS user $u and its filter are set up"; exit 1; }
+	new_external "$u"
+done
 # ext_name DRAW: one of the running remora-workers, by the draw
 ext_name() { printf '%s\n' "${!EXT[@]}" | sort -V | sed -n "$(($1 % ${#EXT[@]} + 1))p"; }
 
@@ -372,7 +398,7 @@ inject() {	# inject I: the schedule's injection I
 		name=$(ext_name "$r")
 		kill -9 "${EXT[$name]}" 2>/dev/null && note "$kind" "$name"
 		unset "EXT[$name]"
-		new_external
+		new_external "${EXT_USER[$name]}"
 		;;
 	pause_bgworker)
 		pid=$(nth "$r" "SELECT pid FROM pg_stat_activity WHERE backend_type = 'remora worker'")
@@ -382,6 +408,10 @@ inject() {	# inject I: the schedule's injection I
 	pause_external)
 		name=$(ext_name "$r")
 		pause "${EXT[$name]}" && note "$kind" "$name"
+		;;
+	partition)	# one not cut off already; healed while the run goes on
+		name=$(ext_name "$r")
+		cut_off "${EXT_USER[$name]}" && note "$kind" "$name from $arg"
 		;;
 	source_fault)
 		f=${arg%% *}.bin action=${arg#* }
@@ -428,6 +458,25 @@ inject() {	# inject I: the schedule's injection I
 	esac
 }
 
+# cut_off USER: cut USER's remora-worker off from what the injection's
+# argument names, and heal it PARTITION_SECONDS later (what the filter
+# dropped counted in $T/dropped)
+cut_off() {
+	local user=$1
+	! nft list chain inet "$PARTITION_TABLE" "$user" | grep -q drop || return 1
+	case $arg in
+	postgres) partition_cut "$user" "$PG_PORT" ;;
+	store) partition_cut "$user" "$S3_PROXY" "$S3_PORT" ;;
+	both) partition_cut "$user" "$PG_PORT" "$S3_PROXY" "$S3_PORT" ;;
+	esac || return 1
+	{
+		sleep "$PARTITION_SECONDS"
+		partition_dropped "$user" >>"$T/dropped"
+		partition_heal "$user"
+	} &
+	PAUSERS+=($!)
+}
+
 # ---- the run: jobs submitted through most of it, exports of what
 # succeeded, the injections at the seconds of the schedule ----
 t0=$(date +%s)
@@ -451,6 +500,7 @@ curl -s "http://127.0.0.1:$SRC_PROXY/__reset" >/dev/null
 curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
 for p in "${PAUSERS[@]}"; do wait "$p" 2>/dev/null || true; done
 for name in "${!EXT[@]}"; do kill -CONT "${EXT[$name]}" 2>/dev/null || true; done
+HEALED=$(q "SELECT now()")
 echo "# $(date +%T) injections stopped: $(for k in "${!INJECTED[@]}"; do printf '%s %s, ' "$k" "${INJECTED[$k]}"; done)"
 exportable() {
 	[ -n "$(qr "SELECT 1 FROM remora.jobs j WHERE source_kind <> 'export' AND state = 'succeeded' AND idempotency_key LIKE 'chaos-%'
@@ -610,6 +660,13 @@ check_eq "the server log has no PANIC, failed assertion or leak warning" \
 check_eq "nor have the remora-workers' logs a crash or an assertion" \
 	"$(cat "$T"/w*.log | grep -ciE 'assertion|segmentation fault|core dumped' || true)" 0
 kills=$((${INJECTED[kill_bgworker]:-0} + ${INJECTED[kill_launcher]:-0} + ${INJECTED[restart_pg]:-0} + ${INJECTED[kill_external]:-0}))
+# the partitions: some packets dropped, and every remora-worker cut off
+# reconnected (the global checks above cover its attempts and staging)
+beating() {
+	[ "$(q "SELECT count(*) FROM remora_workers WHERE kind = 'external' AND stopped_at IS NULL AND heartbeat_at > '$HEALED'")" = "${#EXT[@]}" ]
+}
+check "the run cut remora-workers off ${INJECTED[partition]:-0} times ($(awk '{ n += $1 } END { print n + 0 }' "$T/dropped" 2>/dev/null || echo 0) packets dropped), and each one live beats again since the heal" \
+	eval '[ "${INJECTED[partition]:-0}" -ge 1 ] && wait_for 60 beating'
 check "the run injected kills and restarts ($kills) and faults of $(echo "${!INJECTED[@]}" | wc -w) kinds" \
 	test "$kills" -ge $((SECONDS_TOTAL / 30)) -a "$(echo "${!INJECTED[@]}" | wc -w)" -ge 8
 # a kill or pause whose target the run could not find is not counted: each
@@ -617,7 +674,7 @@ check "the run injected kills and restarts ($kills) and faults of $(echo "${!INJ
 # backend type that does not exist, and killed no background worker)
 declare -A PLANNED=()	# kind -> times the schedule holds it
 for k in "${INJ_KIND[@]}"; do PLANNED[$k]=$((${PLANNED[$k]:-0} + 1)); done
-PROCESS_KINDS="kill_bgworker kill_launcher kill_external restart_pg pause_bgworker pause_external"
+PROCESS_KINDS="kill_bgworker kill_launcher kill_external restart_pg pause_bgworker pause_external partition"
 every_process_kind() {	# those the schedule holds three times or more
 	local k
 	for k in $PROCESS_KINDS; do

@@ -13,7 +13,7 @@ postgresql-server-dev-15 libcurl4-openssl-dev libssl-dev libxml2-dev
 libmicrohttpd-dev libpq-dev nginx curl ca-certificates bc openssl"
 REMORA_DEB_PACKAGES="$REMORA_DEB_RUNTIME postgresql-15-cron libipc-run-perl
 awscli tinyproxy clang clang-format cppcheck libclang-rt-14-dev valgrind jq
-chromium spin sqlsmith faketime iproute2 python3
+chromium spin sqlsmith faketime iproute2 python3 nftables
 debhelper postgresql-server-dev-all"
 # Ceph's RADOS Gateway, the second target store of the end-to-end tests
 # (test/lib/rgw.sh), without what its packages only recommend (ceph-mgr's
