@@ -403,6 +403,17 @@ export_flush(int i)
 
 /* ------------------------------------------------------------- finish */
 
+/* The wait before the next try after the n-th failed call (n >= 1) */
+static int64_t
+call_backoff_ms(int n)
+{
+	int64_t backoff = CALL_BACKOFF_MS;
+
+	while (--n > 0 && backoff < CALL_BACKOFF_MAX_MS)
+		backoff *= 2;
+	return backoff < CALL_BACKOFF_MAX_MS ? backoff : CALL_BACKOFF_MAX_MS;
+}
+
 /*
  * A commit or fail call of a failed: true to give the attempt up, false
  * to try again once its backoff has passed.
@@ -411,19 +422,13 @@ static bool
 give_up_calls(Attempt *a, const char *what)
 {
 	int64_t now = remora_clock_ms();
-	int64_t backoff = CALL_BACKOFF_MS;
 
 	if (a->call_failures++ == 0)
 		a->first_call_failure_ms = now;
 	if (a->call_failures < CALL_TRIES ||
 		now - a->first_call_failure_ms < CALL_PATIENCE_MS)
 	{
-		for (int i = 1; i < a->call_failures && backoff < CALL_BACKOFF_MAX_MS;
-			 i++)
-			backoff *= 2;
-		a->next_call_ms =
-			now +
-			(backoff < CALL_BACKOFF_MAX_MS ? backoff : CALL_BACKOFF_MAX_MS);
+		a->next_call_ms = now + call_backoff_ms(a->call_failures);
 		return false;
 	}
 	remora_rlog("job %" PRId64 " attempt %s: %s failed %d times, giving the "
