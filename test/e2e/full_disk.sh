@@ -194,6 +194,8 @@ check_eq "every attempt running when the disk filled was committed by itself or 
 		  FROM remora.results r JOIN chain c USING (job_id, attempt_id)")" "4/4"
 check_eq "no attempt restarted from zero" \
 	"$(q "SELECT count(*) FROM remora.attempts WHERE restart_reason IS NOT NULL")" 0
+q "SELECT job_id, restart_reason FROM remora.attempts WHERE restart_reason IS NOT NULL" |
+	sed 's/^/# restarted from zero: job|reason: /'
 check "the resumed transfers asked the source for ranges" \
 	grep -q '"GET /slow/large[1-4].bin HTTP/1.1" 206' "$T/nginx/access.log"
 q "SELECT a.job_id, a.state, coalesce(i.label, i.kind), old.bytes, n.attempt_id = a.attempt_id
