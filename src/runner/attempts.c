@@ -27,8 +27,16 @@
  * expired, so that it never commits afterwards.  Safety does not depend
  * on it: remora.commit refuses an attempt that lost its authority.
  *
- * A commit or fail call that failed is tried again next round, at most
- * CALL_TRIES times; then the attempt is given up and its lease lapses.
+ * A commit or fail call that failed is tried again in a later round,
+ * further apart each time (CALL_BACKOFF_MS doubled, at most
+ * CALL_BACKOFF_MAX_MS), for as long as the attempt holds its lease, but
+ * given up once it has failed CALL_TRIES times over CALL_PATIENCE_MS;
+ * then the attempt's lease lapses and the job is retried.  Patience, not
+ * a count alone: a server whose disk is full refuses every write for as
+ * long as its operator takes to free space, and a count spent in a
+ * quarter of a second threw a finished transfer away (the next attempt
+ * transfers again all after the last checkpoint: a small object, all of
+ * it) while the attempt could still have committed it.
  * Members and references a checkpoint carries are kept until the
  * transaction that recorded them has committed, and offered again
  * otherwise, also with the commit.  Documents come from the codec
@@ -48,7 +56,10 @@
 #include "runner/attempts.h"
 #include "runner/state.h"
 
-#define CALL_TRIES 5
+#define CALL_TRIES          5
+#define CALL_PATIENCE_MS    (5 * 60 * 1000)
+#define CALL_BACKOFF_MS     100
+#define CALL_BACKOFF_MAX_MS 5000
 
 typedef struct Attempt
 {
@@ -64,6 +75,8 @@ typedef struct Attempt
 	bool           restart_reported;
 	bool           renew_blocked; /* the last renewal failed: renew it last */
 	int            call_failures;
+	int64_t        first_call_failure_ms;
+	int64_t        next_call_ms; /* a failed commit or fail call: when again */
 	char          *commit_doc;
 	RemoraDocs     unsent; /* members or references not yet recorded */
 	int64_t        fence_ms;
@@ -390,11 +403,34 @@ export_flush(int i)
 
 /* ------------------------------------------------------------- finish */
 
+/* The wait before the next try after the n-th failed call (n >= 1) */
+static int64_t
+call_backoff_ms(int n)
+{
+	int64_t backoff = CALL_BACKOFF_MS;
+
+	while (--n > 0 && backoff < CALL_BACKOFF_MAX_MS)
+		backoff *= 2;
+	return backoff < CALL_BACKOFF_MAX_MS ? backoff : CALL_BACKOFF_MAX_MS;
+}
+
+/*
+ * A commit or fail call of a failed: true to give the attempt up, false
+ * to try again once its backoff has passed.
+ */
 static bool
 give_up_calls(Attempt *a, const char *what)
 {
-	if (++a->call_failures < CALL_TRIES)
+	int64_t now = remora_clock_ms();
+
+	if (a->call_failures++ == 0)
+		a->first_call_failure_ms = now;
+	if (a->call_failures < CALL_TRIES ||
+		now - a->first_call_failure_ms < CALL_PATIENCE_MS)
+	{
+		a->next_call_ms = now + call_backoff_ms(a->call_failures);
 		return false;
+	}
 	remora_rlog("job %" PRId64 " attempt %s: %s failed %d times, giving the "
 				"attempt up; its lease lapses and the job is retried",
 				a->job_id, a->attempt_id, what, a->call_failures);
@@ -452,12 +488,19 @@ report_success(Attempt *a)
 	return ok ? DONE : REFUSED;
 }
 
+/* May this attempt call commit or fail now (its backoff past)? */
+static bool
+may_call(const Attempt *a)
+{
+	return remora_clock_ms() >= a->next_call_ms;
+}
+
 /* May this attempt commit now?  (Past its fence it is stopped.) */
 static bool
 may_commit(const Attempt *a)
 {
 	return remora_task_state(a->task) == REMORA_TASK_SUCCEEDED &&
-		   remora_clock_ms() < a->fence_ms;
+		   remora_clock_ms() < a->fence_ms && may_call(a);
 }
 
 /*
@@ -574,7 +617,7 @@ remora_attempts_finish(void)
 		if (st == REMORA_TASK_SUCCEEDED)
 		{
 			if (!committing[i])
-				continue; /* its fence stops it */
+				continue; /* its fence stops it, or its backoff runs */
 			if (outcome[i] == DONE)
 				remora_rlog("job %" PRId64 " attempt %s committed its result",
 							a->job_id, a->attempt_id);
@@ -584,7 +627,7 @@ remora_attempts_finish(void)
 				continue;
 			forget_attempt(i);
 		}
-		else if (st == REMORA_TASK_FAILED && report_failure(i))
+		else if (st == REMORA_TASK_FAILED && may_call(a) && report_failure(i))
 			forget_attempt(i);
 	}
 }

@@ -92,6 +92,7 @@ static struct
 	int       fail_next_start;
 	Answer    renew[MAX_JOBS], commit[MAX_JOBS];
 	bool      fail_exec_fails[MAX_JOBS];
+	bool      commit_exec_fails[MAX_JOBS]; /* every commit, while set */
 	int64_t   rate[MAX_JOBS]; /* rate_limits: 0 no row, -1 NULL, else it */
 	bool      rate_fails;
 	char      cleanup[256]; /* staging_to_clean's row: attempt id, or "" */
@@ -247,6 +248,8 @@ fake_exec(void *host, const char *what, const char *sql, int nparams,
 		c->failed = h.fail_next_start-- > 0;
 	else if (strcmp(c->fn, "renew") == 0)
 		c->failed = h.renew[c->job] == ANSWER_EXEC_FAILS;
+	else if (strcmp(c->fn, "commit") == 0 && h.commit_exec_fails[c->job])
+		c->failed = true;
 	else if (strcmp(c->fn, "commit") == 0 &&
 			 h.commit[c->job] == ANSWER_EXEC_FAILS)
 	{

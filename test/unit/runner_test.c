@@ -241,8 +241,12 @@ test_commit(FakeS3 *s3)
 			  count("fail", 6) == 0,
 		  "a commit that could not run: the attempt waits, nothing failed");
 	(void) round_with(false, false);
+	CHECK(count("commit", 6) == 1 && h.slots[6].ended == 0,
+		  "not tried again at once");
+	fake_now += 100;
+	(void) round_with(false, false);
 	CHECK(count("commit", 6) == 2 && h.slots[6].ended == 1,
-		  "committed the next round");
+		  "committed in a round after its backoff");
 
 	queue(7, http_job(7, s3->port, "/bkt/src/a.bin"));
 	(void) round_with(false, true);
@@ -281,6 +285,62 @@ test_commit(FakeS3 *s3)
 		  "refused although it holds the job: failed, retryable, internal");
 }
 
+/* Rounds a second apart for seconds s; the commits of job sent meanwhile */
+static int
+seconds_of_rounds(int s, int job)
+{
+	int mark = h.ncalls;
+
+	for (int i = 0; i < s; i++)
+	{
+		fake_now += 1000;
+		(void) round_with(false, false);
+	}
+	return count_from(mark, "commit", job);
+}
+
+/*
+ * A server that refuses every write (its disk full) for minutes: a
+ * finished transfer waits to be committed, its lease renewed, its commit
+ * tried again further apart; it is given up only after five minutes.
+ */
+static void
+test_commit_patience(FakeS3 *s3)
+{
+	int mark_log, sent;
+
+	queue(15, http_job(15, s3->port, "/bkt/src/a.bin"));
+	(void) round_with(false, true);
+	CHECK(engine_until_succeeded(15, 0), "job 15 succeeded");
+	h.commit_exec_fails[15] = true;
+	sent = seconds_of_rounds(120, 15);
+	CHECK(h.slots[15].ended == 0 && count("fail", 15) == 0 &&
+			  count("renew", 15) >= 10,
+		  "commits failing for two minutes: the attempt keeps its result "
+		  "and its lease");
+	CHECK(sent >= 10 && sent <= 40,
+		  "its commit tried again, at most every 5 s once backed off");
+	h.commit_exec_fails[15] = false;
+	(void) seconds_of_rounds(6, 15);
+	CHECK(h.slots[15].ended == 1 && count("fail", 15) == 0 &&
+			  h.calls[first_from(0, "commit", 15)].failed &&
+			  !last("commit", 15)->failed,
+		  "once the server takes writes again, it is committed");
+
+	queue(16, http_job(16, s3->port, "/bkt/src/a.bin"));
+	(void) round_with(false, true);
+	CHECK(engine_until_succeeded(16, 0), "job 16 succeeded");
+	h.commit_exec_fails[16] = true;
+	mark_log = h.nlog;
+	(void) seconds_of_rounds(290, 16);
+	CHECK(h.slots[16].ended == 0, "still held after 290 s");
+	(void) seconds_of_rounds(20, 16);
+	CHECK(h.slots[16].ended == 1 && count("fail", 16) == 0 &&
+			  logged_from(mark_log, "giving the attempt up"),
+		  "after five minutes it is given up, left to its lease");
+	h.commit_exec_fails[16] = false;
+}
+
 static void
 test_refusals(FakeS3 *s3)
 {
@@ -316,12 +376,20 @@ test_refusals(FakeS3 *s3)
 	h.fail_exec_fails[13] = true;
 	queue(13, http_job(13, 0, "http://10.1.2.3/x"));
 	(void) round_with(false, true);
-	ROUNDS_UNTIL(count("fail", 13) >= 2);
+	for (int i = 0; i < 100 && count("fail", 13) < 2; i++)
+	{
+		fake_now += 100; /* past the backoff of the failed call */
+		turn_round();
+	}
 	CHECK(count("fail", 13) >= 2 && h.slots[13].started == 1 &&
 			  h.slots[13].ended == 0,
 		  "a failure that could not be reported is reported again");
 	h.fail_exec_fails[13] = false;
-	ROUNDS_UNTIL(h.slots[13].ended > 0);
+	for (int i = 0; i < 100 && h.slots[13].ended == 0; i++)
+	{
+		fake_now += 100;
+		turn_round();
+	}
 	CHECK(h.slots[13].ended == 1 && failed_with(13, "policy", false),
 		  "a source the network policy closes: failed, policy, final");
 }
@@ -409,8 +477,8 @@ int
 main(void)
 {
 	static void (*const tests[])(FakeS3 *) = {
-		test_incarnation, test_claim_and_renew, test_fence, test_commit,
-		test_refusals,    test_sweep,           test_stop};
+		test_incarnation,     test_claim_and_renew, test_fence, test_commit,
+		test_commit_patience, test_refusals,        test_sweep, test_stop};
 	int fd = silent_listener(&silent_port);
 
 	if (fd < 0 || !fake_s3_run(tests, sizeof(tests) / sizeof(tests[0])))
