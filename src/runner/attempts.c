@@ -643,8 +643,10 @@ start_task(RemoraWork *w, const RemoraClaimRow *row, Attempt *a,
 {
 	const RemoraRunnerConfig *cfg = &remora_runner.cfg;
 	RemoraEngine             *engine = remora_runner.engine;
-	int                       connections =
-        w->connections > 0 ? (int) w->connections : cfg->connections;
+	/* the job's own number, the setting's, or 0 there: as many as pay */
+	int connections = w->connections > 0     ? (int) w->connections
+					  : cfg->connections > 0 ? cfg->connections
+											 : REMORA_CONNECTIONS_ADAPT;
 
 	switch (w->kind)
 	{

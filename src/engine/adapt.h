@@ -1,0 +1,79 @@
+/*-------------------------------------------------------------------------
+ *
+ * adapt.h
+ *	  How many ranged GETs one object gets, when its job does not pin a
+ *	  number (options.connections): a controller that adds a connection
+ *	  while each one it adds raises the object's byte rate.
+ *
+ * The rule (remora_adapt_tick):
+ *
+ *	  Every REMORA_ADAPT_WINDOW_MS the rate of the window just ended (bytes
+ *	  from the source / elapsed time) is taken at the current count n.
+ *	  With no baseline yet, that rate becomes the baseline (rate b at count
+ *	  m = n) and one connection is added.  With a baseline, the addition is
+ *	  judged: it paid when the total rose by more than
+ *	  REMORA_ADAPT_GAIN_PCT percent of one connection's share of the
+ *	  baseline, (rate - b) > b / m * GAIN / 100.  Then the window's rate
+ *	  is the new baseline and one more connection is added, up to max.
+ *	  When it did not pay, the count goes back to m and stops growing for
+ *	  REMORA_ADAPT_HOLD_MS; after that it measures and probes again (the
+ *	  source may give more later).
+ *
+ *	  A throttle (a 503 or 429 from the source, SlowDown from the store, a
+ *	  connection reset) removes one connection at once (never below 1),
+ *	  forgets the baseline and stops growing for REMORA_ADAPT_HOLD_MS.
+ *
+ * A pure function of the clock and byte counts it is given: the unit
+ * tests drive it with a fake clock.  Ranges.c applies the count: it
+ * starts a GET while fewer than n run, and lets a GET above n finish
+ * without starting another.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REMORA_ADAPT_H
+#define REMORA_ADAPT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define REMORA_ADAPT_START     2    /* connections an object starts with */
+#define REMORA_ADAPT_WINDOW_MS 1000 /* one measurement per count */
+#define REMORA_ADAPT_GAIN_PCT  10   /* of one connection's share */
+#define REMORA_ADAPT_HOLD_MS   20000
+
+/*
+ * Memory bound of an adaptive object: its part buffers (one per
+ * connection, REMORA_PARTS_IN_FLIGHT more for uploads) stay within this,
+ * whatever remora.max_connections_per_host allows.
+ */
+#define REMORA_ADAPT_MEMORY (512L * 1024 * 1024)
+
+typedef enum RemoraAdaptEvent
+{
+	REMORA_ADAPT_NONE,
+	REMORA_ADAPT_GREW,    /* the last addition paid: one more */
+	REMORA_ADAPT_SETTLED, /* it did not: back to the baseline's count */
+	REMORA_ADAPT_BACKOFF  /* throttled: one fewer */
+} RemoraAdaptEvent;
+
+typedef struct RemoraAdapt
+{
+	int     n;         /* connections allowed now */
+	int     max;       /* the bound */
+	int64_t win_start; /* ms: the current window began */
+	int64_t win_bytes; /* the byte count then */
+	double  base_rate; /* bytes/s at base_n; base_n 0: no baseline */
+	int     base_n;
+	double  last_rate;  /* the last window's, for the log */
+	int64_t hold_until; /* ms: no growth before */
+} RemoraAdapt;
+
+extern void remora_adapt_init(RemoraAdapt *a, int max, int64_t now_ms,
+							  int64_t bytes);
+extern RemoraAdaptEvent remora_adapt_tick(RemoraAdapt *a, int64_t now_ms,
+										  int64_t bytes);
+extern RemoraAdaptEvent remora_adapt_throttled(RemoraAdapt *a, int64_t now_ms,
+											   int64_t bytes);
+extern int              remora_adapt_bound(int max_per_host, int64_t part_size);
+
+#endif /* REMORA_ADAPT_H */
