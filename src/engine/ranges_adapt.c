@@ -86,7 +86,8 @@ remora_xfer_adapt_tick(Transfer *task)
 	RemoraAdaptEvent ev;
 	int              was = task->connections;
 
-	if (!task->adaptive || !task->ranged)
+	/* every range asked for: the tail's falling rate is no verdict */
+	if (!task->adaptive || !task->ranged || task->range_next > task->range_last)
 		return;
 	ev = remora_adapt_tick(&task->adapt, remora_now_ms(), task->src_bytes);
 	if (ev == REMORA_ADAPT_NONE)
