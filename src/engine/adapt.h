@@ -36,7 +36,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define REMORA_ADAPT_START     2    /* connections an object starts with */
+/*
+ * Connections an object starts with: the fixed count of earlier releases,
+ * so that no source is read with fewer than before.
+ */
+#define REMORA_ADAPT_START     4
 #define REMORA_ADAPT_WINDOW_MS 1000 /* one measurement per count */
 #define REMORA_ADAPT_GAIN_PCT  10   /* of one connection's share */
 #define REMORA_ADAPT_HOLD_MS   20000

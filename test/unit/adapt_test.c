@@ -65,21 +65,24 @@ static void
 store_bound_source_stops(void)
 {
 	RemoraAdapt a;
-	/* 3 connections' worth, then the store takes no more */
-	Source  s = {100.0 * 1024 * 1024, 300.0 * 1024 * 1024};
+	/* one connection more than the start's worth, then no more */
+	Source  s = {100.0 * 1024 * 1024,
+				 (REMORA_ADAPT_START + 1) * 100.0 * 1024 * 1024};
 	int64_t now = 0;
 	double  bytes = 0;
 	int     most;
 
 	remora_adapt_init(&a, 16, now, 0);
 	most = drive(&a, &s, &now, &bytes, 10000);
-	CHECK(most == 4, "store-bound: probes one past what pays (most %d)", most);
-	CHECK(a.n == 3, "store-bound: settles where the rate stopped rising (%d)",
-		  a.n);
+	CHECK(most == REMORA_ADAPT_START + 2,
+		  "store-bound: probes one past what pays (most %d)", most);
+	CHECK(a.n == REMORA_ADAPT_START + 1,
+		  "store-bound: settles where the rate stopped rising (%d)", a.n);
 	most = drive(&a, &s, &now, &bytes, (int) (a.hold_until - now) - 100);
-	CHECK(most == 3, "store-bound: no growth while it holds (most %d)", most);
+	CHECK(most == REMORA_ADAPT_START + 1,
+		  "store-bound: no growth while it holds (most %d)", most);
 	most = drive(&a, &s, &now, &bytes, 20000);
-	CHECK(most <= 4 && a.n == 3,
+	CHECK(most <= REMORA_ADAPT_START + 2 && a.n == REMORA_ADAPT_START + 1,
 		  "store-bound: a later probe finds the same (most %d, now %d)", most,
 		  a.n);
 }

@@ -571,7 +571,7 @@ test_adaptive(Server *s, const char *want)
 	CHECK(s->ranged_gets == 7 && s->max_active >= 2,
 		  "adaptive: ranges from the start, overlapping (%d GETs, %d at once)",
 		  s->ranged_gets, s->max_active);
-	CHECK(strstr(engine_log, "ranged connections 0 -> 2 at") != NULL,
+	CHECK(strstr(engine_log, "ranged connections 0 -> 4 at") != NULL,
 		  "adaptive: logs the start count (%s)", engine_log);
 
 	server_reset(s, 20);
@@ -589,7 +589,7 @@ test_adaptive(Server *s, const char *want)
 			  strstr(engine_log, "answered a part with HTTP 503 SlowDown") !=
 				  NULL,
 		  "adaptive, throttled: each back-off logged (%s)", engine_log);
-	CHECK(strstr(engine_log, "ranged connections 2 -> 1 at") != NULL,
+	CHECK(strstr(engine_log, "ranged connections 4 -> 3 at") != NULL,
 		  "adaptive, throttled: a connection fewer (%s)", engine_log);
 
 	server_reset(s, 20);
