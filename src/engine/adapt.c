@@ -30,10 +30,12 @@ remora_adapt_bound(int max_per_host, int64_t part_size)
 	return n < REMORA_ADAPT_START ? REMORA_ADAPT_START : (int) n;
 }
 
+/* The next window: at once, or after a change once the count settles. */
 static void
-new_window(RemoraAdapt *a, int64_t now_ms, int64_t bytes)
+new_window(RemoraAdapt *a, int64_t now_ms, int64_t bytes, bool changed)
 {
-	a->win_start = now_ms;
+	a->win_open = !changed;
+	a->win_start = now_ms + (changed ? REMORA_ADAPT_SETTLE_MS : 0);
 	a->win_bytes = bytes;
 }
 
@@ -46,7 +48,7 @@ remora_adapt_init(RemoraAdapt *a, int max, int64_t now_ms, int64_t bytes)
 	a->base_n = 0;
 	a->last_rate = 0;
 	a->hold_until = 0;
-	new_window(a, now_ms, bytes);
+	new_window(a, now_ms, bytes, true);
 }
 
 /* Did going from base_n to n connections raise the rate enough? */
@@ -68,18 +70,28 @@ remora_adapt_tick(RemoraAdapt *a, int64_t now_ms, int64_t bytes)
 	int64_t elapsed = now_ms - a->win_start;
 	double  rate;
 
+	if (!a->win_open)
+	{
+		/* settling: the window opens at the first call after it */
+		if (elapsed >= 0)
+			new_window(a, now_ms, bytes, false);
+		return REMORA_ADAPT_NONE;
+	}
 	if (elapsed < REMORA_ADAPT_WINDOW_MS)
 		return REMORA_ADAPT_NONE;
 	rate = (double) (bytes - a->win_bytes) * 1000.0 / (double) elapsed;
 	a->last_rate = rate;
-	new_window(a, now_ms, bytes);
 	if (now_ms < a->hold_until)
+	{
+		new_window(a, now_ms, bytes, false);
 		return REMORA_ADAPT_NONE;
+	}
 	if (a->base_n > 0 && !addition_paid(a, rate))
 	{
 		a->n = a->base_n;
 		a->base_n = 0;
 		a->hold_until = now_ms + REMORA_ADAPT_HOLD_MS;
+		new_window(a, now_ms, bytes, true);
 		return REMORA_ADAPT_SETTLED;
 	}
 	/* a first measurement, or the last addition paid: the new baseline */
@@ -88,9 +100,11 @@ remora_adapt_tick(RemoraAdapt *a, int64_t now_ms, int64_t bytes)
 	if (a->n >= a->max)
 	{
 		a->base_n = 0; /* at the bound: nothing to judge */
+		new_window(a, now_ms, bytes, false);
 		return REMORA_ADAPT_NONE;
 	}
 	a->n++;
+	new_window(a, now_ms, bytes, true);
 	return REMORA_ADAPT_GREW;
 }
 
@@ -102,6 +116,6 @@ remora_adapt_throttled(RemoraAdapt *a, int64_t now_ms, int64_t bytes)
 		a->n--;
 	a->base_n = 0;
 	a->hold_until = now_ms + REMORA_ADAPT_HOLD_MS;
-	new_window(a, now_ms, bytes);
+	new_window(a, now_ms, bytes, true);
 	return REMORA_ADAPT_BACKOFF;
 }

@@ -8,7 +8,10 @@
  * The rule (remora_adapt_tick):
  *
  *	  Every REMORA_ADAPT_WINDOW_MS the rate of the window just ended (bytes
- *	  from the source / elapsed time) is taken at the current count n.
+ *	  from the source / elapsed time) is taken at the current count n.  A
+ *	  window begins REMORA_ADAPT_SETTLE_MS after a change of the count, so
+ *	  that a new connection's first burst (its socket buffers filling)
+ *	  does not count as its rate.
  *	  With no baseline yet, that rate becomes the baseline (rate b at count
  *	  m = n) and one connection is added.  With a baseline, the addition is
  *	  judged: it paid when the total rose by more than
@@ -42,6 +45,7 @@
  */
 #define REMORA_ADAPT_START     4
 #define REMORA_ADAPT_WINDOW_MS 1000 /* one measurement per count */
+#define REMORA_ADAPT_SETTLE_MS 300  /* before a window, after a change */
 #define REMORA_ADAPT_GAIN_PCT  10   /* of one connection's share */
 #define REMORA_ADAPT_HOLD_MS   20000
 
@@ -64,7 +68,8 @@ typedef struct RemoraAdapt
 {
 	int     n;         /* connections allowed now */
 	int     max;       /* the bound */
-	int64_t win_start; /* ms: the current window began */
+	bool    win_open;  /* measuring; false: settling until win_start */
+	int64_t win_start; /* ms: the current window began (or begins) */
 	int64_t win_bytes; /* the byte count then */
 	double  base_rate; /* bytes/s at base_n; base_n 0: no baseline */
 	int     base_n;
