@@ -56,7 +56,8 @@ most_at_once() {
 	grep -F "\"GET $1 " "$ALOG" | awk '{ printf "%.3f 1\n%.3f -1\n", $1 - $2, $1 }' |
 		sort -k1,1n -k2,2n | awk '{ n += $2; if (n > m) m = n } END { print m + 0 }'
 }
-# the engine's lines about job J in the server log
+# the engine's lines about job J in the server log (LOG: test/lib/e2e.sh)
+# shellcheck disable=SC2153
 adapt_log() { grep -F "remora job $1: ranged connections" "$LOG" || true; }
 
 # the stack pins one connection; this script runs at the default
@@ -77,7 +78,7 @@ check "capped: more GETs at once than the four it starts with ($at_once)" \
 check "capped: no more at once than remora.max_connections_per_host ($at_once)" \
 	test "$at_once" -le "$(q "SHOW remora.max_connections_per_host")"
 lines=$(adapt_log "$j")
-echo "$lines" | sed 's/^/# /'
+sed 's/^/# /' <<<"$lines"
 check "capped: the log says it began with four" \
 	grep -q "ranged connections 0 -> 4 at .*: the ranges begin" <<<"$lines"
 check "capped: the log says a connection was added because it paid" \
@@ -96,7 +97,7 @@ check_eq "503s: the proxy refused two ranges" \
 check_eq "503s: every part came (8 ranged GETs answered 206)" \
 	"$(grep -F '"GET /c2/busy.bin ' "$ALOG" | awk '$3 == 206' | wc -l)" "8"
 lines=$(adapt_log "$j")
-echo "$lines" | sed 's/^/# /'
+sed 's/^/# /' <<<"$lines"
 check "503s: the log says it shrank, and why" \
 	grep -Eq "ranged connections ([0-9]+) -> [0-9]+ at .*: the source answered a range with HTTP 503" <<<"$lines"
 shrank=$(grep -F "HTTP 503" <<<"$lines" | awk '{ for (i = 1; i < NF; i++) if ($i == "->") { if ($(i + 1) < $(i - 1)) s = 1 } } END { print s + 0 }')
