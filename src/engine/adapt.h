@@ -46,8 +46,13 @@
 #define REMORA_ADAPT_START     4
 #define REMORA_ADAPT_WINDOW_MS 1000 /* one measurement per count */
 #define REMORA_ADAPT_SETTLE_MS 300  /* before a window, after a change */
-#define REMORA_ADAPT_GAIN_PCT  10   /* of one connection's share */
-#define REMORA_ADAPT_HOLD_MS   20000
+/*
+ * Of one connection's share: a connection that brings less than half of
+ * what each one brought before is not worth its part buffer, and a
+ * second's rate on a busy machine varies by more than a tenth.
+ */
+#define REMORA_ADAPT_GAIN_PCT 50
+#define REMORA_ADAPT_HOLD_MS  20000
 
 /*
  * Memory bound of an adaptive object: its part buffers (one per
