@@ -208,6 +208,8 @@ S=$(med "small-capped A")
 	echo "- $BIG capped: adaptive $(ratio "$(med "big-capped P4")" "$(med "big-capped A")")× the fixed four's speed."
 	echo "- $BIG uncapped (the store is the limit): adaptive $(ratio "$(med "big-open P4")" "$(med "big-open A")")× the fixed four's speed."
 	echo
+	echo "Each round runs the methods in the order of the table (A first of each case)."
+	echo
 	echo "![Ranged connections over time, round 1](adaptive-connections.png)"
 } >"$REPORT"
 cat "$REPORT"

@@ -7,7 +7,8 @@
 # GETs in flight at once (counted from the source's access log) exceed
 # the start.  A source that answers some ranges 503 is backed off from: a
 # connection fewer, said in the server log, the refused ranges asked for
-# again in the same attempt.  No speeds are asserted (bench/adaptive.sh
+# again in the same attempt; so is a part the store answers SlowDown.
+# No speeds are asserted (bench/adaptive.sh
 # measures them).
 #
 . "$(dirname "$0")/../lib/e2e.sh"
@@ -102,5 +103,18 @@ check "503s: the log says it shrank, and why" \
 	grep -Eq "ranged connections ([0-9]+) -> [0-9]+ at .*: the source answered a range with HTTP 503" <<<"$lines"
 shrank=$(grep -F "HTTP 503" <<<"$lines" | awk '{ for (i = 1; i < NF; i++) if ($i == "->") { if ($(i + 1) < $(i - 1)) s = 1 } } END { print s + 0 }')
 check_eq "503s: a connection fewer after a 503 (from more than one)" "$shrank" "1"
+
+# --- the store answers a part SlowDown: fewer uploads at once, the part
+# sent again after the pause, in the same attempt
+rule "$S3_PROXY" "match=partNumber=2%26&method=PUT&action=s3error:SlowDown:503&count=1"
+j=$(q "SELECT remora_submit('http://127.0.0.1:$RATE_PORT/c2/busy.bin')")
+check "SlowDown: the job succeeds" wait_state "$j" succeeded 180
+verify "$j" busy.bin
+check_eq "SlowDown: in one attempt" \
+	"$(q "SELECT count(*) FROM remora.attempts WHERE job_id = $j")" "1"
+check_eq "SlowDown: the store's proxy refused part 2 once" \
+	"$(hits "$S3_PROXY" 'partNumber=2%26')" "2"
+check "SlowDown: the log says the store refused a part" \
+	grep -q "the store answered a part with HTTP 503 SlowDown" <<<"$(adapt_log "$j")"
 
 e2e_finish
