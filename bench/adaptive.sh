@@ -10,8 +10,8 @@
 # test S3 server, all on 127.0.0.1:
 #
 #   A    adaptive (REMORA_CONNECTIONS=adapt: what a job without
-#        options.connections gets at remora.object_connections 0)
-#   P4   pinned at 4 (the default of remora.object_connections before)
+#        options.connections gets: from remora.object_connections, 4)
+#   P4   pinned at 4 (options.connections 4: the fixed count of before)
 #   D    rclone copyurl (one stream), capped source, SIZE only
 #
 # Cases: SIZE capped (A P4 D), BIG capped (A P4) and BIG open (A P4),
@@ -184,7 +184,7 @@ S=$(med "small-capped A")
 	echo "interleaved rounds, every copy read back and its SHA-256 checked.  The engine"
 	echo "runs as \`test/engine/fetch\` (\`gcc -O2\`) at the defaults (part size $PART, 16"
 	echo "connections a host) at commit $(git -C "$ROOT" rev-parse --short HEAD): A adapts"
-	echo "(a job without \`options.connections\`, \`remora.object_connections\` 0), P4 is"
+	echo "(a job without \`options.connections\`, from \`remora.object_connections\` 4), P4 is"
 	echo "pinned at 4 (the default before); D is rclone $(rclone version | head -n 1 | cut -d' ' -f2) \`copyurl\`."
 	echo "Machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end."
 	echo

@@ -40,10 +40,12 @@ new_window(RemoraAdapt *a, int64_t now_ms, int64_t bytes, bool changed)
 }
 
 void
-remora_adapt_init(RemoraAdapt *a, int max, int64_t now_ms, int64_t bytes)
+remora_adapt_init(RemoraAdapt *a, int start, int max, int64_t now_ms,
+				  int64_t bytes)
 {
 	a->max = max < 1 ? 1 : max;
-	a->n = REMORA_ADAPT_START < a->max ? REMORA_ADAPT_START : a->max;
+	a->start = start < 1 ? REMORA_ADAPT_START : start;
+	a->n = a->start < a->max ? a->start : a->max;
 	a->base_rate = 0;
 	a->base_n = 0;
 	a->last_rate = 0;

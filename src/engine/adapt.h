@@ -40,8 +40,9 @@
 #include <stdint.h>
 
 /*
- * Connections an object starts with: the fixed count of earlier releases,
- * so that no source is read with fewer than before.
+ * Connections an object starts with unless told (remora.object_connections
+ * says, default 4): the fixed count of earlier releases, so that no
+ * source is read with fewer than before.
  */
 #define REMORA_ADAPT_START     4
 #define REMORA_ADAPT_WINDOW_MS 1000 /* one measurement per count */
@@ -72,6 +73,7 @@ typedef enum RemoraAdaptEvent
 typedef struct RemoraAdapt
 {
 	int     n;         /* connections allowed now */
+	int     start;     /* the count it started with */
 	int     max;       /* the bound */
 	bool    win_open;  /* measuring; false: settling until win_start */
 	int64_t win_start; /* ms: the current window began (or begins) */
@@ -82,8 +84,8 @@ typedef struct RemoraAdapt
 	int64_t hold_until; /* ms: no growth before */
 } RemoraAdapt;
 
-extern void remora_adapt_init(RemoraAdapt *a, int max, int64_t now_ms,
-							  int64_t bytes);
+extern void             remora_adapt_init(RemoraAdapt *a, int start, int max,
+										  int64_t now_ms, int64_t bytes);
 extern RemoraAdaptEvent remora_adapt_tick(RemoraAdapt *a, int64_t now_ms,
 										  int64_t bytes);
 extern RemoraAdaptEvent remora_adapt_throttled(RemoraAdapt *a, int64_t now_ms,

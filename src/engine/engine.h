@@ -178,14 +178,15 @@ typedef struct RemoraTaskSpec
 
 	/*
 	 * Ranged GETs of the source in flight at once for a large object
-	 * (options.connections, default remora.object_connections); 0 or 1:
-	 * one GET; REMORA_CONNECTIONS_ADAPT: as many as pay (adapt.h), up to
-	 * max_connections_per_host and REMORA_ADAPT_MEMORY of part buffers.
+	 * (options.connections pins it); 0 or 1: one GET;
+	 * REMORA_CONNECTIONS_ADAPT(n): from n (remora.object_connections), as
+	 * many as pay (adapt.h), up to max_connections_per_host and
+	 * REMORA_ADAPT_MEMORY of part buffers.
 	 */
 	int connections;
 } RemoraTaskSpec;
 
-#define REMORA_CONNECTIONS_ADAPT (-1)
+#define REMORA_CONNECTIONS_ADAPT(start) (-(start))
 
 /*
  * A job of many members: every object under an S3 prefix (or one S3

@@ -29,7 +29,7 @@
 
 /*
  * The task's connection count from its spec: a pinned one (1..64), or
- * REMORA_CONNECTIONS_ADAPT: the controller's, from REMORA_ADAPT_START.
+ * REMORA_CONNECTIONS_ADAPT(start): the controller's, from start.
  */
 void
 remora_xfer_adapt_init(Transfer *task, int connections)
@@ -38,7 +38,7 @@ remora_xfer_adapt_init(Transfer *task, int connections)
 	int64_t             now = remora_now_ms();
 
 	task->upload_cap = INT_MAX;
-	if (connections != REMORA_CONNECTIONS_ADAPT)
+	if (connections >= 0)
 	{
 		task->connections = connections < 1    ? 1
 							: connections > 64 ? 64
@@ -48,7 +48,7 @@ remora_xfer_adapt_init(Transfer *task, int connections)
 	task->adaptive = true;
 	task->started_ms = now;
 	remora_adapt_init(
-		&task->adapt,
+		&task->adapt, -connections,
 		remora_adapt_bound(e->max_per_host, (int64_t) e->part_size), now, 0);
 	task->connections = task->adapt.n;
 }
@@ -73,8 +73,8 @@ remora_xfer_adapt_begin(Transfer *task)
 {
 	if (!task->adaptive)
 		return;
-	remora_adapt_init(&task->adapt, task->adapt.max, remora_now_ms(),
-					  task->src_bytes);
+	remora_adapt_init(&task->adapt, task->adapt.start, task->adapt.max,
+					  remora_now_ms(), task->src_bytes);
 	task->connections = task->adapt.n;
 	log_count(task, 0, "the ranges begin");
 }

@@ -47,7 +47,7 @@ char *remora_s3_secret_access_key = NULL;
 char *remora_default_bucket = NULL;
 char *remora_default_prefix = NULL;
 int   remora_part_size_kb = 16 * 1024;
-int   remora_object_connections = 0;
+int   remora_object_connections = 4;
 int   remora_max_connections_per_host = 16;
 int   remora_export_copy_cutoff_kb = 5 * 1024 * 1024;
 char *remora_allow_networks = NULL;
@@ -323,9 +323,9 @@ remora_define_gucs(void)
 	DefineCustomIntVariable(
 		"remora.object_connections",
 		"Ranged GETs in flight at once for one large object.",
-		"The default of options.connections; one is a single GET, zero "
-		"adapts the count to what the source gives.",
-		&remora_object_connections, 0, 0, 64, PGC_SIGHUP, 0, NULL, NULL, NULL);
+		"The count an object starts with, then as many as add throughput "
+		"(options.connections pins a job's); one is a single GET.",
+		&remora_object_connections, 4, 1, 64, PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	DefineCustomIntVariable(
 		"remora.max_connections_per_host",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
 # Adaptive connections (src/engine/adapt.h): a job that does not pin
-# options.connections, at remora.object_connections 0, reads a large
+# options.connections, at remora.object_connections 4 (the default), reads a large
 # object from four ranged GETs up (the fixed count of before), adding one while each added one raises
 # the rate.  A source that caps each connection's rate rewards more: the
 # GETs in flight at once (counted from the source's access log) exceed
@@ -62,10 +62,10 @@ most_at_once() {
 adapt_log() { grep -F "remora job $1: ranged connections" "$LOG" || true; }
 
 # the stack pins one connection; this script runs at the default
-q "ALTER SYSTEM SET remora.object_connections = 0" >/dev/null
+q "ALTER SYSTEM SET remora.object_connections = 4" >/dev/null
 q "SELECT pg_reload_conf()" >/dev/null
-setting_is_zero() { [ "$(q "SHOW remora.object_connections")" = 0 ]; }
-check "the default, 0 (adapt), is in force" wait_for 30 setting_is_zero
+setting_is_default() { [ "$(q "SHOW remora.object_connections")" = 4 ]; }
+check "the default, 4 to start with, then adapting, is in force" wait_for 30 setting_is_default
 
 # --- capped per connection: more connections pay, so it grows
 j=$(q "SELECT remora_submit('http://127.0.0.1:$RATE_PORT/c2/big.bin')")

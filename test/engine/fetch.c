@@ -47,7 +47,7 @@ connections(void)
 
 	if (v == NULL)
 		return 1;
-	return strcmp(v, "adapt") == 0 ? REMORA_CONNECTIONS_ADAPT : atoi(v);
+	return strcmp(v, "adapt") == 0 ? REMORA_CONNECTIONS_ADAPT(4) : atoi(v);
 }
 
 int

@@ -52,7 +52,7 @@ capped_source_grows_to_bound(void)
 	int64_t     now = 1000;
 	double      bytes = 0;
 
-	remora_adapt_init(&a, 16, now, 0);
+	remora_adapt_init(&a, REMORA_ADAPT_START, 16, now, 0);
 	CHECK(a.n == REMORA_ADAPT_START, "capped: starts with %d (%d)",
 		  REMORA_ADAPT_START, a.n);
 	drive(&a, &s, &now, &bytes, 30000);
@@ -72,7 +72,7 @@ store_bound_source_stops(void)
 	double  bytes = 0;
 	int     most;
 
-	remora_adapt_init(&a, 16, now, 0);
+	remora_adapt_init(&a, REMORA_ADAPT_START, 16, now, 0);
 	most = drive(&a, &s, &now, &bytes, 10000);
 	CHECK(most == REMORA_ADAPT_START + 2,
 		  "store-bound: probes one past what pays (most %d)", most);
@@ -96,7 +96,7 @@ uncapped_flat_source_stays(void)
 	int64_t now = 0;
 	double  bytes = 0;
 
-	remora_adapt_init(&a, 16, now, 0);
+	remora_adapt_init(&a, REMORA_ADAPT_START, 16, now, 0);
 	drive(&a, &s, &now, &bytes, 5000);
 	CHECK(a.n == REMORA_ADAPT_START,
 		  "uncapped, store-bound from the start: stays at %d (%d)",
@@ -112,7 +112,7 @@ throttle_shrinks(void)
 	double      bytes = 0;
 	int         before, most;
 
-	remora_adapt_init(&a, 16, now, 0);
+	remora_adapt_init(&a, REMORA_ADAPT_START, 16, now, 0);
 	drive(&a, &s, &now, &bytes, 6000);
 	before = a.n;
 	CHECK(remora_adapt_throttled(&a, now, (int64_t) bytes) ==
@@ -144,7 +144,7 @@ bounds(void)
 		  remora_adapt_bound(1024, 5 * mib));
 	CHECK(remora_adapt_bound(1, 16 * mib) == REMORA_ADAPT_START,
 		  "bound: never below the start (%d)", remora_adapt_bound(1, 16 * mib));
-	remora_adapt_init(&a, 1, 0, 0);
+	remora_adapt_init(&a, REMORA_ADAPT_START, 1, 0, 0);
 	CHECK(a.n == 1, "a bound of one starts with one (%d)", a.n);
 	CHECK(remora_adapt_tick(&a, 500, 1000) == REMORA_ADAPT_NONE,
 		  "no judgement inside a window");

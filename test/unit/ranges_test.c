@@ -564,8 +564,8 @@ test_adaptive(Server *s, const char *want)
 
 	server_reset(s, 20);
 	engine_log[0] = '\0';
-	CHECK(transfer(s, 0, "/src/obj", REMORA_CONNECTIONS_ADAPT, got, &err, NULL,
-				   NULL) == REMORA_TASK_SUCCEEDED,
+	CHECK(transfer(s, 0, "/src/obj", REMORA_CONNECTIONS_ADAPT(4), got, &err,
+				   NULL, NULL) == REMORA_TASK_SUCCEEDED,
 		  "adaptive: succeeded (%s)", err->message);
 	CHECK_STR(got, want, "adaptive: the object's SHA-256");
 	CHECK(s->ranged_gets == 7 && s->max_active >= 2,
@@ -578,8 +578,8 @@ test_adaptive(Server *s, const char *want)
 	engine_log[0] = '\0';
 	busy_ranges = 2;
 	busy_parts = 1;
-	CHECK(transfer(s, 0, "/src/busy", REMORA_CONNECTIONS_ADAPT, got, &err, NULL,
-				   NULL) == REMORA_TASK_SUCCEEDED,
+	CHECK(transfer(s, 0, "/src/busy", REMORA_CONNECTIONS_ADAPT(4), got, &err,
+				   NULL, NULL) == REMORA_TASK_SUCCEEDED,
 		  "adaptive, throttled: succeeded in one attempt (%s)", err->message);
 	CHECK_STR(got, want, "adaptive, throttled: the object's SHA-256");
 	CHECK(s->ranged_gets == 7 + 2,

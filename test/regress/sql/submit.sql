@@ -205,8 +205,7 @@ SELECT remora_submit('https://example.com/idem.bin', idempotency_key => 'k1') = 
 SELECT remora_submit('https://example.com/idem.bin#top', idempotency_key => 'k1',
 					 options => '{}') = :first AS same_canonical_request;
 -- connections pins a count: another request than none, whose count
--- adapts (remora.object_connections 0; a value equal to a pinned setting
--- would be the omitted default)
+-- adapts (from remora.object_connections), even when the two are equal
 SELECT pg_temp.try($$SELECT remora_submit('https://example.com/idem.bin', idempotency_key => 'k1', options => '{"connections": 4}')$$);
 SELECT pg_temp.try($$SELECT remora_submit('https://example.com/idem.bin', options => '{"connections": 8}', idempotency_key => 'k1')$$);
 SELECT pg_temp.try($$SELECT remora_submit('https://example.com/other.bin', idempotency_key => 'k1')$$);
