@@ -11,6 +11,7 @@
  *
  *-------------------------------------------------------------------------
  */
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,7 +114,24 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 		return NULL;
 	}
 	remora_loop_set_host_cap(&engine->loop, cfg->max_connections_per_host);
+	engine->max_per_host = cfg->max_connections_per_host;
+	engine->log = cfg->log;
+	engine->log_arg = cfg->log_arg;
 	return engine;
+}
+
+void
+remora_engine_log(const RemoraEngine *engine, const char *fmt, ...)
+{
+	char    line[512];
+	va_list ap;
+
+	if (engine->log == NULL)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	engine->log(engine->log_arg, line);
 }
 
 /*

@@ -112,6 +112,13 @@ typedef struct RemoraEngineConfig
 	 * CopyObject takes, REMORA_COPY_OBJECT_MAX; larger is lowered to it).
 	 */
 	int64_t export_copy_cutoff;
+
+	/*
+	 * Where the engine says what it decided on its own (an object's
+	 * connection count, adapt.h): one line, no newline; NULL: nowhere.
+	 */
+	void (*log)(void *arg, const char *line);
+	void *log_arg;
 } RemoraEngineConfig;
 
 /* One validated part of an attempt's multipart upload of a member. */
@@ -171,11 +178,15 @@ typedef struct RemoraTaskSpec
 
 	/*
 	 * Ranged GETs of the source in flight at once for a large object
-	 * (options.connections, default remora.object_connections); 0 or 1:
-	 * one GET.
+	 * (options.connections pins it); 0 or 1: one GET;
+	 * REMORA_CONNECTIONS_ADAPT(n): from n (remora.object_connections), as
+	 * many as pay (adapt.h), up to max_connections_per_host and
+	 * REMORA_ADAPT_MEMORY of part buffers.
 	 */
 	int connections;
 } RemoraTaskSpec;
+
+#define REMORA_CONNECTIONS_ADAPT(start) (-(start))
 
 /*
  * A job of many members: every object under an S3 prefix (or one S3

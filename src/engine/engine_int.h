@@ -80,9 +80,17 @@ struct RemoraEngine
 	int64_t          export_copy_cutoff; /* > 0, <= REMORA_COPY_OBJECT_MAX */
 	RemoraNetPolicy *policy;
 
+	int max_per_host; /* remora.max_connections_per_host; 0: no cap */
+	void (*log)(void *arg, const char *line); /* or NULL */
+	void *log_arg;
+
 	RemoraTask    *tasks;   /* every job not yet freed */
 	PendingLookup *lookups; /* queued for the host, in order */
 };
+
+/* A line for the host's log (printf-style), if it takes one. */
+extern void remora_engine_log(const RemoraEngine *engine, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* Link a new job into the engine (its kind's struct begins with task). */
 extern void remora_task_register(RemoraEngine *engine, RemoraTask *task,

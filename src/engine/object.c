@@ -519,11 +519,11 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	task->fencing_token = spec->fencing_token;
 	task->total = -1;
 	task->probe_end = -1;
-	task->connections = spec->connections < 1    ? 1
-						: spec->connections > 64 ? 64
-												 : spec->connections;
-	/* ranges: a buffer each, and a few for uploads and waiting parts */
-	task->nbufs = task->connections > 1
+	remora_xfer_adapt_init(task, spec->connections);
+	/* ranges: a buffer each (at most), and a few for uploads and waiting parts
+	 */
+	task->nbufs = task->adaptive ? task->adapt.max + REMORA_PARTS_IN_FLIGHT
+				  : task->connections > 1
 					  ? task->connections + REMORA_PARTS_IN_FLIGHT
 					  : REMORA_PARTS_IN_FLIGHT + 1;
 	task->bufs = calloc(task->nbufs, sizeof(Buffer));

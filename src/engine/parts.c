@@ -86,7 +86,7 @@ remora_xfer_free_buffer(Transfer *task)
 	for (int i = 0; i <= REMORA_PARTS_IN_FLIGHT; i++)
 		if (!task->bufs[i].busy && !task->bufs[i].sealed &&
 			!task->bufs[i].ranging && !task->bufs[i].complete &&
-			&task->bufs[i] != task->fill)
+			!task->bufs[i].again && &task->bufs[i] != task->fill)
 			return &task->bufs[i];
 	return NULL;
 }
@@ -150,6 +150,30 @@ remora_xfer_abort_upload(Transfer *task)
 	task->upload_done = true;
 }
 
+/*
+ * The store refused a part for load (503, SlowDown, 429): when the task
+ * adapts, fewer part uploads at once from now on, and this one again after
+ * the pause (remora_xfer_pump).  False: fail the attempt.
+ */
+static bool
+part_again(Transfer *task, Buffer *buf, const RemoraTaskError *err)
+{
+	char what[160];
+
+	if (err->http_status != 503 && err->http_status != 429 &&
+		strcmp(err->s3_code, "SlowDown") != 0)
+		return false;
+	snprintf(what, sizeof(what), "the store answered a part with HTTP %ld%s%s",
+			 err->http_status, err->s3_code[0] ? " " : "", err->s3_code);
+	if (!remora_xfer_throttled(task, what, err->retry_after))
+		return false;
+	/* never again as many part uploads at once as the store refused */
+	task->upload_cap = task->uploads > 1 ? task->uploads : 1;
+	buf->sealed = true;
+	buf->hashing = false; /* its digest was taken: the next PUT hashes again */
+	return true;
+}
+
 static void
 part_done(Request *req, CURLcode rc)
 {
@@ -160,14 +184,15 @@ part_done(Request *req, CURLcode rc)
 
 	task->uploads--;
 	buf->busy = false;
-	buf->len = 0;
 	if (!remora_mpu_part_etag(req, rc, part->etag, sizeof(part->etag), &err,
 							  "uploading a part"))
 	{
-		remora_fail_with(&task->status, &err);
+		if (!part_again(task, buf, &err))
+			remora_fail_with(&task->status, &err);
 		remora_xfer_settle(task);
 		return;
 	}
+	buf->len = 0;
 	part->done = true;
 	while (task->validated < task->nparts && task->parts[task->validated].done)
 	{
@@ -232,6 +257,8 @@ remora_xfer_upload_part(Transfer *task, Buffer *buf)
 		remora_xfer_create_upload(task);
 		return; /* stays sealed until the upload's id is known */
 	}
+	if (task->uploads >= task->upload_cap || !remora_xfer_calm(task))
+		return; /* stays sealed: the store asked for less */
 	if (buf->hashing)
 	{
 		unsigned char digest[EVP_MAX_MD_SIZE];
@@ -240,7 +267,7 @@ remora_xfer_upload_part(Transfer *task, Buffer *buf)
 		remora_hex_encode(digest, 32, sha_hex);
 	}
 	else
-		remora_sha256_hex(buf->data, buf->len, sha_hex); /* never expected */
+		remora_sha256_hex(buf->data, buf->len, sha_hex); /* a part again */
 	remora_mpu_part(&task->mpu, buf->partno, buf->data, buf->len, sha_hex, &c);
 	req = remora_target_request(task->base.engine, task, &c.call, part_done,
 								err, sizeof(err));
@@ -284,6 +311,7 @@ remora_xfer_take(Transfer *task, const char *p, size_t n)
 
 	memcpy(b->data + b->len, p, n);
 	b->len += n;
+	task->src_bytes += (int64_t) n;
 	remora_sha256_update(task->sha, p, n);
 	if (b->hashing)
 		EVP_DigestUpdate(b->sha, p, n);

@@ -197,6 +197,7 @@ remora_xfer_ranges_begin(Transfer *task, Request *req)
 		return false;
 	}
 	task->ranged = true;
+	remora_xfer_adapt_begin(task);
 	task->range_base = task->offset;
 	task->range_seg = task->nparts;
 	task->range_next = task->nparts + 2; /* this GET brings the one before */
@@ -320,7 +321,42 @@ range_data(Request *req, char *ptr, size_t len)
 	EVP_DigestUpdate(b->sha, ptr, len);
 	b->len += len;
 	task->range_pending += (int64_t) len;
+	task->src_bytes += (int64_t) len;
 	return len;
+}
+
+/*
+ * A 503 or 429, or a connection the source reset: a sign of too many
+ * connections, not of a broken source.
+ */
+static bool
+range_throttled(const Request *req, CURLcode rc)
+{
+	if (rc == CURLE_OK)
+		return req->status == 503 || req->status == 429;
+	return rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR ||
+		   rc == CURLE_GOT_NOTHING || rc == CURLE_PARTIAL_FILE;
+}
+
+/* Keep b's part to be asked for again once the task has backed off. */
+static bool
+range_again(Transfer *task, Request *req, CURLcode rc, Buffer *b)
+{
+	char what[128];
+
+	if (req->policy_denied || !range_throttled(req, rc))
+		return false;
+	if (rc == CURLE_OK)
+		snprintf(what, sizeof(what),
+				 "the source answered a range with HTTP %ld", req->status);
+	else
+		snprintf(what, sizeof(what), "the source reset a range's connection");
+	if (!remora_xfer_throttled(task, what, req->hdr.retry_after))
+		return false;
+	task->range_pending -= (int64_t) b->len; /* its bytes come again */
+	b->len = 0;
+	b->again = true;
+	return true;
 }
 
 static void
@@ -334,6 +370,11 @@ range_done(Request *req, CURLcode rc)
 	if (task->status.state != REMORA_TASK_RUNNING)
 	{
 		remora_xfer_settle(task);
+		return;
+	}
+	if (range_again(task, req, rc, b))
+	{
+		remora_xfer_settle(task); /* ranges_pump asks for it again */
 		return;
 	}
 	if (req->policy_denied && rc != CURLE_OK)
@@ -377,7 +418,7 @@ range_buffer(Transfer *task)
 	{
 		Buffer *b = &task->bufs[i];
 
-		if (b->busy || b->sealed || b->ranging || b->complete ||
+		if (b->busy || b->sealed || b->ranging || b->complete || b->again ||
 			b == task->fill)
 			continue;
 		if (b->data == NULL &&
@@ -393,9 +434,8 @@ range_buffer(Transfer *task)
 }
 
 static bool
-start_range(Transfer *task, Buffer *b)
+start_range(Transfer *task, Buffer *b, int segno)
 {
-	int      segno = task->range_next;
 	int64_t  first, last;
 	char     line[400];
 	Request *req = remora_xfer_source_request(task, range_done);
@@ -432,26 +472,48 @@ start_range(Transfer *task, Buffer *b)
 		return false;
 	}
 	b->ranging = true;
-	task->range_next++;
+	if (segno == task->range_next)
+		task->range_next++;
 	task->ranges++;
 	return true;
 }
 
+/* A throttled range waiting to be asked for again, the earliest first. */
+static Buffer *
+range_to_repeat(Transfer *task)
+{
+	Buffer *first = NULL;
+
+	for (int i = 0; i < task->nbufs; i++)
+		if (task->bufs[i].again &&
+			(first == NULL || task->bufs[i].partno < first->partno))
+			first = &task->bufs[i];
+	return first;
+}
+
 /*
- * Start the next ranges while fewer than `connections` GETs (the first one
- * included) run and a buffer is free.  Called after every run, never
- * inside a curl callback.
+ * Start ranges while fewer than `connections` GETs (the first one
+ * included) run: those throttled first, once the task has backed off,
+ * then the next ones while a buffer is free.  Called after every run,
+ * never inside a curl callback.
  */
 void
 remora_xfer_ranges_pump(Transfer *task)
 {
+	remora_xfer_adapt_tick(task);
 	while (task->ranged && task->status.state == REMORA_TASK_RUNNING &&
-		   task->range_next <= task->range_last &&
+		   remora_xfer_calm(task) &&
 		   task->ranges + (task->src ? 1 : 0) < task->connections)
 	{
-		Buffer *b = range_buffer(task);
+		Buffer *b = range_to_repeat(task);
+		int     segno = b ? b->partno : task->range_next;
 
-		if (b == NULL || !start_range(task, b))
+		if (b != NULL)
+			b->again = false;
+		else if (task->range_next > task->range_last ||
+				 (b = range_buffer(task)) == NULL)
+			break;
+		if (!start_range(task, b, segno))
 			break;
 	}
 	remora_xfer_settle(task);

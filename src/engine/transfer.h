@@ -26,6 +26,7 @@
 
 #include <openssl/evp.h>
 
+#include "engine/adapt.h"
 #include "engine/engine_int.h"
 #include "engine/multipart.h"
 
@@ -64,6 +65,7 @@ typedef struct Buffer
 	bool    complete; /* all its bytes are here, not yet hashed */
 	bool    checked;  /* the answer's status and range looked at */
 	bool    discard;  /* the body of an error answer */
+	bool    again;    /* throttled: its range is to be asked for again */
 	int64_t want;     /* the range's length */
 } Buffer;
 
@@ -127,6 +129,15 @@ typedef struct Transfer
 	int     range_last;    /* the object's last part */
 	int     ranges;        /* ranged GETs running */
 	int64_t range_pending; /* bytes received in ranges, not yet hashed */
+
+	/* the count of ranges, when options.connections does not pin it */
+	bool        adaptive;
+	RemoraAdapt adapt;
+	int64_t     src_bytes;  /* from the source, all GETs: what it measures */
+	int64_t     started_ms; /* when the attempt began, for the log */
+	int         throttles;  /* answers backed off from, this attempt */
+	int64_t     calm_at;    /* ms: nothing asked again before */
+	int         upload_cap; /* part PUTs in flight at most */
 
 	/* resume: the lost attempt's upload (reuse.c) */
 	bool      restarted;
@@ -230,6 +241,14 @@ extern bool     remora_xfer_range_fits(Transfer *task, Request *req);
 extern bool     remora_xfer_ranges_begin(Transfer *task, Request *req);
 extern void     remora_xfer_probe_done(Transfer *task);
 extern void     remora_xfer_ranges_pump(Transfer *task);
+
+/* ranges_adapt.c */
+extern void remora_xfer_adapt_init(Transfer *task, int connections);
+extern void remora_xfer_adapt_begin(Transfer *task);
+extern void remora_xfer_adapt_tick(Transfer *task);
+extern bool remora_xfer_throttled(Transfer *task, const char *what,
+								  int64_t retry_after);
+extern bool remora_xfer_calm(const Transfer *task);
 
 /* reuse.c */
 extern void remora_xfer_reuse_start(Transfer *task);

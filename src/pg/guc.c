@@ -323,7 +323,8 @@ remora_define_gucs(void)
 	DefineCustomIntVariable(
 		"remora.object_connections",
 		"Ranged GETs in flight at once for one large object.",
-		"The default of options.connections; one is a single GET.",
+		"The count an object starts with, then as many as add throughput "
+		"(options.connections pins a job's); one is a single GET.",
 		&remora_object_connections, 4, 1, 64, PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	DefineCustomIntVariable(

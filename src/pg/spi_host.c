@@ -188,6 +188,7 @@ spi_new_engine(void *host)
 	cfg.https_proxy = remora_https_proxy;
 	cfg.no_proxy = remora_no_proxy;
 	cfg.max_connections_per_host = remora_max_connections_per_host;
+	cfg.log = spi_log; /* the engine's own decisions, as the runner's */
 	e = remora_engine_new(&cfg, err, sizeof(err));
 	if (e == NULL)
 		ereport(

@@ -550,7 +550,9 @@ remora_submit(PG_FUNCTION_ARGS)
 	/*
 	 * The canonical request: what the caller asked for, normalised.  A value
 	 * equal to its default is the same request as an omitted one, so that
-	 * resubmitting it with the same idempotency key finds the job.
+	 * resubmitting it with the same idempotency key finds the job.  Not
+	 * connections: a given count is pinned, an omitted one adapts from the
+	 * setting's, so the two differ even when the numbers are equal.
 	 */
 	req_opts = opts;
 	if (req_opts.has_max_attempts &&
@@ -558,9 +560,6 @@ remora_submit(PG_FUNCTION_ARGS)
 		req_opts.has_max_attempts = false;
 	if (req_opts.has_priority && req_opts.priority == 0)
 		req_opts.has_priority = false;
-	if (req_opts.has_connections &&
-		req_opts.connections == remora_object_connections)
-		req_opts.has_connections = false;
 	if (bucket_arg && remora_default_bucket &&
 		strcmp(bucket_arg, remora_default_bucket) == 0)
 		bucket_arg = NULL;

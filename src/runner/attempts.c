@@ -686,8 +686,14 @@ start_task(RemoraWork *w, const RemoraClaimRow *row, Attempt *a,
 {
 	const RemoraRunnerConfig *cfg = &remora_runner.cfg;
 	RemoraEngine             *engine = remora_runner.engine;
-	int                       connections =
-        w->connections > 0 ? (int) w->connections : cfg->connections;
+	/*
+	 * the job's own number, pinned; else from the setting's (one: a
+	 * single GET), as many as pay
+	 */
+	int connections = w->connections > 0 ? (int) w->connections
+					  : cfg->connections > 1
+						  ? REMORA_CONNECTIONS_ADAPT(cfg->connections)
+						  : 1;
 
 	switch (w->kind)
 	{

@@ -21,7 +21,7 @@ typedef struct RemoraRunnerConfig
 {
 	int         lease_ms;
 	int         concurrency; /* attempts at once */
-	int         connections; /* remora.object_connections */
+	int         connections; /* remora.object_connections; 0: adapt */
 	const char *hub_url;
 	const char *hf_token; /* NULL or "" for none */
 	/* the incarnation's record */

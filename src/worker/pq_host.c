@@ -65,6 +65,7 @@ pq_new_engine(void *host)
 	RemoraEngine      *e;
 
 	remora_settings_engine_config(h->settings, &cfg);
+	cfg.log = pq_log; /* the engine's own decisions, as the runner's */
 	e = remora_engine_new(&cfg, err, sizeof(err));
 	if (e == NULL)
 	{

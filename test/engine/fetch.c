@@ -8,7 +8,8 @@
  * allowed on 127.0.0.1; TLS trust and egress proxies from REMORA_CA_FILE,
  * REMORA_HTTP_PROXY, REMORA_HTTPS_PROXY and REMORA_NO_PROXY (unset: the
  * system's bundle, direct); ranged GETs in parallel from REMORA_CONNECTIONS
- * (unset: one GET), at most 16 connections to a host; timeouts from
+ * (unset: one GET; "adapt": as many as pay, the engine's changes of the
+ * count on stderr), at most 16 connections to a host; timeouts from
  * REMORA_CONNECT_TIMEOUT_MS and REMORA_STALL_TIMEOUT_MS (unset: 5 and 10 s).
  * Prints the result or the error, exits 0 on success.
  */
@@ -29,6 +30,24 @@ env_ms(const char *name, long fallback)
 	long        ms = v ? strtol(v, NULL, 10) : 0;
 
 	return ms > 0 ? ms : fallback;
+}
+
+static void
+log_line(void *arg, const char *line)
+{
+	(void) arg;
+	fprintf(stderr, "%s\n", line);
+}
+
+/* REMORA_CONNECTIONS: a number, or "adapt" */
+static int
+connections(void)
+{
+	const char *v = getenv("REMORA_CONNECTIONS");
+
+	if (v == NULL)
+		return 1;
+	return strcmp(v, "adapt") == 0 ? REMORA_CONNECTIONS_ADAPT(4) : atoi(v);
 }
 
 int
@@ -73,6 +92,7 @@ main(int argc, char **argv)
 	cfg.https_proxy = getenv("REMORA_HTTPS_PROXY");
 	cfg.no_proxy = getenv("REMORA_NO_PROXY");
 	cfg.max_connections_per_host = 16;
+	cfg.log = log_line;
 	engine = remora_engine_new(&cfg, err, sizeof(err));
 	if (engine == NULL)
 	{
@@ -87,8 +107,7 @@ main(int argc, char **argv)
 	spec.job_id = 1;
 	spec.attempt_id = "00000000-0000-0000-0000-000000000001";
 	spec.fencing_token = 1;
-	spec.connections =
-		getenv("REMORA_CONNECTIONS") ? atoi(getenv("REMORA_CONNECTIONS")) : 1;
+	spec.connections = connections();
 	task = remora_task_start(engine, &spec, err, sizeof(err));
 	if (task == NULL)
 	{

@@ -6,13 +6,14 @@
 //   node test/faults/proxy.js PORT UPSTREAM_PORT
 //
 // Rules are added through the control path (never forwarded):
-//   GET /__rule?match=SUBSTR&action=ACTION[&count=N][&after=BYTES][&method=M]
+//   GET /__rule?match=SUBSTR&action=ACTION[&count=N][&skip=N][&after=BYTES][&method=M]
 //   GET /__release       release every held request
 //   GET /__reset         forget all rules
 //   GET /__hits?match=SUBSTR   how many requests matched so far
 //   GET /__fired         how often each action was applied, as JSON
 // A rule applies to the first `count` requests (default: all) whose
-// "METHOD path" contains SUBSTR (and whose method is M, if given):
+// "METHOD path" contains SUBSTR (and whose method is M, if given), after
+// the first `skip` of them (default 0), which are forwarded:
 //   status:NNN  answer NNN (with Retry-After: 1 for 429/503)
 //   s3error:CODE:NNN  answer NNN with an S3 <Error> document of that code
 //   reset       send the headers and `after` bytes of the body, then
@@ -62,6 +63,7 @@ function control(req, res) {
       method: q.get('method'),
       action: q.get('action'),
       count: q.has('count') ? Number(q.get('count')) : Infinity,
+      skip: Number(q.get('skip') || 0),
       after: Number(q.get('after') || 0),
     })
   } else if (url.pathname === '/__release') {
@@ -188,6 +190,10 @@ const server = http.createServer((req, res) => {
     if (line.includes(r.match) && (!r.method || r.method === req.method))
       hits.set(r.match, (hits.get(r.match) || 0) + 1)
   if (!rule) return forward(req, res)
+  if (rule.skip > 0) {
+    rule.skip--
+    return forward(req, res)
+  }
   rule.count--
   const [action, arg] = rule.action.split(':')
   fired[action] = (fired[action] || 0) + 1

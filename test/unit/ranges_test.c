@@ -42,6 +42,27 @@ typedef struct Server
 	char     *big; /* BIG_SIZE bytes */
 } Server;
 
+/*
+ * Throttle answers still to give: 503 to ranged GETs of /src/busy not
+ * from the first byte, 503 SlowDown to part PUTs.
+ */
+static int busy_ranges;
+static int busy_parts;
+
+/* What the engine logged (its connection counts), one line after another. */
+static char engine_log[8192];
+
+static void
+log_line(void *arg, const char *line)
+{
+	(void) arg;
+	if (strlen(engine_log) + strlen(line) + 2 < sizeof(engine_log))
+	{
+		strcat(engine_log, line);
+		strcat(engine_log, "\n");
+	}
+}
+
 typedef struct Conn
 {
 	Server *s;
@@ -124,6 +145,7 @@ serve_source(Server *s, int c, const char *req)
 	bool        dated = strncmp(req, "GET /src/dated ", 15) == 0;
 	bool        bare = strncmp(req, "GET /src/bare ", 14) == 0;
 	bool        big = strncmp(req, "GET /src/big ", 13) == 0;
+	bool        busy = strncmp(req, "GET /src/busy ", 14) == 0;
 	long        size = big ? BIG_SIZE : OBJ_SIZE;
 	int         n = __atomic_add_fetch(&s->source_gets, 1, __ATOMIC_SEQ_CST);
 	int         ver = swaps && n > 2 ? 1 : 0;
@@ -150,6 +172,12 @@ serve_source(Server *s, int c, const char *req)
 	}
 	else
 		__atomic_add_fetch(&s->from_zero, 1, __ATOMIC_SEQ_CST);
+	if (busy && ranged && first > 0 &&
+		__atomic_sub_fetch(&busy_ranges, 1, __ATOMIC_SEQ_CST) >= 0)
+	{
+		reply(c, "503 Service Unavailable", "", "busy");
+		return;
+	}
 	if (!lax && header(req, "\nIf-Match:", v, sizeof(v)) && strcmp(v, etag))
 	{
 		reply(c, "412 Precondition Failed", "", "");
@@ -211,6 +239,11 @@ serve_store(int c, const char *req)
 			 header(req, "\nx-amz-copy-source:", v, sizeof(v)))
 		reply(c, "200 OK", "",
 			  "<CopyPartResult><ETag>" SEG_ETAG "</ETag></CopyPartResult>");
+	else if (strncmp(req, "PUT ", 4) == 0 && strstr(req, "partNumber=") &&
+			 __atomic_sub_fetch(&busy_parts, 1, __ATOMIC_SEQ_CST) >= 0)
+		reply(c, "503 Slow Down", "",
+			  "<Error><Code>SlowDown</Code><Message>Reduce your request "
+			  "rate.</Message></Error>");
 	else if (strncmp(req, "PUT ", 4) == 0)
 		reply(c, "200 OK", "ETag: " SEG_ETAG "\r\n", "");
 	else if (strncmp(req, "DELETE ", 7) == 0)
@@ -373,6 +406,7 @@ engine_with_cap(const Server *s, int cap)
 	cfg.connect_timeout_ms = 1000;
 	cfg.stall_timeout_ms = 1000;
 	cfg.max_connections_per_host = cap;
+	cfg.log = log_line;
 	return remora_engine_new(&cfg, err, sizeof(err));
 }
 
@@ -517,6 +551,57 @@ test_rate(Server *s, int conns)
 	remora_engine_free(engine);
 }
 
+/*
+ * Not pinned: ranges from REMORA_ADAPT_START; a 503 to a range or SlowDown
+ * to a part is backed off from and asked again, in the same attempt.  A
+ * pinned count fails the attempt on a 503, as it always did.
+ */
+static void
+test_adaptive(Server *s, const char *want)
+{
+	char                   got[65];
+	const RemoraTaskError *err;
+
+	server_reset(s, 20);
+	engine_log[0] = '\0';
+	CHECK(transfer(s, 0, "/src/obj", REMORA_CONNECTIONS_ADAPT(4), got, &err,
+				   NULL, NULL) == REMORA_TASK_SUCCEEDED,
+		  "adaptive: succeeded (%s)", err->message);
+	CHECK_STR(got, want, "adaptive: the object's SHA-256");
+	CHECK(s->ranged_gets == 7 && s->max_active >= 2,
+		  "adaptive: ranges from the start, overlapping (%d GETs, %d at once)",
+		  s->ranged_gets, s->max_active);
+	CHECK(strstr(engine_log, "ranged connections 0 -> 4 at") != NULL,
+		  "adaptive: logs the start count (%s)", engine_log);
+
+	server_reset(s, 20);
+	engine_log[0] = '\0';
+	busy_ranges = 2;
+	busy_parts = 1;
+	CHECK(transfer(s, 0, "/src/busy", REMORA_CONNECTIONS_ADAPT(4), got, &err,
+				   NULL, NULL) == REMORA_TASK_SUCCEEDED,
+		  "adaptive, throttled: succeeded in one attempt (%s)", err->message);
+	CHECK_STR(got, want, "adaptive, throttled: the object's SHA-256");
+	CHECK(s->ranged_gets == 7 + 2,
+		  "adaptive, throttled: the two refused ranges asked again (%d GETs)",
+		  s->ranged_gets);
+	CHECK(strstr(engine_log, "answered a range with HTTP 503") != NULL &&
+			  strstr(engine_log, "answered a part with HTTP 503 SlowDown") !=
+				  NULL,
+		  "adaptive, throttled: each back-off logged (%s)", engine_log);
+	CHECK(strstr(engine_log, "ranged connections 4 -> 3 at") != NULL,
+		  "adaptive, throttled: a connection fewer (%s)", engine_log);
+
+	server_reset(s, 20);
+	busy_ranges = 1;
+	CHECK(transfer(s, 0, "/src/busy", 4, got, &err, NULL, NULL) ==
+				  REMORA_TASK_FAILED &&
+			  err->http_status == 503 && err->retryable,
+		  "pinned, throttled: the attempt fails retryably (%s)", err->message);
+	busy_ranges = 0;
+	busy_parts = 0;
+}
+
 int
 main(void)
 {
@@ -626,6 +711,8 @@ main(void)
 			  s.ranged_gets);
 	}
 	remora_resume_free(cp);
+
+	test_adaptive(&s, want);
 
 	/* byte-rate caps */
 	server_reset(&s, 0);

@@ -204,9 +204,9 @@ SELECT remora_submit('https://example.com/idem.bin', idempotency_key => 'k1') = 
 -- the same request, spelled differently (fragment, key order), is the same
 SELECT remora_submit('https://example.com/idem.bin#top', idempotency_key => 'k1',
 					 options => '{}') = :first AS same_canonical_request;
--- connections equal to remora.object_connections is the omitted default
-SELECT remora_submit('https://example.com/idem.bin', idempotency_key => 'k1',
-					 options => '{"connections": 4}') = :first AS default_connections_same_request;
+-- connections pins a count: another request than none, whose count
+-- adapts (from remora.object_connections), even when the two are equal
+SELECT pg_temp.try($$SELECT remora_submit('https://example.com/idem.bin', idempotency_key => 'k1', options => '{"connections": 4}')$$);
 SELECT pg_temp.try($$SELECT remora_submit('https://example.com/idem.bin', options => '{"connections": 8}', idempotency_key => 'k1')$$);
 SELECT pg_temp.try($$SELECT remora_submit('https://example.com/other.bin', idempotency_key => 'k1')$$);
 SELECT pg_temp.try($$SELECT remora_submit('https://example.com/idem.bin', 'another-bucket', idempotency_key => 'k1')$$);

@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC1091  # test/lib and bench/lib sourced at run time
+#
+# adaptive.sh: adaptive connections per object (src/engine/adapt.h) at
+# the default settings, against the fixed count of before and rclone.
+#
+# nginx serves random data at /capped/ with `limit_rate` per connection
+# and at /open/ without; the engine (test/engine/fetch, -O2, part size
+# 16 MiB and 16 connections a host as the defaults) copies it into the
+# test S3 server, all on 127.0.0.1:
+#
+#   A    adaptive (REMORA_CONNECTIONS=adapt: what a job without
+#        options.connections gets: from remora.object_connections, 4)
+#   P4   pinned at 4 (options.connections 4: the fixed count of before)
+#   D    rclone copyurl (one stream), capped source, SIZE only
+#
+# Cases: SIZE capped (A P4 D), BIG capped (A P4) and BIG open (A P4),
+# interleaved for RUNS rounds; every copy read back with the AWS CLI and
+# its SHA-256 compared.  Medians of wall seconds; the engine's changes of
+# the count (its log lines) in round 1 become doc/adaptive-connections.png.
+#
+# Usage (root, Debian 12; about 7 minutes):
+#   bench/adaptive.sh [--size 64M] [--big 256M] [--rate 2m] [--runs 3] [--write]
+# --write puts the report into doc/benchmarks.md under "## Adaptive
+# connections per object" (replacing that section), and the plot.
+#
+set -Eeuo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SECTION="## Adaptive connections per object"
+SIZE=64M
+BIG=256M
+RATE=2m
+RUNS=3
+PART=16M
+WRITE=0
+usage="usage: bench/adaptive.sh [--size 64M] [--big 256M] [--rate 2m] [--runs 3] [--write]"
+while [ $# -gt 0 ]; do
+	case $1 in
+	--size) SIZE=$2; shift 2 ;;
+	--big) BIG=$2; shift 2 ;;
+	--rate) RATE=$2; shift 2 ;;
+	--runs) RUNS=$2; shift 2 ;;
+	--write) WRITE=1; shift ;;
+	*) echo "$usage" >&2; exit 2 ;;
+	esac
+done
+log() { echo "[$(date +%T)] $*" >&2; }
+die() { echo "adaptive: FAIL: $*" >&2; exit 1; }
+bytes() { numfmt --from=iec "${1^^}"; }
+
+. "$ROOT/test/lib/deps.sh"
+. "$ROOT/test/lib/services.sh"
+. "$ROOT/bench/lib.sh"
+install_deps >/dev/null
+for c in gcc nginx node rclone /usr/bin/aws /usr/bin/time; do
+	command -v "$c" >/dev/null || die "missing $c"
+done
+
+WORK=$(mktemp -d /tmp/remora-bench.XXXXXX)
+chmod 755 "$WORK"
+SERVICES_DIR=$WORK
+trap 'stop_services; rm -rf "$WORK"' EXIT
+
+log "building test/engine/fetch.c with -O2"
+FETCH=$WORK/fetch
+# shellcheck disable=SC2046
+(cd "$ROOT" && gcc -O2 -Isrc $(pkg-config --cflags libcurl openssl libxml-2.0) -o "$FETCH" \
+	test/engine/fetch.c src/engine/*.c $(pkg-config --libs libcurl openssl libxml-2.0)) ||
+	die "could not build fetch"
+
+NGINX_PORT=$(free_port)
+S3_PORT=$(free_port)
+WWW=$WORK/nginx/www
+mkdir -p "$WWW" "$WORK/nginx/tmp"
+chmod 755 "$WORK/nginx" "$WWW"
+cat >"$WORK/nginx/nginx.conf" <<CONF
+worker_processes 1;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log;
+events { worker_connections 256; }
+http {
+	access_log off;
+	client_body_temp_path $WORK/nginx/tmp/body;
+	proxy_temp_path $WORK/nginx/tmp/proxy;
+	fastcgi_temp_path $WORK/nginx/tmp/fastcgi;
+	uwsgi_temp_path $WORK/nginx/tmp/uwsgi;
+	scgi_temp_path $WORK/nginx/tmp/scgi;
+	sendfile on;
+	server {
+		listen 127.0.0.1:$NGINX_PORT;
+		location /capped/ { alias $WWW/; limit_rate $RATE; }
+		location /open/ { alias $WWW/; }
+	}
+}
+CONF
+nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' >"$WORK/nginx/out" 2>&1 &
+echo $! >>"$SERVICES_DIR/pids"
+wait_port "$NGINX_PORT"
+BUCKET=bench
+start_s3 "$WORK/s3" "$S3_PORT" "$BUCKET"
+EP="http://127.0.0.1:$S3_PORT"
+
+declare -A SHA
+for f in small:$SIZE big:$BIG; do
+	log "writing ${f#*:} of random data"
+	head -c "$(bytes "${f#*:}")" /dev/urandom >"$WWW/${f%%:*}"
+	chmod 644 "$WWW/${f%%:*}"
+	SHA[${f%%:*}]=$(sha256sum "$WWW/${f%%:*}" | cut -d' ' -f1)
+done
+
+export AWS_DEFAULT_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true AWS_MAX_ATTEMPTS=1
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+export AWS_CONFIG_FILE=$WORK/aws-config AWS_SHARED_CREDENTIALS_FILE=$WORK/aws-credentials
+: >"$AWS_CONFIG_FILE"
+: >"$AWS_SHARED_CREDENTIALS_FILE"
+export RCLONE_CONFIG=$WORK/rclone.conf
+: >"$RCLONE_CONFIG"
+export RCLONE_CONFIG_BENCH_TYPE=s3 RCLONE_CONFIG_BENCH_PROVIDER=Other RCLONE_CONFIG_BENCH_REGION=us-east-1
+export RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE=true RCLONE_CONFIG_BENCH_ENDPOINT=$EP
+export RCLONE_CONFIG_BENCH_ACCESS_KEY_ID=S3RVER RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY=S3RVER
+
+# run CASE METHOD ROUND: one timed copy; prints its wall seconds; checks
+# the result; keeps the engine's log of an adaptive copy as CASE.log
+run() {
+	local c=$1 m=$2 n=$3 key tf=$WORK/time file path url
+	file=${c%-*}   # small-capped -> small
+	path=${c#*-}   # -> capped
+	url="http://127.0.0.1:$NGINX_PORT/$path/$file"
+	case $m in
+	A | P4)
+		key="runs/$c$m$n/data/obj.bin"
+		REMORA_CONNECTIONS=$([ "$m" = A ] && echo adapt || echo 4) \
+			/usr/bin/time -f '%e' -o "$tf" \
+			"$FETCH" "$EP" "$BUCKET" "runs/$c$m$n/" "$url" obj.bin "$(bytes $PART)" \
+			>/dev/null 2>"$WORK/err" || die "$c $m: $(tail -n 3 "$WORK/err")"
+		[ "$m" = A ] && [ "$n" = 1 ] && grep -F 'ranged connections' "$WORK/err" >"$WORK/$c.log"
+		;;
+	D)
+		key="runs/$c$m$n/obj.bin"
+		/usr/bin/time -f '%e' -o "$tf" env -u AWS_CA_BUNDLE \
+			rclone copyurl --retries 1 --low-level-retries 1 -q "$url" "bench:$BUCKET/$key" ||
+			die "D failed"
+		;;
+	esac
+	[ "$(aws --endpoint-url "$EP" s3 cp --only-show-errors "s3://$BUCKET/$key" - | sha256sum | cut -d' ' -f1)" = "${SHA[$file]}" ] ||
+		die "$c $m round $n: the copy's SHA-256 is not the source's"
+	aws --endpoint-url "$EP" s3 rm --quiet --recursive "s3://$BUCKET/runs/" >/dev/null 2>&1 || true
+	[ "$m" = A ] && [ "$n" = 1 ] && echo "$(cat "$tf")" >"$WORK/$c.wall"
+	cat "$tf"
+}
+
+CASES="small-capped:A,P4,D big-capped:A,P4 big-open:A,P4"
+declare -A WALLS
+for n in $(seq 1 "$RUNS"); do
+	for cm in $CASES; do
+		c=${cm%%:*}
+		for m in $(echo "${cm#*:}" | tr , ' '); do
+			w=$(run "$c" "$m" "$n")
+			log "round $n $c $m: $w s"
+			WALLS[$c $m]="${WALLS[$c $m]:-} $w"
+		done
+	done
+done
+med() { echo "${WALLS[$1]}" | tr ' ' '\n' | grep . | median; }
+
+# the count over time: "T N" steps from the log lines ("... N -> M at T s")
+series() {
+	awk '{ for (i = 1; i < NF; i++) if ($i == "->") { n = $(i + 1); t = $(i + 3) }
+		print t, n }' "$WORK/$1.log"
+	echo "$(cat "$WORK/$1.wall") $(awk '{ for (i = 1; i < NF; i++) if ($i == "->") n = $(i + 1) } END { print n }' "$WORK/$1.log")"
+}
+most() { series "$1" | sort -k2,2n | tail -n 1 | cut -d' ' -f2; }
+for c in big-capped big-open small-capped; do series "$c" >"$WORK/$c.dat"; done
+
+REPORT=$WORK/report.md
+S=$(med "small-capped A")
+{
+	echo "$SECTION"
+	echo
+	echo "Measured $(date -u +%Y-%m-%d) with \`bench/adaptive.sh --size $SIZE --big $BIG --rate $RATE --runs $RUNS\`:"
+	echo "random data served by nginx $(nginx -v 2>&1 | cut -d/ -f2), at \`/capped/\` with \`limit_rate $RATE\` per"
+	echo "connection and at \`/open/\` without, copied into s3rver, all on 127.0.0.1; $RUNS"
+	echo "interleaved rounds, every copy read back and its SHA-256 checked.  The engine"
+	echo "runs as \`test/engine/fetch\` (\`gcc -O2\`) at the defaults (part size $PART, 16"
+	echo "connections a host) at commit $(git -C "$ROOT" rev-parse --short HEAD): A adapts"
+	echo "(a job without \`options.connections\`, from \`remora.object_connections\` 4), P4 is"
+	echo "pinned at 4 (the default before); D is rclone $(rclone version | head -n 1 | cut -d' ' -f2) \`copyurl\`."
+	echo "Machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end."
+	echo
+	echo "| Case | Method | Median wall s | Wall per run | Most connections (round 1) |"
+	echo "|---|---|---:|---|---:|"
+	for cm in $CASES; do
+		c=${cm%%:*}
+		for m in $(echo "${cm#*:}" | tr , ' '); do
+			mc=-
+			[ "$m" = A ] && mc=$(most "$c")
+			[ "$m" = P4 ] && mc=4
+			[ "$m" = D ] && mc=1
+			echo "| $c | $m | $(med "$c $m") |${WALLS[$c $m]} | $mc |"
+		done
+	done
+	echo
+	echo "- $SIZE capped at $RATE/s a connection: adaptive $(ratio "$(med "small-capped D")" "$S")× rclone's speed,"
+	echo "  $(ratio "$(med "small-capped P4")" "$S")× the fixed four's.  At the default part size the object is"
+	echo "  $(($(bytes "$SIZE") / $(bytes $PART))) parts, and a range is a part: no more GETs can run at once than"
+	echo "  there are parts, so more connections cannot pay here."
+	echo "- $BIG capped: adaptive $(ratio "$(med "big-capped P4")" "$(med "big-capped A")")× the fixed four's speed."
+	echo "- $BIG uncapped (the store is the limit): adaptive $(ratio "$(med "big-open P4")" "$(med "big-open A")")× the fixed four's speed."
+	echo
+	echo "Each round runs the methods in the order of the table (A first of each case)."
+	echo
+	echo "![Ranged connections over time, round 1](adaptive-connections.png)"
+} >"$REPORT"
+cat "$REPORT"
+for c in big-capped big-open small-capped; do echo "# $c:"; cat "$WORK/$c.log"; done
+
+if [ "$WRITE" = 1 ]; then
+	gnuplot <<GP || die "gnuplot failed"
+set terminal pngcairo size 900,360 font "sans,10" noenhanced
+set output "$ROOT/doc/adaptive-connections.png"
+set title "Ranged connections of one object over time (adaptive, round 1)"
+set xlabel "seconds since the copy began"
+set ylabel "connections allowed"
+set yrange [0:*]
+set key top left
+set grid
+plot "$WORK/big-capped.dat" using 1:2 with steps lw 2 title "$BIG, $RATE/s per connection", \
+     "$WORK/big-open.dat" using 1:2 with steps lw 2 title "$BIG, uncapped (store-bound)", \
+     "$WORK/small-capped.dat" using 1:2 with steps lw 2 dt 2 title "$SIZE, $RATE/s per connection"
+GP
+	put_section "$REPORT"
+	log "wrote doc/benchmarks.md and doc/adaptive-connections.png"
+fi
