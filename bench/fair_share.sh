@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 #
 # The workers' share between owners under contention, over time: how many
-# running attempts each owner holds while several wait (DESIGN §9; the
-# operator guide's "Sharing the workers between users").
+# running attempts each owner holds while several wait (doc/operator-guide.md,
+# "Sharing the workers between users").
 #
 # One PostgreSQL with the extension and no built-in workers
 # (remora.max_workers = 0); LEASES sessions act as workers through the SQL

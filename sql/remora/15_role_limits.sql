@@ -1,5 +1,6 @@
--- Limits per role (DESIGN §9): a NULL column takes the default from the
--- setting remora.default_role_<column>.  One row per role that has any.
+-- Limits per role (doc/operator-guide.md, "Limits per role"): a NULL column
+-- takes the default from the setting remora.default_role_<column>.  One row
+-- per role that has any.
 CREATE TABLE remora.role_limits (
 	role_id oid PRIMARY KEY,
 	weight integer CHECK (weight BETWEEN 1 AND 1000),

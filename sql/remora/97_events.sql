@@ -1,7 +1,8 @@
 /* ------------------------------------------------------------------------
- * Events and integration (DESIGN §10): NOTIFY remora_events on every state
- * change of a job or an export (an export is a row of remora.jobs too),
- * and signed webhooks on a job's terminal state.
+ * Events (doc/user-guide.md, "Waiting for a job: LISTEN", and "Webhooks"):
+ * NOTIFY remora_events on every state change of a job or an export (an export
+ * is a row of remora.jobs too), and signed webhooks on a job's terminal
+ * state.
  *
  * A webhook is recorded in the transaction that ends the job, so that one
  * is owed exactly when the end commits; workers deliver it later, each try

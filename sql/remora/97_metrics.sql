@@ -1,5 +1,6 @@
 /* ------------------------------------------------------------------------
- * Metrics (DESIGN §10): the Prometheus text exposition of GET /metrics
+ * Metrics (doc/operator-guide.md, "Metrics"): the Prometheus text exposition
+ * of GET /metrics
  * ------------------------------------------------------------------------ */
 
 -- A label value as the text format writes it between double quotes:

@@ -455,7 +455,8 @@ region_name_ok(const char *r)
  * PermanentRedirect (301, the bucket lives elsewhere), AuthorizationHeader-
  * Malformed naming a <Region>, or an x-amz-bucket-region header that names
  * another region than the request's.  Asking again never helps: the error
- * is final, and its message names what to register or set (DESIGN §11).
+ * is final, and its message names what to register or set
+ * (doc/operator-guide.md, "Source endpoints").
  */
 static bool
 region_error(const Request *req, const RemoraS3Error *s3err,

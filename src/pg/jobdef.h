@@ -36,7 +36,7 @@ typedef struct RemoraJobOptions
 	int    connections;
 	bool   has_max_bytes_per_second; /* the job's own byte-rate cap */
 	int64  max_bytes_per_second;
-	char  *notify_url; /* the webhook's URL (DESIGN §10) */
+	char  *notify_url; /* the webhook's URL (doc/user-guide.md, "Webhooks") */
 } RemoraJobOptions;
 
 /* submit: the job definition and the canonical request */

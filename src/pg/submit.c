@@ -653,9 +653,10 @@ remora_delete(PG_FUNCTION_ARGS)
 #define WEBHOOK_SECRET_LEN 32
 
 /*
- * The caller's webhook secret (DESIGN §10), created (rotate false) or
- * replaced (rotate true) with 32 bytes from pg_strong_random, the HMAC key
- * of the caller's webhooks; users see it as 'whsec_' and their base64.
+ * The caller's webhook secret (doc/user-guide.md, "Webhooks"), created
+ * (rotate false) or replaced (rotate true) with 32 bytes from
+ * pg_strong_random, the HMAC key of the caller's webhooks; users see it as
+ * 'whsec_' and their base64.
  * remora._webhook_secret keeps it (sql/remora/97_events.sql).  ERROR if
  * the system has no strong randomness.
  */

@@ -518,7 +518,7 @@ remora_call_endpoint(const char *name, RemoraEndpoint *out, bool *found)
 		out->cfg.ca_pem = out->strings[4];
 		out->cfg.path_style = out->strings[5] && out->strings[5][0] == 't';
 		/* registered without credentials: read anonymously, never with
-		 * the target's keys (DESIGN §11) */
+		 * the target's keys (doc/operator-guide.md, "Source endpoints") */
 		out->cfg.anonymous = !(out->strings[2] && out->strings[2][0]) &&
 							 !(out->strings[3] && out->strings[3][0]);
 		*found = out->strings[0] != NULL;

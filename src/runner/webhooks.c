@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * webhooks.c
- *	  The webhooks a worker delivers, the same in both hosts (DESIGN §10).
+ *	  The webhooks a worker delivers, the same in both hosts
+ *	  (doc/user-guide.md, "Webhooks").
  *
  * Once a second, while there is room, the round claims the webhooks due
  * (remora.webhooks_due: each with its job owner's secret, for a minute)

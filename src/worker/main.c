@@ -4,7 +4,8 @@
  *	  remora-worker: a Remora worker outside the database server.  It runs
  *	  the same transfer engine as the background workers and talks to
  *	  PostgreSQL only through the SQL worker protocol, as a role that is a
- *	  member of remora_worker (doc/operator-guide.md, "Scaling out").
+ *	  member of remora_worker (doc/operator-guide.md,
+ *	  "Scaling out: workers on other hosts").
  *
  *	  remora-worker [--concurrency N] [--label TEXT] [--poll-only]
  *	                [--allow-plaintext] [CONNINFO]

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 #
-# Reach (DESIGN §11), end to end.  A public-read bucket is copied through a
-# source endpoint registered without credentials, with a logging proxy
-# (test/e2e/s3_anon.py) in front of it to show that no request to it was
-# signed or carried the target's key; a private bucket through the same
-# kind of endpoint fails at once as AccessDenied (on Ceph RGW, which
-# refuses unsigned reads; the test server grants every unsigned request).
+# Reach (doc/operator-guide.md, "Source endpoints"), end to end.  A
+# public-read bucket is copied through a source endpoint registered without
+# credentials, with a logging proxy (test/e2e/s3_anon.py) in front of it to
+# show that no request to it was signed or carried the target's key; a private
+# bucket through the same kind of endpoint fails at once as AccessDenied (on
+# Ceph RGW, which refuses unsigned reads; the test server grants every
+# unsigned request).
 # Then a store in another region, answering as Amazon S3 does
 # (PermanentRedirect with x-amz-bucket-region, AuthorizationHeaderMalformed
 # with <Region>), as a source endpoint and as the target: each job fails

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 #
-# GET /metrics (doc/operator-guide.md, "Metrics"; DESIGN §10), end to end
+# GET /metrics (doc/operator-guide.md, "Metrics"), end to end
 # with curl and promtool against a real cluster, workers, nginx and the
 # S3 server:
 #   - on the web server: 401 without credentials or with a wrong password,

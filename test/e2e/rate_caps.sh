@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
-# Byte-rate caps, end to end (DESIGN §9), against nginx on the loopback
-# (far faster than any cap here):
+# Byte-rate caps, end to end (doc/operator-guide.md, "Limits per role"),
+# against nginx on the loopback (far faster than any cap here):
 #   - a job with options.max_bytes_per_second = 2 MiB/s moves 16 MiB in no
 #     less than 7.2 s (0.9 x size / rate), intact;
 #   - a role capped at 4 MiB/s moves 2 x 16 MiB, one job on a background

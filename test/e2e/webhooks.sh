@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 #
-# Webhooks end to end (DESIGN §10): a job with options.notify_url is POSTed
-# to it when it ends, by whichever worker runs it, signed with its owner's
-# secret.  A receiver (python3's http.server, writing every request to a
-# file) answers 500 to the first try on one path, 200 otherwise:
+# Webhooks end to end (doc/user-guide.md, "Webhooks"): a job with
+# options.notify_url is POSTed to it when it ends, by whichever worker runs
+# it, signed with its owner's secret.  A receiver (python3's http.server,
+# writing every request to a file) answers 500 to the first try on one path,
+# 200 otherwise:
 #   - the webhook is delivered again under the same webhook-id, and every
 #     delivery's signature verifies with its owner's secret (and not with
 #     another's);

@@ -1,8 +1,8 @@
 --
--- Webhooks (DESIGN §10): options.notify_url on submit and export, judged
--- like a source; each role's secret (remora_webhook_secret, created on
--- first use; remora_rotate_webhook_secret); a webhook owed when a job
--- with a notify_url ends, its tries claimed and recorded by workers
+-- Webhooks (doc/user-guide.md, "Webhooks"): options.notify_url on submit and
+-- export, judged like a source; each role's secret (remora_webhook_secret,
+-- created on first use; remora_rotate_webhook_secret); a webhook owed when a
+-- job with a notify_url ends, its tries claimed and recorded by workers
 -- (remora.webhooks_due, remora.webhook_tried); remora_webhook_deliveries
 -- under row-level security.  NOTIFY remora_events is
 -- test/isolation/specs/events-notify.spec.
@@ -108,7 +108,7 @@ RESET ROLE;
 
 -- ann's job succeeds, ben's fails, his other (without a hook) is
 -- cancelled: a webhook is owed for each job with a notify_url, with the
--- body of DESIGN §10
+-- body of doc/user-guide.md, "Webhooks"
 SELECT count(*) AS claimed FROM remora.claim('7a7e0000-0000-4000-8000-000000000001', 3);
 SET ROLE regress_wh_ben;
 SELECT remora_submit('https://example.com/b2.bin') AS b2 \gset

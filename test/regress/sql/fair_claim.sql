@@ -1,9 +1,10 @@
 --
--- Claims share the workers between owners (DESIGN §9): a late owner's job
--- starts within the first claims behind another's backlog, whatever its
--- priority; weights 3:1 give the heavier owner 0.70-0.80 of the running
--- attempts; max_running is reached and holds; priority orders an owner's
--- own jobs; an owner alone gets the whole batch.
+-- Claims share the workers between owners (doc/operator-guide.md, "Sharing
+-- the workers between users"): a late owner's job starts within the first
+-- claims behind another's backlog, whatever its priority; weights 3:1 give
+-- the heavier owner 0.70-0.80 of the running attempts; max_running is reached
+-- and holds; priority orders an owner's own jobs; an owner alone gets the
+-- whole batch.
 --
 TRUNCATE remora.jobs, remora.incarnations RESTART IDENTITY CASCADE;
 TRUNCATE remora.queue, remora.leases, remora.role_limits;
