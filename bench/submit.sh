@@ -8,8 +8,9 @@
 #      an administrator: every check a user's submit passes is made)
 #   F  the floor: a plpgsql function in the bench's own schema that
 #      inserts a job row and a queue row (tables shaped like remora's
-#      essentials: an identity key, owner, source, spec, state, times; a
-#      queue row with its priority) and notifies, one statement each
+#      essentials: an identity key, owner, source, spec, state, times; an
+#      unlogged queue, as remora's, a row with its priority) and
+#      notifies, one statement each
 #   D  graphile-worker's graphile_worker.add_job (bench/graphile, npm ci
 #      of a pinned version), a no-op task
 #
@@ -28,7 +29,8 @@
 #                   [--write]
 #   bench/submit.sh --profile [--txs 2000]
 # --write puts the report into doc/benchmarks.md under "## Submits"
-# (replacing it).  DEADLINE (seconds, default 1800) bounds it.
+# (replacing it).  DEADLINE (seconds, default 1800) bounds it; REMORA_REV
+# names the code measured (default: the checkout's commit).
 #
 set -Eeuo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -97,8 +99,8 @@ CREATE TABLE bench_floor.jobs (
 	state		text NOT NULL DEFAULT 'queued',
 	submitted_at timestamptz NOT NULL DEFAULT now()
 );
-CREATE TABLE bench_floor.queue (
-	job_id		bigint PRIMARY KEY REFERENCES bench_floor.jobs,
+CREATE UNLOGGED TABLE bench_floor.queue (
+	job_id		bigint PRIMARY KEY,
 	priority	integer NOT NULL,
 	not_before	timestamptz NOT NULL DEFAULT now()
 );
@@ -122,6 +124,7 @@ CONN="postgresql:///postgres?host=$PGHOST&port=$PGPORT&user=postgres"
 node bench/graphile/drain.js "$CONN" 0 1 >"$T/graphile-install.log" 2>&1 ||
 	{ cat "$T/graphile-install.log" >&2; die "graphile-worker did not install its schema"; }
 PG_VERSION=$(q "SHOW server_version")
+REV=${REMORA_REV:-$(git rev-parse --short HEAD 2>/dev/null || echo "an unknown commit")}
 
 S=$T/scripts
 mkdir -p "$S"
@@ -184,7 +187,7 @@ A=$(med A); F=$(med F); D=$(med D); BA=$(med bulkA); BF=$(med bulkF)
 	echo "$SECTION"
 	echo
 	echo "\`bench/submit.sh\` ($(date -u +%Y-%m-%d), $(nproc) cores, PostgreSQL $PG_VERSION with \`fsync = on\` and"
-	echo "\`synchronous_commit = on\`, graphile-worker $GW_VERSION, Remora at $(git rev-parse --short HEAD)): medians of $RUNS interleaved rounds."
+	echo "\`synchronous_commit = on\`, graphile-worker $GW_VERSION, Remora at $REV): medians of $RUNS interleaved rounds."
 	echo "A: \`remora_submit(url)\` by a plain member of \`remora_user\`; F: the floor, a plpgsql function"
 	echo "that inserts a job row and a queue row and notifies; D: graphile-worker's \`add_job\`."
 	echo

@@ -227,16 +227,20 @@ BEGIN
 	-- Provenance: who, from where, and the pg_cron job when pg_cron runs us.
 	-- Only the installed pg_cron extension's own run table is believed: a
 	-- look-alike cron.job_run_details that a user created would forge it.
-	SELECT c.oid INTO cron_runs
-	  FROM pg_catalog.pg_extension x
-	  JOIN pg_catalog.pg_depend d
-		ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
-	   AND d.refobjid = x.oid AND d.deptype = 'e'
-	   AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
-	  JOIN pg_catalog.pg_class c ON c.oid = d.objid
-	  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-	 WHERE x.extname = 'pg_cron' AND c.relname = 'job_run_details'
-	   AND n.nspname = 'cron';
+	-- Without a relation of that name (no pg_cron) the join is not run: a
+	-- simple expression, planned once.
+	IF pg_catalog.to_regclass('cron.job_run_details') IS NOT NULL THEN
+		SELECT c.oid INTO cron_runs
+		  FROM pg_catalog.pg_extension x
+		  JOIN pg_catalog.pg_depend d
+			ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+		   AND d.refobjid = x.oid AND d.deptype = 'e'
+		   AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+		  JOIN pg_catalog.pg_class c ON c.oid = d.objid
+		  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		 WHERE x.extname = 'pg_cron' AND c.relname = 'job_run_details'
+		   AND n.nspname = 'cron';
+	END IF;
 	IF cron_runs IS NOT NULL THEN
 		EXECUTE format('SELECT jobid, runid FROM %s
 						 WHERE job_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
