@@ -24,10 +24,10 @@
 # the methods run interleaved (A B C D, A B C D, ...) for RUNS rounds;
 # the report has medians and ratios.  fsync is on.
 #
-# Then, with synchronous_commit on: submit throughput (remora_submit from
-# 4 sessions against graphile_worker.add_job), and the latency from a
-# submit's commit to its claim by an idle worker (remora.max_workers = 1;
-# SUBMITS submits one after another, median and 99th percentile).
+# Then, with synchronous_commit on: the latency from a submit's commit to
+# its claim by an idle worker (remora.max_workers = 1; SUBMITS submits one
+# after another, median and 99th percentile).  Submit throughput is
+# measured by bench/submit.sh.
 #
 # Usage (root, Debian 12):
 #   bench/protocol.sh [--runs 3] [--backlogs "2000 20000 100000"]
@@ -136,12 +136,6 @@ UPDATE bench_floor SET state = 'running'
 RETURNING id AS fid \gset
 UPDATE bench_floor SET state = 'done' WHERE id = :fid;
 SQL
-cat >"$S/submit.sql" <<'SQL'
-SELECT remora_submit('https://example.com/s/' || :client_id || '-' || random() || '.bin') IS NOT NULL;
-SQL
-cat >"$S/add_job.sql" <<'SQL'
-SELECT graphile_worker.add_job('noop', '{}'::json) IS NOT NULL;
-SQL
 
 # ---------------------------------------------------------------- backlog
 queued() {	# queued METHOD
@@ -204,11 +198,6 @@ for backlog in $BACKLOGS; do
 	done
 done
 
-# ---------------------------------------------------------------- submits
-SUBMIT_RATE=$(pgbench_rate "$S/submit.sql" 4 500 on)
-ADD_JOB_RATE=$(pgbench_rate "$S/add_job.sql" 4 500 on)
-log "submits: remora_submit $SUBMIT_RATE/s, graphile_worker.add_job $ADD_JOB_RATE/s"
-
 # ---------------------------------------------------------------- latency
 # an idle worker; the queue emptied first (the backlog's jobs cancelled)
 q "SELECT count(remora_cancel(job_id)) FROM remora.jobs WHERE state IN ('queued', 'retrying')" >/dev/null
@@ -257,8 +246,6 @@ LAST_B=${BACKLOGS##* }
 		echo "$c clients, synchronous_commit $sync: $(ratio "$(med "$LAST_B" "$c" "$sync" A)" "$(med "$FIRST_B" "$c" "$sync" A)");"
 	done; done
 	echo
-	echo "Submits from 4 sessions (synchronous_commit on): \`remora_submit\` $(f0 "$SUBMIT_RATE")/s,"
-	echo "graphile-worker's \`add_job\` $(f0 "$ADD_JOB_RATE")/s ($(ratio "$SUBMIT_RATE" "$ADD_JOB_RATE")×)."
 	echo "From a submit's commit to its claim by an idle worker, over $SUBMITS submits one after"
 	echo "another: median $LAT_MEDIAN ms, 99th percentile $LAT_P99 ms."
 	echo

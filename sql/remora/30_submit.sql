@@ -11,16 +11,21 @@ AS $$ SELECT replace(replace(replace(replace(pattern, '\', '\\'), '%', '\%'), '_
 -- May caller write where spec says?  The configured defaults always;
 -- anything else needs a target grant (or remora_admin).
 CREATE FUNCTION remora._may_write(caller oid, spec jsonb) RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-	SELECT (spec ->> 'bucket' = current_setting('remora.default_bucket')
-			AND spec ->> 'prefix' = rtrim(current_setting('remora.default_prefix'), '/'))
-		OR pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
+BEGIN
+	-- the defaults first, alone: a simple expression, planned once
+	IF spec ->> 'bucket' = current_setting('remora.default_bucket')
+		AND spec ->> 'prefix' = rtrim(current_setting('remora.default_prefix'), '/') THEN
+		RETURN true;
+	END IF;
+	RETURN pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
 		OR EXISTS (SELECT 1 FROM remora.target_grants g
 					WHERE g.bucket = spec ->> 'bucket'
 					  AND spec ->> 'prefix' LIKE remora._glob_like(g.prefix_pattern)
-					  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'))
+					  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'));
+END
 $$;
 
 -- A target prefix as the directory its jobs' areas are in: '' or 'p/'.
@@ -43,10 +48,11 @@ AS $$ SELECT CASE WHEN rtrim(prefix, '/') = '' THEN '' ELSE rtrim(prefix, '/') |
 -- remora.hf_token is superuser-only: this is called by remora._submit,
 -- which runs as the extension's owner.
 CREATE FUNCTION remora._may_read(caller oid, spec jsonb) RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-	SELECT CASE
+BEGIN
+	RETURN CASE
 		WHEN spec #>> '{source,kind}' IN ('s3_object', 's3_prefix') THEN
 			pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
 			OR EXISTS (SELECT 1 FROM remora.source_grants g
@@ -66,7 +72,8 @@ AS $$
 						  AND spec #>> '{source,repo}' LIKE remora._glob_like(g.prefix_pattern)
 						  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'))
 		ELSE true
-	END
+	END;
+END
 $$;
 
 -- Does an s3:// source on the target store reach into the staging and
@@ -79,10 +86,11 @@ $$;
 -- grant ending in '*' (jobs may be created anywhere under it).  Returns the
 -- area reached (as '<dir><job id>/' or '<dir>…/<job id>/'), or NULL.
 CREATE FUNCTION remora._job_area_reached(spec jsonb) RETURNS text
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-	WITH src AS (
+BEGIN
+	RETURN (WITH src AS (
 		SELECT $1 #>> '{source,bucket}' AS bucket,
 			   $1 #>> '{source,key}' AS path,
 			   $1 #>> '{source,kind}' = 's3_prefix' AS listing
@@ -114,7 +122,8 @@ AS $$
 				 AND substr(src.path, length(d.dir) + 1) ~ '^[0-9]+/')
 		  ORDER BY d.wild, d.dir DESC LIMIT 1),
 		(SELECT '<prefix>/<job id>/<attempt id>/' FROM src
-		  WHERE src.path ~ '(^|/)[0-9]+/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/'))
+		  WHERE src.path ~ '(^|/)[0-9]+/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/')));
+END
 $$;
 
 -- Record a validated job.  spec is the canonical definition with defaults
@@ -129,7 +138,8 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	req_hash	text := remora._sha256(request::text);
+	req_hash	text := encode(sha256(convert_to(request::text, 'UTF8')), 'hex');
+	kind		text := spec #>> '{source,kind}';
 	existing	record;
 	new_id		bigint;
 	endpoint	text := spec #>> '{options,endpoint}';
@@ -138,6 +148,8 @@ DECLARE
 	prov		jsonb;
 	area		text;
 	cron_runs	oid;
+	def_hash	text;
+	acc_digest	text;
 BEGIN
 	IF idem_key IS NOT NULL THEN
 		SELECT job_id, request_hash INTO existing
@@ -161,15 +173,19 @@ BEGIN
 				  HINT = 'An administrator grants targets with remora.grant_target().';
 	END IF;
 
-	IF endpoint IS NOT NULL
-		AND NOT EXISTS (SELECT 1 FROM remora.source_endpoints WHERE name = endpoint) THEN
-		RAISE EXCEPTION 'invalid option "endpoint"'
-			USING ERRCODE = 'invalid_parameter_value',
-				  DETAIL = format('No source endpoint named "%s" is registered.', endpoint),
-				  HINT = 'An administrator registers source endpoints.';
+	IF endpoint IS NOT NULL THEN
+		IF NOT EXISTS (SELECT 1 FROM remora.source_endpoints WHERE name = endpoint) THEN
+			RAISE EXCEPTION 'invalid option "endpoint"'
+				USING ERRCODE = 'invalid_parameter_value',
+					  DETAIL = format('No source endpoint named "%s" is registered.', endpoint),
+					  HINT = 'An administrator registers source endpoints.';
+		END IF;
 	END IF;
 
-	IF spec #>> '{source,kind}' = 'hf' AND NOT remora._may_read(caller, spec) THEN
+	-- _may_read and _job_area_reached judge s3:// and hf:// sources alone
+	-- (any other is readable and reaches no job's area): not called for
+	-- the others, the submits that must be cheapest
+	IF kind = 'hf' AND NOT remora._may_read(caller, spec) THEN
 		RAISE EXCEPTION 'permission denied for Hugging Face % "%"',
 			spec #>> '{source,repo_type}', spec #>> '{source,repo}'
 			USING ERRCODE = 'insufficient_privilege',
@@ -177,7 +193,7 @@ BEGIN
 				  HINT = format('An administrator grants it with remora.grant_source(role, %L, %L, ''hf'').',
 								(spec #>> '{source,repo_type}') || 's', spec #>> '{source,repo}');
 	END IF;
-	IF NOT remora._may_read(caller, spec) THEN
+	IF kind IN ('s3_object', 's3_prefix') AND NOT remora._may_read(caller, spec) THEN
 		RAISE EXCEPTION 'permission denied for source bucket "%" %', spec #>> '{source,bucket}',
 			CASE WHEN spec #>> '{source,kind}' = 's3_prefix'
 				 AND coalesce(spec #>> '{source,key}', '') = '' THEN '(the whole bucket)'
@@ -189,7 +205,8 @@ BEGIN
 				  DETAIL = 'Reading an s3:// source needs a source grant for its bucket, key or prefix and endpoint.',
 				  HINT = 'An administrator grants sources with remora.grant_source().';
 	END IF;
-	IF NOT pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE') THEN
+	IF kind IN ('s3_object', 's3_prefix')
+		AND NOT pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE') THEN
 		area := remora._job_area_reached(spec);
 		IF area IS NOT NULL THEN
 			RAISE EXCEPTION 'permission denied for source bucket "%" %', spec #>> '{source,bucket}',
@@ -210,16 +227,20 @@ BEGIN
 	-- Provenance: who, from where, and the pg_cron job when pg_cron runs us.
 	-- Only the installed pg_cron extension's own run table is believed: a
 	-- look-alike cron.job_run_details that a user created would forge it.
-	SELECT c.oid INTO cron_runs
-	  FROM pg_catalog.pg_extension x
-	  JOIN pg_catalog.pg_depend d
-		ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
-	   AND d.refobjid = x.oid AND d.deptype = 'e'
-	   AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
-	  JOIN pg_catalog.pg_class c ON c.oid = d.objid
-	  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-	 WHERE x.extname = 'pg_cron' AND c.relname = 'job_run_details'
-	   AND n.nspname = 'cron';
+	-- Without a relation of that name (no pg_cron) the join is not run: a
+	-- simple expression, planned once.
+	IF pg_catalog.to_regclass('cron.job_run_details') IS NOT NULL THEN
+		SELECT c.oid INTO cron_runs
+		  FROM pg_catalog.pg_extension x
+		  JOIN pg_catalog.pg_depend d
+			ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+		   AND d.refobjid = x.oid AND d.deptype = 'e'
+		   AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+		  JOIN pg_catalog.pg_class c ON c.oid = d.objid
+		  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		 WHERE x.extname = 'pg_cron' AND c.relname = 'job_run_details'
+		   AND n.nspname = 'cron';
+	END IF;
 	IF cron_runs IS NOT NULL THEN
 		EXECUTE format('SELECT jobid, runid FROM %s
 						 WHERE job_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
@@ -237,24 +258,39 @@ BEGIN
 		'cron_run_id', cron_run,
 		'submitted_at', now()));
 
-	INSERT INTO remora.jobs
-		(owner, source, source_kind, bucket, prefix, options, spec, label,
-		 priority, max_attempts, idempotency_key, request_hash,
-		 definition_hash, access_digest, provenance)
-	VALUES
-		(caller, spec #>> '{source,uri}', spec #>> '{source,kind}',
-		 spec ->> 'bucket', spec ->> 'prefix', spec -> 'options', spec,
-		 spec #>> '{options,label}',
-		 (spec #>> '{options,priority}')::integer,
-		 (spec #>> '{options,max_attempts}')::integer,
-		 idem_key, req_hash, remora._sha256(spec::text || coalesce(source_url, '')),
-		 remora._sha256(jsonb_build_object(
-			'owner', caller, 'role', pg_get_userbyid(caller),
-			'bucket', spec ->> 'bucket', 'prefix', spec ->> 'prefix',
-			'endpoint', endpoint)::text),
-		 prov)
-	ON CONFLICT (owner, idempotency_key) DO NOTHING
-	RETURNING job_id INTO new_id;
+	def_hash := encode(sha256(convert_to(spec::text || coalesce(source_url, ''), 'UTF8')), 'hex');
+	acc_digest := encode(sha256(convert_to(jsonb_build_object(
+		'owner', caller, 'role', pg_get_userbyid(caller),
+		'bucket', spec ->> 'bucket', 'prefix', spec ->> 'prefix',
+		'endpoint', endpoint)::text, 'UTF8')), 'hex');
+	-- Without a key nothing can conflict (NULLs are distinct): a plain
+	-- insert spares the speculative insertion of ON CONFLICT.
+	IF idem_key IS NULL THEN
+		INSERT INTO remora.jobs
+			(owner, source, source_kind, bucket, prefix, options, spec, label,
+			 priority, max_attempts, idempotency_key, request_hash,
+			 definition_hash, access_digest, provenance)
+		VALUES
+			(caller, spec #>> '{source,uri}', kind, spec ->> 'bucket',
+			 spec ->> 'prefix', spec -> 'options', spec, spec #>> '{options,label}',
+			 (spec #>> '{options,priority}')::integer,
+			 (spec #>> '{options,max_attempts}')::integer,
+			 NULL, req_hash, def_hash, acc_digest, prov)
+		RETURNING job_id INTO new_id;
+	ELSE
+		INSERT INTO remora.jobs
+			(owner, source, source_kind, bucket, prefix, options, spec, label,
+			 priority, max_attempts, idempotency_key, request_hash,
+			 definition_hash, access_digest, provenance)
+		VALUES
+			(caller, spec #>> '{source,uri}', kind, spec ->> 'bucket',
+			 spec ->> 'prefix', spec -> 'options', spec, spec #>> '{options,label}',
+			 (spec #>> '{options,priority}')::integer,
+			 (spec #>> '{options,max_attempts}')::integer,
+			 idem_key, req_hash, def_hash, acc_digest, prov)
+		ON CONFLICT (owner, idempotency_key) DO NOTHING
+		RETURNING job_id INTO new_id;
+	END IF;
 
 	IF new_id IS NULL THEN
 		-- A concurrent submit with the same key won the insert.

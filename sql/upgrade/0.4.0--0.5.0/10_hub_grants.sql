@@ -26,35 +26,8 @@ ALTER TABLE remora.source_grants
 	ADD CONSTRAINT source_grants_grantee_bucket_prefix_pattern_endpoint_hub_key
 		UNIQUE NULLS NOT DISTINCT (grantee, bucket, prefix_pattern, endpoint, hub);
 
-CREATE OR REPLACE FUNCTION remora._may_read(caller oid, spec jsonb) RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-	SELECT CASE
-		WHEN spec #>> '{source,kind}' IN ('s3_object', 's3_prefix') THEN
-			pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
-			OR EXISTS (SELECT 1 FROM remora.source_grants g
-						WHERE NOT g.hub
-						  AND g.bucket = spec #>> '{source,bucket}'
-						  AND g.endpoint IS NOT DISTINCT FROM spec #>> '{options,endpoint}'
-						  AND spec #>> '{source,key}' LIKE remora._glob_like(g.prefix_pattern)
-						  AND (spec #>> '{source,kind}' = 's3_object'
-							   OR right(g.prefix_pattern, 1) = '*')
-						  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'))
-		WHEN spec #>> '{source,kind}' = 'hf' THEN
-			coalesce(pg_catalog.current_setting('remora.hf_token', true), '') = ''
-			OR pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
-			OR EXISTS (SELECT 1 FROM remora.source_grants g
-						WHERE g.hub
-						  AND g.bucket = (spec #>> '{source,repo_type}') || 's'
-						  AND spec #>> '{source,repo}' LIKE remora._glob_like(g.prefix_pattern)
-						  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'))
-		ELSE true
-	END
-$$;
-
--- remora._submit checks hub grants too; it changed again later, and is in
--- 51_role_limits.sql in its final form.
+-- remora._may_read and remora._submit check hub grants too; they changed
+-- again later, and are in 90_submit_speed.sql in their final forms.
 
 CREATE OR REPLACE FUNCTION remora.register_source_endpoint(name text, url text,
 		region text DEFAULT 'us-east-1', path_style boolean DEFAULT true,

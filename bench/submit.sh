@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC1091  # test/lib and bench/lib sourced at run time
+#
+# submit.sh: submits per second, beside a floor and a peer on the same
+# PostgreSQL server in the same run (fsync on, synchronous_commit on):
+#
+#   A  remora_submit(url), called by a plain member of remora_user (not
+#      an administrator: every check a user's submit passes is made)
+#   F  the floor: a plpgsql function in the bench's own schema that
+#      inserts a job row and a queue row (tables shaped like remora's
+#      essentials: an identity key, owner, source, spec, state, times; an
+#      unlogged queue, as remora's, a row with its priority) and
+#      notifies, one statement each
+#   D  graphile-worker's graphile_worker.add_job (bench/graphile, npm ci
+#      of a pinned version), a no-op task
+#
+# One submit a transaction from CLIENTS pgbench sessions, TXS each; then
+# one statement submitting BULK: SELECT remora_submit(url) FROM urls (A)
+# and the floor's function over the same rows (F).  The methods run
+# interleaved (A F D, A F D, ...) for RUNS rounds; the report has medians
+# and the ratios A ÷ F and A ÷ D.
+#
+# --profile instead runs PROFILE submits of A alone with
+# pg_stat_statements (track = all, track_planning) and prints where they
+# spent their time, statement by statement (nested ones included).
+#
+# Usage (root, Debian 12):
+#   bench/submit.sh [--runs 5] [--clients 4] [--txs 500] [--bulk 10000]
+#                   [--write]
+#   bench/submit.sh --profile [--txs 2000]
+# --write puts the report into doc/benchmarks.md under "## Submits"
+# (replacing it).  DEADLINE (seconds, default 1800) bounds it; REMORA_REV
+# names the code measured (default: the checkout's commit).
+#
+set -Eeuo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SECTION="## Submits"
+RUNS=5
+CLIENTS=4
+TXS=500
+BULK=10000
+WRITE=0
+PROFILE=0
+DEADLINE=${DEADLINE:-1800}
+while [ $# -gt 0 ]; do
+	case $1 in
+	--runs) RUNS=$2; shift 2 ;;
+	--clients) CLIENTS=$2; shift 2 ;;
+	--txs) TXS=$2; shift 2 ;;
+	--bulk) BULK=$2; shift 2 ;;
+	--write) WRITE=1; shift ;;
+	--profile) PROFILE=1; shift ;;
+	*) sed -n '/^# Usage/,/^# (replacing/p' "$0" >&2; exit 2 ;;
+	esac
+done
+log() { echo "[$(date +%T)] $*" >&2; }
+die() { echo "submit: FAIL: $*" >&2; exit 1; }
+
+cd "$ROOT"
+. test/lib/e2e.sh
+. bench/lib.sh
+install_deps >/dev/null
+make -s >/dev/null && make -s install >/dev/null
+(cd bench/graphile && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
+	die "npm ci in bench/graphile failed"
+GW_VERSION=$(node -p 'require("./bench/graphile/node_modules/graphile-worker/package.json").version')
+e2e_begin submit-bench
+( sleep "$DEADLINE"; log "deadline reached"; kill -TERM $$ ) &
+WATCHDOG=$!
+e2e_at_exit "pkill -P $WATCHDOG; kill $WATCHDOG 2>/dev/null"
+
+PROFILE_CONF=
+if [ "$PROFILE" = 1 ]; then
+	export CLUSTER_PRELOAD=remora,pg_stat_statements
+	PROFILE_CONF="pg_stat_statements.track = all
+pg_stat_statements.track_planning = on"
+fi
+e2e_cluster <<CONF
+fsync = on
+synchronous_commit = on
+shared_buffers = '512MB'
+max_connections = 100
+remora.max_workers = 0
+remora.default_bucket = 'target'
+$PROFILE_CONF
+CONF
+q "CREATE EXTENSION remora" >/dev/null
+q "CREATE ROLE bench_user LOGIN IN ROLE remora_user" >/dev/null
+
+# the floor: remora's essentials, one INSERT each and a NOTIFY
+q "CREATE SCHEMA bench_floor AUTHORIZATION bench_user" >/dev/null
+psql -X -q -v ON_ERROR_STOP=1 -U bench_user -d postgres <<'SQL'
+CREATE TABLE bench_floor.jobs (
+	job_id		bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	owner		oid NOT NULL,
+	source		text NOT NULL,
+	spec		jsonb NOT NULL,
+	priority	integer NOT NULL DEFAULT 0,
+	state		text NOT NULL DEFAULT 'queued',
+	submitted_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNLOGGED TABLE bench_floor.queue (
+	job_id		bigint PRIMARY KEY,
+	priority	integer NOT NULL,
+	not_before	timestamptz NOT NULL DEFAULT now()
+);
+CREATE FUNCTION bench_floor.submit(url text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+	id	bigint;
+BEGIN
+	INSERT INTO bench_floor.jobs (owner, source, spec)
+	VALUES ((SELECT oid FROM pg_roles WHERE rolname = current_user), url,
+			jsonb_build_object('source', url))
+	RETURNING job_id INTO id;
+	INSERT INTO bench_floor.queue (job_id, priority) VALUES (id, 0);
+	PERFORM pg_notify('bench_floor', id::text);
+	RETURN id;
+END
+$$;
+SQL
+
+CONN="postgresql:///postgres?host=$PGHOST&port=$PGPORT&user=postgres"
+node bench/graphile/drain.js "$CONN" 0 1 >"$T/graphile-install.log" 2>&1 ||
+	{ cat "$T/graphile-install.log" >&2; die "graphile-worker did not install its schema"; }
+PG_VERSION=$(q "SHOW server_version")
+REV=${REMORA_REV:-$(git rev-parse --short HEAD 2>/dev/null || echo "an unknown commit")}
+
+S=$T/scripts
+mkdir -p "$S"
+URL="'https://example.com/s/' || :client_id || '-' || random() || '.bin'"
+echo "SELECT remora_submit($URL) IS NOT NULL;" >"$S/A.sql"
+echo "SELECT bench_floor.submit($URL) IS NOT NULL;" >"$S/F.sql"
+echo "SELECT graphile_worker.add_job('noop', '{}'::json) IS NOT NULL;" >"$S/D.sql"
+BURL="'https://example.com/b/' || g || '-' || random() || '.bin'"
+echo "SELECT count(remora_submit($BURL)) FROM generate_series(1, $BULK) g;" >"$S/bulkA.sql"
+echo "SELECT count(bench_floor.submit($BURL)) FROM generate_series(1, $BULK) g;" >"$S/bulkF.sql"
+
+# pgbench_rate SCRIPT CLIENTS TRANSACTIONS USER: transactions per second
+pgbench_rate() {
+	local out
+	out=$(pgbench -n -U "$4" -c "$2" -j "$2" -t "$3" -f "$1" postgres 2>&1) ||
+		{ echo "$out" >&2; die "pgbench $(basename "$1") failed"; }
+	grep -q "number of failed transactions: 0 " <<<"$out" ||
+		{ echo "$out" >&2; die "pgbench $(basename "$1"): transactions failed"; }
+	grep -oP 'tps = \K[0-9.]+(?= \(without)' <<<"$out"
+}
+
+# measure METHOD: submits per second
+measure() {
+	case $1 in
+	A | F) pgbench_rate "$S/$1.sql" "$CLIENTS" "$TXS" bench_user ;;
+	D) pgbench_rate "$S/D.sql" "$CLIENTS" "$TXS" postgres ;;
+	bulkA | bulkF) awk -v r="$(pgbench_rate "$S/$1.sql" 1 1 bench_user)" -v n="$BULK" \
+		'BEGIN { printf "%.1f\n", r * n }' ;;
+	esac
+}
+
+if [ "$PROFILE" = 1 ]; then
+	q "CREATE EXTENSION pg_stat_statements" >/dev/null
+	measure A >/dev/null	# warm: the statements' first plans are not the cost
+	q "SELECT pg_stat_statements_reset()" >/dev/null
+	pgbench_rate "$S/A.sql" 1 "$TXS" bench_user >/dev/null
+	echo "$TXS submits, one session: per submit, ms (exec + plan), calls per submit, statement"
+	q "SELECT round(((total_exec_time + total_plan_time) / $TXS)::numeric, 4) || ' | ' ||
+			  round((total_plan_time / $TXS)::numeric, 4) || ' plan | ' ||
+			  round(calls::numeric / $TXS, 2) || ' | ' || regexp_replace(left(query, 140), '\s+', ' ', 'g')
+		 FROM pg_stat_statements WHERE calls >= $TXS
+		ORDER BY total_exec_time + total_plan_time DESC LIMIT 30"
+	exit 0
+fi
+
+RESULTS=$T/results.tsv	# method round submits/s
+: >"$RESULTS"
+for r in $(seq 1 "$RUNS"); do
+	for m in A F D bulkA bulkF; do
+		v=$(measure "$m")
+		printf '%s\t%s\t%s\n' "$m" "$r" "$v" >>"$RESULTS"
+		log "round $r: $m $v/s"
+	done
+done
+
+med() { awk -F'\t' -v m="$1" '$1 == m { print $3 }' "$RESULTS" | median; }
+f0() { awk -v v="$1" 'BEGIN { printf "%.0f", v }'; }
+A=$(med A); F=$(med F); D=$(med D); BA=$(med bulkA); BF=$(med bulkF)
+{
+	echo "$SECTION"
+	echo
+	echo "\`bench/submit.sh\` ($(date -u +%Y-%m-%d), $(nproc) cores, PostgreSQL $PG_VERSION with \`fsync = on\` and"
+	echo "\`synchronous_commit = on\`, graphile-worker $GW_VERSION, Remora at $REV): medians of $RUNS interleaved rounds."
+	echo "A: \`remora_submit(url)\` by a plain member of \`remora_user\`; F: the floor, a plpgsql function"
+	echo "that inserts a job row and a queue row and notifies; D: graphile-worker's \`add_job\`."
+	echo
+	echo "| submits | A: Remora /s | F: floor /s | D: graphile-worker /s | A ÷ F | A ÷ D |"
+	echo "|---|---:|---:|---:|---:|---:|"
+	echo "| one a transaction, $CLIENTS sessions × $TXS | $(f0 "$A") | $(f0 "$F") | $(f0 "$D") | $(ratio "$A" "$F") | $(ratio "$A" "$D") |"
+	echo "| one statement of $BULK, 1 session | $(f0 "$BA") | $(f0 "$BF") | | $(ratio "$BA" "$BF") | |"
+} >"$T/report.md"
+cat "$T/report.md"
+if [ "$WRITE" = 1 ]; then
+	put_section "$T/report.md"
+	log "doc/benchmarks.md updated"
+fi
