@@ -3,9 +3,11 @@
 # The chaos run: jobs of every source kind and exports of their results,
 # while the run kills, pauses and restarts whatever moves them, cuts a
 # remora-worker off from PostgreSQL, the store or both for longer than the
-# lease (test/lib/partition.sh), and makes their sources and the store
-# misbehave.  Afterwards it checks that
-# nothing was lost or published twice:
+# lease (test/lib/partition.sh), may run one remora-worker's slot with its
+# wall clock an hour off (libfaketime), and makes their sources and the
+# store misbehave.  Afterwards it checks (test/lib/chaos.sh holds the job
+# mix and these checks, which test/e2e/patroni.sh shares) that nothing was
+# lost or published twice:
 #
 #   - every job ended, succeeded or for a reason the run injected and names
 #     (a cancel it issued); every export succeeded, those left in

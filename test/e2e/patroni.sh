@@ -116,11 +116,11 @@ patroni_node() {
 	e2e_at_exit "kill -9 \$(pgrep -P ${PPID_OF[$1]}) ${PPID_OF[$1]} 2>/dev/null"
 }
 e2e_at_exit 'cp "$T/n1.log" /tmp/patroni-n1.log; cp "$T/n2.log" /tmp/patroni-n2.log'
-e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/patroni${E2E_LABEL:+-rgw}-${f##*/}"; done'
+e2e_at_exit 'for f in "$T"/w*.log; do [ ! -e "$f" ] || cp "$f" "/tmp/patroni${E2E_LABEL:+-rgw}-${f##*/}"; done'
 declare -A PPID_OF
 patroni_node n1
 leader_is() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${REST[$1]}/primary" | grep -q 200; }
-check "n1 bootstraps and leads" wait_for 60 leader_is n1
+check "n1 bootstraps and leads" wait_for 180 leader_is n1
 patroni_node n2
 sync_is() { curl -s "http://127.0.0.1:${REST[$1]}/sync" -o /dev/null -w '%{http_code}' | grep -q 200; }
 check "n2 becomes the synchronous standby" wait_for 90 sync_is n2
@@ -182,6 +182,8 @@ submit_until "$N_JOBS"
 check "Patroni promotes n1, and its launcher runs" wait_for 60 serving n1
 echo "# $(date +%T) n1 serves, $(($(date +%s) - t0)) s after the kill"
 check_eq "no synchronous standby demanded by the lone leader" "$(q "SHOW synchronous_standby_names")" ""
+coord() { [ "$(q "SELECT count(*) FROM remora.coordination")" = 1 ]; }
+check "reconcile rebuilt the coordination state there" wait_for 30 coord
 reconnected() {	# reconnected NODE [FROM_LINE]: each remora-worker's log says it
 	local w
 	for w in w1 w2; do
