@@ -164,10 +164,12 @@ FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 faketime_env() { echo "LD_PRELOAD=$FAKETIME_LIB FAKETIME=$1 FAKETIME_DONT_FAKE_MONOTONIC=1"; }
 
 # log_skew LOG: seconds the clock of the remora-worker writing LOG is
-# ahead of this machine's (by the time of its first "connected to" line)
+# ahead of this machine's: the time its last line says, less the time of
+# that write by this machine's clock (the file's modification time, which
+# the kernel sets), so that it holds whenever it is asked
 log_skew() {
 	local line
-	line=$(grep -m1 "connected to" "$1" | cut -d' ' -f1)
+	line=$(grep -E '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' "$1" | tail -n 1 | cut -d' ' -f1)
 	[ -n "$line" ] || return 1
-	echo $(($(date -d "$line" +%s) - $(date +%s)))
+	echo $(($(date -d "$line" +%s) - $(stat -c %Y "$1")))
 }
