@@ -140,10 +140,10 @@ serving() {	# serving NODE: NODE leads, and its launcher runs
 }
 check "the launcher runs on n1" wait_for 30 serving n1
 echo "# $(date +%T) n1 serves"
-# feed N: two jobs or more run, or the next of the mix's first N is
-# submitted (poll it until they run)
+# feed N RUNNING: RUNNING jobs or more run, or the next of the mix's
+# first N is submitted (poll it until they run)
 feed() {
-	[ "$(q "SELECT count(*) FROM remora.jobs WHERE state = 'running'")" -ge 2 ] && return 0
+	[ "$(q "SELECT count(*) FROM remora.jobs WHERE state = 'running'")" -ge "$2" ] && return 0
 	[ "$SUBMITTED" -lt "$1" ] && submit_until $((SUBMITTED + 1))
 	return 1
 }
@@ -156,7 +156,7 @@ submit_until() {
 		[ "$SUBMITTED" -gt "$before" ] || { not_ok "job $((before + 1)) of the mix is submitted"; exit 1; }
 	done
 }
-check "jobs run on n1" wait_for 60 feed 5
+check "jobs run on n1" wait_for 60 feed 5 2
 
 # ---- a switchover while jobs run, and submits during it ----
 t0=$(date +%s)
@@ -171,7 +171,7 @@ check "n1 becomes n2's synchronous standby" wait_for 90 sync_is n1
 echo "# $(date +%T) n1 is synchronous again"
 check_eq "synchronous_standby_names set by Patroni" "$(q "SHOW synchronous_standby_names")" "n1"
 export_one
-check "jobs run on n2" wait_for 60 feed $((N_JOBS - 2))
+check "a job runs on n2" wait_for 60 feed $((N_JOBS - 1)) 1
 
 # ---- the leader killed while jobs run, and submits while none leads ----
 t0=$(date +%s)
