@@ -3,9 +3,11 @@
 # The chaos run: jobs of every source kind and exports of their results,
 # while the run kills, pauses and restarts whatever moves them, cuts a
 # remora-worker off from PostgreSQL, the store or both for longer than the
-# lease (test/lib/partition.sh), and makes their sources and the store
-# misbehave.  Afterwards it checks that
-# nothing was lost or published twice:
+# lease (test/lib/partition.sh), may run one remora-worker's slot with its
+# wall clock an hour off (libfaketime), and makes their sources and the
+# store misbehave.  Afterwards it checks (test/lib/chaos.sh holds the job
+# mix and these checks, which test/e2e/patroni.sh shares) that nothing was
+# lost or published twice:
 #
 #   - every job ended, succeeded or for a reason the run injected and names
 #     (a cancel it issued); every export succeeded, those left in
@@ -45,6 +47,7 @@
 # REMORA_STORE chooses the target store (s3rver or rgw), as for test/e2e.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
+. "$(dirname "$0")/../lib/chaos.sh"
 . "$(dirname "$0")/../lib/partition.sh"
 
 MODE=ci
@@ -69,51 +72,14 @@ else
 	N_HTTP=32 N_PREFIX=12 N_HUB=6 N_EXPORT=16
 	DOC=${CHAOS_DOC:-}
 fi
-N_JOBS=$((N_HTTP + N_PREFIX + N_HUB))
-PART=5242880	# remora.part_size (test/lib/stack.sh): a larger http object goes in parts
 PAUSE_SECONDS=6	# a SIGSTOP lasts past the lease (4 s)
 PARTITION_SECONDS=10	# and a partition well past it
 
 # ---- the schedule: every random draw of the run, from the seed, here ----
 RANDOM=$SEED
-pick() { P=${*:$((RANDOM % $# + 1)):1}; }	# pick WORD...: one of them, in $P
 
-declare -a HTTP_SIZE PREFIX_SIZES HUB_SIZE JOB INJ_AT INJ_KIND INJ_ARG INJ_R INJ_EXPORT EXP_MODE EXP_R
-# http objects of several sizes: o1 of one part and o2 of several, whatever
-# the draw, so that both are in the mix
-for ((i = 1; i <= N_HTTP; i++)); do
-	case $i in
-	1) pick 150000 600000 3000000 ;;
-	2) pick 11000000 24000000 ;;
-	*) pick 150000 600000 3000000 3000000 11000000 24000000 ;;
-	esac
-	HTTP_SIZE[i]=$P
-done
-for ((i = 1; i <= N_PREFIX; i++)); do	# 3-14 members under d/, and top.bin
-	PREFIX_SIZES[i]=
-	for ((m = 3 + RANDOM % 12; m > 0; m--)); do PREFIX_SIZES[i]+="$((500 + RANDOM * 4)) "; done
-done
-for ((i = 1; i <= N_HUB; i++)); do HUB_SIZE[i]=$((1200000 + RANDOM * 30)); done
-# the jobs, in the order they are submitted: the first four one of each
-# kind (an http object of one part, one of several, a prefix, a Hub
-# snapshot), in a drawn order; then a drawn mix
-first=("http o1" "http o2" "prefix p$((RANDOM % N_PREFIX + 1))" "hub r$((RANDOM % N_HUB + 1))")
-for ((i = 3; i > 0; i--)); do
-	k=$((RANDOM % (i + 1)))
-	t=${first[i]} first[i]=${first[k]} first[k]=$t
-done
-for ((n = 1; n <= N_JOBS; n++)); do
-	if [ "$n" -le 4 ]; then
-		JOB[n]=${first[n - 1]}
-		continue
-	fi
-	pick http http http prefix prefix hub
-	case $P in
-	http) JOB[n]="http o$((RANDOM % N_HTTP + 1))" ;;
-	prefix) JOB[n]="prefix p$((RANDOM % N_PREFIX + 1))" ;;
-	hub) JOB[n]="hub r$((RANDOM % N_HUB + 1))" ;;
-	esac
-done
+declare -a INJ_AT INJ_KIND INJ_ARG INJ_R INJ_EXPORT
+mix_draw
 # the injections: one every 1-4 s, at seconds from the start of the run;
 # each with a draw (INJ_R) for what it lands on, and a 60 % chance of an
 # export before it
@@ -193,18 +159,20 @@ for ((at = 0; at < SECONDS_TOTAL; at += 1 + RANDOM % 4)); do
 	esac
 	i=$((i + 1))
 done
-for ((k = 1; k <= N_EXPORT; k++)); do
-	pick fail overwrite
-	EXP_MODE[k]=$P EXP_R[k]=$RANDOM
-done
+mix_draw_exports
+# a clock that disagrees: one remora-worker's slot (its OS user's: the
+# replacements of a killed one take it over) runs under libfaketime, an
+# hour ahead or behind; the CI variant may draw none, the soak always one
+if [ "$MODE" = soak ]; then pick +1h -1h; else pick none +1h -1h; fi
+SKEW=$P
+pick remora_chaos_u1 remora_chaos_u2
+SKEW_USER=$P
 
 print_schedule() {
 	local i
 	echo "chaos schedule: $MODE, seed $SEED, ${SECONDS_TOTAL} s, $N_JOBS jobs, $N_EXPORT exports, ${#INJ_AT[@]} injections"
-	for ((i = 1; i <= N_HTTP; i++)); do echo "file o$i ${HTTP_SIZE[i]}"; done
-	for ((i = 1; i <= N_PREFIX; i++)); do echo "prefix p$i ${PREFIX_SIZES[i]}"; done
-	for ((i = 1; i <= N_HUB; i++)); do echo "hub r$i ${HUB_SIZE[i]}"; done
-	for ((i = 1; i <= N_JOBS; i++)); do echo "job $i ${JOB[i]}"; done
+	mix_print
+	echo "clock of the remora-workers of $SKEW_USER: $SKEW"
 	for i in "${!INJ_AT[@]}"; do
 		echo "at ${INJ_AT[i]} s: ${INJ_KIND[i]}${INJ_ARG[i]:+ ${INJ_ARG[i]}} draw ${INJ_R[i]}$([ "${INJ_EXPORT[i]}" = 1 ] && echo ", export first")"
 	done
@@ -242,67 +210,12 @@ check "and seed $((SEED + 1)) draws another" test "$(tail -n +2 "$T/schedule.oth
 stack_up
 e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/chaos${E2E_LABEL:+-rgw}-${f##*/}"; done'
 
-# qr SQL: like q, but waits out a server that is restarting (90 s)
-qr() {
-	local deadline=$(($(date +%s) + 90)) out
-	until out=$(q "$1" 2>/dev/null); do
-		if [ "$(date +%s)" -ge "$deadline" ]; then
-			echo "# gave up on: $1" >&2
-			return 1
-		fi
-		sleep 0.3
-	done
-	printf '%s\n' "$out"
-}
-
-# nth DRAW SQL: the row DRAW mod n of the n values SQL selects, in their
-# order (a drawn choice among what is there now); empty when there is none
-nth() {
-	q "SELECT x FROM (SELECT x, row_number() OVER (ORDER BY x) - 1 AS i, count(*) OVER () AS n FROM ($2) s (x)) t
-		WHERE i = $1 % n" 2>/dev/null
-}
-
-# kind_of SOURCE SIZE: the kind of source, in $K, for the checks
-KINDS=("http single-part" "http multi-part" "s3 prefix" "hf snapshot" export)
-kind_of() {
-	case $1 in
-	s3://*) K="s3 prefix" ;;
-	hf://*) K="hf snapshot" ;;
-	*) if [ "$2" -gt "$PART" ]; then K="http multi-part"; else K="http single-part"; fi ;;
-	esac
-}
-
 # ---- the sources, of the sizes drawn: http objects (some multi-part, 5 MB
 # parts) behind the fault proxy and nginx's 256 KB/s, S3 prefixes in the
 # target store behind the store's fault proxy, Hub repositories ----
-mkdir -p "$WWW/c" "$T/src" "$T/old"
-for ((i = 1; i <= N_HTTP; i++)); do make_file "c/o$i.bin" "${HTTP_SIZE[i]}"; done
-for ((i = 1; i <= N_PREFIX; i++)); do
-	mkdir -p "$T/src/p$i/d"
-	m=0
-	for size in ${PREFIX_SIZES[i]}; do
-		m=$((m + 1))
-		head -c "$size" /dev/urandom >"$T/src/p$i/d/m$m.bin"
-	done
-	head -c 7000 /dev/urandom >"$T/src/p$i/top.bin"
-done
-aws_s3 s3 cp --recursive --quiet "$T/src" s3://target/src/
-
-HUB_PORT=$(free_port)
-CDN_PORT=$(free_port)
-HUB=$T/hub
-TOKEN=hf_chaosToken0123456789abcdef
-for ((i = 1; i <= N_HUB; i++)); do
-	r=$HUB/models/chaos/r$i
-	mkdir -p "$r/weights"
-	head -c 900 /dev/urandom >"$r/README.md"
-	head -c 400 /dev/urandom >"$r/config.json"
-	head -c "${HUB_SIZE[i]}" /dev/urandom >"$r/weights/model.bin"
-	head -c 2500000 /dev/urandom >"$r/weights/extra.bin"
-done
-start_hub "$HUB_PORT" "$CDN_PORT" "$HUB" "$TOKEN"
-HUBCTL="http://127.0.0.1:$HUB_PORT"
-curl -s "$HUBCTL/__rate?bps=1500000" >/dev/null
+mkdir -p "$T/old"
+MIX_HTTP=$FLAKY/slower/c
+mix_sources
 
 # ---- the cluster: a retry budget that outlasts the run's crashes, a short
 # stall timeout (stalls are injected), the local hub; two remora-workers
@@ -322,11 +235,16 @@ wait_for 30 settled || echo "# the background workers did not say that the new s
 # replaces), so that a partition can cut one off (test/lib/partition.sh)
 CONNINFO="host=127.0.0.1 port=$PG_PORT dbname=postgres user=rw"
 declare -A EXT=() EXT_USER=()	# label -> pid, OS user of the running remora-workers
+SKEWED=()	# the labels of those started under libfaketime
 NEXT_W=1
 new_external() {	# new_external USER
-	local name=w$NEXT_W
+	local name=w$NEXT_W skew=()
 	NEXT_W=$((NEXT_W + 1))
-	(partition_run "$1" "$(pg_config --bindir)/remora-worker" --label "$name" --concurrency 2 "$CONNINFO") \
+	if [ "$SKEW" != none ] && [ "$1" = "$SKEW_USER" ]; then
+		skew=(env $(faketime_env "$SKEW"))
+		SKEWED+=("$name")
+	fi
+	(partition_run "$1" "${skew[@]}" "$(pg_config --bindir)/remora-worker" --label "$name" --concurrency 2 "$CONNINFO") \
 		>>"$T/$name.log" 2>&1 &
 	echo "$! KILL" >>"$SERVICES_DIR/pids"
 	disown $!	# its kill -9 is the point: no notice of it
@@ -341,34 +259,9 @@ ext_name() { printf '%s\n' "${!EXT[@]}" | sort -V | sed -n "$(($1 % ${#EXT[@]} +
 
 # ---- what the run does, and counts ----
 declare -A INJECTED=()	# kind -> count
-SUBMITTED=0	# jobs submitted (idempotency keys chaos-1 ..)
-declare -A CHANGED=()	# job -> the SHA-256 of its source before the run replaced it
-declare -A CANCELLED=()	# job -> 1: the run asked to cancel it
-declare -A EXPORTED=()	# job -> export id
-declare -a JOBS=() PAUSERS=()
+declare -a PAUSERS=()
 note() { INJECTED[$1]=$((${INJECTED[$1]:-0} + 1)); echo "# $(date +%T) $1 ${2:-}"; }
 
-submit_one() {	# the next job of the schedule, with an idempotency key: replayable
-	local n=$((SUBMITTED + 1)) src j
-	set -- ${JOB[n]}
-	case $1 in
-	http) src="$FLAKY/slower/c/$2.bin" ;;
-	prefix) src="s3://target/src/$2/" ;;
-	hub) src="hf://chaos/$2" ;;
-	esac
-	j=$(qr "SELECT remora_submit('$src', idempotency_key => 'chaos-$n')") || return 0
-	SUBMITTED=$n
-	JOBS+=("$j")
-}
-
-export_one() {	# the next export of the schedule: a succeeded job not yet exported
-	local k=$((${#EXPORTED[@]} + 1)) j ex
-	j=$(nth "${EXP_R[k]}" "SELECT job_id FROM remora.jobs j WHERE source_kind <> 'export' AND state = 'succeeded' AND idempotency_key LIKE 'chaos-%'
-		AND NOT EXISTS (SELECT 1 FROM remora.jobs e WHERE e.idempotency_key = 'chaos-export-' || j.job_id)")
-	[ -n "$j" ] || return 0
-	ex=$(qr "SELECT remora_export($j, 'target', 'stable/$j', '{\"if_exists\": \"${EXP_MODE[k]}\"}', 'chaos-export-$j')") || return 0
-	EXPORTED[$j]=$ex
-}
 
 # pause PID: SIGSTOP, and SIGCONT past the lease, while the run goes on
 pause() {
@@ -502,159 +395,10 @@ for p in "${PAUSERS[@]}"; do wait "$p" 2>/dev/null || true; done
 for name in "${!EXT[@]}"; do kill -CONT "${EXT[$name]}" 2>/dev/null || true; done
 HEALED=$(q "SELECT now()")
 echo "# $(date +%T) injections stopped: $(for k in "${!INJECTED[@]}"; do printf '%s %s, ' "$k" "${INJECTED[$k]}"; done)"
-exportable() {
-	[ -n "$(qr "SELECT 1 FROM remora.jobs j WHERE source_kind <> 'export' AND state = 'succeeded' AND idempotency_key LIKE 'chaos-%'
-		AND NOT EXISTS (SELECT 1 FROM remora.jobs e WHERE e.idempotency_key = 'chaos-export-' || j.job_id) LIMIT 1")" ]
-}
-while [ "${#EXPORTED[@]}" -lt "$N_EXPORT" ] && wait_for 120 exportable; do export_one; done
-unsettled() { qr "SELECT count(*) FROM remora.jobs WHERE idempotency_key LIKE 'chaos-%' AND state IN ('queued', 'running', 'retrying')"; }
-all_ended() { [ "$(unsettled)" = 0 ]; }
-if ! check "every job and export ends once the faults stop" wait_for 600 all_ended; then
-	q "SELECT '# ' || job_id || ' ' || source_kind || ' ' || state || ' ' || source FROM remora.jobs WHERE idempotency_key LIKE 'chaos-%' AND state IN ('queued', 'running', 'retrying')"
-fi
-
-# exports a kill or a fault left in outcome_unknown: an administrator
-# verifies, and retries those verify finds incomplete
-unknown() { q "SELECT job_id FROM remora.jobs WHERE source_kind = 'export' AND state = 'outcome_unknown' AND idempotency_key LIKE 'chaos-%'"; }
-declare -A RESOLVED=()	# export -> verified | retried
-for ex in $(unknown); do
-	q "SELECT remora_export_resolve($ex, 'verify')" >/dev/null
-	RESOLVED[$ex]=verified
-done
-wait_for 300 all_ended || true
-for ex in $(unknown); do
-	q "SELECT remora_export_resolve($ex, 'retry')" >/dev/null
-	RESOLVED[$ex]=retried
-done
-wait_for 300 all_ended || true
+mix_settle
 
 # ---- what happened ----
-CHAOS="idempotency_key LIKE 'chaos-%'"
-check_eq "every submit replayed after a crash made one job, not two" \
-	"$(q "SELECT count(*) || '/' || count(DISTINCT idempotency_key) FROM remora.jobs WHERE source_kind <> 'export' AND $CHAOS")" \
-	"$SUBMITTED/$SUBMITTED"
-cancelled_list=$(IFS=,; echo "${!CANCELLED[*]}")
-check_eq "every job succeeded, or was cancelled by the run" \
-	"$(q "SELECT count(*) FROM remora.jobs WHERE source_kind <> 'export' AND $CHAOS AND state <> 'succeeded'
-		AND NOT (state = 'cancelled' AND job_id = ANY ('{${cancelled_list}}'::bigint[]))")" 0
-q "SELECT '# ' || job_id || ' ' || state || ' ' || source || ': ' || coalesce(last_error::text, '') FROM remora.jobs
-	WHERE source_kind <> 'export' AND $CHAOS AND state NOT IN ('succeeded', 'cancelled')"
-check_eq "every export succeeded" \
-	"$(q "SELECT count(*) FILTER (WHERE state = 'succeeded') || '/' || count(*) FROM remora.jobs WHERE source_kind = 'export' AND $CHAOS")" \
-	"${#EXPORTED[@]}/${#EXPORTED[@]}"
-q "SELECT '# export ' || job_id || ' ' || state || ': ' || coalesce(last_error::text, '') FROM remora.jobs
-	WHERE source_kind = 'export' AND $CHAOS AND state <> 'succeeded'"
-check_eq "one committed result per succeeded job, from its only succeeded attempt; none for any other" \
-	"$(q "SELECT count(*) FILTER (WHERE j.state = 'succeeded' AND r.attempt_id IS NOT NULL AND a.state = 'succeeded'
-			AND (SELECT count(*) FROM remora.attempts x WHERE x.job_id = j.job_id AND x.state = 'succeeded') = 1)
-		|| '/' || count(*) FILTER (WHERE j.state = 'succeeded') || '/' || count(r.job_id)
-		FROM remora.jobs j LEFT JOIN remora.results r USING (job_id) LEFT JOIN remora.attempts a ON a.attempt_id = r.attempt_id
-		WHERE j.source_kind <> 'export' AND j.$CHAOS")" \
-	"$(q "SELECT count(*) || '/' || count(*) || '/' || count(*) FROM remora.jobs WHERE source_kind <> 'export' AND $CHAOS AND state = 'succeeded'")"
-
-# every committed member and manifest, read back from the store at once
-mkdir -p "$T/dl"
-aws_s3 s3 sync --quiet s3://target/remora/ "$T/dl/remora/"
-aws_s3 s3 sync --quiet s3://target/stable/ "$T/dl/stable/"
-q "SELECT m.key, m.sha256, m.path, j.source, j.job_id, m.size FROM remora.results r JOIN remora.members m USING (attempt_id)
-	JOIN remora.jobs j USING (job_id) WHERE j.$CHAOS" >"$T/members"
-bad_store=0 bad_source=0
-declare -A CHECKED_MEMBERS=() CHECKED_JOB=()	# kind -> members checked; kind|job -> 1
-while IFS='|' read -r key sha path source job size; do
-	good=1
-	[ "$(sha256sum "$T/dl/$key" 2>/dev/null | cut -d' ' -f1)" = "$sha" ] || { bad_store=$((bad_store + 1)) good=; }
-	case $source in
-	s3://target/src/*) file=$T/src/${source#s3://target/src/}$path ;;
-	hf://*)
-		file=${source#hf://}
-		file=$HUB/models/${file%@*}/$path
-		;;
-	*) file=$WWW/c/${source##*/} ;;
-	esac
-	got=$(sha256sum "$file" | cut -d' ' -f1)
-	if [ "$got" != "$sha" ] && [ "${CHANGED[$job]:-}" != "$sha" ]; then
-		echo "# job $job: $path has $sha, its source $got${CHANGED[$job]:+ (before the change: ${CHANGED[$job]})}"
-		bad_source=$((bad_source + 1)) good=
-	fi
-	if [ -n "$good" ]; then
-		kind_of "$source" "$size"
-		CHECKED_MEMBERS[$K]=$((${CHECKED_MEMBERS[$K]:-0} + 1))
-		CHECKED_JOB[$K|$job]=1
-	fi
-done <"$T/members"
-n_members=$(wc -l <"$T/members")
-check_eq "all $n_members committed members read back from the store have their manifest's SHA-256" "$bad_store" 0
-check_eq "and their source's (for a replaced source, the old or the new content, whole)" "$bad_source" 0
-bad=0
-while IFS='|' read -r key sha; do
-	[ "$(sha256sum "$T/dl/$key" 2>/dev/null | cut -d' ' -f1)" = "$sha" ] || bad=$((bad + 1))
-done < <(q "SELECT r.manifest_key, r.manifest_sha256 FROM remora.results r JOIN remora.jobs j USING (job_id) WHERE j.$CHAOS")
-check_eq "every manifest object hashes to its committed SHA-256" "$bad" 0
-bad=0
-while IFS='|' read -r key sha; do
-	if [ "$(sha256sum "$T/dl/$key" 2>/dev/null | cut -d' ' -f1)" = "$sha" ]; then
-		CHECKED_MEMBERS[export]=$((${CHECKED_MEMBERS[export]:-0} + 1))
-	else
-		bad=$((bad + 1))
-	fi
-done < <(q "SELECT 'stable/' || j.job_id || '/' || m.path, m.sha256 FROM remora.jobs e JOIN remora.jobs j ON e.idempotency_key = 'chaos-export-' || j.job_id
-	JOIN remora.results r ON r.job_id = j.job_id JOIN remora.members m ON m.attempt_id = r.attempt_id WHERE e.state = 'succeeded'")
-check_eq "every exported key holds its member" "$bad" 0
-
-# every kind of source was submitted, and its results checked above
-declare -A KIND_SUBMITTED=() KIND_SUCCEEDED=() KIND_JOBS_CHECKED=()
-declare -A KIND_OF_JOB=()	# job id -> kind
-for ((n = 1; n <= SUBMITTED; n++)); do
-	set -- ${JOB[n]}
-	case $1 in
-	http) kind_of http "${HTTP_SIZE[${2#o}]}" ;;
-	prefix) K="s3 prefix" ;;
-	hub) K="hf snapshot" ;;
-	esac
-	KIND_SUBMITTED[$K]=$((${KIND_SUBMITTED[$K]:-0} + 1))
-	KIND_OF_JOB[${JOBS[n - 1]}]=$K
-done
-for j in $(q "SELECT job_id FROM remora.jobs WHERE source_kind <> 'export' AND $CHAOS AND state = 'succeeded'"); do
-	K=${KIND_OF_JOB[$j]:-?}
-	KIND_SUCCEEDED[$K]=$((${KIND_SUCCEEDED[$K]:-0} + 1))
-done
-for kj in "${!CHECKED_JOB[@]}"; do
-	K=${kj%|*}
-	KIND_JOBS_CHECKED[$K]=$((${KIND_JOBS_CHECKED[$K]:-0} + 1))
-done
-KIND_SUBMITTED[export]=${#EXPORTED[@]}
-KIND_SUCCEEDED[export]=$(q "SELECT count(*) FROM remora.jobs WHERE source_kind = 'export' AND $CHAOS AND state = 'succeeded'")
-KIND_JOBS_CHECKED[export]=$(q "SELECT count(*) FROM remora.jobs e WHERE e.source_kind = 'export' AND e.$CHAOS AND e.state = 'succeeded'")
-every_kind() {
-	local k
-	for k in "${KINDS[@]}"; do
-		[ "${KIND_SUBMITTED[$k]:-0}" -ge 1 ] && [ "${KIND_JOBS_CHECKED[$k]:-0}" -ge 1 ] &&
-			[ "${CHECKED_MEMBERS[$k]:-0}" -ge 1 ] || return 1
-	done
-}
-check "every source kind was submitted and its results checked against the store ($(for k in "${KINDS[@]}"; do
-	printf '%s: %s submitted, %s checked, %s members; ' "$k" "${KIND_SUBMITTED[$k]:-0}" "${KIND_JOBS_CHECKED[$k]:-0}" "${CHECKED_MEMBERS[$k]:-0}"
-done))" every_kind
-
-# staging: every attempt's cleanup is carried out, then nothing is left
-# under the staging area that a committed manifest does not name
-cleaned() { [ "$(q "SELECT count(*) FROM remora.attempts WHERE cleaned_at IS NULL AND state <> 'running'")" = 0 ]; }
-check "every ended attempt's staging is cleaned" wait_for 300 cleaned
-aws_s3 s3 ls --recursive s3://target/remora/ | awk '{ print $4 }' | sort >"$T/listed"
-q "SELECT m.key FROM remora.results r JOIN remora.members m USING (attempt_id) UNION ALL SELECT manifest_key FROM remora.results" |
-	sort >"$T/named"
-orphans=$(comm -23 "$T/listed" "$T/named")
-check_eq "no object under the staging area that no committed manifest names ($(wc -l <"$T/listed") listed)" \
-	"$(printf '%s' "$orphans" | grep -c . || true)" 0
-[ -z "$orphans" ] || echo "$orphans" | head -20 | sed 's/^/# orphan: /'
-if [ "${REMORA_STORE:-s3rver}" = rgw ]; then
-	open=$(aws_s3 s3api list-multipart-uploads --bucket target --query 'length(Uploads || `[]`)' --output text)
-	check_eq "no multipart upload left open" "$open" 0
-	[ "$open" = 0 ] || aws_s3 s3api list-multipart-uploads --bucket target \
-		--query 'Uploads[].[Key, Initiated]' --output text | sed 's/^/# open: /'
-else
-	echo "# the test server does not list multipart uploads (RGW's run checks them)"
-fi
+mix_verify
 check_eq "the server log has no PANIC, failed assertion or leak warning" \
 	"$(grep -cE 'PANIC|TRAP:|[Aa]ssert|leak|not closed|still referenced' "$LOG" || true)" 0
 check_eq "nor have the remora-workers' logs a crash or an assertion" \
@@ -667,6 +411,21 @@ beating() {
 }
 check "the run cut remora-workers off ${INJECTED[partition]:-0} times ($(awk '{ n += $1 } END { print n + 0 }' "$T/dropped" 2>/dev/null || echo 0) packets dropped), and each one live beats again since the heal" \
 	eval '[ "${INJECTED[partition]:-0}" -ge 1 ] && wait_for 60 beating'
+# the clock: the skewed remora-workers' logs run the drawn hour off, and
+# they ran attempts (the global checks above cover what they did)
+skewed_ok() {
+	local name skew
+	for name in "${SKEWED[@]}"; do
+		skew=$(log_skew "$T/$name.log") || return 1
+		echo "# $name: its log is $skew s off this clock"
+		[ $((skew - ${SKEW%h} * 3600)) -gt -600 ] && [ $((skew - ${SKEW%h} * 3600)) -lt 600 ] || return 1
+	done
+	[ "$(q "SELECT count(*) FROM remora.attempts a JOIN remora.incarnations i USING (incarnation)
+		WHERE i.label = ANY ('{$(IFS=,; echo "${SKEWED[*]}")}')")" -ge 1 ]
+}
+if [ "$SKEW" != none ]; then
+	check "$SKEW_USER's ${#SKEWED[@]} remora-workers ran their wall clock $SKEW off the server's (libfaketime), and ran attempts" skewed_ok
+fi
 check "the run injected kills and restarts ($kills) and faults of $(echo "${!INJECTED[@]}" | wc -w) kinds" \
 	test "$kills" -ge $((SECONDS_TOTAL / 30)) -a "$(echo "${!INJECTED[@]}" | wc -w)" -ge 8
 # a kill or pause whose target the run could not find is not counted: each

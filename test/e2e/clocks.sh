@@ -13,7 +13,6 @@ e2e_begin clocks
 stack_up
 e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/clocks${E2E_LABEL:+-rgw}-${f##*/}"; done'
 
-FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 q "CREATE ROLE rw LOGIN; GRANT remora_worker TO rw" >/dev/null
 q "ALTER SYSTEM SET remora.max_workers = 0" >/dev/null
 q "SELECT pg_reload_conf()" >/dev/null
@@ -29,13 +28,6 @@ runs_on() {
 renewed() { # renewed JOB: its lease was renewed after it was granted
 	[ "$(q "SELECT renewed_at > granted_at FROM remora.leases WHERE job_id = $1")" = t ]
 }
-# log_skew NAME: seconds the worker's log time is ahead of this clock
-log_skew() {
-	local line
-	line=$(grep -m1 "connected to" "$T/$1.log" | cut -d' ' -f1)
-	echo $(($(date -d "$line" +%s) - $(date +%s)))
-}
-
 mkdir -p "$T/src/p"
 for i in 1 2 3; do head -c $((4000 + i)) /dev/urandom >"$T/src/p/m$i.bin"; done
 aws_s3 s3 cp --recursive --quiet "$T/src/p" s3://target/src/p/
@@ -49,7 +41,7 @@ skewed() {
 	LD_PRELOAD=$FAKETIME_LIB FAKETIME=$offset FAKETIME_DONT_FAKE_MONOTONIC=1 \
 		start_remora_worker "$name" --label "$name" "$CONNINFO"
 	check "$name: a worker $offset starts" wait_for 20 live "$name"
-	skew=$(log_skew "$name")
+	skew=$(log_skew "$T/$name.log")
 	echo "# $name: its log is $skew s off this clock"
 	check "$name: its wall clock is $offset (libfaketime preloaded)" \
 		test "${skew#-}" -gt 3000 -a "${skew#-}" -lt 4200

@@ -1,19 +1,48 @@
 #!/usr/bin/env bash
 #
 # The Patroni recipe of doc/operator-guide.md ("Failover", "With Patroni"),
-# on loopback: one etcd (Debian's etcd-server), two Patroni nodes with
-# synchronous_mode and remora preloaded through Patroni's parameters.  The
-# leader's Patroni and PostgreSQL die (kill -9, immediate stop); Patroni
-# promotes the synchronous standby once the leader key's ttl (10 s) runs
-# out; there the launcher starts, the job submitted on the old leader is
-# there, reconcile rebuilds the coordination state, and Patroni asks no
-# synchronous standby of the lone new leader.  (failover.sh tests what
-# happens to running jobs, with pg_ctl promote.)
+# on loopback, under load: one etcd (Debian's etcd-server), two Patroni
+# nodes with synchronous_mode and remora in Patroni's parameters, the
+# chaos run's job mix (test/lib/chaos.sh: http objects of one part and of
+# several, S3 prefixes, Hub snapshots, exports of results) run by the
+# leader's background workers and by two remora-workers that find the
+# leader through a multi-host conninfo (target_session_attrs=read-write).
+# While jobs run and more are submitted, the primary is switched over
+# (patronictl switchover: planned, the old primary stopped cleanly), and
+# later killed (kill -9 of its Patroni, its postmaster and every backend,
+# as if its host died): Patroni promotes the synchronous standby once the
+# leader key's ttl (10 s) runs out.  Submits carry idempotency keys and are
+# replayed while no leader answers, so a job counted is one whose submit
+# committed; with synchronous replication a committed submit survives.
+#
+# Then the chaos run's checks (mix_verify): every acknowledged job ended
+# once, succeeded, with one result from its only succeeded attempt; every
+# member and manifest read back from the store has its recorded SHA-256,
+# and its source's; nothing published twice; every ended attempt's
+# staging cleaned, nothing else left under the staging area, and on RGW no
+# multipart upload left open.  CHAOS_SEED replays the mix.
 . "$(dirname "$0")/../lib/e2e.sh"
+. "$(dirname "$0")/../lib/chaos.sh"
 e2e_begin patroni
 PGBIN=$(pg_config --bindir)
 command -v patroni >/dev/null && command -v etcd >/dev/null ||
 	{ not_ok "patroni and etcd are installed (test/lib/deps.sh)"; exit 1; }
+
+# the mix: small, so that the whole test stays within three minutes, and
+# from nginx's 1 MB/s, so that transfers are under way at each failover
+SEED=${CHAOS_SEED:-$(((RANDOM << 15) | RANDOM))}
+RANDOM=$SEED
+N_HTTP=8 N_PREFIX=3 N_HUB=2 N_EXPORT=3
+MIX_SIZES_1="150000 600000 3000000" MIX_SIZES_2="11000000 16000000"
+MIX_SIZES="150000 600000 3000000 11000000"
+mix_draw
+mix_draw_exports
+echo "# $(date +%T) seed $SEED: $N_JOBS jobs, $N_EXPORT exports, store ${REMORA_STORE:-s3rver}"
+mix_print | sed 's/^/# /'
+stack_services
+MIX_HTTP=$SRC/slow/c
+mix_sources
+
 ETCD_C=$(free_port); ETCD_P=$(free_port)
 mkdir -p "$T/etcd"
 etcd --name e1 --data-dir "$T/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_C" \
@@ -22,7 +51,21 @@ etcd --name e1 --data-dir "$T/etcd" --listen-client-urls "http://127.0.0.1:$ETCD
 	>"$T/etcd.log" 2>&1 &
 echo "$! KILL" >>"$SERVICES_DIR/pids"
 wait_port "$ETCD_C"
-declare -A PORT REST
+# the stack's remora settings and the chaos run's, as Patroni parameters
+# (every value a YAML string: Patroni passes it on as it is); one
+# background worker of two attempts, so that the remora-workers, which
+# poll, take their share of the jobs
+parameters() {
+	{
+		stack_settings | grep -vE '^remora\.(max_workers|worker_concurrency) '
+		echo "remora.max_workers = 1"
+		echo "remora.worker_concurrency = 2"
+		echo "remora.max_attempts = 60"
+		echo "remora.hf_endpoint = 'http://127.0.0.1:$HUB_PORT'"
+		echo "remora.hf_token = '$TOKEN'"
+	} | sed -E "s/^([a-z0-9_.]+) = '?([^']*)'?\$/        \1: \"\2\"/"
+}
+declare -A PORT REST LINES_BEFORE
 for n in n1 n2; do
 	PORT[$n]=$(free_port); REST[$n]=$(free_port)
 	mkdir -p "$T/$n"; chown postgres: "$T/$n"; chmod 700 "$T/$n"
@@ -46,10 +89,7 @@ bootstrap:
         shared_preload_libraries: remora
         max_worker_processes: 32
         fsync: "off"
-        remora.max_workers: 1
-        remora.lease_duration: 4s
-        remora.default_bucket: target
-        remora.allow_networks: 127.0.0.1/32
+$(parameters)
   initdb: [{encoding: UTF8}, {locale: C.UTF-8}]
 postgresql:
   listen: 127.0.0.1:${PORT[$n]}
@@ -68,7 +108,7 @@ postgresql:
 YML
 	chown postgres: "$T/$n.yml"
 done
-# patroni() NAME: start the node; its pids (runuser's, Patroni's) are
+# patroni_node NAME: start the node; its pids (runuser's, Patroni's) are
 # killed first when the script exits, before its PostgreSQL is stopped
 patroni_node() {
 	runuser -u postgres -- patroni "$T/$1.yml" >"$T/$1.log" 2>&1 &
@@ -76,27 +116,86 @@ patroni_node() {
 	e2e_at_exit "kill -9 \$(pgrep -P ${PPID_OF[$1]}) ${PPID_OF[$1]} 2>/dev/null"
 }
 e2e_at_exit 'cp "$T/n1.log" /tmp/patroni-n1.log; cp "$T/n2.log" /tmp/patroni-n2.log'
+e2e_at_exit 'for f in "$T"/w*.log; do [ ! -e "$f" ] || cp "$f" "/tmp/patroni${E2E_LABEL:+-rgw}-${f##*/}"; done'
 declare -A PPID_OF
 patroni_node n1
 leader_is() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${REST[$1]}/primary" | grep -q 200; }
-check "n1 bootstraps and leads" wait_for 60 leader_is n1
+check "n1 bootstraps and leads" wait_for 180 leader_is n1
 patroni_node n2
-sync_on() { curl -s "http://127.0.0.1:${REST[n2]}/sync" -o /dev/null -w '%{http_code}' | grep -q 200; }
-check "n2 becomes the synchronous standby" wait_for 90 sync_on
-export PGHOST=127.0.0.1 PGPORT=${PORT[n1]} PGUSER=postgres
+sync_is() { curl -s "http://127.0.0.1:${REST[$1]}/sync" -o /dev/null -w '%{http_code}' | grep -q 200; }
+check "n2 becomes the synchronous standby" wait_for 90 sync_is n2
+[ "$E2E_FAILED" = 0 ] || exit 1
+
+# every client finds the leader: psql (q, qr) and the remora-workers
+export PGHOST=127.0.0.1,127.0.0.1 PGPORT=${PORT[n1]},${PORT[n2]} PGUSER=postgres PGTARGETSESSIONATTRS=read-write
 q "CREATE EXTENSION remora" >/dev/null
-q "SELECT remora_submit('http://127.0.0.1:8080/x.bin')" >/dev/null
+q "CREATE ROLE rw LOGIN; GRANT remora_worker TO rw" >/dev/null
 check_eq "synchronous_standby_names set by Patroni" "$(q "SHOW synchronous_standby_names")" "n2"
-t0=$(date +%s)
-kill -9 "$(pgrep -P "${PPID_OF[n1]}")" "${PPID_OF[n1]}"
-runuser -u postgres -- "$PGBIN/pg_ctl" -D "$T/n1/data" -m immediate stop >/dev/null 2>&1
-check "Patroni promotes n2" wait_for 60 leader_is n2
-echo "# promoted after $(($(date +%s) - t0)) s"
-export PGPORT=${PORT[n2]}
+CONNINFO="host=127.0.0.1,127.0.0.1 port=${PORT[n1]},${PORT[n2]} dbname=postgres user=rw target_session_attrs=read-write"
+for w in w1 w2; do start_remora_worker "$w" --label "$w" --concurrency 2 "$CONNINFO"; done
+
 launcher() { [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora launcher'")" = 1 ]; }
-check "the launcher runs on the new leader" wait_for 30 launcher
-check_eq "the job is there" "$(q "SELECT count(*) FROM remora.jobs")" 1
-coord() { [ "$(q "SELECT count(*) FROM remora.coordination")" = 1 ]; }
-check "reconcile rebuilt the coordination state" wait_for 30 coord
+serving() {	# serving NODE: NODE leads, and its launcher runs
+	leader_is "$1" && [ "$(q "SELECT inet_server_port()")" = "${PORT[$1]}" ] && launcher
+}
+check "the launcher runs on n1" wait_for 30 serving n1
+echo "# $(date +%T) n1 serves"
+# feed N RUNNING: RUNNING jobs or more run, or the next of the mix's
+# first N is submitted (poll it until they run)
+feed() {
+	[ "$(q "SELECT count(*) FROM remora.jobs WHERE state = 'running'")" -ge "$2" ] && return 0
+	[ "$SUBMITTED" -lt "$1" ] && submit_until $((SUBMITTED + 1))
+	return 1
+}
+# submit_until N: the mix's jobs up to the N-th
+submit_until() {
+	local before
+	while [ "$SUBMITTED" -lt "$1" ]; do
+		before=$SUBMITTED
+		submit_one
+		[ "$SUBMITTED" -gt "$before" ] || { not_ok "job $((before + 1)) of the mix is submitted"; exit 1; }
+	done
+}
+check "jobs run on n1" wait_for 60 feed 5 2
+
+# ---- a switchover while jobs run, and submits during it ----
+t0=$(date +%s)
+patronictl -c "$T/n1.yml" switchover --leader n1 --candidate n2 --force >"$T/switchover.log" 2>&1 &
+switchover=$!
+submit_until 8
+wait "$switchover"
+check "patronictl switches over to n2" test $? = 0
+check "n2 leads, and its launcher runs" wait_for 60 serving n2
+echo "# $(date +%T) n2 serves, $(($(date +%s) - t0)) s after the switchover began"
+check "n1 becomes n2's synchronous standby" wait_for 90 sync_is n1
+echo "# $(date +%T) n1 is synchronous again"
+check_eq "synchronous_standby_names set by Patroni" "$(q "SHOW synchronous_standby_names")" "n1"
+export_one
+check "a job runs on n2" wait_for 60 feed $((N_JOBS - 1)) 1
+
+# ---- the leader killed while jobs run, and submits while none leads ----
+t0=$(date +%s)
+for w in w1 w2; do LINES_BEFORE[$w]=$(wc -l <"$T/$w.log"); done
+pm=$(head -1 "$T/n2/data/postmaster.pid")
+kill -9 "$(pgrep -P "${PPID_OF[n2]}")" "${PPID_OF[n2]}" "$pm" $(pgrep -P "$pm")
+submit_until "$N_JOBS"
+check "Patroni promotes n1, and its launcher runs" wait_for 60 serving n1
+echo "# $(date +%T) n1 serves, $(($(date +%s) - t0)) s after the kill"
 check_eq "no synchronous standby demanded by the lone leader" "$(q "SHOW synchronous_standby_names")" ""
+coord() { [ "$(q "SELECT count(*) FROM remora.coordination")" = 1 ]; }
+check "reconcile rebuilt the coordination state there" wait_for 30 coord
+reconnected() {	# reconnected NODE [FROM_LINE]: each remora-worker's log says it
+	local w
+	for w in w1 w2; do
+		tail -n +"${2:-${LINES_BEFORE[$w]}}" "$T/$w.log" | grep -q "connected to 127.0.0.1:${PORT[$1]} " || return 1
+	done
+}
+check "the remora-workers connected to n2 after the switchover, and to n1 again after the kill" \
+	eval 'reconnected n2 1 && wait_for 60 reconnected n1'
+
+mix_settle
+echo "# $(date +%T) every job ended"
+mix_verify
+check_eq "both kinds of worker committed results" \
+	"$(q "SELECT count(DISTINCT i.kind) FROM remora.results r JOIN remora.attempts a USING (attempt_id) JOIN remora.incarnations i USING (incarnation)")" 2
 e2e_finish

@@ -10,6 +10,14 @@
 # stack_up [NAME]: start it all in $T (e2e_begin NAME first, unless the
 # script has begun already), stopped when the script exits
 stack_up() {
+	stack_services "$@"
+	e2e_cluster < <(stack_settings)
+	q "CREATE EXTENSION remora" >/dev/null
+}
+
+# stack_services [NAME]: all but PostgreSQL (test/e2e/patroni.sh runs its
+# own, with stack_settings)
+stack_services() {
 	[ -n "${E2E_NAME:-}" ] || e2e_begin "$1"
 
 	NGINX_PORT=$(free_port)
@@ -25,8 +33,11 @@ stack_up() {
 	WWW=$T/nginx/www
 	SRC="http://127.0.0.1:$NGINX_PORT"
 	FLAKY="http://127.0.0.1:$SRC_PROXY"
+}
 
-	e2e_cluster <<CONF
+# stack_settings: the remora settings of the stack, postgresql.conf lines
+stack_settings() {
+	cat <<CONF
 remora.max_workers = 2
 remora.worker_concurrency = 4
 remora.s3_endpoint = 'http://127.0.0.1:$S3_PROXY'
@@ -42,7 +53,6 @@ remora.retry_max_delay = '2s'
 remora.stall_timeout = '60s'
 remora.object_connections = 1
 CONF
-	q "CREATE EXTENSION remora" >/dev/null
 }
 
 make_file() { head -c "$2" /dev/urandom >"$WWW/$1"; chmod 644 "$WWW/$1"; }
@@ -142,4 +152,24 @@ start_remora_worker() {
 	"$(pg_config --bindir)/remora-worker" "$@" >>"$T/$name.log" 2>&1 &
 	REMORA_WORKER_PID=$!
 	echo "$REMORA_WORKER_PID KILL" >>"$SERVICES_DIR/pids"
+}
+
+# Clocks that disagree: libfaketime (test/lib/deps.sh installs it)
+# preloaded sets a process's wall clock off this machine's; its monotonic
+# clock is left alone, as a wrong wall clock (not set by NTP) leaves it
+FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+
+# faketime_env OFFSET: the environment, as NAME=VALUE words for env(1),
+# of a process whose wall clock is OFFSET ("+1h", "-1h") off this one
+faketime_env() { echo "LD_PRELOAD=$FAKETIME_LIB FAKETIME=$1 FAKETIME_DONT_FAKE_MONOTONIC=1"; }
+
+# log_skew LOG: seconds the clock of the remora-worker writing LOG is
+# ahead of this machine's: the time its last line says, less the time of
+# that write by this machine's clock (the file's modification time, which
+# the kernel sets), so that it holds whenever it is asked
+log_skew() {
+	local line
+	line=$(grep -E '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' "$1" | tail -n 1 | cut -d' ' -f1)
+	[ -n "$line" ] || return 1
+	echo $(($(date -d "$line" +%s) - $(stat -c %Y "$1")))
 }
