@@ -52,8 +52,8 @@ check_eq "a request signed with a wrong secret is refused with 403" \
 check_eq "an unknown access key is refused with 403" \
 	"$(S3_ACCESS_KEY=NOSUCHKEY s3_status s3://target/a/small.bin)" "403"
 check_eq "a missing object is 404" "$(s3_status s3://target/a/missing.bin)" "404"
-check "the second key (REMORAKEY) writes and reads" \
-	cmp "$T/small.bin" <(S3_ACCESS_KEY=REMORAKEY S3_SECRET_KEY=$REMORA_TEST_SECRET aws_s3 s3 cp s3://target/a/small.bin - 2>/dev/null)
+check "the second key ($S3_SECOND_KEY) writes and reads" \
+	cmp "$T/small.bin" <(S3_ACCESS_KEY=$S3_SECOND_KEY S3_SECRET_KEY=$REMORA_TEST_SECRET aws_s3 s3 cp s3://target/a/small.bin - 2>/dev/null)
 
 # If-None-Match: * (write only if the key does not exist), observed on
 # each store, for src/engine/export.c: neither honours it on CopyObject (the
