@@ -117,6 +117,10 @@ start_store() {
 	esac
 }
 
+# store_lists_uploads: the target store has ListMultipartUploads (and
+# AbortMultipartUpload): RGW and Swift do, the test server does not
+store_lists_uploads() { [ "${REMORA_STORE:-s3rver}" != s3rver ]; }
+
 # start_faults PORT UPSTREAM_PORT [NAME]: the fault-injecting proxy
 # (test/faults/proxy.js; its log NAME.log, "faults" by default; the
 # environment's KEEPALIVE_MS reaches it)
