@@ -46,6 +46,7 @@ _swift_fail() {	# _swift_fail DIR MESSAGE: say why, with the logs' last lines
 	return 1
 }
 _swift_port_free() { ! (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+_swift_listening() { (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 _swift_healthy() {
 	[ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "http://127.0.0.1:$1/healthcheck")" = 200 ]
 }
@@ -174,6 +175,7 @@ start_swift() {
 	local dir=$1 port=$2 key=$3 secret=$4
 	shift 4
 	local t0 p name b memcached account container object
+	local -A pids
 	t0=$(date +%s%N)
 	[ -n "$SERVICES_DIR" ] || { echo "start_swift: SERVICES_DIR is not set" >&2; return 1; }
 	# five distinct ports; another server answering on one would look ready
@@ -196,18 +198,23 @@ start_swift() {
 		{ _swift_fail "$dir" "the rings could not be built"; return 1; }
 	_swift_watchdog "$dir"
 	_swift_run "$dir" memcached "-p $memcached " memcached -l 127.0.0.1 -p "$memcached" -U 0 -m 16 -u "$(id -un)"
+	pids[$memcached]=$SWIFT_PID
 	_swift_server_conf "$dir" account "$account"
 	_swift_server_conf "$dir" container "$container"
 	_swift_server_conf "$dir" object "$object"
 	for name in account container object; do
 		_swift_run "$dir" "$name" "$dir/etc/" "swift-$name-server" "$dir/etc/$name-server.conf" -v
+		pids[${!name}]=$SWIFT_PID
 	done
+	# (a Python server takes ~1.5 s of CPU to start: tens of seconds when
+	# the machine's cores are busy)
 	for p in "$account" "$container" "$object" "$memcached"; do
-		wait_port "$p" || { _swift_fail "$dir" "nothing listens on port $p"; return 1; }
+		_swift_wait 120 "${pids[$p]}" _swift_listening "$p" ||
+			{ _swift_fail "$dir" "nothing listens on port $p"; return 1; }
 	done
 	_swift_proxy_conf "$dir" "$port" "$memcached"
 	_swift_run "$dir" proxy "$dir/etc/" swift-proxy-server "$dir/etc/proxy-server.conf" -v
-	_swift_wait 90 "$SWIFT_PID" _swift_healthy "$port" ||
+	_swift_wait 120 "$SWIFT_PID" _swift_healthy "$port" ||
 		{ _swift_fail "$dir" "the proxy does not answer on port $port"; return 1; }
 	# the answer was this proxy's, not another's that took the port
 	kill -0 "$SWIFT_PID" 2>/dev/null ||
