@@ -16,8 +16,11 @@
 #     signed S3 request into one tempauth checks), and slo after it
 #     (multipart uploads are completed as SLO manifests); tempauth keeps
 #     its tokens in memcached;
-#   - logs go to the console (-v), in DIR/NAME.out: there may be no
-#     syslog.
+#   - logs go to the console (-v), in DIR/NAME.out; log_address names no
+#     socket, so Swift's syslog handler falls back to UDP on localhost
+#     (unheard where no syslog listens) instead of the host's /dev/log;
+#   - each server and the proxy get 120 s to answer: a Python server
+#     takes ~1.5 s of CPU to start, tens of seconds on busy cores.
 # Its S3 dialect (conditional copies of multipart objects refused, 1,000
 # parts at most, If-None-Match: * not implemented...) is in
 # doc/operator-guide.md, "Object stores", as test/e2e/store.sh observes it.
@@ -28,8 +31,8 @@
 # key is ACCESS_KEY ("account:user", tempauth's form) with SECRET (and a
 # second user of the same account, SWIFT_SECOND_KEY with
 # SWIFT_SECOND_SECRET, if they are set: tempauth reads its users only
-# when it starts), and the buckets; records the processes in $SERVICES_DIR/pids so that
-# stop_services kills them, and starts a watchdog that kills them if the
+# when it starts), and the buckets; records the processes in
+# $SERVICES_DIR/pids so that stop_services kills them, and starts a watchdog that kills them if the
 # shell that started them dies without running its traps (the servers
 # leave its process group: they call setsid).
 
