@@ -110,6 +110,7 @@ DECLARE
 	seen		bigint;
 	others		integer;
 	taken		integer;
+	stopped		boolean;
 	expires		timestamptz;
 	dweight		integer := coalesce(nullif(current_setting('remora.default_role_weight', true), '')::integer, 1);
 	dcap		integer := coalesce(nullif(current_setting('remora.default_role_max_running', true), '')::integer, 0);
@@ -128,11 +129,17 @@ BEGIN
 	END IF;
 
 	-- an incarnation seen for the first time is recorded; one that has been
-	-- marked stopped claims nothing
-	INSERT INTO remora.incarnations (incarnation) VALUES (p_incarnation)
-	ON CONFLICT DO NOTHING;
-	IF EXISTS (SELECT 1 FROM remora.incarnations i
-				WHERE i.incarnation = p_incarnation AND i.stopped_at IS NOT NULL) THEN
+	-- marked stopped claims nothing (one read, as a known one claims again
+	-- and again)
+	SELECT i.stopped_at IS NOT NULL INTO stopped
+	  FROM remora.incarnations i WHERE i.incarnation = p_incarnation;
+	IF NOT FOUND THEN
+		INSERT INTO remora.incarnations (incarnation) VALUES (p_incarnation)
+		ON CONFLICT DO NOTHING;
+		SELECT i.stopped_at IS NOT NULL INTO stopped
+		  FROM remora.incarnations i WHERE i.incarnation = p_incarnation;
+	END IF;
+	IF stopped THEN
 		RETURN;
 	END IF;
 
@@ -302,14 +309,14 @@ BEGIN
 END
 $$;
 
+-- Plain SQL, so that the statements of claim and commit inline it for
+-- each of their jobs.
 CREATE FUNCTION remora._staging_prefix(prefix text, job bigint, attempt uuid)
 RETURNS text
-LANGUAGE plpgsql IMMUTABLE
+LANGUAGE sql IMMUTABLE
 AS $$
-BEGIN
-	RETURN CASE WHEN prefix = '' THEN '' ELSE prefix || '/' END
-		   || job::text || '/' || attempt::text || '/';
-END
+	SELECT CASE WHEN prefix = '' THEN '' ELSE prefix || '/' END
+		   || job::text || '/' || attempt::text || '/'
 $$;
 
 -- Extend the lease of the current attempt and token.  ok is false once the

@@ -476,15 +476,17 @@ BEGIN
 		END LOOP;
 	END IF;
 
-	-- the others, one by one in job order
-	FOR k IN SELECT i.ord::integer
-			   FROM unnest(attempt_ids) WITH ORDINALITY i(aid, ord)
-			   LEFT JOIN LATERAL (SELECT a.job_id FROM remora.attempts a
-								   WHERE a.attempt_id = i.aid OFFSET 0) a ON true
-			  WHERE NOT i.ord = ANY (clean)
-			  ORDER BY a.job_id NULLS LAST, i.ord LOOP
-		ok[k] := remora.commit(attempt_ids[k], fencing_tokens[k], manifests[k]);
-	END LOOP;
+	-- the others, one by one in job order (none, as a rule)
+	IF cardinality(clean) < n THEN
+		FOR k IN SELECT i.ord::integer
+				   FROM unnest(attempt_ids) WITH ORDINALITY i(aid, ord)
+				   LEFT JOIN LATERAL (SELECT a.job_id FROM remora.attempts a
+									   WHERE a.attempt_id = i.aid OFFSET 0) a ON true
+				  WHERE NOT i.ord = ANY (clean)
+				  ORDER BY a.job_id NULLS LAST, i.ord LOOP
+			ok[k] := remora.commit(attempt_ids[k], fencing_tokens[k], manifests[k]);
+		END LOOP;
+	END IF;
 
 	RETURN QUERY SELECT i.aid, ok[i.ord]
 				   FROM unnest(attempt_ids) WITH ORDINALITY i(aid, ord)
