@@ -13,6 +13,8 @@
  *				in <CompleteMultipartUploadResult>; RGW answers it empty,
  *				and the object's HEAD tells
  *	  ABORT		DELETE ?uploadId
+ *	  LIST		GET ?uploadId&part-number-marker --> <ListPartsResult>, a page
+ *				of the parts the upload holds (reuse.c)
  *
  * A store may answer 200 and still put an <Error> in the body of COPY
  * and COMPLETE; those answers are read as the XML they must be.  A
@@ -264,6 +266,36 @@ remora_mpu_fits(const char *etag, const char *const *etags, int nparts,
 					 "%s: the object's ETag %s is not that of the parts "
 					 "uploaded",
 					 what, etag);
+	return false;
+}
+
+/* LIST: the parts the upload holds, from after part number marker. */
+void
+remora_mpu_list_parts(const Multipart *mp, int marker, MpuCall *c)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->partno, sizeof(c->partno), "%d", marker);
+	c->query[0] = (RemoraKV){"part-number-marker", c->partno};
+	c->query[1] = (RemoraKV){"uploadId", mp->upload_id};
+	mpu_call(mp, "GET", 2, c);
+}
+
+/*
+ * The answer to LIST: true with the page in out; false with err set when
+ * the store refused (NoSuchUpload among others) or the page cannot be
+ * read.
+ */
+bool
+remora_mpu_listed(const Request *req, CURLcode rc, RemoraS3Parts *out,
+				  RemoraTaskError *err, const char *what)
+{
+	memset(out, 0, sizeof(*out));
+	if (remora_s3_failed(req, rc, err, what))
+		return false;
+	if (req->body != NULL && remora_s3xml_parts(req->body, req->body_len, out))
+		return true;
+	remora_error_set(err, REMORA_ERR_S3, true, req->status,
+					 "%s: the store's list of parts could not be read", what);
 	return false;
 }
 

@@ -18,6 +18,7 @@
 #define REMORA_MULTIPART_H
 
 #include "engine/s3.h"
+#include "engine/s3xml.h"
 
 /* An upload of one object: its key, its id, the ETags of its parts. */
 typedef struct Multipart
@@ -81,6 +82,12 @@ extern char *remora_mpu_completed(const Request *req, CURLcode rc,
 extern void  remora_mpu_head(const Multipart *mp, MpuCall *c);
 extern bool  remora_mpu_fits(const char *etag, const char *const *etags,
 							 int nparts, RemoraTaskError *err, const char *what);
+
+/* ListParts, a page from after part number marker, and its answer. */
+extern void remora_mpu_list_parts(const Multipart *mp, int marker, MpuCall *c);
+extern bool remora_mpu_listed(const Request *req, CURLcode rc,
+							  RemoraS3Parts *out, RemoraTaskError *err,
+							  const char *what);
 
 /* AbortMultipartUpload. */
 extern void remora_mpu_abort(const Multipart *mp, MpuCall *c);

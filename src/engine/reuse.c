@@ -6,15 +6,37 @@
  *
  * Those parts are in the lost attempt's multipart upload, at its own key
  * for the member.  The parts of an upload cannot be copied from until it
- * is completed, so this attempt completes it with exactly those parts
- * (the store keeps the ones listed, in order, and checks their ETags),
- * then copies them range by range into its own upload, each copy's ETag
+ * is completed, so this attempt completes it, then copies the validated
+ * parts' byte range by range into its own upload, each copy's ETag
  * checked against the part's (a store may ignore the copy's
  * x-amz-copy-source-if-match).  Only then does the source go on from the
  * end of those parts.
  *
- *	  COMPLETE	the lost attempt's upload with parts 1..k
- *	    |	200 with an ETag: the object is those parts
+ * The lost upload is completed with every part it holds, not only the
+ * validated ones: the lost attempt may have uploaded parts past its last
+ * checkpoint (a worker goes on until its fence), and stores differ on a
+ * completion that names a subset.  AWS drops the rest; RGW refuses it
+ * ("total parts mismatch") and the replacement would restart from zero;
+ * Swift completes it and leaves the rest as segments that survive
+ * DeleteObject and that no listing of uploads shows.  Completing with
+ * all of them (ListParts, their ETags as listed, the validated ones
+ * checked against the checkpoint) is right on every store; the bytes past
+ * the checkpoint are simply not copied.  Aborting the upload instead would
+ * throw the validated parts away with it: an upload's parts can only be
+ * read once it is completed.  The object is deleted with the rest of the
+ * lost attempt's staging once the job has ended, not as soon as the copies
+ * are done: until this attempt's own checkpoint is recorded, a second
+ * replacement is offered the lost one's, and needs the object.
+ *
+ *	  LIST		the lost upload's parts (ListParts, page by page)
+ *	    |	parts 1..k there with the checkpoint's ETags: COMPLETE with all
+ *	    |	a validated part missing or not the same: start from zero
+ *	    |	refused (NoSuchUpload, a store without ListParts): COMPLETE with
+ *	    |	parts 1..k, as a store that knows no ListParts must allow
+ *	  COMPLETE	the lost attempt's upload
+ *	    |	200 with an ETag: the object holds those parts first
+ *	    |	a part refused (a zombie uploaded one after LIST): LIST again,
+ *	    |	LIST_TRIES in all
  *	    |	anything else: HEAD (a zombie may have completed it itself, with
  *	    |	more parts; or it is gone)
  *	  HEAD		an object at least as long as the parts: copy from it;
@@ -28,11 +50,16 @@
  * attempt's staging prefix: of the bytes that attempt wrote, at the key it
  * chose.  The staging cleanup deletes the object with the rest of that
  * prefix once the job has ended.  A zombie of the lost attempt that goes
- * on uploading parts gets NoSuchUpload; one that completed the upload
- * first left an object whose first parts are still the validated ones,
- * or the copies' ETags tell they are not.  The replacement pays for the
- * reuse with one server-side copy of the reused bytes; the happy path
- * pays nothing.
+ * on uploading parts gets NoSuchUpload on AWS, RGW and s3rver; Swift
+ * accepts them with 200 into the completed upload, as segments no
+ * manifest names.  On either, nothing it does reaches a published result:
+ * this attempt's parts are server-side copies (bytes, not references),
+ * each proved by its ETag to be the validated part; the zombie's own
+ * completion and commit are fenced.  One that completed the upload first
+ * left an object whose first parts are still the validated ones, or the
+ * copies' ETags tell they are not.  The replacement pays for the reuse
+ * with one server-side copy of the reused bytes; the happy path pays
+ * nothing.
  *
  *-------------------------------------------------------------------------
  */
@@ -84,6 +111,20 @@ object_known(Transfer *task, const char *etag)
 	remora_xfer_create_upload(task);
 }
 
+static void start_list(Transfer *task, int marker);
+
+/*
+ * A completion refused as a bad request: a part it names is not the
+ * upload's, or (RGW) the upload holds one it does not name, as when a
+ * zombie uploaded a part after the list.  Stores word it differently
+ * (InvalidPart, InvalidRequest with "total parts mismatch").
+ */
+static bool
+part_refused(const RemoraTaskError *err)
+{
+	return err->http_status == 400;
+}
+
 static void
 complete_done(Request *req, CURLcode rc)
 {
@@ -91,14 +132,122 @@ complete_done(Request *req, CURLcode rc)
 	RemoraTaskError err;
 	char           *etag = NULL;
 
+	memset(&err, 0, sizeof(err));
 	etag = remora_mpu_completed(req, rc, &err,
 								"completing the checkpoint's upload");
 	if (etag != NULL && etag[0] != '\0')
 		object_known(task, etag);
+	else if (etag == NULL && req->index > 0 && part_refused(&err) &&
+			 task->list_tries < LIST_TRIES)
+		start_list(task, 0);
 	else
 		start_head(task); /* completed by someone else, or gone */
 	free(etag);
 	remora_xfer_settle(task);
+}
+
+/*
+ * COMPLETE the lost upload: with the parts LIST found (all) or, when
+ * listed is false, with the checkpoint's.  The request's index tells
+ * complete_done which.
+ */
+static void
+start_complete(Transfer *task, bool listed)
+{
+	const char **etags = listed ? NULL : remora_xfer_part_etags(task);
+	MpuCall      c;
+	bool         ok;
+
+	ok = (listed || etags != NULL) &&
+		 remora_mpu_complete(&task->lost, etags, task->nparts, &c);
+	free(etags);
+	if (!ok)
+	{
+		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+					"could not build the part list");
+		return;
+	}
+	remora_xfer_start_s3(task, &c.call, complete_done, K_REUSE, listed);
+}
+
+/*
+ * Every part LIST found is recorded in task->lost: are the validated ones
+ * among them, with the ETags the checkpoint recorded?
+ */
+static bool
+holds_validated(const Transfer *task)
+{
+	const Multipart *lost = &task->lost;
+
+	if (lost->nparts < task->nparts)
+		return false;
+	for (int i = 0; i < task->nparts; i++)
+		if (lost->etags[i] == NULL ||
+			!remora_etag_equal(lost->etags[i], task->parts[i].etag))
+			return false;
+	return true;
+}
+
+/* Record a page of LIST's parts; false: out of memory. */
+static bool
+record_listed(Transfer *task, const RemoraS3Parts *page)
+{
+	for (int i = 0; i < page->nparts; i++)
+		if (!remora_mpu_record(&task->lost, page->parts[i].number,
+							   page->parts[i].etag))
+			return false;
+	return true;
+}
+
+static void
+list_done(Request *req, CURLcode rc)
+{
+	Transfer       *task = req->owner;
+	RemoraTaskError err;
+	RemoraS3Parts   page;
+
+	if (unavailable(req, rc))
+	{
+		store_unavailable(task, req, rc, "listing the checkpoint's upload");
+		return;
+	}
+	if (!remora_mpu_listed(req, rc, &page, &err,
+						   "listing the checkpoint's upload"))
+		start_complete(task, false); /* NoSuchUpload, or no ListParts */
+	else if (!record_listed(task, &page))
+		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+					"out of memory");
+	else if (page.truncated && page.next_marker > req->index)
+		start_list(task, page.next_marker);
+	else if (page.truncated)
+		start_complete(task, false); /* a page that does not go on */
+	else if (!holds_validated(task))
+		reuse_nothing(task, "the checkpoint's upload no longer holds the "
+							"parts it validated (its list of parts differs)");
+	else
+		start_complete(task, true);
+	remora_s3xml_parts_free(&page);
+	remora_xfer_settle(task);
+}
+
+/* LIST a page of the lost upload's parts, from after part marker. */
+static void
+start_list(Transfer *task, int marker)
+{
+	MpuCall c;
+
+	if (marker == 0)
+	{
+		/* a new list: forget what an earlier one found */
+		for (int i = 0; i < task->lost.nparts; i++)
+			free(task->lost.etags[i]);
+		free(task->lost.etags);
+		task->lost.etags = NULL;
+		task->lost.nparts = 0;
+		task->list_tries++;
+	}
+	remora_mpu_list_parts(&task->lost, marker, &c);
+	remora_xfer_start_s3(task, &c.call, list_done, K_REUSE, marker);
 }
 
 static void
@@ -133,27 +282,14 @@ start_head(Transfer *task)
 }
 
 /*
- * Begin: complete the lost attempt's upload with the parts its checkpoint
- * validated (remora_xfer_adopt_resume loaded them).
+ * Begin: list the lost attempt's upload, whose validated parts
+ * remora_xfer_adopt_resume loaded from the checkpoint.
  */
 void
 remora_xfer_reuse_start(Transfer *task)
 {
-	const char **etags = remora_xfer_part_etags(task);
-	MpuCall      c;
-	bool         ok;
-
 	task->phase = P_REUSE;
-	ok = etags != NULL &&
-		 remora_mpu_complete(&task->lost, etags, task->nparts, &c);
-	free(etags);
-	if (!ok)
-	{
-		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
-					"could not build the part list");
-		return;
-	}
-	remora_xfer_start_s3(task, &c.call, complete_done, K_REUSE, 0);
+	start_list(task, 0);
 }
 
 static void

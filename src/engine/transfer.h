@@ -31,6 +31,7 @@
 #include "engine/multipart.h"
 
 #define COPIES_IN_FLIGHT 4
+#define LIST_TRIES       3 /* reuse.c: lists of the lost upload at most */
 
 /*
  * libcurl's buffers for a member's bytes: larger than its defaults (16 KiB
@@ -147,6 +148,7 @@ typedef struct Transfer
 						   * attempt */
 	char reuse_etag[256]; /* the completed object's ETag */
 	bool reuse_ready;     /* parts copied (or restarted): the source next */
+	int  list_tries;      /* lists of the lost upload made */
 	int  copy_next;
 	int  copies; /* in flight */
 	int  copied;
