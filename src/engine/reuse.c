@@ -70,6 +70,7 @@
 #include "engine/transfer.h"
 
 static void start_head(Transfer *task);
+static bool start_copy(Transfer *task, int partno, CopyStep step);
 
 /* Nothing to reuse after all: the source from the first byte. */
 static void
@@ -77,6 +78,7 @@ reuse_nothing(Transfer *task, const char *why)
 {
 	remora_req_cancel_owner(&task->base.engine->loop, task);
 	task->copies = 0;
+	remora_xfer_reuse_free(task);
 	remora_xfer_abort_upload(task); /* copies may be in it: a new one */
 	remora_xfer_restart(task, why);
 	task->reuse_ready = true;
@@ -108,7 +110,26 @@ object_known(Transfer *task, const char *etag)
 {
 	snprintf(task->reuse_etag, sizeof(task->reuse_etag), "%s", etag);
 	task->copy_next = 1;
+	task->guards = calloc(task->nparts, sizeof(CopyGuard));
+	task->nguards = task->nparts;
+	if (task->guards == NULL)
+	{
+		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+					"out of memory");
+		return;
+	}
 	remora_xfer_create_upload(task);
+}
+
+/* Free the copies' guards. */
+void
+remora_xfer_reuse_free(Transfer *task)
+{
+	for (int i = 0; task->guards != NULL && i < task->nguards; i++)
+		remora_copy_guard_reset(&task->guards[i]);
+	free(task->guards);
+	task->guards = NULL;
+	task->nguards = 0;
 }
 
 static void start_list(Transfer *task, int marker);
@@ -292,33 +313,80 @@ remora_xfer_reuse_start(Transfer *task)
 	start_list(task, 0);
 }
 
-static void
-copy_done(Request *req, CURLcode rc)
+/*
+ * The answer to a copy as it stands (COPY_ANSWER): *etag the part's ETag,
+ * malloc'd (NULL: none, a 200 with an error); false when the attempt has
+ * failed or starts from zero.
+ */
+static bool
+copy_answer(Transfer *task, Request *req, CURLcode rc, char **etag)
 {
-	Transfer       *task = req->owner;
-	Part           *part = &task->parts[req->index - 1];
 	RemoraTaskError err;
-	char           *etag;
-	char            why[200];
 
-	task->copies--;
 	if (unavailable(req, rc))
 	{
 		store_unavailable(task, req, rc, "copying a part of the checkpoint");
-		return;
+		return false;
 	}
-	etag = remora_mpu_copied(req, rc, &err, "copying a part of the checkpoint");
-	if (etag == NULL && (req->status < 200 || req->status >= 300))
+	*etag =
+		remora_mpu_copied(req, rc, &err, "copying a part of the checkpoint");
+	if (*etag == NULL && (req->status < 200 || req->status >= 300))
 	{
+		char why[200];
+
 		/* 412: the object changed; 404: it is gone */
 		snprintf(why, sizeof(why),
 				 "part %d of the checkpoint could not be copied (HTTP %ld)",
 				 req->index, req->status);
 		reuse_nothing(task, why);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The answer to a request of part req->index's copy: the copy, or the
+ * HEADs and copy without condition its guard asks for where the store
+ * refused the condition (Swift, on every object a multipart upload made).
+ */
+static void
+copy_done(Request *req, CURLcode rc)
+{
+	Transfer  *task = req->owner;
+	Part      *part = &task->parts[req->index - 1];
+	CopyGuard *g = &task->guards[req->index - 1];
+	char      *etag = NULL;
+	CopyStep   step;
+
+	task->copies--;
+	step =
+		remora_copy_guard(g, req, rc, "CopyPartResult", task->reuse_etag, -1);
+	if (step == COPY_HEAD || step == COPY_BARE)
+	{
+		task->copies++;
+		if (!start_copy(task, req->index, step))
+			task->copies--;
 		return;
 	}
+	if (step == COPY_FAILED)
+	{
+		store_unavailable(task, req, rc, "looking up the checkpoint's object");
+		return;
+	}
+	if (step == COPY_CHANGED)
+	{
+		reuse_nothing(task, "a part of the checkpoint could not be copied "
+							"(the object is no longer the one completed)");
+		return;
+	}
+	if (step == COPY_VERIFIED)
+		etag = remora_xstrdup(g->etag);
+	else if (!copy_answer(task, req, rc, &etag))
+		return;
 	if (!remora_mpu_copy_is(etag, part->etag))
 	{
+		char why[200];
+
 		snprintf(why, sizeof(why),
 				 "part %d copied from the checkpoint's upload is not the part "
 				 "it validated (its ETag differs)",
@@ -335,24 +403,31 @@ copy_done(Request *req, CURLcode rc)
 		task->validated = task->nparts;
 		task->cp_dirty = true;
 		task->reuse_ready = true;
+		remora_xfer_reuse_free(task);
 	}
 }
 
 /*
- * One copy: part partno from its bytes in the completed object, while
- * that object is the one completed (its ETag).
+ * One request of a part's copy: the copy of part partno from its bytes in
+ * the completed object, while that object is the one completed (its ETag;
+ * COPY_BARE: without that condition), or (COPY_HEAD) that object's HEAD.
  */
 static bool
-start_copy(Transfer *task, int partno)
+start_copy(Transfer *task, int partno, CopyStep step)
 {
 	int64_t first = 0;
 	MpuCall c;
 	bool    ok;
 
+	if (step == COPY_HEAD)
+	{
+		remora_copy_guard_head(task->bucket, task->reuse_key, &c);
+		return remora_xfer_start_s3(task, &c.call, copy_done, K_COPY, partno);
+	}
 	for (int i = 0; i < partno - 1; i++)
 		first += task->parts[i].size;
 	if (!remora_mpu_copy(&task->mpu, partno, task->bucket, task->reuse_key,
-						 task->reuse_etag, first,
+						 step == COPY_BARE ? NULL : task->reuse_etag, first,
 						 first + task->parts[partno - 1].size - 1, &c))
 	{
 		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
@@ -376,7 +451,7 @@ remora_xfer_reuse_pump(Transfer *task)
 		   task->copies < COPIES_IN_FLIGHT && task->copy_next <= task->nparts)
 	{
 		task->copies++;
-		if (!start_copy(task, task->copy_next++))
+		if (!start_copy(task, task->copy_next++, COPY_ANSWER))
 			task->copies--;
 	}
 }

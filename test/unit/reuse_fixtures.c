@@ -312,8 +312,10 @@ part_copy(int c, const char *req, Upload *up, int no)
 		reply(c, "404 Not Found", "", "<Error><Code>NoSuchKey</Code></Error>");
 		return;
 	}
+	/* Swift refuses the condition on every object an upload made */
 	if (header(req, "\nx-amz-copy-source-if-match:", ifm, sizeof(ifm)) &&
-		strcmp(ifm, o->b.etag) != 0)
+		(strcmp(ifm, o->b.etag) != 0 ||
+		 (store.slo_if_match_refused && strchr(o->b.etag, '-') != NULL)))
 	{
 		reply(c, "412 Precondition Failed", "",
 			  "<Error><Code>PreconditionFailed</Code></Error>");

@@ -10,9 +10,10 @@
  * CompleteMultipartUpload of the parts listed (their ETags checked, the
  * upload gone afterwards: NoSuchUpload; with subset_refused, RGW's refusal
  * of a list of fewer parts than the upload holds), UploadPartCopy of a
- * byte range, HEAD, AbortMultipartUpload.  It counts the bytes it is sent, so a
- * test can tell each byte went once.  Tests read and change store under
- * store.mu.
+ * byte range (with slo_if_match_refused, its condition refused on an
+ * upload's object, as Swift does), HEAD, AbortMultipartUpload.  It counts the
+ * bytes it is sent, so a test can tell each byte went once.  Tests read and
+ * change store under store.mu.
  */
 #ifndef REMORA_REUSE_FIXTURES_H
 #define REMORA_REUSE_FIXTURES_H
@@ -62,6 +63,8 @@ typedef struct Server
 	int             nuploads;
 	bool            subset_refused; /* complete as RGW: all parts or none */
 	int             max_parts;      /* ListParts page size (1000) */
+	bool slo_if_match_refused;      /* as Swift: x-amz-copy-source-if-match
+									 * refused (412) on an upload's object */
 	/* counters, reset by server_reset */
 	long source_bytes;   /* bytes of the source sent */
 	long part_bytes;     /* UploadPart bodies received */

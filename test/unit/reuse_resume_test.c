@@ -140,6 +140,56 @@ test_parts_past_checkpoint(void)
 	remora_engine_free(e);
 }
 
+/*
+ * A store that refuses x-amz-copy-source-if-match on every object an
+ * upload made (Swift): each copy is refused, a HEAD shows the object
+ * completed, the copy goes again without the condition, a HEAD after it
+ * still shows that object, and the copied part's ETag is the part's.
+ */
+static void
+test_condition_refused(void)
+{
+	RemoraEngine *e = engine_new();
+	RemoraTask   *a = start(e, "i1", NULL);
+	RemoraResume *r = until_parts(e, a, 2);
+	RemoraTask   *b;
+	Object       *o;
+
+	CHECK(r != NULL, "a checkpoint of parts");
+	if (r == NULL)
+		return;
+	remora_task_abort(a, false);
+	remora_task_free(a);
+	server_reset();
+	store.slo_if_match_refused = true;
+	b = start(e, "i2", r);
+	CHECK(finish(e, b) == REMORA_TASK_SUCCEEDED && member_is_source(b) &&
+			  !remora_task_restarted(b, &(const char *){NULL}),
+		  "the condition refused: the member is the source, not restarted");
+	CHECK(store.part_copies == 2 * r->nparts && store.heads >= 2 * r->nparts,
+		  "each of %d parts: a copy refused, a HEAD, a copy, a HEAD (%d "
+		  "copies, %d HEADs)",
+		  r->nparts, store.part_copies, store.heads);
+	remora_task_free(b);
+
+	/* the object at the key replaced after the completion: no copy */
+	pthread_mutex_lock(&store.mu);
+	o = object_at(r->upload_key, false);
+	if (o != NULL)
+		blob_set(&o->b, "replaced", 8);
+	pthread_mutex_unlock(&store.mu);
+	server_reset();
+	b = start(e, "i3", r);
+	CHECK(finish(e, b) == REMORA_TASK_SUCCEEDED && member_is_source(b) &&
+			  remora_task_restarted(b, &(const char *){NULL}) &&
+			  store.source_from == 0,
+		  "an object that is not the one completed: restarted from zero");
+	remora_task_free(b);
+	store.slo_if_match_refused = false;
+	remora_resume_free(r);
+	remora_engine_free(e);
+}
+
 /* The lost upload lists a validated part with another ETag. */
 static void
 test_listed_part_differs(void)
@@ -227,9 +277,12 @@ test_nothing_to_reuse(void)
 int
 main(void)
 {
-	static void (*const tests[])(void) = {
-		test_happy_path, test_resume, test_parts_past_checkpoint,
-		test_listed_part_differs, test_nothing_to_reuse};
+	static void (*const tests[])(void) = {test_happy_path,
+										  test_resume,
+										  test_parts_past_checkpoint,
+										  test_listed_part_differs,
+										  test_condition_refused,
+										  test_nothing_to_reuse};
 
 	if (!reuse_run(tests, sizeof(tests) / sizeof(tests[0])))
 		CHECK(false, "the test server starts");
