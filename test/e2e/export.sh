@@ -215,7 +215,7 @@ for m in 'stable/mpu/big12.bin?uploads' 'stable/mpu/big12.bin?partNumber=' 'stab
 	rule "$S3_PROXY" "match=$m&action=status:500&count=0"
 done
 open_uploads() {	# multipart uploads open under the target bucket's stable/ keys
-	if [ "${REMORA_STORE:-s3rver}" = rgw ]; then
+	if store_lists_uploads; then
 		# (the AWS CLI prints nothing at all for a listing without uploads)
 		aws_s3 s3api list-multipart-uploads --bucket target --prefix stable/ --output json \
 			>"$T/uploads.json" || { echo "the listing failed"; return; }
@@ -225,7 +225,7 @@ open_uploads() {	# multipart uploads open under the target bucket's stable/ keys
 		find "$T/store/target" -path '*uploads*' -name key -exec grep -l '^stable/' {} + 2>/dev/null | wc -l
 	fi
 }
-if [ "${REMORA_STORE:-s3rver}" = rgw ]; then
+if store_lists_uploads; then
 	# the listing sees an upload when there is one
 	up=$(aws_s3 s3api create-multipart-upload --bucket target --key stable/control.bin --output json | jq -r .UploadId)
 	check_eq "an upload opened by the AWS CLI is listed" "$(open_uploads)" "1"
@@ -257,7 +257,7 @@ check_eq "two uploads were started; one aborted, one completed" \
 	"$(hits "$S3_PROXY" 'stable/mpu2/big12.bin?uploads') $(hits "$S3_PROXY" 'stable/mpu2/big12.bin?uploadId=')" "2 2"
 check_eq "the AWS CLI reads it back byte-identical" \
 	"$(sum_key stable/mpu2/big12.bin)" "$(sum_file "$T/big12.bin")"
-if [ "${REMORA_STORE:-s3rver}" = rgw ]; then
+if store_lists_uploads; then
 	check_eq "no multipart upload is left open" "$(open_uploads)" "0"
 else
 	check_eq "no upload is left open but the aborted one (s3rver has no AbortMultipartUpload)" "$(open_uploads)" "1"

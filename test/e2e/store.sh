@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 #
 # The test harness's target store itself (REMORA_STORE: s3rver by default,
-# or rgw), before any test relies on it: it starts, on 127.0.0.1 only; the
-# AWS CLI from Debian writes and reads back an object (one PUT, and a
-# multipart upload) with the store's key and with the second key tests
-# may ask for (REMORAKEY); a request signed with a wrong secret is refused
-# with 403 (read with curl from a presigned URL: the AWS CLI 2.9 crashes on
-# RGW's error answers); If-None-Match: * is ignored by CopyObject (and on
-# a PUT honoured by RGW only); and stopping it leaves no process behind.
-# A broken harness is then a failing test, not a silently different one.
+# rgw or swift), before any test relies on it: it starts, on 127.0.0.1
+# only; the AWS CLI from Debian writes and reads back an object (one PUT,
+# and a multipart upload) with the store's key and with the second key
+# tests may ask for (S3_SECOND_KEY); a request signed with a wrong secret
+# is refused with 403 (read with curl from a presigned URL: the AWS CLI 2.9
+# crashes on RGW's error answers); every S3 behaviour Remora relies on is
+# observed and compared with the recorded observations the operator
+# guide's store table is made from; and stopping it leaves no process
+# behind.  A broken harness is then a failing test, not a silently
+# different one.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_begin store
@@ -52,32 +54,64 @@ check_eq "a request signed with a wrong secret is refused with 403" \
 check_eq "an unknown access key is refused with 403" \
 	"$(S3_ACCESS_KEY=NOSUCHKEY s3_status s3://target/a/small.bin)" "403"
 check_eq "a missing object is 404" "$(s3_status s3://target/a/missing.bin)" "404"
-check "the second key (REMORAKEY) writes and reads" \
-	cmp "$T/small.bin" <(S3_ACCESS_KEY=REMORAKEY S3_SECRET_KEY=$REMORA_TEST_SECRET aws_s3 s3 cp s3://target/a/small.bin - 2>/dev/null)
+check "the second key ($S3_SECOND_KEY) writes and reads" \
+	cmp "$T/small.bin" <(S3_ACCESS_KEY=$S3_SECOND_KEY S3_SECRET_KEY=$REMORA_TEST_SECRET aws_s3 s3 cp s3://target/a/small.bin - 2>/dev/null)
 
-# If-None-Match: * (write only if the key does not exist), observed on
-# each store, for src/engine/export.c: neither honours it on CopyObject (the
-# copy overwrites the key), so an export with if_exists = fail rests on its
-# HEAD before the copy.  Should a store start answering 412 here, the
-# engine can send the header and the race between HEAD and copy closes.
-s3req() { /usr/bin/python3 test/lib/s3req.py "http://127.0.0.1:$S3_PORT" "$S3_ACCESS_KEY" "$S3_SECRET_KEY" "$@"; }
-echo "new content" >"$T/new.txt"
-aws_s3 s3 cp --quiet "$T/new.txt" s3://target/inm/src.txt
-aws_s3 s3 cp --quiet "$T/small.bin" s3://target/inm/copied.bin
-got=$(s3req PUT /target/inm/copied.bin - "x-amz-copy-source:/target/inm/src.txt" "If-None-Match:*")
-check_eq "CopyObject with If-None-Match: * onto an existing key: 200, ignored" "${got%% *}" "200"
-check_eq "and the key is overwritten" "$(aws_s3 s3 cp s3://target/inm/copied.bin - 2>/dev/null)" "new content"
-check_eq "CopyObject with If-None-Match: * onto a missing key: 200" \
-	"$(s3req PUT /target/inm/fresh.bin - "x-amz-copy-source:/target/inm/src.txt" "If-None-Match:*" | cut -d' ' -f1)" "200"
-aws_s3 s3 cp --quiet "$T/small.bin" s3://target/inm/put.bin
-got=$(s3req PUT /target/inm/put.bin "$T/new.txt" "If-None-Match:*")
-if [ "$STORE" = rgw ]; then
-	check_eq "a PUT with If-None-Match: * onto an existing key: 412 (RGW honours it there)" "${got%% *}" "412"
-	check "and the key keeps its content" cmp "$T/small.bin" <(aws_s3 s3 cp s3://target/inm/put.bin - 2>/dev/null)
+# Each S3 behaviour Remora relies on, observed by requests made to the
+# store (test/lib/store_probe.py: multipart ETags, copy-source conditions
+# on plain and multipart sources, conditional writes, upload listings,
+# ListParts and UploadPart once completed, a completion with a subset of
+# the parts, checksums, the part limit, ETag spelling).  Each is a TAP line
+# and a line of $OBS (REMORA_STORE_TABLE, or /tmp/remora-store-STORE.tsv);
+# doc/stores/STORE.tsv holds the last recorded ones, from which
+# test/lib/store_table.py renders doc/operator-guide.md's table (and
+# test/run's static stage checks that the guide says what they say).  A
+# store that answers otherwise than recorded fails here.
+OBS=${REMORA_STORE_TABLE:-/tmp/remora-store-$STORE.tsv}
+observe() {	# observe KEY VALUE
+	ok "observed: $1: $2"
+	printf '%s\t%s\n' "$1" "$2" >>"$OBS.new"
+}
+: >"$OBS.new"
+if /usr/bin/python3 test/lib/store_probe.py "http://127.0.0.1:$S3_PORT" "$S3_ACCESS_KEY" "$S3_SECRET_KEY" \
+	target >"$T/probe.out" 2>"$T/probe.err"; then
+	ok "every behaviour is observed"
 else
-	check_eq "a PUT with If-None-Match: * onto an existing key: 200 (s3rver ignores it there too)" "${got%% *}" "200"
-	check_eq "and the key is overwritten" "$(aws_s3 s3 cp s3://target/inm/put.bin - 2>/dev/null)" "new content"
+	not_ok "every behaviour is observed: $(tail -n 1 "$T/probe.err")"
 fi
+while IFS=$'\t' read -r key value; do observe "$key" "$value"; done <"$T/probe.out"
+
+# What is left of the parts a completion left out, once the object is
+# deleted and the upload aborted: Swift keeps a multipart upload's parts as
+# segments in the container BUCKET+segments, which its own API lists (S3's
+# listings do not show them); a store that refuses the completion keeps
+# nothing to look for; elsewhere S3 gives no way to see them.
+swift_segments() {	# swift_segments PREFIX: the segments' names
+	local token
+	token=$(curl -s -D - -o /dev/null -H "X-Auth-User: $S3_ACCESS_KEY" -H "X-Auth-Key: $S3_SECRET_KEY" \
+		"http://127.0.0.1:$S3_PORT/auth/v1.0" | tr -d '\r' | awk -F': ' 'tolower($1) == "x-auth-token" {print $2}')
+	curl -sf -H "X-Auth-Token: $token" \
+		"http://127.0.0.1:$S3_PORT/v1/AUTH_${S3_ACCESS_KEY%%:*}/target+segments?prefix=$1"
+}
+subset=$(awk -F'\t' '$1 == "complete_subset" {print $2}' "$T/probe.out")
+if [ "$STORE" = swift ]; then
+	n=$(swift_segments probe/subset.bin/ | grep -c . || true)
+	if [ "$n" -gt 0 ]; then
+		observe subset_orphans "**kept as orphan segments** (seen through Swift's API)"
+	else
+		observe subset_orphans "none kept (Swift's API lists no segment)"
+	fi
+elif [[ $subset == *refused* ]]; then
+	observe subset_orphans "(no completion)"
+else
+	observe subset_orphans "not visible through S3"
+fi
+mv "$OBS.new" "$OBS"
+if [ -f "doc/stores/$STORE.tsv" ]; then
+	check "the observations are those doc/stores/$STORE.tsv records (if the store changed: cp $OBS doc/stores/$STORE.tsv; python3 test/lib/store_table.py)" \
+		diff -u "doc/stores/$STORE.tsv" "$OBS"
+fi
+echo "# observations in $OBS"
 
 # stopped, nothing of it is left running
 pids=$(cut -d' ' -f1 "$T/started" | paste -sd' ')

@@ -15,12 +15,14 @@ REMORA_DEB_PACKAGES="$REMORA_DEB_RUNTIME postgresql-15-cron libipc-run-perl
 awscli tinyproxy clang clang-format cppcheck libclang-rt-14-dev valgrind jq
 chromium spin sqlsmith faketime iproute2 python3 nftables
 debhelper postgresql-server-dev-all"
-# Ceph's RADOS Gateway, the second target store of the end-to-end tests
-# (test/lib/rgw.sh), without what its packages only recommend (ceph-mgr's
-# dependencies, systemd units' helpers...)
+# Ceph's RADOS Gateway and OpenStack Swift (its proxy carries the S3 API),
+# the second and third target stores of the end-to-end tests
+# (test/lib/rgw.sh, test/lib/swift.sh), without what their packages only
+# recommend (ceph-mgr's dependencies, systemd units' helpers...)
 # and Patroni with etcd (test/e2e/patroni.sh), and Prometheus for its
 # promtool (test/e2e/metrics.sh: ~96 MB installed, no server is started)
 REMORA_DEB_PACKAGES_NORECS="ceph-mon ceph-osd radosgw ceph-common
+swift swift-proxy swift-account swift-container swift-object memcached
 patroni etcd-server prometheus"
 
 # deps_missing PACKAGE...: print those not installed

@@ -58,13 +58,13 @@ e2e_finish() {
 # e2e_begin NAME: strict mode, the repository as working directory, a
 # private directory $T (world-readable: nginx's workers run as nobody),
 # and the exit trap that stops everything started in it.  With
-# REMORA_STORE=rgw every TAP line says "[rgw]".
+# REMORA_STORE=rgw (swift) every TAP line says "[rgw]" ("[swift]").
 e2e_begin() {
 	set -Euo pipefail
 	cd "$E2E_LIB/../.."
 	E2E_NAME=$1
 	E2E_AT_EXIT=()
-	[ "${REMORA_STORE:-s3rver}" = rgw ] && E2E_LABEL="[rgw] "
+	[ "${REMORA_STORE:-s3rver}" = s3rver ] || E2E_LABEL="[$REMORA_STORE] "
 	T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
 	chmod 755 "$T"
 	SERVICES_DIR=$T
@@ -80,14 +80,16 @@ e2e_begin() {
 e2e_at_exit() { E2E_AT_EXIT+=("$1"); }
 
 # e2e_end: the exit trap.  Keeps the server log as /tmp/NAME-server.log
-# (/tmp/NAME-rgw-server.log on RGW, with radosgw's own log beside it),
+# (/tmp/NAME-rgw-server.log on RGW, with radosgw's own log beside it;
+# /tmp/NAME-swift-server.log and the proxy's /tmp/NAME-swift-proxy.log),
 # stops every cluster under $T and every service, removes $T.
 e2e_end() {
 	local cmd dir name=$E2E_NAME
 	for cmd in "${E2E_AT_EXIT[@]}"; do eval "$cmd" || true; done
-	[ "${REMORA_STORE:-s3rver}" = rgw ] && name=$name-rgw
+	[ "${REMORA_STORE:-s3rver}" = s3rver ] || name=$name-$REMORA_STORE
 	cp "$T/pg/server.log" "/tmp/$name-server.log" 2>/dev/null
 	[ -f "$T/store/log/client.rgw.a.log" ] && cp "$T/store/log/client.rgw.a.log" "/tmp/$name-radosgw.log"
+	[ -f "$T/store/proxy.out" ] && cp "$T/store/proxy.out" "/tmp/$name-proxy.log"
 	for dir in "$T"/*/; do cluster_stop "${dir%/}" immediate; done
 	stop_services
 	rm -rf "$T"

@@ -6,6 +6,7 @@
 
 SERVICES_DIR=${SERVICES_DIR:-}
 . "$(dirname "${BASH_SOURCE[0]}")/rgw.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/swift.sh"
 
 # ensure_node_modules [s3]: the pinned test packages (npm ci; idempotent):
 # test/s3's S3 server, test/openapi's validators (not with "s3": the quick
@@ -80,13 +81,16 @@ start_s3() {
 }
 
 # start_store DIR PORT BUCKET...: the target store chosen by REMORA_STORE,
-# s3rver (the default: the signature-checking test server) or rgw (Ceph's
-# RADOS Gateway, test/lib/rgw.sh).  Sets S3_ACCESS_KEY and S3_SECRET_KEY
-# to its key (aws_s3 uses them), and adds the key REMORAKEY with the secret
-# in REMORA_TEST_SECRET, if that is set.
+# s3rver (the default: the signature-checking test server), rgw (Ceph's
+# RADOS Gateway, test/lib/rgw.sh) or swift (OpenStack Swift's S3 API,
+# test/lib/swift.sh).  Sets S3_ACCESS_KEY and S3_SECRET_KEY to its key
+# (aws_s3 uses them), and adds a second key, S3_SECOND_KEY, with the secret
+# in REMORA_TEST_SECRET, if that is set: REMORAKEY, or remora:REMORAKEY on
+# Swift, whose tempauth keys are "account:user".
 start_store() {
 	local dir=$1 port=$2
 	shift 2
+	S3_SECOND_KEY=REMORAKEY
 	case ${REMORA_STORE:-s3rver} in
 	s3rver)
 		S3_ACCESS_KEY=S3RVER S3_SECRET_KEY=S3RVER
@@ -99,12 +103,23 @@ start_store() {
 			rgw_add_key "$dir" REMORAKEY "$REMORA_TEST_SECRET"
 		fi
 		;;
+	swift)
+		S3_ACCESS_KEY=remora:tester S3_SECRET_KEY="swift-secret-$RANDOM$RANDOM$RANDOM"
+		S3_SECOND_KEY=remora:REMORAKEY
+		SWIFT_SECOND_KEY=${REMORA_TEST_SECRET:+$S3_SECOND_KEY} \
+			SWIFT_SECOND_SECRET=${REMORA_TEST_SECRET:-} \
+			start_swift "$dir" "$port" "$S3_ACCESS_KEY" "$S3_SECRET_KEY" "$@" || return 1
+		;;
 	*)
-		echo "REMORA_STORE must be s3rver or rgw, not '$REMORA_STORE'" >&2
+		echo "REMORA_STORE must be s3rver, rgw or swift, not '$REMORA_STORE'" >&2
 		return 1
 		;;
 	esac
 }
+
+# store_lists_uploads: the target store has ListMultipartUploads (and
+# AbortMultipartUpload): RGW and Swift do, the test server does not
+store_lists_uploads() { [ "${REMORA_STORE:-s3rver}" != s3rver ]; }
 
 # start_faults PORT UPSTREAM_PORT [NAME]: the fault-injecting proxy
 # (test/faults/proxy.js; its log NAME.log, "faults" by default; the
