@@ -97,6 +97,7 @@ same_object(const Member *mb, const Request *req)
 
 static void start_copy(Export *x, Member *mb);
 static void start_single_copy(Export *x, Member *mb);
+static void start_guarded(Export *x, Member *mb, CopyStep step);
 static void start_hash(Export *x, Member *mb);
 
 static void
@@ -182,23 +183,41 @@ start_head(Export *x, Member *mb)
 	x->running++;
 }
 
+/*
+ * A copy's ETag (NULL: err says why) and version: the member's answer.
+ * etag is freed.
+ */
 static void
-copy_done(Request *req, CURLcode rc)
+copy_answered(Export *x, Member *mb, char *etag, const char *version,
+			  RemoraTaskError *err)
 {
-	Export         *x = req->owner;
-	Member         *mb = req->data;
-	RemoraTaskError err;
-	char           *etag;
+	if (etag == NULL)
+	{
+		/* a 200 that carries an error: S3 says the copy may have failed */
+		remora_export_note_ambiguous(x, mb, err);
+		return;
+	}
+	/* a single-part member's copy has its content's MD5: the same ETag */
+	if (remora_etag_is_md5(mb->m.etag) && !remora_etag_equal(etag, mb->m.etag))
+		remora_export_note_failuref(
+			x, REMORA_ERR_CHECKSUM, false, 0,
+			"the copy at \"%s\" does not have the member's ETag", mb->target);
+	else
+		remora_export_conclude(x, mb, etag, version, "copied");
+	free(etag);
+}
 
-	mb->req = NULL;
-	x->running--;
-	mb->state = M_DONE;
+/* The copy's own answer (COPY_ANSWER), read as ever. */
+static void
+copy_answer(Export *x, Member *mb, Request *req, CURLcode rc)
+{
+	RemoraTaskError err;
+
 	if (rc != CURLE_OK && !remora_export_never_sent(rc))
 	{
 		/* sent, and no answer: the copy may or may not have happened */
 		remora_s3_failed(req, rc, &err, "copying to an export's target");
 		remora_export_note_ambiguous(x, mb, &err);
-		remora_export_pump(x);
 		return;
 	}
 	if (remora_s3_failed(req, rc, &err, "copying to an export's target"))
@@ -207,7 +226,6 @@ copy_done(Request *req, CURLcode rc)
 		{
 			/* an internal error may come after the copy was made */
 			remora_export_note_ambiguous(x, mb, &err);
-			remora_export_pump(x);
 			return;
 		}
 		if (req->status == 412)
@@ -219,30 +237,68 @@ copy_done(Request *req, CURLcode rc)
 			err.retryable = false;
 		}
 		remora_export_note_failure(x, &err);
-		remora_export_pump(x);
 		return;
 	}
-	etag = remora_s3_answer_etag(req, "CopyObjectResult", &err,
-								 "copying to an export's target");
-	if (etag == NULL)
+	copy_answered(x, mb,
+				  remora_s3_answer_etag(req, "CopyObjectResult", &err,
+										"copying to an export's target"),
+				  req->hdr.version_id, &err);
+}
+
+/*
+ * A step of the copy's guard (multipart.h) other than the copy's own
+ * answer: the member's HEAD or the copy without its condition started,
+ * or the copy judged.
+ */
+static void
+guard_step(Export *x, Member *mb, Request *req, CURLcode rc, CopyStep step)
+{
+	RemoraTaskError err;
+	bool            copied = mb->guard.etag != NULL;
+
+	memset(&err, 0, sizeof(err));
+	if (step == COPY_HEAD || step == COPY_BARE)
+		start_guarded(x, mb, step);
+	else if (step == COPY_VERIFIED)
 	{
-		/* a 200 that carries an error: S3 says the copy may have failed */
-		remora_export_note_ambiguous(x, mb, &err);
-		remora_export_pump(x);
-		return;
+		remora_error_set(&err, REMORA_ERR_INTERNAL, true, 0, "out of memory");
+		copy_answered(x, mb, remora_xstrdup(mb->guard.etag),
+					  mb->guard.version_id, &err);
 	}
-	/* a single-part member's copy has its content's MD5: the same ETag */
-	if (remora_etag_is_md5(mb->m.etag) && !remora_etag_equal(etag, mb->m.etag))
+	else if (step == COPY_FAILED)
 	{
-		free(etag);
+		remora_s3_failed(req, rc, &err, "looking up a committed member");
+		if (copied)
+			remora_export_note_ambiguous(x, mb, &err); /* copied, unproved */
+		else
+			remora_export_note_failure(x, &err);
+	}
+	else
 		remora_export_note_failuref(
-			x, REMORA_ERR_CHECKSUM, false, 0,
-			"the copy at \"%s\" does not have the member's ETag", mb->target);
-		remora_export_pump(x);
-		return;
-	}
-	remora_export_conclude(x, mb, etag, req->hdr.version_id, "copied");
-	free(etag);
+			x, REMORA_ERR_S3, false, 412,
+			copied ? "the committed member \"%.300s\" changed while it was "
+					 "copied without a condition; its copy may not be it"
+				   : "the committed member \"%.300s\" no longer has the "
+					 "ETag its result recorded",
+			mb->m.path);
+}
+
+static void
+copy_done(Request *req, CURLcode rc)
+{
+	Export  *x = req->owner;
+	Member  *mb = req->data;
+	CopyStep step;
+
+	mb->req = NULL;
+	x->running--;
+	mb->state = M_DONE;
+	step = remora_copy_guard(&mb->guard, req, rc, "CopyObjectResult",
+							 mb->m.etag, mb->m.size);
+	if (step == COPY_ANSWER)
+		copy_answer(x, mb, req, rc);
+	else
+		guard_step(x, mb, req, rc, step);
 	remora_export_pump(x);
 }
 
@@ -255,13 +311,38 @@ start_copy(Export *x, Member *mb)
 		start_single_copy(x, mb);
 }
 
+/* Start one request of a single copy; false: it could not (noted). */
+static bool
+copy_request(Export *x, Member *mb, const S3Call *call)
+{
+	char errbuf[256] = "out of memory";
+
+	mb->req = call == NULL ? NULL
+						   : remora_s3_start(&x->base.engine->loop,
+											 &x->base.engine->target, x, call,
+											 copy_done, errbuf, sizeof(errbuf));
+	if (mb->req == NULL)
+	{
+		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s",
+									errbuf);
+		return false;
+	}
+	mb->req->data = mb;
+	mb->state = M_COPY;
+	x->running++;
+	return true;
+}
+
+/*
+ * CopyObject of the member, while it has its recorded ETag (bare: without
+ * that condition, after its guard checked the member by HEAD).
+ */
 static void
-start_single_copy(Export *x, Member *mb)
+start_copy_object(Export *x, Member *mb, bool bare)
 {
 	char  *enc = remora_uri_encode(mb->m.key, strlen(mb->m.key), true);
 	size_t n = strlen(mb->m.bucket) + (enc ? strlen(enc) : 0) + 4;
 	char  *src = enc ? malloc(n) : NULL;
-	char   errbuf[256] = "out of memory";
 
 	if (src)
 	{
@@ -272,23 +353,35 @@ start_single_copy(Export *x, Member *mb)
 		h[0] = (RemoraKV){"x-amz-copy-source", src};
 		h[1] = (RemoraKV){"x-amz-copy-source-if-match", mb->m.etag};
 		h[2] = (RemoraKV){"x-amz-copy-if-match", mb->m.etag}; /* RGW */
-		call = (S3Call){"PUT", x->bucket, mb->target, NULL, 0,    h,
-						3,     NULL,      0,          NULL, false};
-		mb->req =
-			remora_s3_start(&x->base.engine->loop, &x->base.engine->target, x,
-							&call, copy_done, errbuf, sizeof(errbuf));
+		call = (S3Call){"PUT",        x->bucket, mb->target, NULL, 0,    h,
+						bare ? 1 : 3, NULL,      0,          NULL, false};
+		copy_request(x, mb, &call);
 	}
+	else
+		copy_request(x, mb, NULL);
 	free(enc);
 	free(src);
-	if (mb->req == NULL)
+}
+
+static void
+start_single_copy(Export *x, Member *mb)
+{
+	start_copy_object(x, mb, false);
+}
+
+/* What the copy's guard asks for: the member's HEAD, or the bare copy. */
+static void
+start_guarded(Export *x, Member *mb, CopyStep step)
+{
+	MpuCall c;
+
+	if (step == COPY_BARE)
 	{
-		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0, "%s",
-									errbuf);
+		start_copy_object(x, mb, true);
 		return;
 	}
-	mb->req->data = mb;
-	mb->state = M_COPY;
-	x->running++;
+	remora_copy_guard_head(mb->m.bucket, mb->m.key, &c);
+	copy_request(x, mb, &c.call);
 }
 
 static size_t

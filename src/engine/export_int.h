@@ -37,6 +37,8 @@ typedef struct Member
 	int64_t            hbytes;
 	char               head_etag[REMORA_ETAG_MAX];
 	char               head_version[256];
+	CopyGuard guard; /* the copy (or the part's) where the store refuses
+					  * its condition (multipart.h) */
 	/* a multipart copy */
 	Multipart mpu;
 	int       nparts;    /* the parts it takes */

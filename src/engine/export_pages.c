@@ -27,6 +27,7 @@ remora_export_page_free(Page *pg)
 		free(mb->target);
 		remora_sha256_free(mb->hsha);
 		remora_mpu_forget(&mb->mpu);
+		remora_copy_guard_reset(&mb->guard);
 	}
 	free(pg->members);
 	free(pg);

@@ -37,6 +37,7 @@
 
 static void mpu_abort(Export *x, Member *mb);
 static void mpu_part(Export *x, Member *mb);
+static void mpu_part_request(Export *x, Member *mb, CopyStep step);
 
 /*
  * Start what this answer allows: the export's pump, through its kind (the
@@ -184,6 +185,36 @@ mpu_complete(Export *x, Member *mb)
 		mpu_abort(x, mb);
 }
 
+/*
+ * A step of a part copy's guard (multipart.h) that is not an ETag to
+ * record: a HEAD or the copy without its condition started, or the
+ * member judged changed or out of reach (conclusive: nothing is visible
+ * at the key before COMPLETE).  False: go on with the part.
+ */
+static bool
+part_guard_step(Export *x, Member *mb, Request *req, CURLcode rc, CopyStep step)
+{
+	RemoraTaskError err;
+
+	if (step == COPY_HEAD || step == COPY_BARE)
+	{
+		mpu_part_request(x, mb, step);
+		return true;
+	}
+	if (step == COPY_FAILED)
+		remora_s3_failed(req, rc, &err, "looking up a committed member");
+	else if (step == COPY_CHANGED)
+		remora_error_set(&err, REMORA_ERR_S3, false, 412,
+						 "the committed member \"%.300s\" no longer has the "
+						 "ETag its result recorded",
+						 mb->m.path);
+	else
+		return false;
+	remora_export_note_failure(x, &err);
+	mpu_abort(x, mb);
+	return true;
+}
+
 static void
 mpu_part_done(Request *req, CURLcode rc)
 {
@@ -191,10 +222,23 @@ mpu_part_done(Request *req, CURLcode rc)
 	Member         *mb = req->data;
 	RemoraTaskError err;
 	char           *etag = NULL;
+	CopyStep        step;
 
 	mb->req = NULL;
 	x->running--;
-	etag = remora_mpu_copied(req, rc, &err, "copying a part of an export");
+	step = remora_copy_guard(&mb->guard, req, rc, "CopyPartResult", mb->m.etag,
+							 mb->m.size);
+	if (part_guard_step(x, mb, req, rc, step))
+	{
+		pump(x);
+		return;
+	}
+	memset(&err, 0, sizeof(err));
+	if (step == COPY_VERIFIED)
+		etag = remora_xstrdup(mb->guard.etag);
+	else
+		etag = remora_mpu_copied(req, rc, &err, "copying a part of an export");
+	remora_copy_guard_reset(&mb->guard); /* the next part's, from the start */
 	if (etag == NULL || etag[0] == '\0')
 	{
 		/* nothing is visible at the key before COMPLETE: conclusive */
@@ -206,7 +250,7 @@ mpu_part_done(Request *req, CURLcode rc)
 					 mb->m.path);
 			err.retryable = false;
 		}
-		else if (etag != NULL)
+		else if (etag != NULL || step == COPY_VERIFIED)
 			remora_error_set(&err, REMORA_ERR_S3, true, req->status,
 							 "copying part %d of \"%s\": no ETag in the "
 							 "answer",
@@ -239,17 +283,24 @@ mpu_part_done(Request *req, CURLcode rc)
 	pump(x);
 }
 
-/* UploadPartCopy of part mb->part_next: a range of the member. */
+/*
+ * A request of part mb->part_next's copy: UploadPartCopy of its range of
+ * the member while the member has its recorded ETag (COPY_BARE: without
+ * that condition), or (COPY_HEAD) the member's HEAD, as its guard asks.
+ */
 static void
-mpu_part(Export *x, Member *mb)
+mpu_part_request(Export *x, Member *mb, CopyStep step)
 {
 	int64_t first = (int64_t) (mb->part_next - 1) * mb->part_size;
 	int64_t end = first + mb->part_size;
 	int64_t last = (end < mb->m.size ? end : mb->m.size) - 1;
 	MpuCall c;
 
-	if (!remora_mpu_copy(&mb->mpu, mb->part_next, mb->m.bucket, mb->m.key,
-						 mb->m.etag, first, last, &c))
+	if (step == COPY_HEAD)
+		remora_copy_guard_head(mb->m.bucket, mb->m.key, &c);
+	else if (!remora_mpu_copy(&mb->mpu, mb->part_next, mb->m.bucket, mb->m.key,
+							  step == COPY_BARE ? NULL : mb->m.etag, first,
+							  last, &c))
 	{
 		remora_export_note_failuref(x, REMORA_ERR_INTERNAL, true, 0,
 									"out of memory");
@@ -259,6 +310,13 @@ mpu_part(Export *x, Member *mb)
 	if (!mpu_start(x, mb, &c.call, mpu_part_done))
 		mpu_abort(x, mb);
 	remora_mpu_call_free(&c);
+}
+
+/* UploadPartCopy of part mb->part_next: a range of the member. */
+static void
+mpu_part(Export *x, Member *mb)
+{
+	mpu_part_request(x, mb, COPY_ANSWER);
 }
 
 static void

@@ -13,6 +13,8 @@
  *				in <CompleteMultipartUploadResult>; RGW answers it empty,
  *				and the object's HEAD tells
  *	  ABORT		DELETE ?uploadId
+ *	  LIST		GET ?uploadId&part-number-marker --> <ListPartsResult>, a page
+ *				of the parts the upload holds (reuse.c)
  *
  * A store may answer 200 and still put an <Error> in the body of COPY
  * and COMPLETE; those answers are read as the XML they must be.  A
@@ -174,10 +176,10 @@ remora_mpu_copy(const Multipart *mp, int partno, const char *src_bucket,
 	snprintf(c->range, sizeof(c->range), "bytes=%" PRId64 "-%" PRId64, first,
 			 last);
 	c->headers[0] = (RemoraKV){"x-amz-copy-source", c->source};
-	c->headers[1] = (RemoraKV){"x-amz-copy-source-if-match", if_match};
-	c->headers[2] = (RemoraKV){"x-amz-copy-source-range", c->range};
+	c->headers[1] = (RemoraKV){"x-amz-copy-source-range", c->range};
+	c->headers[2] = (RemoraKV){"x-amz-copy-source-if-match", if_match};
 	c->call.headers = c->headers;
-	c->call.nheaders = 3;
+	c->call.nheaders = if_match != NULL ? 3 : 2;
 	return true;
 }
 
@@ -200,6 +202,131 @@ bool
 remora_mpu_copy_is(const char *etag, const char *want)
 {
 	return etag != NULL && etag[0] != '\0' && remora_etag_equal(etag, want);
+}
+
+/* ---------------------------------------------------------------------
+ * A copy whose condition the store refuses
+ *
+ * Swift's S3 API refuses x-amz-copy-source-if-match with 412 for every
+ * object a multipart upload made, even with the ETag its HEAD shows: it
+ * compares the condition with the SLO manifest's own ETag.  Read as "the
+ * source changed", that made every export of a multipart member fail and
+ * every reuse of a checkpoint restart from zero.  So after a 412, and
+ * only then, the source is checked another way:
+ *
+ *	  COPY with the condition	412 --> HEAD; anything else is the answer
+ *	  HEAD	the recorded ETag (and size) --> COPY without the condition;
+ *			other, or 404 --> changed; no answer --> failed
+ *	  COPY without it	2xx with an ETag --> HEAD again; else the answer
+ *	  HEAD	still the recorded ETag and size --> verified; else changed
+ *
+ * Safe enough: the condition's purpose is that the bytes copied are the
+ * object recorded.  The source shows the recorded ETag just before the
+ * copy and again just after it; to copy other bytes, the object would
+ * have to be replaced inside that window and replaced back by an object
+ * with the same ETag, which for a multipart ETag (the MD5 of its parts'
+ * MD5s) means the same bytes in the same parts.  Remora never rewrites a
+ * committed member or a lost attempt's object, so that window is only
+ * open to another writer of the same key.  A store that honours the
+ * condition never takes this path: its 412 is checked by the HEAD and
+ * stands.
+ * ---------------------------------------------------------------------
+ */
+
+enum
+{
+	GUARD_COPY = 0,
+	GUARD_HEAD_BEFORE,
+	GUARD_BARE,
+	GUARD_HEAD_AFTER
+};
+
+/* The HEAD's answer about the source: 1 the one recorded, 0 not, -1 none. */
+static int
+same_source(const Request *req, CURLcode rc, const char *etag, int64_t size)
+{
+	if (rc == CURLE_OK && req->status == 404)
+		return 0;
+	if (rc != CURLE_OK || req->status != 200)
+		return -1;
+	return req->hdr.etag[0] != '\0' && remora_etag_equal(req->hdr.etag, etag) &&
+		   (size < 0 || req->hdr.content_length == size);
+}
+
+/* The answer to the copy without its condition: kept, HEAD next. */
+static CopyStep
+bare_answered(CopyGuard *g, const Request *req, CURLcode rc, const char *root)
+{
+	RemoraTaskError err;
+	char           *etag;
+
+	if (rc != CURLE_OK || req->status < 200 || req->status >= 300)
+		return COPY_ANSWER;
+	etag = remora_s3_answer_etag(req, root, &err, "copying");
+	if (etag == NULL || etag[0] == '\0')
+	{
+		free(etag);
+		return COPY_ANSWER; /* read as ever: an error in a 200, say */
+	}
+	remora_copy_guard_reset(g);
+	g->etag = etag;
+	g->version_id = remora_xstrdup(req->hdr.version_id);
+	if (g->version_id == NULL)
+		return COPY_ANSWER;
+	g->stage = GUARD_HEAD_AFTER;
+	return COPY_HEAD;
+}
+
+/*
+ * What the answer req to the guard's current request means, and what to
+ * start next.  root names the copy's answer (CopyObjectResult or
+ * CopyPartResult); etag and size are the source as recorded (size -1: not
+ * known).
+ */
+CopyStep
+remora_copy_guard(CopyGuard *g, const Request *req, CURLcode rc,
+				  const char *root, const char *etag, int64_t size)
+{
+	int same;
+
+	switch (g->stage)
+	{
+		case GUARD_COPY:
+			if (rc != CURLE_OK || req->status != 412)
+				return COPY_ANSWER;
+			g->stage = GUARD_HEAD_BEFORE;
+			return COPY_HEAD;
+		case GUARD_BARE:
+			return bare_answered(g, req, rc, root);
+		default:
+			same = same_source(req, rc, etag, size);
+			if (same < 0)
+				return COPY_FAILED;
+			if (same == 0)
+				return COPY_CHANGED;
+			if (g->stage == GUARD_HEAD_AFTER)
+				return COPY_VERIFIED;
+			g->stage = GUARD_BARE;
+			return COPY_BARE;
+	}
+}
+
+/* HEAD of a copy's source. */
+void
+remora_copy_guard_head(const char *bucket, const char *key, MpuCall *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->call =
+		(S3Call){"HEAD", bucket, key, NULL, 0, NULL, 0, NULL, 0, NULL, true};
+}
+
+/* Free what the guard holds; it starts again from the conditional copy. */
+void
+remora_copy_guard_reset(CopyGuard *g)
+{
+	free(g->etag);
+	free(g->version_id);
+	memset(g, 0, sizeof(*g));
 }
 
 /*
@@ -264,6 +391,36 @@ remora_mpu_fits(const char *etag, const char *const *etags, int nparts,
 					 "%s: the object's ETag %s is not that of the parts "
 					 "uploaded",
 					 what, etag);
+	return false;
+}
+
+/* LIST: the parts the upload holds, from after part number marker. */
+void
+remora_mpu_list_parts(const Multipart *mp, int marker, MpuCall *c)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->partno, sizeof(c->partno), "%d", marker);
+	c->query[0] = (RemoraKV){"part-number-marker", c->partno};
+	c->query[1] = (RemoraKV){"uploadId", mp->upload_id};
+	mpu_call(mp, "GET", 2, c);
+}
+
+/*
+ * The answer to LIST: true with the page in out; false with err set when
+ * the store refused (NoSuchUpload among others) or the page cannot be
+ * read.
+ */
+bool
+remora_mpu_listed(const Request *req, CURLcode rc, RemoraS3Parts *out,
+				  RemoraTaskError *err, const char *what)
+{
+	memset(out, 0, sizeof(*out));
+	if (remora_s3_failed(req, rc, err, what))
+		return false;
+	if (req->body != NULL && remora_s3xml_parts(req->body, req->body_len, out))
+		return true;
+	remora_error_set(err, REMORA_ERR_S3, true, req->status,
+					 "%s: the store's list of parts could not be read", what);
 	return false;
 }
 

@@ -18,6 +18,7 @@
 #define REMORA_MULTIPART_H
 
 #include "engine/s3.h"
+#include "engine/s3xml.h"
 
 /* An upload of one object: its key, its id, the ETags of its parts. */
 typedef struct Multipart
@@ -64,7 +65,10 @@ extern bool remora_mpu_part_etag(const Request *req, CURLcode rc, char *etag,
 								 const char *what);
 extern bool remora_mpu_record(Multipart *mp, int partno, const char *etag);
 
-/* UploadPartCopy of bytes first..last of an object with ETag if_match. */
+/*
+ * UploadPartCopy of bytes first..last of an object with ETag if_match
+ * (NULL: without the condition; see CopyGuard).
+ */
 extern bool  remora_mpu_copy(const Multipart *mp, int partno,
 							 const char *src_bucket, const char *src_key,
 							 const char *if_match, int64_t first, int64_t last,
@@ -72,6 +76,38 @@ extern bool  remora_mpu_copy(const Multipart *mp, int partno,
 extern char *remora_mpu_copied(const Request *req, CURLcode rc,
 							   RemoraTaskError *err, const char *what);
 extern bool  remora_mpu_copy_is(const char *etag, const char *want);
+
+/*
+ * A server-side copy guarded by x-amz-copy-source-if-match (CopyObject or
+ * UploadPartCopy), through a store that may refuse the condition itself:
+ * remora_copy_guard reads each answer and says what to do next.  The
+ * caller keeps one CopyGuard per copy (zeroed: the conditional copy
+ * first), starts what it is told with the same callback, and frees it
+ * with remora_copy_guard_reset.
+ */
+typedef enum CopyStep
+{
+	COPY_ANSWER,   /* req is the copy's own answer: read it as ever */
+	COPY_HEAD,     /* start remora_copy_guard_head: the source's HEAD */
+	COPY_BARE,     /* start the copy again, without its condition */
+	COPY_VERIFIED, /* the copy without condition stands: g->etag */
+	COPY_CHANGED,  /* the source is not the object recorded (or gone) */
+	COPY_FAILED    /* a HEAD failed: req is its answer (remora_s3_failed) */
+} CopyStep;
+
+typedef struct CopyGuard
+{
+	int   stage;      /* what the next answer is to */
+	char *etag;       /* the copy without condition: its answer's ETag */
+	char *version_id; /* and its x-amz-version-id ("" if none) */
+} CopyGuard;
+
+extern CopyStep remora_copy_guard(CopyGuard *g, const Request *req, CURLcode rc,
+								  const char *root, const char *etag,
+								  int64_t size);
+extern void     remora_copy_guard_head(const char *bucket, const char *key,
+									   MpuCall *c);
+extern void     remora_copy_guard_reset(CopyGuard *g);
 
 /* CompleteMultipartUpload with etags (NULL: the ones recorded in mp). */
 extern bool  remora_mpu_complete(Multipart *mp, const char *const *etags,
@@ -81,6 +117,12 @@ extern char *remora_mpu_completed(const Request *req, CURLcode rc,
 extern void  remora_mpu_head(const Multipart *mp, MpuCall *c);
 extern bool  remora_mpu_fits(const char *etag, const char *const *etags,
 							 int nparts, RemoraTaskError *err, const char *what);
+
+/* ListParts, a page from after part number marker, and its answer. */
+extern void remora_mpu_list_parts(const Multipart *mp, int marker, MpuCall *c);
+extern bool remora_mpu_listed(const Request *req, CURLcode rc,
+							  RemoraS3Parts *out, RemoraTaskError *err,
+							  const char *what);
 
 /* AbortMultipartUpload. */
 extern void remora_mpu_abort(const Multipart *mp, MpuCall *c);

@@ -477,6 +477,7 @@ xfer_free(RemoraTask *t)
 	free(task->if_match);
 	remora_mpu_forget(&task->mpu);
 	remora_mpu_forget(&task->lost);
+	remora_xfer_reuse_free(task);
 	free(task->reuse_key);
 	free(task->manifest);
 }

@@ -112,6 +112,32 @@ extern bool remora_s3xml_uploads(const char *body, size_t len,
 								 RemoraS3Uploads *out);
 extern void remora_s3xml_uploads_free(RemoraS3Uploads *u);
 
+/* One <Part> of ListParts */
+typedef struct RemoraS3Part
+{
+	int     number; /* 1..10000 */
+	int64_t size;
+	char   *etag; /* as sent, quotes included */
+} RemoraS3Part;
+
+typedef struct RemoraS3Parts
+{
+	RemoraS3Part *parts; /* ascending part numbers */
+	int           nparts;
+	bool          truncated;
+	int           next_marker; /* <NextPartNumberMarker> when truncated */
+} RemoraS3Parts;
+
+/*
+ * Parse a ListParts result (<ListPartsResult>).  Returns false on anything
+ * else, or when a Part lacks its PartNumber, Size or ETag, the parts are
+ * not in ascending order, or a truncated page names no next marker; the
+ * result is then cleared.
+ */
+extern bool remora_s3xml_parts(const char *body, size_t len,
+							   RemoraS3Parts *out);
+extern void remora_s3xml_parts_free(RemoraS3Parts *p);
+
 /*
  * Build the body of DeleteObjects (<Delete><Quiet>true</Quiet><Object>
  * <Key>...</Key></Object>...</Delete>) with keys XML-escaped.  Returns a
@@ -122,7 +148,9 @@ extern char *remora_s3xml_delete_body(const char *const *keys, int nkeys,
 
 /*
  * Build the body of CompleteMultipartUpload from part ETags (part numbers
- * 1..n in order).  ETags are XML-escaped.  Returns a malloc'd string.
+ * 1..n in order; a NULL ETag is a number the upload does not hold, left
+ * out).  ETags are XML-escaped.  Returns a malloc'd string, or NULL when
+ * no part is named or an ETag cannot be XML text.
  */
 extern char *remora_s3xml_complete_body(const char *const *etags, int nparts,
 										size_t *len);

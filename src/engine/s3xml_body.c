@@ -114,6 +114,24 @@ remora_s3xml_delete_body(const char *const *keys, int nkeys, size_t *len)
 	return remora_buf_release(&b, len);
 }
 
+/* 1..MAX_PARTS slots, some ETag, each one fit for XML text or NULL. */
+static bool
+parts_xml_text(const char *const *etags, int n)
+{
+	bool some = false;
+
+	if (etags == NULL || n < 1 || n > MAX_PARTS)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (etags[i] != NULL)
+		{
+			if (!xml_text_ok(etags[i]))
+				return false;
+			some = true;
+		}
+	return some;
+}
+
 char *
 remora_s3xml_complete_body(const char *const *etags, int nparts, size_t *len)
 {
@@ -121,11 +139,13 @@ remora_s3xml_complete_body(const char *const *etags, int nparts, size_t *len)
 	char      number[16];
 	int       i;
 
-	if (!all_xml_text(etags, nparts, MAX_PARTS))
+	if (!parts_xml_text(etags, nparts))
 		return NULL;
 	remora_buf_puts(&b, "<CompleteMultipartUpload>");
 	for (i = 0; i < nparts; i++)
 	{
+		if (etags[i] == NULL)
+			continue; /* a gap in the upload's part numbers */
 		snprintf(number, sizeof(number), "%d", i + 1);
 		remora_buf_puts(&b, "<Part><PartNumber>");
 		remora_buf_puts(&b, number);

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * s3xml_list.c
- *	  S3's listing answers: ListObjectsV2 (<ListBucketResult>) and
- *	  ListMultipartUploads (<ListMultipartUploadsResult>).
+ *	  S3's listing answers: ListObjectsV2 (<ListBucketResult>),
+ *	  ListMultipartUploads (<ListMultipartUploadsResult>) and ListParts
+ *	  (<ListPartsResult>).
  *
  * Documents are read by s3xml_parse.c's safe parser.  Keys and prefixes
  * are taken verbatim, other values trimmed; a required field that is
@@ -259,4 +260,94 @@ remora_s3xml_uploads_free(RemoraS3Uploads *u)
 	free(u->next_key_marker);
 	free(u->next_upload_id_marker);
 	memset(u, 0, sizeof(*u));
+}
+
+/* ---------------------------------------------------------------------
+ * ListParts
+ * ---------------------------------------------------------------------
+ */
+
+/* A part number: 1..10000, decimal digits only. */
+static bool
+parse_partno(const char *s, int *out)
+{
+	int64_t v;
+
+	if (s == NULL || !parse_size(s, &v) || v < 1 || v > 10000)
+		return false;
+	*out = (int) v;
+	return true;
+}
+
+/* One <Part>: PartNumber, ETag and Size, all required. */
+static bool
+read_part(xmlNodePtr part, RemoraS3Part *p)
+{
+	char *number = NULL, *size = NULL;
+	bool  ok;
+
+	ok = remora_s3xml_child_text(part, "PartNumber", true, &number) &&
+		 parse_partno(number, &p->number) &&
+		 remora_s3xml_child_text(part, "Size", true, &size) && size &&
+		 parse_size(size, &p->size) &&
+		 remora_s3xml_child_text(part, "ETag", true, &p->etag) && p->etag &&
+		 p->etag[0];
+	free(number);
+	free(size);
+	return ok;
+}
+
+/* Parts in ascending order of number, as S3 lists them, each once. */
+static bool
+read_parts(xmlNodePtr root, void *arg)
+{
+	RemoraS3Parts *out = arg;
+	xmlNodePtr     child;
+	size_t         n = 0;
+	char          *marker = NULL;
+	bool           ok;
+
+	for (child = root->children; child != NULL; child = child->next)
+		if (remora_s3xml_name_is(child, "Part"))
+			n++;
+	if (n > 0 && (out->parts = calloc(n, sizeof(RemoraS3Part))) == NULL)
+		return false;
+	for (child = root->children; child != NULL; child = child->next)
+		if (remora_s3xml_name_is(child, "Part"))
+		{
+			RemoraS3Part *p = &out->parts[out->nparts++];
+
+			if (!read_part(child, p) ||
+				(out->nparts > 1 && p[-1].number >= p->number))
+				return false;
+		}
+	if (!read_truncated(root, &out->truncated) ||
+		!remora_s3xml_child_text(root, "NextPartNumberMarker", true, &marker))
+		return false;
+	ok = !out->truncated || parse_partno(marker, &out->next_marker);
+	free(marker);
+	return ok;
+}
+
+bool
+remora_s3xml_parts(const char *body, size_t len, RemoraS3Parts *out)
+{
+	if (out == NULL)
+		return false;
+	memset(out, 0, sizeof(*out));
+	if (remora_s3xml_read_doc(body, len, "ListPartsResult", read_parts, out))
+		return true;
+	remora_s3xml_parts_free(out);
+	return false;
+}
+
+void
+remora_s3xml_parts_free(RemoraS3Parts *p)
+{
+	if (p == NULL)
+		return;
+	for (int i = 0; i < p->nparts; i++)
+		free(p->parts[i].etag);
+	free(p->parts);
+	memset(p, 0, sizeof(*p));
 }

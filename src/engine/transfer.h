@@ -31,6 +31,7 @@
 #include "engine/multipart.h"
 
 #define COPIES_IN_FLIGHT 4
+#define LIST_TRIES       3 /* reuse.c: lists of the lost upload at most */
 
 /*
  * libcurl's buffers for a member's bytes: larger than its defaults (16 KiB
@@ -142,14 +143,17 @@ typedef struct Transfer
 	/* resume: the lost attempt's upload (reuse.c) */
 	bool      restarted;
 	char      restart_reason[256];
-	char     *reuse_key;  /* its key, NULL when not reusing */
-	Multipart lost;       /* its upload (at reuse_key), completed by this
-						   * attempt */
-	char reuse_etag[256]; /* the completed object's ETag */
-	bool reuse_ready;     /* parts copied (or restarted): the source next */
-	int  copy_next;
-	int  copies; /* in flight */
-	int  copied;
+	char     *reuse_key;        /* its key, NULL when not reusing */
+	Multipart lost;             /* its upload (at reuse_key), completed by this
+								 * attempt */
+	char       reuse_etag[256]; /* the completed object's ETag */
+	CopyGuard *guards;          /* a copy's guard per part (multipart.h) */
+	int        nguards;
+	bool       reuse_ready; /* parts copied (or restarted): the source next */
+	int        list_tries;  /* lists of the lost upload made */
+	int        copy_next;
+	int        copies; /* in flight */
+	int        copied;
 
 	/* parts and buffers */
 	Part         *parts;
@@ -253,6 +257,7 @@ extern bool remora_xfer_calm(const Transfer *task);
 /* reuse.c */
 extern void remora_xfer_reuse_start(Transfer *task);
 extern void remora_xfer_reuse_pump(Transfer *task);
+extern void remora_xfer_reuse_free(Transfer *task);
 
 /* parts.c */
 extern void    remora_xfer_restart(Transfer *task, const char *why);

@@ -234,9 +234,12 @@ if store_lists_uploads; then
 fi
 ex=$(q "SELECT remora_export($bigjob, 'target', 'stable/mpu')")
 check "the export of a member above the cutoff succeeds" wait_state "$ex" succeeded 120
+# Swift refuses each part copy's condition on a multipart member: each
+# part is copied again without it, once HEAD shows the member unchanged
+copies=3; [ "${REMORA_STORE:-s3rver}" = swift ] && copies=6
 check_eq "it was a multipart upload of three UploadPartCopy parts, completed" \
 	"$(hits "$S3_PROXY" 'stable/mpu/big12.bin?uploads') $(hits "$S3_PROXY" 'stable/mpu/big12.bin?partNumber=') $(hits "$S3_PROXY" 'stable/mpu/big12.bin?uploadId=')" \
-	"1 3 1"
+	"1 $copies 1"
 check_eq "the AWS CLI reads it back byte-identical (SHA-256)" \
 	"$(sum_key stable/mpu/big12.bin)" "$(sum_file "$T/big12.bin")"
 head_etag=$(aws_s3 s3api head-object --bucket target --key stable/mpu/big12.bin --output json 2>/dev/null | jq -r .ETag)

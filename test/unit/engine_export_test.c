@@ -292,6 +292,63 @@ test_export_multipart(FakeS3 *s3)
 }
 
 /*
+ * A store that refuses x-amz-copy-source-if-match on every object a
+ * multipart upload made (Swift): after the 412, a HEAD shows the member as
+ * recorded, the copy goes again without the condition, a HEAD after it
+ * still shows the member; a member whose HEAD shows another ETag fails.
+ */
+static void
+test_export_condition_refused(FakeS3 *s3)
+{
+	RemoraEngineConfig cfg;
+	RemoraEngine      *engine;
+	char               endpoint[64], err[256], why[700];
+	int                nrefs, parts = s3->parts;
+	int64_t            mib = 1024 * 1024;
+	RemoraExportMember m = {
+		"small.bin", "bkt", "slo/small.bin", SLO_ETAG, OBJ_SHA, 5, NULL, true};
+	RemoraExportSpec spec = {
+		"bkt", "out", REMORA_IF_EXISTS_OVERWRITE, false, 0, 0, OBJ_SHA, NULL};
+
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", s3->port);
+	engine_config(&cfg, endpoint, true);
+	cfg.export_copy_cutoff = 5 * mib;
+	engine = remora_engine_new(&cfg, err, sizeof(err));
+	if (engine == NULL)
+		return;
+	s3->heads = s3->refused = s3->copies = 0;
+	CHECK(run_export(engine, &spec, &m, 1, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_SUCCEEDED &&
+			  nrefs == 1 && s3->refused == 1 && s3->heads == 2 &&
+			  s3->copies == 1,
+		  "CopyObject refused for its condition: HEAD, copy, HEAD: copied "
+		  "(%s; %d refused, %d HEADs, %d copies)",
+		  why, s3->refused, s3->heads, s3->copies);
+
+	m.key = "slo/big.bin";
+	m.size = 12 * mib;
+	spec.prefix = "mpuslo";
+	s3->heads = s3->refused = 0;
+	CHECK(run_export(engine, &spec, &m, 1, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_SUCCEEDED &&
+			  nrefs == 1 && s3->refused == 3 && s3->heads == 6 &&
+			  s3->parts - parts == 3,
+		  "each part copy the same way (%s; %d refused, %d HEADs, %d parts)",
+		  why, s3->refused, s3->heads, s3->parts - parts);
+
+	m.key = "slo/changed.bin";
+	m.size = 5;
+	spec.prefix = "out";
+	s3->heads = s3->refused = s3->copies = 0;
+	CHECK(run_export(engine, &spec, &m, 1, &nrefs, why, sizeof(why)) ==
+				  REMORA_TASK_FAILED &&
+			  strstr(why, "no longer has the ETag") != NULL && nrefs == 0 &&
+			  s3->heads == 1 && s3->copies == 0,
+		  "a member whose HEAD shows another ETag: not copied (%s)", why);
+	remora_engine_free(engine);
+}
+
+/*
  * An export of 2,500 members gets them from its host a page at a time (at
  * most REMORA_EXPORT_PAGE asked for, never more than two pages held); a
  * page the host cannot answer, one short, or a member the engine refuses
@@ -433,7 +490,8 @@ int
 main(void)
 {
 	static void (*const tests[])(FakeS3 *) = {
-		test_export, test_export_multipart, test_export_pages};
+		test_export, test_export_multipart, test_export_condition_refused,
+		test_export_pages};
 
 	if (!fake_s3_run(tests, sizeof(tests) / sizeof(tests[0])))
 		CHECK(false, "the test store starts");

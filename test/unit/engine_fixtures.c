@@ -71,6 +71,38 @@ answer_with(int c, const char *status, const char *etag, const char *body)
 		return;
 }
 
+/*
+ * A copy from slo/ with x-amz-copy-source-if-match: refused, as Swift
+ * refuses it for every object a multipart upload made.
+ */
+static bool
+slo_conditional_copy(const char *req, const char *end)
+{
+	const char *src = strcasestr(req, "x-amz-copy-source: /bkt/slo/");
+	const char *cond = strcasestr(req, "x-amz-copy-source-if-match:");
+
+	return strncmp(req, "PUT ", 4) == 0 && src && src < end && cond &&
+		   cond < end;
+}
+
+/* HEAD of slo/<n>.bin: a multipart ETag; changed.bin: another one. */
+static void
+slo_head(FakeS3 *s3, int c, const char *req)
+{
+	char head[256];
+	int  n;
+
+	__atomic_add_fetch(&s3->heads, 1, __ATOMIC_SEQ_CST);
+	n = snprintf(head, sizeof(head),
+				 "HTTP/1.1 200 OK\r\nContent-Length: %s\r\nETag: %s\r\n"
+				 "Connection: close\r\n\r\n",
+				 strncmp(req + 14, "big.bin ", 8) == 0 ? "12582912" : "5",
+				 strncmp(req + 14, "changed.bin ", 12) == 0 ? OBJ_ETAG
+															: SLO_ETAG);
+	if (write(c, head, n) != n)
+		return;
+}
+
 static void
 serve_one(FakeS3 *s3, int c)
 {
@@ -119,6 +151,14 @@ serve_one(FakeS3 *s3, int c)
 	}
 	else if (strncmp(req, "PUT /bkt/amb/", 13) == 0)
 		return; /* read, and no answer at all */
+	else if (slo_conditional_copy(req, end))
+	{
+		__atomic_add_fetch(&s3->refused, 1, __ATOMIC_SEQ_CST);
+		answer_with(c, "412 Precondition Failed", NULL,
+					"<Error><Code>PreconditionFailed</Code></Error>");
+	}
+	else if (strncmp(req, "HEAD /bkt/slo/", 14) == 0)
+		slo_head(s3, c, req);
 	else if (strncmp(req, "POST /bkt/mpu", 13) == 0 &&
 			 strstr(req, "?uploads") != NULL && strstr(req, "?uploads") < end)
 	{

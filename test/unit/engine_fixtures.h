@@ -7,7 +7,10 @@
  * "hello" (OBJ_*): ListObjectsV2, GET of the object (presigned, not
  * checked), HEAD and GET of "out/present.bin", CopyObject and PUT, and
  * multipart copies under "mpu*" ("mpufail": the second part refused;
- * "mpuamb": the completion never answered; "amb/": a PUT never answered).
+ * "mpuamb": the completion never answered; "amb/": a PUT never answered;
+ * copies from "slo/" with x-amz-copy-source-if-match refused with 412, as
+ * Swift refuses them for every object a multipart upload made, and their
+ * HEAD: SLO_ETAG, "slo/changed.bin" another ETag).
  * One request per connection; it counts what it is asked, by kind.
  */
 #ifndef REMORA_ENGINE_FIXTURES_H
@@ -22,6 +25,9 @@
 #define OBJ_ETAG "\"5d41402abc4b2a76b9719d911017c592\""
 #define OBJ_SHA                                                                \
 	"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+
+/* the ETag of the slo/ objects (engine_fixtures.c) */
+#define SLO_ETAG "\"0123456789abcdef0123456789abcdef-3\""
 
 #define OBJ_SHA_OTHER                                                          \
 	"0000000000000000000000000000000000000000000000000000000000000000"
@@ -41,6 +47,8 @@ typedef struct FakeS3
 	int  completes;
 	int  aborts;
 	char ranges[256]; /* the parts' x-amz-copy-source-range, in order */
+	int  heads;       /* HEADs of slo/ */
+	int  refused;     /* copies from slo/ refused for their condition */
 } FakeS3;
 
 /*

@@ -171,6 +171,50 @@ upload_of(const char *req)
 
 /* -------------------------------------------------------------- store */
 
+static int
+parts_held(const Upload *up)
+{
+	int n = 0;
+
+	for (int i = 1; i <= MAXPART; i++)
+		n += up->parts[i].data != NULL;
+	return n;
+}
+
+/* ListParts: a page of store.max_parts parts after part-number-marker. */
+static void
+list_parts(int c, const char *req, Upload *up)
+{
+	char v[16], answer[4096];
+	int  marker = 0, n = 0, len, last = 0;
+
+	if (param(req, "part-number-marker", v, sizeof(v)))
+		marker = atoi(v);
+	store.lists++;
+	len = snprintf(answer, sizeof(answer), "<ListPartsResult>");
+	for (int i = marker + 1; i <= MAXPART; i++)
+	{
+		if (up->parts[i].data == NULL)
+			continue;
+		if (n == store.max_parts)
+		{
+			len += snprintf(answer + len, sizeof(answer) - len,
+							"<IsTruncated>true</IsTruncated>"
+							"<NextPartNumberMarker>%d</NextPartNumberMarker>",
+							last);
+			break;
+		}
+		len += snprintf(answer + len, sizeof(answer) - len,
+						"<Part><PartNumber>%d</PartNumber><ETag>%s</ETag>"
+						"<Size>%zu</Size></Part>",
+						i, up->parts[i].etag, up->parts[i].len);
+		last = i;
+		n++;
+	}
+	snprintf(answer + len, sizeof(answer) - len, "</ListPartsResult>");
+	reply(c, "200 OK", "", answer);
+}
+
 static void
 complete(int c, const char *req, const char *body, Upload *up)
 {
@@ -206,6 +250,13 @@ complete(int c, const char *req, const char *body, Upload *up)
 		}
 		len += up->parts[no].len;
 		n++;
+	}
+	if (store.subset_refused && n < parts_held(up))
+	{
+		/* RGW: "total parts mismatch: have: 6 expected: 5" */
+		reply(c, "400 Bad Request", "",
+			  "<Error><Code>InvalidPart</Code></Error>");
+		return;
 	}
 	all = malloc(len ? len : 1);
 	len = 0;
@@ -261,8 +312,10 @@ part_copy(int c, const char *req, Upload *up, int no)
 		reply(c, "404 Not Found", "", "<Error><Code>NoSuchKey</Code></Error>");
 		return;
 	}
+	/* Swift refuses the condition on every object an upload made */
 	if (header(req, "\nx-amz-copy-source-if-match:", ifm, sizeof(ifm)) &&
-		strcmp(ifm, o->b.etag) != 0)
+		(strcmp(ifm, o->b.etag) != 0 ||
+		 (store.slo_if_match_refused && strchr(o->b.etag, '-') != NULL)))
 	{
 		reply(c, "412 Precondition Failed", "",
 			  "<Error><Code>PreconditionFailed</Code></Error>");
@@ -309,6 +362,13 @@ serve_store(int c, const char *req, const char *body, size_t blen)
 					 "Connection: close\r\n\r\n",
 					 o->b.len, o->b.etag);
 		put_all(c, head, n);
+	}
+	else if (strncmp(req, "GET ", 4) == 0 && strstr(req, "uploadId="))
+	{
+		if ((up = upload_of(req)) == NULL)
+			no_such_upload(c);
+		else
+			list_parts(c, req, up);
 	}
 	else if (strncmp(req, "POST ", 5) == 0 && strstr(req, "?uploads"))
 	{
@@ -486,6 +546,7 @@ server_start(void)
 	for (int i = 0; i < OBJ_SIZE; i++)
 		store.obj[i] = (char) ((i * 13 + i / 241) & 0xff);
 	pthread_mutex_init(&store.mu, NULL);
+	store.max_parts = 1000;
 	store.fd = socket(AF_INET, SOCK_STREAM, 0);
 	if (store.fd < 0 ||
 		bind(store.fd, (struct sockaddr *) &a, sizeof(a)) != 0 ||
@@ -515,7 +576,7 @@ server_reset(void)
 	store.source_bytes = store.part_bytes = store.put_bytes = 0;
 	store.part_puts = store.part_copies = store.completes =
 		store.no_such_upload = 0;
-	store.heads = store.source_from = store.source_gets = 0;
+	store.heads = store.source_from = store.source_gets = store.lists = 0;
 	pthread_mutex_unlock(&store.mu);
 }
 

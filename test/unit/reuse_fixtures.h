@@ -6,11 +6,14 @@
  *
  * The source is /src/obj (OBJ_SIZE bytes, seven parts of PART, ETag "v1",
  * Range and If-Range honoured).  The store keeps real multipart uploads:
- * parts by number with their MD5 ETags, CompleteMultipartUpload of the
- * parts listed (their ETags checked, the upload gone afterwards:
- * NoSuchUpload), UploadPartCopy of a byte range, HEAD,
- * AbortMultipartUpload.  It counts the bytes it is sent, so a test can tell
- * each byte went once.  Tests read and change store under store.mu.
+ * parts by number with their MD5 ETags, ListParts (pages of max_parts),
+ * CompleteMultipartUpload of the parts listed (their ETags checked, the
+ * upload gone afterwards: NoSuchUpload; with subset_refused, RGW's refusal
+ * of a list of fewer parts than the upload holds), UploadPartCopy of a
+ * byte range (with slo_if_match_refused, its condition refused on an
+ * upload's object, as Swift does), HEAD, AbortMultipartUpload.  It counts the
+ * bytes it is sent, so a test can tell each byte went once.  Tests read and
+ * change store under store.mu.
  */
 #ifndef REMORA_REUSE_FIXTURES_H
 #define REMORA_REUSE_FIXTURES_H
@@ -58,6 +61,10 @@ typedef struct Server
 	Object          objects[MAXOBJ];
 	Upload          uploads[MAXUP];
 	int             nuploads;
+	bool            subset_refused; /* complete as RGW: all parts or none */
+	int             max_parts;      /* ListParts page size (1000) */
+	bool slo_if_match_refused;      /* as Swift: x-amz-copy-source-if-match
+									 * refused (412) on an upload's object */
 	/* counters, reset by server_reset */
 	long source_bytes;   /* bytes of the source sent */
 	long part_bytes;     /* UploadPart bodies received */
@@ -67,6 +74,7 @@ typedef struct Server
 	int  completes;      /* CompleteMultipartUpload answered 200 */
 	int  no_such_upload; /* requests for an upload that is not there */
 	int  heads;
+	int  lists;       /* ListParts requests */
 	int  source_from; /* the first byte of the last source GET */
 	int  source_gets;
 	int  active; /* connections being served */

@@ -68,6 +68,160 @@ test_resume(void)
 	remora_engine_free(e);
 }
 
+/* Give the lost upload the source's part no, as its attempt would have. */
+static void
+upload_part_past(const char *upload_id, int no)
+{
+	pthread_mutex_lock(&store.mu);
+	for (int i = 0; i < store.nuploads; i++)
+	{
+		Upload *up = &store.uploads[i];
+		size_t  first = (size_t) (no - 1) * PART;
+
+		if (strcmp(up->id, upload_id) == 0 && up->parts[no].data == NULL)
+			blob_set(&up->parts[no], store.obj + first,
+					 first + PART > OBJ_SIZE ? OBJ_SIZE - first : PART);
+	}
+	pthread_mutex_unlock(&store.mu);
+}
+
+/*
+ * The lost attempt uploaded parts past its last checkpoint, and the store
+ * refuses a completion that names fewer parts than it holds (RGW): the
+ * replacement lists them (in pages), completes with all, copies the
+ * validated ones and reads only the rest.
+ */
+static void
+test_parts_past_checkpoint(void)
+{
+	RemoraEngine *e = engine_new();
+	RemoraTask   *a = start(e, "g1", NULL);
+	RemoraResume *r = until_parts(e, a, 2);
+	RemoraTask   *b;
+	Object       *o;
+	int64_t       done = 0;
+	size_t        held;
+
+	CHECK(r != NULL, "a checkpoint of parts");
+	if (r == NULL)
+		return;
+	for (int i = 0; i < r->nparts; i++)
+		done += r->parts[i].size;
+	remora_task_abort(a, false);
+	remora_task_free(a);
+	upload_part_past(r->upload_id, r->nparts + 1);
+	upload_part_past(r->upload_id, r->nparts + 2);
+	server_reset();
+	pthread_mutex_lock(&store.mu);
+	store.subset_refused = true;
+	store.max_parts = 2;
+	pthread_mutex_unlock(&store.mu);
+	b = start(e, "g2", r);
+	CHECK(finish(e, b) == REMORA_TASK_SUCCEEDED && member_is_source(b) &&
+			  !remora_task_restarted(b, &(const char *){NULL}),
+		  "two parts past the checkpoint: the member is the source, not "
+		  "restarted from zero");
+	pthread_mutex_lock(&store.mu);
+	o = object_at(r->upload_key, false);
+	held = o ? o->b.len : 0;
+	pthread_mutex_unlock(&store.mu);
+	CHECK(store.lists >= 2 && held >= (size_t) done + 2 * PART &&
+			  store.part_copies == r->nparts && store.source_from == done - 1 &&
+			  store.part_bytes == OBJ_SIZE - done,
+		  "%d pages listed, the lost upload completed with all its parts "
+		  "(%zu bytes), %d parts copied, the source from byte %d",
+		  store.lists, held, store.part_copies, store.source_from);
+	CHECK(live_uploads_of("g1") == 0 && live_uploads_of("g2") == 0,
+		  "no upload left open");
+	remora_task_free(b);
+	remora_resume_free(r);
+	store.subset_refused = false;
+	store.max_parts = 1000;
+	remora_engine_free(e);
+}
+
+/*
+ * A store that refuses x-amz-copy-source-if-match on every object an
+ * upload made (Swift): each copy is refused, a HEAD shows the object
+ * completed, the copy goes again without the condition, a HEAD after it
+ * still shows that object, and the copied part's ETag is the part's.
+ */
+static void
+test_condition_refused(void)
+{
+	RemoraEngine *e = engine_new();
+	RemoraTask   *a = start(e, "i1", NULL);
+	RemoraResume *r = until_parts(e, a, 2);
+	RemoraTask   *b;
+	Object       *o;
+
+	CHECK(r != NULL, "a checkpoint of parts");
+	if (r == NULL)
+		return;
+	remora_task_abort(a, false);
+	remora_task_free(a);
+	server_reset();
+	store.slo_if_match_refused = true;
+	b = start(e, "i2", r);
+	CHECK(finish(e, b) == REMORA_TASK_SUCCEEDED && member_is_source(b) &&
+			  !remora_task_restarted(b, &(const char *){NULL}),
+		  "the condition refused: the member is the source, not restarted");
+	CHECK(store.part_copies == 2 * r->nparts && store.heads >= 2 * r->nparts,
+		  "each of %d parts: a copy refused, a HEAD, a copy, a HEAD (%d "
+		  "copies, %d HEADs)",
+		  r->nparts, store.part_copies, store.heads);
+	remora_task_free(b);
+
+	/* the object at the key replaced after the completion: no copy */
+	pthread_mutex_lock(&store.mu);
+	o = object_at(r->upload_key, false);
+	if (o != NULL)
+		blob_set(&o->b, "replaced", 8);
+	pthread_mutex_unlock(&store.mu);
+	server_reset();
+	b = start(e, "i3", r);
+	CHECK(finish(e, b) == REMORA_TASK_SUCCEEDED && member_is_source(b) &&
+			  remora_task_restarted(b, &(const char *){NULL}) &&
+			  store.source_from == 0,
+		  "an object that is not the one completed: restarted from zero");
+	remora_task_free(b);
+	store.slo_if_match_refused = false;
+	remora_resume_free(r);
+	remora_engine_free(e);
+}
+
+/* The lost upload lists a validated part with another ETag. */
+static void
+test_listed_part_differs(void)
+{
+	RemoraEngine *e = engine_new();
+	RemoraTask   *a = start(e, "h1", NULL);
+	RemoraResume *r = until_parts(e, a, 2);
+	RemoraTask   *b;
+	const char   *why = NULL;
+
+	CHECK(r != NULL, "a checkpoint of parts");
+	if (r == NULL)
+		return;
+	remora_task_abort(a, false);
+	remora_task_free(a);
+	pthread_mutex_lock(&store.mu);
+	for (int i = 0; i < store.nuploads; i++)
+		if (strcmp(store.uploads[i].id, r->upload_id) == 0)
+			blob_set(&store.uploads[i].parts[2], "other bytes", 11);
+	pthread_mutex_unlock(&store.mu);
+	server_reset();
+	b = start(e, "h2", r);
+	CHECK(finish(e, b) == REMORA_TASK_SUCCEEDED && member_is_source(b) &&
+			  remora_task_restarted(b, &why) && why &&
+			  strstr(why, "list of parts differs") != NULL &&
+			  store.source_from == 0 && store.part_copies == 0,
+		  "restarted from zero, nothing copied (%s)", why ? why : "");
+	remora_task_free(b);
+	remora_resume_free(r);
+	remora_engine_free(e);
+}
+
 /*
  * The checkpoint's upload is gone (aborted), or its object no longer holds
  * the parts it validated: start from zero and say why.
@@ -123,7 +277,11 @@ test_nothing_to_reuse(void)
 int
 main(void)
 {
-	static void (*const tests[])(void) = {test_happy_path, test_resume,
+	static void (*const tests[])(void) = {test_happy_path,
+										  test_resume,
+										  test_parts_past_checkpoint,
+										  test_listed_part_differs,
+										  test_condition_refused,
 										  test_nothing_to_reuse};
 
 	if (!reuse_run(tests, sizeof(tests) / sizeof(tests[0])))

@@ -546,11 +546,62 @@ test_uploads(void)
 		  "uploads: a truncation flag that is not a boolean is refused");
 }
 
+/* ListParts, as AWS answers it; hostile pages refused */
+static void
+test_parts(void)
+{
+	RemoraS3Parts p;
+	const char   *aws =
+		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+		"<ListPartsResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+		"<Bucket>b</Bucket><Key>k</Key><UploadId>u</UploadId>"
+		"<PartNumberMarker>0</PartNumberMarker>"
+		"<NextPartNumberMarker>3</NextPartNumberMarker><MaxParts>2</MaxParts>"
+		"<IsTruncated>true</IsTruncated>"
+		"<Part><PartNumber>1</PartNumber><LastModified>2026-01-01T00:00:00Z"
+		"</LastModified><ETag>&quot;aa&quot;</ETag><Size>5242880</Size></Part>"
+		"<Part><PartNumber>3</PartNumber><ETag>\"bb\"</ETag><Size>7</Size>"
+		"</Part></ListPartsResult>";
+	const char *bad[] = {
+		"<ListPartsResult><Part><PartNumber>2</PartNumber><ETag>\"a\"</ETag>"
+		"<Size>1</Size></Part><Part><PartNumber>1</PartNumber><ETag>\"b\""
+		"</ETag><Size>1</Size></Part></ListPartsResult>",
+		"<ListPartsResult><Part><PartNumber>10001</PartNumber><ETag>\"a\""
+		"</ETag><Size>1</Size></Part></ListPartsResult>",
+		"<ListPartsResult><Part><PartNumber>1</PartNumber><Size>1</Size>"
+		"</Part></ListPartsResult>",
+		"<ListPartsResult><IsTruncated>true</IsTruncated></ListPartsResult>",
+	};
+	const char *gaps[] = {"\"a\"", NULL, "\"c\""};
+	char       *body;
+
+	CHECK(remora_s3xml_parts(aws, strlen(aws), &p) && p.nparts == 2 &&
+			  p.parts[0].number == 1 &&
+			  strcmp(p.parts[0].etag, "\"aa\"") == 0 &&
+			  p.parts[0].size == 5242880 && p.parts[1].number == 3 &&
+			  p.truncated && p.next_marker == 3,
+		  "parts: two parts, a gap, and the marker of the next page");
+	remora_s3xml_parts_free(&p);
+	for (int i = 0; i < 4; i++)
+		CHECK(
+			!remora_s3xml_parts(bad[i], strlen(bad[i]), &p) && p.parts == NULL,
+			"parts: hostile page %d refused (order, number, ETag, marker)", i);
+	body = remora_s3xml_complete_body(gaps, 3, NULL);
+	CHECK(body != NULL && strstr(body, "<PartNumber>2<") == NULL &&
+			  strstr(body, "<PartNumber>3</PartNumber>") != NULL,
+		  "complete body: a number the upload does not hold is left out");
+	free(body);
+	gaps[0] = gaps[2] = NULL;
+	CHECK(remora_s3xml_complete_body(gaps, 3, NULL) == NULL,
+		  "complete body: no part at all refused");
+}
+
 int
 main(void)
 {
 	test_errors();
 	test_uploads();
+	test_parts();
 	test_text();
 	test_listing();
 	test_delete_body();
