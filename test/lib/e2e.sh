@@ -58,13 +58,24 @@ e2e_finish() {
 # e2e_begin NAME: strict mode, the repository as working directory, a
 # private directory $T (world-readable: nginx's workers run as nobody),
 # and the exit trap that stops everything started in it.  With
-# REMORA_STORE=rgw every TAP line says "[rgw]".
+# REMORA_STORE=rgw every TAP line says "[rgw]", with REMORA_HOST=external
+# (test/lib/stack.sh) "[external]", with both "[rgw external]".
 e2e_begin() {
 	set -Euo pipefail
 	cd "$E2E_LIB/../.."
 	E2E_NAME=$1
 	E2E_AT_EXIT=()
-	[ "${REMORA_STORE:-s3rver}" = rgw ] && E2E_LABEL="[rgw] "
+	case ${REMORA_HOST:-bgworker} in
+	bgworker | external) ;;
+	*) echo "not ok - REMORA_HOST is bgworker or external, not '$REMORA_HOST'"; exit 1 ;;
+	esac
+	if [ "${REMORA_STORE:-s3rver}" = rgw ] && [ "${REMORA_HOST:-bgworker}" = external ]; then
+		E2E_LABEL="[rgw external] "
+	elif [ "${REMORA_STORE:-s3rver}" = rgw ]; then
+		E2E_LABEL="[rgw] "
+	elif [ "${REMORA_HOST:-bgworker}" = external ]; then
+		E2E_LABEL="[external] "
+	fi
 	T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
 	chmod 755 "$T"
 	SERVICES_DIR=$T
@@ -80,13 +91,17 @@ e2e_begin() {
 e2e_at_exit() { E2E_AT_EXIT+=("$1"); }
 
 # e2e_end: the exit trap.  Keeps the server log as /tmp/NAME-server.log
-# (/tmp/NAME-rgw-server.log on RGW, with radosgw's own log beside it),
-# stops every cluster under $T and every service, removes $T.
+# (/tmp/NAME-rgw-server.log on RGW, with radosgw's own log beside it;
+# NAME-external-… with REMORA_HOST=external, with each remora-worker's log
+# as NAME-external-hwN.log), stops every cluster under $T and every
+# service, removes $T.
 e2e_end() {
-	local cmd dir name=$E2E_NAME
+	local cmd dir f name=$E2E_NAME
 	for cmd in "${E2E_AT_EXIT[@]}"; do eval "$cmd" || true; done
 	[ "${REMORA_STORE:-s3rver}" = rgw ] && name=$name-rgw
+	[ "${REMORA_HOST:-bgworker}" = external ] && name=$name-external
 	cp "$T/pg/server.log" "/tmp/$name-server.log" 2>/dev/null
+	for f in "$T"/hw*.log; do [ -f "$f" ] && cp "$f" "/tmp/$name-${f##*/}"; done
 	[ -f "$T/store/log/client.rgw.a.log" ] && cp "$T/store/log/client.rgw.a.log" "/tmp/$name-radosgw.log"
 	for dir in "$T"/*/; do cluster_stop "${dir%/}" immediate; done
 	stop_services
