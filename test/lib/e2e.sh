@@ -7,7 +7,9 @@
 # stack_up (the whole stack: nginx, the target store, fault proxies,
 # PostgreSQL), e2e_cluster (PostgreSQL alone), or single start_* services.
 # Whatever was started is stopped, and $T removed, when the script exits,
-# also on failure.
+# also on failure.  Two switches from the environment: REMORA_STORE
+# (s3rver or rgw: test/lib/services.sh) and REMORA_HOST (bgworker or
+# external: who runs the jobs of stack_up, test/lib/stack.sh).
 #
 # Each test prints TAP-style lines ("ok - ...", "not ok - ...") that the
 # suite runner counts, and exits non-zero if anything failed.
