@@ -61,17 +61,27 @@ CONF
 }
 
 # start_host_worker: one more remora-worker for REMORA_HOST=external,
-# named hw1, hw2 ... (its log $T/hwN.log, kept as /tmp/NAME-hwN.log);
-# returns once it has recorded its incarnation
+# named hw1, hw2 ... (its log $T/hwN.log, kept as /tmp/NAME-hwN.log; its
+# pid in HOST_WORKER_PIDS[name]); returns once it has recorded its
+# incarnation
 HOST_WORKER_N=0
+declare -A HOST_WORKER_PIDS=()
 start_host_worker() {
 	local name
 	HOST_WORKER_N=$((HOST_WORKER_N + 1))
 	name=hw$HOST_WORKER_N
 	start_remora_worker "$name" --label "$name" "host=$T/pg port=$PG_PORT dbname=postgres user=rhost"
 	disown "$REMORA_WORKER_PID" # no "Killed" line from bash when one is killed
+	HOST_WORKER_PIDS[$name]=$REMORA_WORKER_PID
 	host_worker_up() { [ "$(q "SELECT count(*) FROM remora.incarnations WHERE label = '$1' AND stopped_at IS NULL")" = 1 ]; }
 	wait_for 30 host_worker_up "$name" || not_ok "remora-worker $name starts (its log: $(tail -3 "$T/$name.log"))"
+}
+# forget_host_worker PID: a remora-worker of ours ended
+forget_host_worker() {
+	local name
+	for name in "${!HOST_WORKER_PIDS[@]}"; do
+		[ "${HOST_WORKER_PIDS[$name]}" != "$1" ] || unset "HOST_WORKER_PIDS[$name]"
+	done
 }
 
 make_file() { head -c "$2" /dev/urandom >"$WWW/$1"; chmod 644 "$WWW/$1"; }
@@ -118,6 +128,7 @@ kill_worker() {
 	reaped() { ! kill -0 "$pid" 2>/dev/null; }
 	answers() { q "SELECT 1" >/dev/null 2>&1; }
 	if host_is_external; then
+		forget_host_worker "$pid"
 		wait_for 30 reaped && start_host_worker
 	else
 		wait_for 30 reaped && wait_for 60 answers
@@ -133,6 +144,7 @@ crash_host() {
 		local pid
 		pid=$(worker_of "$1")
 		kill -9 "$pid"
+		forget_host_worker "$pid"
 		crashed() { ! kill -0 "$pid" 2>/dev/null; }
 		wait_for 30 crashed
 	else
@@ -152,6 +164,7 @@ sigterm_host() {
 		local pid
 		pid=$(worker_of "$1")
 		kill -TERM "$pid"
+		forget_host_worker "$pid"
 		stopped() { ! kill -0 "$pid" 2>/dev/null; }
 		wait_for 60 stopped
 		start_host_worker
@@ -189,11 +202,14 @@ reload_workers() {
 		applied() { [ "$(settings_lines "$1")" -gt "$2" ]; }
 		wait_for 2 applied "$2" "$3"
 	}
-	while read -r pid name; do
-		kill -0 "$pid" 2>/dev/null || continue
+	# the workers started here that still run (a pid of one that ended
+	# may be another process's by now)
+	for name in "${!HOST_WORKER_PIDS[@]}"; do
+		pid=${HOST_WORKER_PIDS[$name]}
+		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = remora-worker ] || continue
 		n=$(settings_lines "$T/$name.log")
 		wait_for 30 hup_applied "$pid" "$T/$name.log" "$n" || return 1
-	done < <(q "SELECT pid, label FROM remora.incarnations WHERE kind = 'external' AND label ~ '^hw[0-9]+$' AND stopped_at IS NULL" | tr '|' ' ')
+	done
 }
 
 # verify JOB FILE: the committed member, downloaded with the AWS CLI, has
