@@ -126,11 +126,8 @@ check_eq "the retry's token is greater than the verify's" \
 # --- the store makes a copy, and its answer is held past
 # remora.stall_timeout (2s here): outcome_unknown, the copy sent once, and
 # nothing sends it again
-n=$(grep -c "new settings in effect" "$LOG" || true)
 q "ALTER SYSTEM SET remora.stall_timeout = '2s'" >/dev/null
-q "SELECT pg_reload_conf()" >/dev/null
-applied() { [ "$(grep -c "new settings in effect" "$LOG" || true)" -ge $((n + 2)) ]; }
-check "the workers take remora.stall_timeout = 2s" wait_for 30 applied
+check "the workers take remora.stall_timeout = 2s" reload_workers
 rule "$S3_PROXY" "match=PUT%20/target/stable/late/a.bin&method=PUT&action=holdanswer&count=1"
 t0=$(date +%s)
 ex=$(q "SELECT remora_export($job, 'target', 'stable/late')")
@@ -150,10 +147,8 @@ check_eq "the other members were answered (checkpointed as copied)" \
 check_eq "the store made the copy nobody was told of" \
 	"$(sum_key stable/late/a.bin)" "$(sum_file "$T/src/a.bin")"
 curl -s "http://127.0.0.1:$S3_PROXY/__release" >/dev/null
-n=$(grep -c "new settings in effect" "$LOG" || true)
 q "ALTER SYSTEM SET remora.stall_timeout = '60s'" >/dev/null
-q "SELECT pg_reload_conf()" >/dev/null
-check "the workers take remora.stall_timeout = 60s again" wait_for 30 applied
+check "the workers take remora.stall_timeout = 60s again" reload_workers
 check_eq "still one copy of a.bin, one attempt, outcome_unknown" \
 	"$(copies PUT%20/target/stable/late/a.bin)|$(q "SELECT attempts_used || state FROM remora_exports WHERE export_id = $ex")" \
 	"1|1outcome_unknown"
@@ -203,12 +198,9 @@ head -c $((12 * 1024 * 1024)) /dev/urandom >"$T/big12.bin"
 aws_s3 s3 cp --quiet "$T/big12.bin" s3://target/srcbig/big12.bin
 bigjob=$(q "SELECT remora_submit('s3://target/srcbig/')")
 check "a job of one 12 MiB member succeeds" wait_state "$bigjob" succeeded 120
-n=$(grep -c "new settings in effect" "$LOG" || true)
 q "ALTER SYSTEM SET remora.export_copy_cutoff = '5MB'" >/dev/null
 q "ALTER SYSTEM SET remora.part_size = '5MB'" >/dev/null
-q "SELECT pg_reload_conf()" >/dev/null
-applied() { [ "$(grep -c "new settings in effect" "$LOG" || true)" -ge $((n + 2)) ]; }
-check "the workers take remora.export_copy_cutoff = 5MB" wait_for 30 applied
+check "the workers take remora.export_copy_cutoff = 5MB" reload_workers
 for m in 'stable/mpu/big12.bin?uploads' 'stable/mpu/big12.bin?partNumber=' 'stable/mpu/big12.bin?uploadId=' \
 	'stable/mpu2/big12.bin?uploads' 'stable/mpu2/big12.bin?partNumber=' 'stable/mpu2/big12.bin?uploadId=' \
 	'DELETE%20/target/stable/mpu2/big12.bin?uploadId='; do

@@ -7,7 +7,9 @@
 # stack_up (the whole stack: nginx, the target store, fault proxies,
 # PostgreSQL), e2e_cluster (PostgreSQL alone), or single start_* services.
 # Whatever was started is stopped, and $T removed, when the script exits,
-# also on failure.
+# also on failure.  Two switches from the environment: REMORA_STORE
+# (s3rver or rgw: test/lib/services.sh) and REMORA_HOST (bgworker or
+# external: who runs the jobs of stack_up, test/lib/stack.sh).
 #
 # Each test prints TAP-style lines ("ok - ...", "not ok - ...") that the
 # suite runner counts, and exits non-zero if anything failed.
@@ -58,13 +60,23 @@ e2e_finish() {
 # e2e_begin NAME: strict mode, the repository as working directory, a
 # private directory $T (world-readable: nginx's workers run as nobody),
 # and the exit trap that stops everything started in it.  With
-# REMORA_STORE=rgw (swift) every TAP line says "[rgw]" ("[swift]").
+# REMORA_STORE=rgw (swift) every TAP line says "[rgw]" ("[swift]"), with
+# REMORA_HOST=external (test/lib/stack.sh) "[external]", with both
+# "[rgw external]".
 e2e_begin() {
 	set -Euo pipefail
 	cd "$E2E_LIB/../.."
 	E2E_NAME=$1
 	E2E_AT_EXIT=()
-	[ "${REMORA_STORE:-s3rver}" = s3rver ] || E2E_LABEL="[$REMORA_STORE] "
+	case ${REMORA_HOST:-bgworker} in
+	bgworker | external) ;;
+	*) echo "not ok - REMORA_HOST is bgworker or external, not '$REMORA_HOST'"; exit 1 ;;
+	esac
+	local store=${REMORA_STORE:-s3rver} host=
+	[ "$store" != s3rver ] || store=
+	[ "${REMORA_HOST:-bgworker}" != external ] || host=external
+	store="$store${store:+${host:+ }}$host"
+	[ -z "$store" ] || E2E_LABEL="[$store] "
 	T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
 	chmod 755 "$T"
 	SERVICES_DIR=$T
@@ -81,13 +93,17 @@ e2e_at_exit() { E2E_AT_EXIT+=("$1"); }
 
 # e2e_end: the exit trap.  Keeps the server log as /tmp/NAME-server.log
 # (/tmp/NAME-rgw-server.log on RGW, with radosgw's own log beside it;
-# /tmp/NAME-swift-server.log and the proxy's /tmp/NAME-swift-proxy.log),
-# stops every cluster under $T and every service, removes $T.
+# /tmp/NAME-swift-server.log and the proxy's /tmp/NAME-swift-proxy.log;
+# NAME-external-… with REMORA_HOST=external, with each remora-worker's log
+# as NAME-external-hwN.log), stops every cluster under $T and every
+# service, removes $T.
 e2e_end() {
-	local cmd dir name=$E2E_NAME
+	local cmd dir f name=$E2E_NAME
 	for cmd in "${E2E_AT_EXIT[@]}"; do eval "$cmd" || true; done
 	[ "${REMORA_STORE:-s3rver}" = s3rver ] || name=$name-$REMORA_STORE
+	[ "${REMORA_HOST:-bgworker}" != external ] || name=$name-external
 	cp "$T/pg/server.log" "/tmp/$name-server.log" 2>/dev/null
+	for f in "$T"/hw*.log; do [ -f "$f" ] && cp "$f" "/tmp/$name-${f##*/}"; done
 	[ -f "$T/store/log/client.rgw.a.log" ] && cp "$T/store/log/client.rgw.a.log" "/tmp/$name-radosgw.log"
 	[ -f "$T/store/proxy.out" ] && cp "$T/store/proxy.out" "/tmp/$name-proxy.log"
 	for dir in "$T"/*/; do cluster_stop "${dir%/}" immediate; done

@@ -6,6 +6,17 @@
 # with the AWS CLI follow.  Jobs fetch with one GET unless they say
 # otherwise (options.connections): the scripts' slow sources and their
 # checkpoints are timed for one; test/e2e/ranges.sh asks for more.
+#
+# REMORA_HOST says who runs the jobs: bgworker (the default), remora's
+# two background workers; external, $HOST_WORKERS remora-worker processes
+# over libpq as the role rhost, a member of remora_worker, with
+# remora.max_workers = 0 so that no background worker claims (TAP lines
+# then say "[external]").  The helpers that touch a worker (worker_of,
+# kill_worker, crash_host, sigterm_host, reload_workers, worker_logs,
+# live_at_least) do the same thing on either host, so that a script runs
+# unchanged on both.
+HOST_WORKERS=2
+host_is_external() { [ "${REMORA_HOST:-bgworker}" = external ]; }
 
 # stack_up [NAME]: start it all in $T (e2e_begin NAME first, unless the
 # script has begun already), stopped when the script exits
@@ -13,6 +24,10 @@ stack_up() {
 	stack_services "$@"
 	e2e_cluster < <(stack_settings)
 	q "CREATE EXTENSION remora" >/dev/null
+	if host_is_external; then
+		q "CREATE ROLE rhost LOGIN; GRANT remora_worker TO rhost" >/dev/null
+		for _ in $(seq "$HOST_WORKERS"); do start_host_worker; done
+	fi
 }
 
 # stack_services [NAME]: all but PostgreSQL (test/e2e/patroni.sh runs its
@@ -38,7 +53,7 @@ stack_services() {
 # stack_settings: the remora settings of the stack, postgresql.conf lines
 stack_settings() {
 	cat <<CONF
-remora.max_workers = 2
+remora.max_workers = $(host_is_external && echo 0 || echo "$HOST_WORKERS")
 remora.worker_concurrency = 4
 remora.s3_endpoint = 'http://127.0.0.1:$S3_PROXY'
 remora.s3_path_style = on
@@ -55,6 +70,30 @@ remora.object_connections = 1
 CONF
 }
 
+# start_host_worker: one more remora-worker for REMORA_HOST=external,
+# named hw1, hw2 ... (its log $T/hwN.log, kept as /tmp/NAME-hwN.log; its
+# pid in HOST_WORKER_PIDS[name]); returns once it has recorded its
+# incarnation
+HOST_WORKER_N=0
+declare -A HOST_WORKER_PIDS=()
+start_host_worker() {
+	local name
+	HOST_WORKER_N=$((HOST_WORKER_N + 1))
+	name=hw$HOST_WORKER_N
+	start_remora_worker "$name" --label "$name" "host=$T/pg port=$PG_PORT dbname=postgres user=rhost"
+	disown "$REMORA_WORKER_PID" # no "Killed" line from bash when one is killed
+	HOST_WORKER_PIDS[$name]=$REMORA_WORKER_PID
+	host_worker_up() { [ "$(q "SELECT count(*) FROM remora.incarnations WHERE label = '$1' AND stopped_at IS NULL")" = 1 ]; }
+	wait_for 30 host_worker_up "$name" || not_ok "remora-worker $name starts (its log: $(tail -3 "$T/$name.log"))"
+}
+# forget_host_worker PID: a remora-worker of ours ended
+forget_host_worker() {
+	local name
+	for name in "${!HOST_WORKER_PIDS[@]}"; do
+		[ "${HOST_WORKER_PIDS[$name]}" != "$1" ] || unset "HOST_WORKER_PIDS[$name]"
+	done
+}
+
 make_file() { head -c "$2" /dev/urandom >"$WWW/$1"; chmod 644 "$WWW/$1"; }
 rule() { curl -s "http://127.0.0.1:$1/__rule?$2" >/dev/null; }
 hits() { curl -s "http://127.0.0.1:$1/__hits?match=$2"; }
@@ -66,19 +105,121 @@ wait_state() {	# wait_state JOB STATE SECONDS
 	return 1
 }
 validated_at_least() { [ "$(q "SELECT coalesce(bytes_done, 0) FROM remora.checkpoints WHERE job_id = $1")" -ge "$2" ] 2>/dev/null; }
-live_at_least() { [ "$(q "SELECT coalesce(max(bytes_done), 0) FROM remora_progress WHERE job_id = $1")" -ge "$2" ]; }
-worker_of() { q "SELECT worker_pid FROM remora_progress WHERE job_id = $1"; }
+# live_at_least JOB BYTES: the transfer is under way, BYTES along.  A
+# background worker's live progress is in shared memory (remora_progress);
+# remora-worker's reaches the server only as checkpoints, one a part.
+live_at_least() {
+	if host_is_external; then
+		validated_at_least "$1" "$2"
+	else
+		[ "$(q "SELECT coalesce(max(bytes_done), 0) FROM remora_progress WHERE job_id = $1")" -ge "$2" ]
+	fi
+}
+# worker_of JOB: the pid of the worker that runs the job's current attempt
+# (a background worker's backend, or a remora-worker process)
+worker_of() {
+	if host_is_external; then
+		q "SELECT i.pid FROM remora.jobs j JOIN remora.attempts a ON a.attempt_id = j.current_attempt
+			 JOIN remora.incarnations i ON i.incarnation = a.incarnation WHERE j.job_id = $1"
+	else
+		q "SELECT worker_pid FROM remora_progress WHERE job_id = $1"
+	fi
+}
 
-# kill_worker PID: SIGKILL a worker, as a crash would (PostgreSQL then
-# restarts every backend), and return once the server answers again after
-# that restart.  The pid is reaped first, so an answer never comes from
-# before the restart began.
+# kill_worker PID: SIGKILL a worker, as a crash would.  A background
+# worker: PostgreSQL then restarts every backend; return once the server
+# answers again after that restart (the pid is reaped first, so an answer
+# never comes from before the restart began).  A remora-worker: its leases
+# lapse; once it is reaped another is started in its place, so that as
+# many run as before.
 kill_worker() {
 	local pid=$1
 	kill -9 "$pid"
 	reaped() { ! kill -0 "$pid" 2>/dev/null; }
 	answers() { q "SELECT 1" >/dev/null 2>&1; }
-	wait_for 30 reaped && wait_for 60 answers
+	if host_is_external; then
+		forget_host_worker "$pid"
+		wait_for 30 reaped && start_host_worker
+	else
+		wait_for 30 reaped && wait_for 60 answers
+	fi
+}
+
+# crash_host JOB, then recover_host: the job's host goes down at once
+# (a background worker's: PostgreSQL, stopped immediately; a remora-worker:
+# SIGKILL), and later comes back (PostgreSQL started again; another
+# remora-worker).  Between the two, nothing runs the job's attempt.
+crash_host() {
+	if host_is_external; then
+		local pid
+		pid=$(worker_of "$1")
+		kill -9 "$pid"
+		forget_host_worker "$pid"
+		crashed() { ! kill -0 "$pid" 2>/dev/null; }
+		wait_for 30 crashed
+	else
+		cluster_stop "$T/pg" immediate
+	fi
+}
+recover_host() {
+	if host_is_external; then start_host_worker; else cluster_start "$T/pg"; fi
+}
+
+# sigterm_host JOB: the job's worker is told to stop (SIGTERM: a background
+# worker's, by a fast shutdown of PostgreSQL; a remora-worker, itself) and
+# hands its attempt back before it exits; then the host runs again
+# (PostgreSQL started; another remora-worker)
+sigterm_host() {
+	if host_is_external; then
+		local pid
+		pid=$(worker_of "$1")
+		kill -TERM "$pid"
+		forget_host_worker "$pid"
+		stopped() { ! kill -0 "$pid" 2>/dev/null; }
+		wait_for 60 stopped
+		start_host_worker
+	else
+		cluster_stop "$T/pg" fast
+		cluster_start "$T/pg" >/dev/null
+	fi
+}
+
+# worker_logs: what the workers logged (a background worker logs to the
+# server log; a remora-worker to its own, $T/hwN.log)
+worker_logs() {
+	cat "$LOG"
+	if host_is_external; then cat "$T"/hw*.log; fi
+}
+
+# reload_workers: pg_reload_conf(), and wait until every worker says the
+# new settings are in effect (a background worker takes them from the
+# server's SIGHUP; a remora-worker from its own, sent here, and again
+# until it says so: the server's backend that serves it may have read
+# them a moment after the first).  The settings must have changed.
+reload_workers() {
+	local n pid name
+	settings_lines() { grep -c "new settings in effect" "$1" || true; }
+	if ! host_is_external; then
+		n=$(settings_lines "$LOG")
+		q "SELECT pg_reload_conf()" >/dev/null
+		applied() { [ "$(settings_lines "$LOG")" -ge $((n + HOST_WORKERS)) ]; }
+		wait_for 30 applied
+		return
+	fi
+	q "SELECT pg_reload_conf()" >/dev/null
+	hup_applied() {	# hup_applied PID LOG N
+		kill -HUP "$1"
+		applied() { [ "$(settings_lines "$1")" -gt "$2" ]; }
+		wait_for 2 applied "$2" "$3"
+	}
+	# the workers started here that still run (a pid of one that ended
+	# may be another process's by now)
+	for name in "${!HOST_WORKER_PIDS[@]}"; do
+		pid=${HOST_WORKER_PIDS[$name]}
+		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = remora-worker ] || continue
+		n=$(settings_lines "$T/$name.log")
+		wait_for 30 hup_applied "$pid" "$T/$name.log" "$n" || return 1
+	done
 }
 
 # verify JOB FILE: the committed member, downloaded with the AWS CLI, has
