@@ -16,11 +16,12 @@ AS $$
 $$;
 
 -- Hand out up to max_jobs runnable jobs, shared between their owners
--- (DESIGN §9).  The next job goes to the owner with runnable jobs whose
--- running attempts, with those already picked in this batch, are the
--- fewest for its weight ((running + picked) / weight, ties drawn by lot in
--- proportion to the weights); an owner's own jobs go by priority, then
--- age.  An owner alone gets every job; one at its max_running gets none.
+-- (doc/operator-guide.md, "Sharing the workers between users").  The next job
+-- goes to the owner with runnable jobs whose running attempts, with those
+-- already picked in this batch, are the fewest for its weight ((running +
+-- picked) / weight, ties drawn by lot in proportion to the weights); an
+-- owner's own jobs go by priority, then age.  An owner alone gets every job;
+-- one at its max_running gets none.
 -- Each claim creates a new attempt with a fencing token greater than any before it
 -- for the job, records the recovery ledger, and takes a lease.  Leases in
 -- use never exceed remora.max_active_leases: a claim reserves the room it
