@@ -8,8 +8,8 @@
 # is refused with 403 (read with curl from a presigned URL: the AWS CLI 2.9
 # crashes on RGW's error answers); every S3 behaviour Remora relies on is
 # observed and compared with the recorded observations the operator
-# guide's store table is made from; and stopping it leaves no process
-# behind.  A broken harness is then a failing test, not a silently
+# guide's store table is made from; an upload cut short replaces
+# nothing; and stopping it leaves no process behind.  A broken harness is then a failing test, not a silently
 # different one.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
@@ -112,6 +112,25 @@ if [ -f "doc/stores/$STORE.tsv" ]; then
 		diff -u "doc/stores/$STORE.tsv" "$OBS"
 fi
 echo "# observations in $OBS"
+
+# An upload cut short never becomes the object at its key, as on S3, and
+# the object it would have replaced stays whole.  The test server wrote an
+# object's file in place: an upload cut short (the fault proxy's
+# cutrequest, or one it acted on after libcurl had sent the request again
+# whole on a fresh connection) left the key with other bytes under the
+# complete object's ETag, which a copy then carried on (test/s3/server.js).
+head -c 300000 /dev/urandom >"$T/other.bin"
+aws_s3 s3 cp --quiet "$T/small.bin" s3://target/cut/a.bin
+S3REQ_CUT=150000 s3req PUT /target/cut/a.bin "$T/other.bin" >/dev/null
+check "an upload cut short leaves the object at its key whole" \
+	cmp "$T/small.bin" <(aws_s3 s3 cp s3://target/cut/a.bin - 2>/dev/null)
+check_eq "with its length and ETag" \
+	"$(aws_s3 s3api head-object --bucket target --key cut/a.bin --query '[ContentLength, ETag]' --output text | tr -d '"')" \
+	"$(printf '300000\t%s' "$(md5sum <"$T/small.bin" | cut -d' ' -f1)")"
+S3REQ_CUT=150000 s3req PUT /target/cut/new.bin "$T/other.bin" >/dev/null
+check_eq "an upload of a new key cut short leaves no object" "$(s3_status s3://target/cut/new.bin)" "404"
+check_eq "and a listing shows only the whole object" \
+	"$(aws_s3 s3 ls --recursive s3://target/cut/ | awk '{print $3, $4}' | paste -sd,)" "300000 cut/a.bin"
 
 # stopped, nothing of it is left running
 pids=$(cut -d' ' -f1 "$T/started" | paste -sd' ')

@@ -31,6 +31,9 @@
 //               both connections: the upstream sees an upload cut short,
 //               the client no answer
 //   hold        do not forward until /__release
+//   holdcut     hold, then on /__release forward as cutrequest does: an
+//               upload its sender gave up on, reaching the store late and
+//               cut short
 //   holdanswer  forward, and hold the upstream's answer until /__release
 //               (the store did what was asked; nobody is told)
 //   slow        forward at 256 KiB/s
@@ -225,6 +228,9 @@ const server = http.createServer((req, res) => {
       return forward(req, res, { cutRequest: rule.after })
     case 'hold':
       held.push(() => forward(req, res))
+      return
+    case 'holdcut':
+      held.push(() => forward(req, res, { cutRequest: rule.after }))
       return
     case 'holdanswer':
       return forward(req, res, { holdAnswer: true })
