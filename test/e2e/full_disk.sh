@@ -107,25 +107,37 @@ q "SELECT * FROM remora_stats" | sed 's/^/# remora_stats on a full disk: /'
 # The small jobs' transfers end; their results cannot be committed (the
 # results table must grow).  The workers keep them and try again, further
 # apart, while their leases are renewed: more often than the five tries
-# that once gave a finished transfer up within a quarter of a second.
+# that once gave a finished transfer up within a quarter of a second.  A
+# renewal writes too: where the pages it writes have no room left, it
+# fails on the full disk like a commit, the lease lapses and the job is
+# tried again, which loses nothing (the checks after the space is back
+# say so).  So each small job either keeps its first attempt, its commit
+# tried again and again, or loses it to a lapsed lease, and at least one
+# shows the former.
 commit_failures() { grep -cE "job $1: committing a result failed: .*No space left on device" "$LOG" || true; }
-many_failures() {
+kept_first() { [ "$(q "SELECT count(*) FROM remora.jobs WHERE job_id = $1 AND state = 'running' AND attempts_used = 1")" = 1 ]; }
+lapsed() { [ "$(q "SELECT count(*) FROM remora.attempts WHERE job_id = $1 AND attempt_no = 1 AND state = 'lost'")" = 1 ]; }
+settled_on_full_disk() {
 	local j
-	for j in ${small//,/ }; do [ "$(commit_failures "$j")" -ge 7 ] || return 1; done
+	for j in ${small//,/ }; do
+		{ [ "$(commit_failures "$j")" -ge 7 ] && kept_first "$j"; } || lapsed "$j" || return 1
+	done
 }
-check "the small jobs' commits fail on the full disk, each tried again more than 5 times" wait_for 90 many_failures
-check_eq "while the small jobs stay running, their first attempts" \
-	"$(q "SELECT count(*) FILTER (WHERE state = 'running' AND attempts_used = 1) FROM remora_jobs WHERE job_id IN ($small)")" 3
+check "each small job's commit is tried again more than 5 times on the full disk, or its lease lapsed" wait_for 90 settled_on_full_disk
+kept=0
+for j in ${small//,/ }; do lapsed "$j" || kept=$((kept + 1)); done
+echo "# small jobs that kept their first attempt: $kept of 3"
+check "at least one small job keeps its first attempt, its commit tried again while its lease holds" [ "$kept" -ge 1 ]
 q "SELECT job_id, state, attempts_used, bytes_done, bytes_total, last_error FROM remora_jobs WHERE job_id IN ($small)" |
 	sed 's/^/# remora_jobs on a full disk: /'
 
 # the space comes back: the results are committed by the attempts that
-# transferred them
+# transferred them, where their leases held
 rm -f "$FILLER"
 small_done() { [ "$(q "SELECT count(*) FROM remora.jobs WHERE job_id IN ($small) AND state = 'succeeded'")" = 3 ]; }
 check "space back: the small jobs succeed" wait_for 60 small_done
-check_eq "each committed by its first attempt: nothing transferred again" \
-	"$(q "SELECT count(*) FROM remora.attempts WHERE job_id IN ($small)")" 3
+check_eq "each that kept its first attempt committed by it: nothing transferred again" \
+	"$(q "SELECT count(*) FROM remora.attempts WHERE job_id IN ($small) AND attempt_no = 1 AND state = 'succeeded'")" "$kept"
 check "no attempt was given up" not_logged "giving the attempt up"
 
 # ---- the disk fills again, and WAL needs a new segment: a PANIC ----
