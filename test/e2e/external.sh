@@ -162,11 +162,16 @@ mkdir -p "$T/src/sub"
 for i in $(seq 1 30); do head -c $((1000 + i * 37)) /dev/urandom >"$T/src/f$i.bin"; done
 head -c 6000000 /dev/urandom >"$T/src/sub/large.bin"
 aws_s3 s3 cp --recursive --quiet "$T/src" s3://target/src/
-# every member, read back with the AWS CLI, has the SHA-256 of its file
+# every member, read back with the AWS CLI, has the SHA-256 of its file;
+# one recursive download a staging prefix (a run of the CLI a member took
+# minutes on a busy machine)
 members_intact() {	# members_intact JOB DIR
-	local path key sha n=0
+	local path key sha pfx n=0 rb=$T/readback-$1
+	rm -rf "$rb"
 	while IFS='|' read -r path key sha; do
-		[ "$(aws_s3 s3 cp "s3://target/$key" - 2>/dev/null | sha256sum | cut -d' ' -f1)" = "$sha" ] || return 1
+		pfx=${key%"$path"}
+		[ -d "$rb/$pfx" ] || aws_s3 s3 cp --recursive --quiet "s3://target/$pfx" "$rb/$pfx" || return 1
+		[ "$(sha256sum <"$rb/$key" | cut -d' ' -f1)" = "$sha" ] || return 1
 		[ "$(sha256sum "$2/$path" | cut -d' ' -f1)" = "$sha" ] || return 1
 		n=$((n + 1))
 	done < <(q "SELECT path, key, sha256 FROM remora_result($1)")
@@ -213,9 +218,11 @@ check_eq "the second host never saw the token" "$(curl -s "http://127.0.0.1:$HUB
 ex=$(q "SELECT remora_export($p, 'target', 'stable/ext')")
 check "an export succeeds" wait_state "$ex" succeeded 60
 exported_intact() {
-	local path sha
+	local path sha rb=$T/readback-stable
+	rm -rf "$rb"
+	aws_s3 s3 cp --recursive --quiet s3://target/stable/ext/ "$rb" || return 1
 	while IFS='|' read -r path sha; do
-		[ "$(aws_s3 s3 cp "s3://target/stable/ext/$path" - 2>/dev/null | sha256sum | cut -d' ' -f1)" = "$sha" ] || return 1
+		[ "$(sha256sum <"$rb/$path" | cut -d' ' -f1)" = "$sha" ] || return 1
 	done < <(q "SELECT path, sha256 FROM remora_result($p)")
 }
 check "the AWS CLI reads every exported key with its member's SHA-256" exported_intact

@@ -247,3 +247,11 @@ _swift_watchdog() {
 		done <"$dir/daemons"
 	) </dev/null >/dev/null 2>&1 &
 }
+
+# swift_orphan_segments BUCKET: the segments of the target store (started
+# by start_store) that no open upload and no object's manifest names, one
+# a line, then "segments N" (test/lib/swift_segments.py)
+swift_orphan_segments() {
+	/usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/swift_segments.py" \
+		"$S3_PORT" "$S3_ACCESS_KEY" "$S3_SECRET_KEY" "$1"
+}
