@@ -86,6 +86,7 @@ typedef struct Attempt
 
 static Attempt *attempts[REMORA_RUNNER_MAX_ATTEMPTS];
 static int      nattempts;
+static bool     requeued; /* a failure this round queued its job again */
 
 int
 remora_attempts_count(void)
@@ -594,17 +595,22 @@ report_failure(int i)
 				"is now %s)",
 				a->job_id, a->attempt_id, e->message, e->class,
 				e->retryable ? "retryable" : "not retryable", state);
+	requeued = requeued || strcmp(state, "retrying") == 0;
 	free(state);
 	return true;
 }
 
-/* Commit what succeeded, report what failed. */
-void
+/*
+ * Commit what succeeded, report what failed; true when a failure queued
+ * its job again, to be retried after a backoff.
+ */
+bool
 remora_attempts_finish(void)
 {
 	Outcome outcome[REMORA_RUNNER_MAX_ATTEMPTS];
 	bool    committing[REMORA_RUNNER_MAX_ATTEMPTS];
 
+	requeued = false;
 	for (int i = 0; i < nattempts; i++)
 		committing[i] = may_commit(attempts[i]);
 	commit_succeeded(committing, outcome);
@@ -630,6 +636,7 @@ remora_attempts_finish(void)
 		else if (st == REMORA_TASK_FAILED && may_call(a) && report_failure(i))
 			forget_attempt(i);
 	}
+	return requeued;
 }
 
 /* ---------------------------------------------------------------- start */

@@ -19,7 +19,7 @@ extern void remora_attempts_renew(void);
 extern void remora_attempts_apply_rates(void);
 extern void remora_attempts_fence(void);
 extern int64_t remora_attempts_next_fence_ms(void);
-extern void    remora_attempts_finish(void);
+extern bool    remora_attempts_finish(void);
 extern void    remora_attempts_checkpoint(void);
 extern void    remora_attempts_hand_back(void);
 extern int     remora_attempts_view(RemoraAttemptView *out, int max);

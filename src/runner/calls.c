@@ -2,10 +2,10 @@
  *
  * calls.c
  *	  Every SQL statement a worker runs, once, for both hosts: the worker
- *	  protocol (remora.claim, renew, rate_limits, checkpoint, commit,
- *	  commit_many, fail, export_members), its incarnation, the members of
- *	  earlier attempts, a source endpoint, the cleanup sweep, and the
- *	  webhooks (remora.webhooks_due, webhook_tried).
+ *	  protocol (remora.claim, next_due, renew, rate_limits, checkpoint,
+ *	  commit, commit_many, fail, export_members), its incarnation, the
+ *	  members of earlier attempts, a source endpoint, the cleanup sweep,
+ *	  and the webhooks (remora.webhooks_due, webhook_tried).
  *
  * Each is a call of a remora.* function (the worker role holds no
  * privilege on any table), one parameterized statement run by the host's
@@ -155,6 +155,29 @@ remora_call_claim(const char *inc, int room, RemoraClaimRow *out)
 	}
 	remora_rows_free(&res);
 	return got;
+}
+
+/*
+ * Milliseconds until the next queued job is due, by the server's clock; 0
+ * when one is due already; -1 when nothing is queued (or the call failed).
+ */
+int64_t
+remora_call_next_due(const char *inc)
+{
+	const char *params[1] = {inc};
+	RemoraRows  res;
+	const char *v;
+	int64_t     ms = -1;
+
+	if (!query("asking when a job is due next",
+			   "SELECT remora.next_due($1::pg_catalog.uuid) AS ms", 1, params,
+			   &res))
+		return -1;
+	v = res.nrows == 1 ? col(&res, 0, "ms") : NULL;
+	if (v)
+		ms = strtoll(v, NULL, 10);
+	remora_rows_free(&res);
+	return ms;
 }
 
 /* ------------------------------------------------------ attempt calls */

@@ -41,11 +41,12 @@ typedef struct RemoraWebhookRow
 	int           attempt;
 } RemoraWebhookRow;
 
-extern bool  remora_call_start_incarnation(const char *inc, const char *kind,
-										   const char *host, const char *label);
-extern int   remora_call_heartbeat(const char *inc, int64_t *server_ms);
-extern void  remora_call_end_incarnation(const char *inc);
-extern int   remora_call_claim(const char *inc, int room, RemoraClaimRow *out);
+extern bool remora_call_start_incarnation(const char *inc, const char *kind,
+										  const char *host, const char *label);
+extern int  remora_call_heartbeat(const char *inc, int64_t *server_ms);
+extern void remora_call_end_incarnation(const char *inc);
+extern int  remora_call_claim(const char *inc, int room, RemoraClaimRow *out);
+extern int64_t remora_call_next_due(const char *inc);
 extern bool  remora_call_renew(int64_t job, const char *attempt, int64_t token,
 							   bool *ok, bool *cancelled);
 extern bool  remora_call_rate_limits(int n, const char *const *attempts,

@@ -19,8 +19,12 @@
  *	              of all of them (remora.rate_limits), set on their tasks
  *	  settings    new ones take effect in a new engine once it is idle;
  *	              until then nothing new is claimed
- *	  claim       when there is room and a job was queued, every 5 s, and
- *	              at once when an attempt ends after a full batch
+ *	  claim       when there is room and a job was queued, every 5 s, at
+ *	              once when an attempt ends after a full batch, and when
+ *	              the next queued job becomes due: a claim that took fewer
+ *	              jobs than it had room for, and a failure that queued its
+ *	              job again, ask the server how long until then
+ *	              (remora.next_due)
  *	  webhooks    record the tries that ended; once a second, claim the
  *	              webhooks due and start a try of each (webhooks.c)
  *	  sweep       delete the staging of attempts that can no longer
@@ -49,7 +53,14 @@
 #include "runner/state.h"
 
 #define CLAIM_POLL_MS 5000
-#define CHECKPOINT_MS 1000
+/*
+ * A claim planned for when a job becomes due comes this much later, at
+ * most, by a jitter of each worker's own (so that idle workers do not all
+ * claim at one instant), and never sooner than CLAIM_MIN_MS after the last.
+ */
+#define CLAIM_JITTER_MS 100
+#define CLAIM_MIN_MS    50
+#define CHECKPOINT_MS   1000
 /*
  * A role's or the deployment's cap is shared by attempts on other workers
  * that start and end at any time: read it far more often than leases are
@@ -59,7 +70,8 @@
 #define SWEEP_MS 5000
 
 static char    incarnation[REMORA_UUID_LEN];
-static bool    recorded; /* the incarnation is recorded */
+static int     claim_jitter_ms; /* this incarnation's, below CLAIM_JITTER_MS */
+static bool    recorded;        /* the incarnation is recorded */
 static bool    renew_pending, claim_pending;
 static bool    new_settings; /* a new engine once idle */
 static bool    more_waiting; /* the last claim found no room, or filled it */
@@ -137,6 +149,7 @@ new_incarnation(void)
 		memcpy(b, &t, sizeof(t));
 		memcpy(b + 10, &pid, sizeof(pid));
 	}
+	claim_jitter_ms = (b[0] | b[1] << 8) % CLAIM_JITTER_MS;
 	b[6] = (b[6] & 0x0f) | 0x40;
 	b[8] = (b[8] & 0x3f) | 0x80;
 	snprintf(incarnation, sizeof(incarnation),
@@ -227,6 +240,33 @@ renew(void)
 
 /* ---------------------------------------------------------------- claim */
 
+static int64_t
+min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+/*
+ * Claim again when the next queued job becomes due (a retry's backoff),
+ * not at the next poll: the server says how long until then, on its own
+ * clock (this worker's may be off; the wait is measured on ours).  Jobs
+ * due already that the claim left (an owner at its max_running, leases at
+ * their limit, rows other claims held) wait for the poll, or for an
+ * attempt to end.
+ */
+static void
+plan_next_claim(void)
+{
+	int64_t ms = remora_call_next_due(incarnation);
+
+	if (ms <= 0)
+		return;
+	ms += claim_jitter_ms;
+	if (ms < CLAIM_MIN_MS)
+		ms = CLAIM_MIN_MS;
+	next_poll = min64(next_poll, remora_clock_ms() + ms);
+}
+
 static void
 claim(void)
 {
@@ -252,6 +292,8 @@ claim(void)
 		remora_attempts_apply_rates();
 	/* a full batch: there may be more */
 	more_waiting = n == room;
+	if (n >= 0 && n < room)
+		plan_next_claim();
 }
 
 /* ---------------------------------------------------------------- sweep */
@@ -339,12 +381,6 @@ take_new_settings(void)
 	remora_rlog("new settings in effect, incarnation %s", incarnation);
 }
 
-static int64_t
-min64(int64_t a, int64_t b)
-{
-	return a < b ? a : b;
-}
-
 /* When the next thing is due, on the clock of remora_clock_ms. */
 static int64_t
 next_due(bool up)
@@ -400,8 +436,9 @@ remora_runner_round(const RemoraRound *in)
 		next_rates = now + RATES_MS; /* renew() reads them */
 		up = renew();
 	}
-	if (up)
-		remora_attempts_finish();
+	/* a job queued again to retry: claim, and learn when it is due */
+	if (up && remora_attempts_finish())
+		claim_pending = true;
 	now = remora_clock_ms();
 	if (up && now >= next_checkpoint)
 	{

@@ -6,7 +6,8 @@
 # renew its lease, and an S3 prefix.  Leases are judged by the server's
 # clock alone: each job succeeds with one attempt, and while it runs its
 # lease's timestamps are the server's (expires_at within the lease of the
-# server's now(), never an hour off).
+# server's now(), never an hour off), and a retry is claimed when it is
+# due by the server's clock.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_begin clocks
@@ -37,7 +38,7 @@ aws_s3 s3 cp --recursive --quiet "$T/src/p" s3://target/src/p/
 # alone, as a wrong wall clock (not set by NTP) leaves it: the worker's
 # deadlines are monotonic.
 skewed() {
-	local name=$1 offset=$2 j p lease skew
+	local name=$1 offset=$2 j p r lease skew
 	LD_PRELOAD=$FAKETIME_LIB FAKETIME=$offset FAKETIME_DONT_FAKE_MONOTONIC=1 \
 		start_remora_worker "$name" --label "$name" "$CONNINFO"
 	check "$name: a worker $offset starts" wait_for 20 live "$name"
@@ -60,6 +61,17 @@ skewed() {
 	check_eq "$name: each with one attempt, its own" \
 		"$(q "SELECT count(*) || ':' || count(*) FILTER (WHERE i.label = '$name' AND a.state = 'succeeded')
 			FROM remora.attempts a JOIN remora.incarnations i USING (incarnation) WHERE a.job_id IN ($j, $p)")" "2:2"
+	# a retry is claimed when due by the server's clock (remora.next_due
+	# says how long until then; the worker waits on its monotonic clock)
+	make_file "$name-due.bin" 100000
+	rule "$SRC_PROXY" "match=GET%20/$name-due.bin&action=status:503&count=1"
+	r=$(q "SELECT remora_submit('$FLAKY/$name-due.bin')")
+	check "$name: a job whose source answered 503 once succeeds" wait_state "$r" succeeded 60
+	check_eq "$name: its retry started when due (Retry-After 1): not before, nor 2.5 s after" \
+		"$(q "SELECT b.started_at - a.finished_at >= interval '1 second'
+				 AND b.started_at - a.finished_at < interval '3.5 seconds'
+			FROM remora.attempts a JOIN remora.attempts b ON b.job_id = a.job_id AND b.attempt_no = 2
+		   WHERE a.job_id = $r AND a.attempt_no = 1")" t
 	check_eq "$name: its heartbeat is the server's time" \
 		"$(q "SELECT heartbeat_at BETWEEN now() - interval '1 minute' AND now() FROM remora_workers WHERE label = '$name' AND stopped_at IS NULL")" t
 	kill -TERM "$REMORA_WORKER_PID" && wait "$REMORA_WORKER_PID"

@@ -20,6 +20,7 @@ make_file small.bin 1000000
 make_file large.bin 32000000		# seven 5 MB parts
 make_file exact.bin 5242880		# exactly remora.part_size
 make_file flaky.bin 300000
+make_file due.bin 300000
 for f in reset truncated toomany forbidden throttled slowdown sum; do make_file $f.bin 700000; done
 make_file sigterm.bin 12000000
 make_file zombie.bin 200000
@@ -118,6 +119,31 @@ check_eq "the history has both 503s, retryable, with Retry-After" \
 	"$(q "SELECT string_agg((e ->> 'http_status') || '/' || (e ->> 'retryable') || '/' || (e ->> 'retry_after'), ',') FROM remora_jobs, jsonb_array_elements(error_history) e WHERE job_id = $j")" \
 	"503/true/1,503/true/1"
 verify "$j" flaky.bin
+
+# --- a retry is claimed when it is due, not at a worker's next poll: three
+# 503s with Retry-After 1, then 200.  Each retry is due 1 s after its
+# attempt failed (the backoffs here, at most 0.8 s, are shorter); by the
+# server's timestamps the next attempt starts no sooner (claim's rule) and
+# within 2.5 s after (the worker asks remora.next_due and claims then; 2.5 s
+# leaves a busy machine's rounds and round trips their time).  At the 5 s
+# poll, a retry was claimed 4 s late by the worker that failed it (and by
+# both remora-workers, woken by the retry's NOTIFY when it was not due
+# yet); a background worker's other one, polling at its own phase, may
+# take one in time, not all three.
+rule "$SRC_PROXY" "match=GET%20/due.bin&action=status:503&count=3"
+j=$(q "SELECT remora_submit('$FLAKY/due.bin')")
+check "503 three times, then 200: the job succeeds" wait_state "$j" succeeded 60
+retry_gaps="SELECT a.attempt_no, b.started_at - a.finished_at AS gap
+  FROM remora.attempts a
+  JOIN remora.attempts b ON b.job_id = a.job_id AND b.attempt_no = a.attempt_no + 1
+ WHERE a.job_id = $j"
+echo "# due.bin: from each failed attempt's end to the next one's claim: $(q "SELECT string_agg(attempt_no || ': ' || gap, ', ' ORDER BY attempt_no) FROM ($retry_gaps) g")"
+check_eq "each retry started when due: not before, nor 2.5 s after" \
+	"$(q "SELECT string_agg(CASE WHEN gap < interval '1 second' THEN 'early'
+								   WHEN gap < interval '3.5 seconds' THEN 'due'
+								   ELSE 'late' END, ',' ORDER BY attempt_no) FROM ($retry_gaps) g")" \
+	"due,due,due"
+verify "$j" due.bin
 
 # --- transient source failures are retried; permanent ones are not
 j=$j_reset

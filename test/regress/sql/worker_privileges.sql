@@ -141,6 +141,47 @@ SELECT kind, pid, host, label, version, stopped_at IS NOT NULL AS stopped
 SELECT remora.end_previous_lifetime() AS ended_workers;
 SELECT kind, stopped_at IS NOT NULL AS stopped FROM remora.incarnations ORDER BY incarnation;
 
+-- remora.next_due, as a worker calls it: milliseconds until the next
+-- queued job is due, by the server's clock; 0 when one is due now and none
+-- later; NULL when nothing is queued
+TRUNCATE remora.jobs, remora.incarnations RESTART IDENTITY CASCADE;
+TRUNCATE remora.queue, remora.leases;
+SELECT has_function_privilege('remora_user', 'remora.next_due(uuid)', 'EXECUTE') AS user_may,
+	   has_function_privilege('public', 'remora.next_due(uuid)', 'EXECUTE') AS public_may;
+SET ROLE regress_wp_worker;
+SELECT pg_temp.try('SELECT remora.next_due(NULL)') AS null_incarnation;
+SELECT pg_temp.try($$SELECT remora.next_due('not-a-uuid')$$) AS bad_incarnation;
+SELECT remora.next_due('77777777-7777-4777-8777-777777777777') IS NULL AS nothing_queued;
+RESET ROLE;
+SELECT remora_submit('https://example.com/due.bin') AS due_job \gset
+SET ROLE regress_wp_worker;
+-- a submitted job is due at once
+SELECT remora.next_due('77777777-7777-4777-8777-777777777777') AS due_now;
+-- its retry, after a Retry-After of 30 s, is due in about 30 s (the claim
+-- records the incarnation; the backoff is shorter than 30 s)
+SELECT attempt_id AS att_d, fencing_token AS tok_d
+  FROM remora.claim('77777777-7777-4777-8777-777777777777', 1) \gset
+SELECT remora.next_due('77777777-7777-4777-8777-777777777777') IS NULL AS nothing_queued_while_running;
+SELECT remora.fail(:'att_d', :tok_d, '{"class": "network", "retry_after": 30}', true) AS retrying;
+SELECT remora.next_due('77777777-7777-4777-8777-777777777777') BETWEEN 20000 AND 30000 AS due_in_30s;
+SELECT count(*) AS claimable_before_due
+  FROM remora.claim('77777777-7777-4777-8777-777777777777', 5);
+RESET ROLE;
+-- with a job due now as well, the one due later still counts
+SELECT remora_submit('https://example.com/due-now.bin') AS now_job \gset
+SELECT remora.next_due('77777777-7777-4777-8777-777777777777') BETWEEN 20000 AND 30000 AS later_one_counts;
+-- a retry whose time has passed (left by claim, e.g. its owner at its
+-- max_running) is due now, not later
+UPDATE remora.queue SET enqueued_at = now() - interval '10 seconds',
+	   not_before = now() - interval '5 seconds' WHERE job_id = :due_job;
+SELECT remora.next_due('77777777-7777-4777-8777-777777777777') AS passed_is_due;
+-- one queued for an hour later: about 3,600,000 ms
+UPDATE remora.queue SET not_before = now() + interval '1 hour' WHERE job_id = :due_job;
+SELECT remora.next_due('77777777-7777-4777-8777-777777777777') BETWEEN 3590000 AND 3600000 AS in_an_hour;
+-- a stopped incarnation claims nothing, so nothing is due for it
+SELECT remora.end_incarnation('77777777-7777-4777-8777-777777777777') AS ended;
+SELECT remora.next_due('77777777-7777-4777-8777-777777777777') IS NULL AS stopped_waits_for_nothing;
+
 -- clean up
 SELECT remora.drop_source_endpoint('regress-wp');
 TRUNCATE remora.jobs, remora.incarnations RESTART IDENTITY CASCADE;

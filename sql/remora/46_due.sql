@@ -1,0 +1,60 @@
+/* ------------------------------------------------------------------------
+ * When the next queued job becomes due (worker protocol).  A job queued
+ * for later (a retry's backoff, a Retry-After) is claimed when it becomes
+ * due, not at a worker's next poll: a worker whose claim took fewer jobs
+ * than it had room for asks how long until the next one is due, and
+ * claims again then (src/runner/round.c).
+ * ------------------------------------------------------------------------ */
+
+-- The queued jobs that wait for a time later than when they were queued:
+-- retries and the jobs reconcile queues again for later, never a submit's
+-- (queued due at once, not_before = enqueued_at).  A job outside the index
+-- was due when it was queued; the earliest one not yet due is the index's
+-- first entry past now: one descent, however long the queue.  Without an
+-- index every idle poll of every worker would scan the queue (100,000 rows
+-- and more); an index of every row would cost each submit an insert into
+-- it (a third more time to insert queue rows, measured), where this one
+-- costs a submit its predicate alone (bench/submit.sh).
+CREATE INDEX queue_later_idx ON remora.queue (not_before)
+	WHERE not_before > enqueued_at;
+
+-- Milliseconds until the next queued job becomes due, by the server's
+-- clock (a worker's own may be off): 0 when none is due later but one is
+-- queued (due now, and left to claim's rules: an owner at its max_running,
+-- leases at remora.max_active_leases, a row another claim holds); NULL
+-- when nothing is queued, or the incarnation was stopped (it claims
+-- nothing).  Reads, locks and changes nothing.
+CREATE FUNCTION remora.next_due(incarnation uuid) RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	p_incarnation uuid := $1;
+	t			timestamptz := clock_timestamp();
+	due			timestamptz;
+BEGIN
+	IF p_incarnation IS NULL THEN
+		RAISE EXCEPTION 'incarnation must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF EXISTS (SELECT 1 FROM remora.incarnations i
+				WHERE i.incarnation = p_incarnation AND i.stopped_at IS NOT NULL) THEN
+		RETURN NULL;
+	END IF;
+	-- the predicate repeated, so that the partial index answers
+	SELECT q.not_before INTO due
+	  FROM remora.queue q
+	 WHERE q.not_before > q.enqueued_at AND q.not_before > t
+	 ORDER BY q.not_before
+	 LIMIT 1;
+	IF FOUND THEN
+		RETURN greatest(1, ceil(extract(epoch FROM due - t) * 1000))::bigint;
+	END IF;
+	IF EXISTS (SELECT 1 FROM remora.queue) THEN
+		RETURN 0;
+	END IF;
+	RETURN NULL;
+END
+$$;
+
+REVOKE ALL ON FUNCTION remora.next_due(uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION remora.next_due(uuid) TO remora_worker;

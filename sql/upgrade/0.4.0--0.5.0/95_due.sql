@@ -1,0 +1,1 @@
+../../remora/46_due.sql
