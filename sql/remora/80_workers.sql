@@ -31,7 +31,7 @@ CREATE FUNCTION remora.worker_settings(
 	OUT hf_token text, OUT ca_file text, OUT ca_path text,
 	OUT http_proxy text, OUT https_proxy text, OUT no_proxy text,
 	OUT object_connections integer, OUT max_connections_per_host integer,
-	OUT export_copy_cutoff bigint)
+	OUT export_copy_cutoff bigint, OUT max_upload_parts integer)
 RETURNS record
 AS 'MODULE_PATHNAME', 'remora_worker_settings'
 LANGUAGE C VOLATILE;

@@ -79,6 +79,8 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 								  "remora.ca_file",
 								  false /* the target is always signed */};
 	engine->part_size = cfg->part_size;
+	engine->max_parts =
+		cfg->max_upload_parts == 0 ? REMORA_MAX_PARTS : cfg->max_upload_parts;
 	engine->export_copy_cutoff =
 		cfg->export_copy_cutoff > 0 &&
 				cfg->export_copy_cutoff < REMORA_COPY_OBJECT_MAX
@@ -89,6 +91,13 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 		/* a chunk from curl must never span more than one buffer boundary */
 		snprintf(errbuf, errlen,
 				 "the part size must be a multiple of 1 kB, at least 64 kB");
+		remora_engine_free(engine);
+		return NULL;
+	}
+	if (engine->max_parts < 1 || engine->max_parts > REMORA_MAX_PARTS)
+	{
+		snprintf(errbuf, errlen, "the part limit must be 1 to %d",
+				 REMORA_MAX_PARTS);
 		remora_engine_free(engine);
 		return NULL;
 	}

@@ -51,7 +51,7 @@
 
 #define REMORA_PARTS_IN_FLIGHT 2
 #define REMORA_MAX_REDIRECTS   10
-#define REMORA_MAX_PARTS       10000 /* S3's part limit */
+#define REMORA_MAX_PARTS       10000 /* S3's part limit; a store's may be lower */
 
 typedef struct RemoraEngine RemoraEngine;
 typedef struct RemoraTask   RemoraTask;
@@ -73,7 +73,15 @@ typedef struct RemoraTargetConfig
 typedef struct RemoraEngineConfig
 {
 	RemoraTargetConfig target;
-	size_t      part_size; /* multipart part size, >= 5 MiB except in tests */
+	size_t part_size; /* multipart part size, >= 5 MiB except in tests */
+
+	/*
+	 * The most parts the target store takes in one multipart upload
+	 * (remora.max_upload_parts, 1..REMORA_MAX_PARTS; 0: REMORA_MAX_PARTS).
+	 * An object that part_size would cut into more gets larger parts
+	 * (partsize.h).
+	 */
+	int         max_upload_parts;
 	const char *allow_networks; /* outbound policy for sources */
 	const char *deny_networks;
 	const char *allow_ports; /* NULL or "": REMORA_DEFAULT_PORTS */
@@ -260,7 +268,7 @@ typedef struct RemoraSetSpec
  * tell) of those keys.  A member is copied with CopyObject, or, above
  * the engine's export_copy_cutoff (at most 5 GiB, REMORA_COPY_OBJECT_MAX,
  * the most CopyObject takes), with a multipart upload of UploadPartCopy
- * ranges of part_size (more when 10,000 parts would not hold it).
+ * ranges of part_size (larger when max_upload_parts would not hold it).
  */
 #define REMORA_EXPORT_CONCURRENCY 8
 #define REMORA_COPY_OBJECT_MAX    ((int64_t) 5 * 1024 * 1024 * 1024)

@@ -76,8 +76,9 @@ struct RemoraEngine
 	char      *access_key_id;
 	char      *secret_access_key;
 
-	size_t           part_size;
-	int64_t          export_copy_cutoff; /* > 0, <= REMORA_COPY_OBJECT_MAX */
+	size_t  part_size;
+	int     max_parts; /* the store's part limit, 1..REMORA_MAX_PARTS */
+	int64_t export_copy_cutoff; /* > 0, <= REMORA_COPY_OBJECT_MAX */
 	RemoraNetPolicy *policy;
 
 	int max_per_host; /* remora.max_connections_per_host; 0: no cap */

@@ -6,8 +6,9 @@
  *	  multipart upload whose parts are server-side copies of ranges.
  *
  *	  CREATE (POST ?uploads) --> PART 1..n, one at a time: UploadPartCopy
- *	      of a range of remora.part_size (larger when 10,000 parts would
- *	      not hold the member; x-amz-copy-source-range) guarded by
+ *	      of a range of remora.part_size (larger when the store's part
+ *	      limit would not hold the member, partsize.h;
+ *	      x-amz-copy-source-range) guarded by
  *	      x-amz-copy-source-if-match --> COMPLETE (POST ?uploadId)
  *	  2xx CompleteMultipartUploadResult --> "copied" (its ETag, or a HEAD's
  *	      where the store answers none, as RGW does)
@@ -32,8 +33,7 @@
 #include <string.h>
 
 #include "engine/export_int.h"
-
-#define S3_MAX_PARTS 10000
+#include "engine/partsize.h"
 
 static void mpu_abort(Export *x, Member *mb);
 static void mpu_part(Export *x, Member *mb);
@@ -349,19 +349,26 @@ mpu_created(Request *req, CURLcode rc)
 
 /*
  * A member above the cutoff: parts of remora.part_size, or larger so that
- * 10,000 parts hold it (rounded up to a MiB).
+ * the store's part limit holds it (partsize.h).
  */
 void
 remora_export_start_multipart(Export *x, Member *mb)
 {
 	MpuCall c;
-	int64_t mib = 1024 * 1024;
 
-	mb->part_size = (int64_t) x->base.engine->part_size;
-	if ((mb->m.size + mb->part_size - 1) / mb->part_size > S3_MAX_PARTS)
-		mb->part_size =
-			((mb->m.size + S3_MAX_PARTS - 1) / S3_MAX_PARTS + mib - 1) / mib *
-			mib;
+	mb->part_size =
+		remora_part_size_fit(mb->m.size, (int64_t) x->base.engine->part_size,
+							 x->base.engine->max_parts);
+	if (mb->part_size < 0)
+	{
+		remora_export_note_failuref(
+			x, REMORA_ERR_SIZE, false, 0,
+			"member \"%.300s\" needs more than %d parts of at most 5 GiB; "
+			"raise remora.max_upload_parts if the store takes more",
+			mb->m.path, x->base.engine->max_parts);
+		mb->state = M_DONE;
+		return;
+	}
 	mb->nparts = (int) ((mb->m.size + mb->part_size - 1) / mb->part_size);
 	remora_mpu_init(&mb->mpu, x->bucket, mb->target);
 	remora_mpu_create(&mb->mpu, &c);

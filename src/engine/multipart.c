@@ -23,10 +23,14 @@
  *
  *-------------------------------------------------------------------------
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* strcasestr */
+#endif
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "engine/multipart.h"
 #include "engine/s3xml.h"
@@ -116,12 +120,47 @@ remora_mpu_part(const Multipart *mp, int partno, const char *data, size_t len,
 	c->call.payload_sha256 = sha_hex;
 }
 
+/*
+ * A store whose part limit is below S3's 10,000 refuses a part number
+ * above it with 400 InvalidArgument naming partNumber (Swift's S3 API:
+ * 1,000).  Nothing is gained by another attempt, and the store's own
+ * words do not say what to change: say it, and fail at once.
+ */
+static void
+part_limit_refused(const Request *req, RemoraTaskError *err, const char *what)
+{
+	char *name;
+	char *value;
+	bool  part;
+
+	if (req->status != 400 || strcmp(err->s3_code, "InvalidArgument") != 0 ||
+		req->body == NULL)
+		return;
+	name = remora_s3xml_text(req->body, req->body_len, "ArgumentName", NULL);
+	part = name != NULL ? strcasecmp(name, "partNumber") == 0
+						: strcasestr(err->message, "part number") != NULL;
+	free(name);
+	if (!part)
+		return;
+	value = remora_s3xml_text(req->body, req->body_len, "ArgumentValue", NULL);
+	remora_error_set(err, REMORA_ERR_S3, false, req->status,
+					 "%s: the store refused part number %.20s: its part limit "
+					 "was reached; set remora.max_upload_parts to the most "
+					 "parts the store takes in one upload",
+					 what, value && value[0] ? value : "(not given)");
+	snprintf(err->s3_code, sizeof(err->s3_code), "InvalidArgument");
+	free(value);
+}
+
 /* The answer to PART: its canonical ETag, or false with err set. */
 bool
 remora_mpu_part_etag(const Request *req, CURLcode rc, char *etag,
 					 size_t etaglen, RemoraTaskError *err, const char *what)
 {
-	return remora_s3_put_etag(req, rc, etag, etaglen, err, what);
+	if (remora_s3_put_etag(req, rc, etag, etaglen, err, what))
+		return true;
+	part_limit_refused(req, err, what);
+	return false;
 }
 
 /* Keep part partno's ETag for COMPLETE; false: out of memory. */
@@ -193,7 +232,10 @@ remora_mpu_copied(const Request *req, CURLcode rc, RemoraTaskError *err,
 				  const char *what)
 {
 	if (remora_s3_failed(req, rc, err, what))
+	{
+		part_limit_refused(req, err, what);
 		return NULL;
+	}
 	return remora_s3_answer_etag(req, "CopyPartResult", err, what);
 }
 

@@ -91,6 +91,10 @@ check_source_response(Transfer *task, Request *req)
 	}
 	task->probe_end = -1;
 	task->total = req->hdr.content_length;
+	/* the size is known now: parts the store's limit holds */
+	if (task->total >= 0 && task->nparts == 0 &&
+		!remora_xfer_fit_parts(task, task->total))
+		return false;
 	if (task->fill && task->fill->len == 0)
 		remora_xfer_begin_buffer(task, task->fill); /* the size is known now */
 	snprintf(task->etag, sizeof(task->etag), "%s", req->hdr.etag);
@@ -117,8 +121,7 @@ source_data(Request *req, char *ptr, size_t len)
 	 * (A buffer that is exactly full is sealed only when more bytes come,
 	 * so that an object of exactly one part size is one PUT.)
 	 */
-	if (task->fill->len + len - (size_t) task->skip >
-			task->base.engine->part_size &&
+	if (task->fill->len + len - (size_t) task->skip > task->part_size &&
 		remora_xfer_free_buffer(task) == NULL)
 	{
 		task->paused = true;
@@ -134,7 +137,7 @@ source_data(Request *req, char *ptr, size_t len)
 		size_t room;
 		size_t n;
 
-		if (task->fill->len == task->base.engine->part_size)
+		if (task->fill->len == task->part_size)
 		{
 			Buffer *full = task->fill;
 			Buffer *next = remora_xfer_free_buffer(task);
@@ -143,7 +146,7 @@ source_data(Request *req, char *ptr, size_t len)
 				return 0;
 			remora_xfer_begin_buffer(task, next);
 		}
-		room = task->base.engine->part_size - task->fill->len;
+		room = task->part_size - task->fill->len;
 		n = len - used < room ? len - used : room;
 		remora_xfer_take(task, ptr + used, n);
 		used += n;
@@ -520,6 +523,7 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	task->fencing_token = spec->fencing_token;
 	task->total = -1;
 	task->probe_end = -1;
+	task->part_size = engine->part_size;
 	remora_xfer_adapt_init(task, spec->connections);
 	/* ranges: a buffer each (at most), and a few for uploads and waiting parts
 	 */
@@ -538,7 +542,7 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	{
 		/* the ranges' own buffers are allocated when first used */
 		if (i <= REMORA_PARTS_IN_FLIGHT)
-			task->bufs[i].data = malloc(engine->part_size);
+			task->bufs[i].data = malloc(task->part_size);
 		task->bufs[i].sha = EVP_MD_CTX_new();
 		ok = ok && task->bufs[i].sha &&
 			 (task->bufs[i].data || i > REMORA_PARTS_IN_FLIGHT);
@@ -560,8 +564,14 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 			REMORA_MAX_S3_KEY_LEN);
 		return &task->base;
 	}
+	/* a listed member's size is known: parts the store's limit holds */
+	if (task->expected_size >= 0 &&
+		!remora_xfer_fit_parts(task, task->expected_size))
+		return &task->base;
 
 	remora_xfer_adopt_resume(task, spec->resume);
+	if (task->status.state != REMORA_TASK_RUNNING)
+		return &task->base;
 	if (task->reuse_key != NULL)
 		remora_xfer_reuse_start(task);
 	else

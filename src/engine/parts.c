@@ -216,6 +216,9 @@ part_done(Request *req, CURLcode rc)
  * A full (or the last) buffer becomes the next part: record it, with the
  * hash state after it.  Its upload starts in remora_xfer_pump(), because
  * this may run inside a curl callback, where no transfer may be started.
+ * A part above the store's limit is never sent: with the size known the
+ * parts were sized to fit (remora_xfer_fit_parts), so only a source that
+ * did not say its size gets here.
  */
 bool
 remora_xfer_seal_part(Transfer *task, Buffer *buf)
@@ -224,12 +227,19 @@ remora_xfer_seal_part(Transfer *task, Buffer *buf)
 	Part *part;
 	char  sha_state[128];
 
-	if (partno > REMORA_MAX_PARTS || (part = part_at(task, partno)) == NULL)
+	if (partno > task->base.engine->max_parts)
 	{
-		remora_fail(
-			&task->status, REMORA_ERR_SIZE, false, 0,
-			"the object needs more than %d parts; raise remora.part_size",
-			REMORA_MAX_PARTS);
+		remora_fail(&task->status, REMORA_ERR_SIZE, false, 0,
+					"the object needs more than %d parts of %zu bytes, the "
+					"store's limit (remora.max_upload_parts), and the source "
+					"did not say its size in advance; raise remora.part_size",
+					task->base.engine->max_parts, task->part_size);
+		return false;
+	}
+	if ((part = part_at(task, partno)) == NULL)
+	{
+		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+					"out of memory");
 		return false;
 	}
 	part->size = (int64_t) buf->len;
@@ -238,6 +248,93 @@ remora_xfer_seal_part(Transfer *task, Buffer *buf)
 	buf->partno = partno;
 	buf->sealed = true;
 	return true;
+}
+
+/*
+ * Parts (and buffers) of ps bytes from now on: the buffers allocated so
+ * far are allocated again at that size.  Only while no buffer holds a
+ * byte, a GET or an upload (before the source's first byte).  False: the
+ * task failed.
+ */
+static bool
+set_part_size(Transfer *task, int64_t ps)
+{
+	if ((size_t) ps == task->part_size)
+		return true;
+	for (int i = 0; i < task->nbufs; i++)
+	{
+		Buffer *b = &task->bufs[i];
+
+		if (b->busy || b->sealed || b->ranging || b->complete || b->again ||
+			b->len > 0)
+		{
+			remora_fail(&task->status, REMORA_ERR_INTERNAL, false, 0,
+						"the part size cannot change while parts are on "
+						"their way");
+			return false;
+		}
+	}
+	task->part_size = (size_t) ps;
+	for (int i = 0; i < task->nbufs; i++)
+		if (task->bufs[i].data != NULL)
+		{
+			free(task->bufs[i].data);
+			if ((task->bufs[i].data = malloc(task->part_size)) == NULL)
+			{
+				remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+							"out of memory");
+				return false;
+			}
+		}
+	return true;
+}
+
+/*
+ * The object is size bytes and none of it is in a part yet: parts of
+ * remora.part_size, or larger so that the store's limit holds it.  False:
+ * no part size does (the task failed).
+ */
+bool
+remora_xfer_fit_parts(Transfer *task, int64_t size)
+{
+	RemoraEngine *e = task->base.engine;
+	int64_t       ps =
+		remora_part_size_fit(size, (int64_t) e->part_size, e->max_parts);
+
+	if (ps < 0)
+	{
+		remora_fail(&task->status, REMORA_ERR_SIZE, false, 0,
+					"the object of %" PRId64 " bytes needs more than %d parts "
+					"of at most 5 GiB; raise remora.max_upload_parts if the "
+					"store takes more",
+					size, e->max_parts);
+		return false;
+	}
+	return set_part_size(task, ps);
+}
+
+/*
+ * A resume goes on with the part size its checkpoint's parts were cut to
+ * (a checkpoint from before parts were sized to the store's limit too),
+ * or larger parts for the rest when the limit would not hold it so.
+ * False: it cannot (the attempt restarts, or failed).
+ */
+static bool
+resume_part_size(Transfer *task, const RemoraResume *r, int64_t offset)
+{
+	RemoraEngine *e = task->base.engine;
+	int64_t       base = r->nparts > 1 || offset < r->size ? r->parts[0].size
+														   : (int64_t) e->part_size;
+	int64_t       ps =
+		remora_part_size_fit(r->size - offset, base, e->max_parts - r->nparts);
+
+	if (ps < 0)
+	{
+		remora_xfer_restart(task, "the checkpoint's parts leave too few of "
+								  "remora.max_upload_parts for the rest");
+		return false;
+	}
+	return set_part_size(task, ps);
 }
 
 /*
@@ -330,7 +427,7 @@ remora_xfer_begin_buffer(Transfer *task, Buffer *b)
 	int64_t size = task->total >= 0 ? task->total : task->expected_size;
 
 	b->len = 0;
-	b->hashing = size < 0 || size > (int64_t) task->base.engine->part_size;
+	b->hashing = size < 0 || size > (int64_t) task->part_size;
 	if (b->hashing)
 		EVP_DigestInit_ex(b->sha, EVP_sha256(), NULL);
 	task->fill = b;
@@ -430,6 +527,8 @@ remora_xfer_adopt_resume(Transfer *task, const RemoraResume *r)
 			task, "the checkpoint's hash state does not match its parts");
 		return;
 	}
+	if (!resume_part_size(task, r, offset))
+		return;
 	task->reuse_key = remora_xstrdup(r->upload_key);
 	task->lost.key = task->reuse_key;
 	task->lost.upload_id = remora_xstrdup(r->upload_id);

@@ -118,7 +118,7 @@ remora_xfer_source_http_failed(Transfer *task, Request *req)
 int64_t
 remora_xfer_probe_end(const Transfer *task)
 {
-	int64_t part = (int64_t) task->base.engine->part_size;
+	int64_t part = (int64_t) task->part_size;
 
 	if (task->connections <= 1 || task->no_ranges)
 		return -1;
@@ -167,7 +167,7 @@ bool
 remora_xfer_ranges_begin(Transfer *task, Request *req)
 {
 	int64_t start, end, total;
-	int64_t part = (int64_t) task->base.engine->part_size;
+	int64_t part = (int64_t) task->part_size;
 	int64_t nseg;
 
 	if (!remora_http_content_range(req->hdr.content_range, &start, &end,
@@ -187,13 +187,22 @@ remora_xfer_ranges_begin(Transfer *task, Request *req)
 		task->rerequest = true;
 		return false;
 	}
-	nseg = (total - task->offset + part - 1) / part;
-	if (task->nparts + nseg > REMORA_MAX_PARTS)
+	if (task->offset == 0 && task->nparts == 0 &&
+		remora_part_size_fit(total, (int64_t) task->base.engine->part_size,
+							 task->base.engine->max_parts) != part)
 	{
-		remora_fail(
-			&task->status, REMORA_ERR_SIZE, false, 0,
-			"the object needs more than %d parts; raise remora.part_size",
-			REMORA_MAX_PARTS);
+		/* parts the store's limit holds: ask again for a part of that size */
+		if (remora_xfer_fit_parts(task, total))
+			task->rerequest = true;
+		return false;
+	}
+	nseg = (total - task->offset + part - 1) / part;
+	if (task->nparts + nseg > task->base.engine->max_parts)
+	{
+		remora_fail(&task->status, REMORA_ERR_SIZE, false, 0,
+					"the object needs more than %d parts, the store's limit "
+					"(remora.max_upload_parts)",
+					task->base.engine->max_parts);
 		return false;
 	}
 	task->ranged = true;
@@ -209,7 +218,7 @@ remora_xfer_ranges_begin(Transfer *task, Request *req)
 static void
 range_of(const Transfer *task, int segno, int64_t *first, int64_t *last)
 {
-	int64_t part = (int64_t) task->base.engine->part_size;
+	int64_t part = (int64_t) task->part_size;
 
 	*first = task->range_base + (int64_t) (segno - task->range_seg - 1) * part;
 	*last = *first + part < task->total ? *first + part - 1 : task->total - 1;
@@ -421,8 +430,7 @@ range_buffer(Transfer *task)
 		if (b->busy || b->sealed || b->ranging || b->complete || b->again ||
 			b == task->fill)
 			continue;
-		if (b->data == NULL &&
-			(b->data = malloc(task->base.engine->part_size)) == NULL)
+		if (b->data == NULL && (b->data = malloc(task->part_size)) == NULL)
 		{
 			remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
 						"out of memory");

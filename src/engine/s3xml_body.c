@@ -17,9 +17,13 @@
 #include <stdio.h>
 #include <string.h>
 
-/* S3's limits: DeleteObjects takes 1000 keys, an upload 10000 parts. */
+/*
+ * S3's limits: DeleteObjects takes 1000 keys, an upload 10000 parts
+ * (REMORA_MAX_PARTS; a store's own may be lower: the callers size parts to
+ * remora.max_upload_parts).
+ */
 #define MAX_DELETE_KEYS 1000
-#define MAX_PARTS       10000
+#define MAX_PARTS       REMORA_MAX_PARTS
 
 /*
  * Length of the UTF-8 sequence at s (before end) if it encodes an XML 1.0

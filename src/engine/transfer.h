@@ -29,6 +29,7 @@
 #include "engine/adapt.h"
 #include "engine/engine_int.h"
 #include "engine/multipart.h"
+#include "engine/partsize.h"
 
 #define COPIES_IN_FLIGHT 4
 #define LIST_TRIES       3 /* reuse.c: lists of the lost upload at most */
@@ -104,6 +105,7 @@ typedef struct Transfer
 	char   *auth_host;
 	char   *if_match;
 	int64_t expected_size; /* -1: unknown */
+	size_t  part_size;     /* of this upload's parts and buffers (partsize.h) */
 
 	/* the source */
 	Request *src;
@@ -264,6 +266,7 @@ extern void    remora_xfer_restart(Transfer *task, const char *why);
 extern void    remora_xfer_drop_parts(Transfer *task);
 extern Buffer *remora_xfer_free_buffer(Transfer *task);
 extern bool    remora_xfer_seal_part(Transfer *task, Buffer *buf);
+extern bool    remora_xfer_fit_parts(Transfer *task, int64_t size);
 extern void    remora_xfer_upload_part(Transfer *task, Buffer *buf);
 extern void    remora_xfer_pump(Transfer *task);
 extern void    remora_xfer_take(Transfer *task, const char *p, size_t n);

@@ -50,6 +50,7 @@ int   remora_part_size_kb = 16 * 1024;
 int   remora_object_connections = 4;
 int   remora_max_connections_per_host = 16;
 int   remora_export_copy_cutoff_kb = 5 * 1024 * 1024;
+int   remora_max_upload_parts = 10000;
 char *remora_allow_networks = NULL;
 char *remora_allow_ports = NULL;
 char *remora_deny_networks = NULL;
@@ -319,6 +320,14 @@ remora_define_gucs(void)
 							NULL, &remora_part_size_kb, 16 * 1024, 5 * 1024,
 							5 * 1024 * 1024, PGC_SIGHUP, GUC_UNIT_KB, NULL,
 							NULL, NULL);
+
+	DefineCustomIntVariable(
+		"remora.max_upload_parts",
+		"The most parts the target store takes in one multipart upload.",
+		"An object that remora.part_size would cut into more gets larger "
+		"parts.  S3 takes 10000; Swift's S3 API 1000.",
+		&remora_max_upload_parts, 10000, 1, 10000, PGC_SIGHUP, 0, NULL, NULL,
+		NULL);
 
 	DefineCustomIntVariable(
 		"remora.object_connections",

@@ -44,6 +44,7 @@ extern int   remora_part_size_kb;
 extern int   remora_object_connections;
 extern int   remora_max_connections_per_host;
 extern int   remora_export_copy_cutoff_kb;
+extern int   remora_max_upload_parts;
 extern char *remora_allow_networks;
 extern char *remora_allow_ports;
 extern char *remora_deny_networks;

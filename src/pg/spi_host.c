@@ -175,6 +175,7 @@ spi_new_engine(void *host)
 	memset(&cfg, 0, sizeof(cfg));
 	remora_target_config(&cfg.target);
 	cfg.part_size = (size_t) remora_part_size_kb * 1024;
+	cfg.max_upload_parts = remora_max_upload_parts;
 	cfg.export_copy_cutoff = (int64_t) remora_export_copy_cutoff_kb * 1024;
 	cfg.allow_networks = remora_allow_networks;
 	cfg.deny_networks = remora_deny_networks;

@@ -47,7 +47,7 @@
 
 PG_FUNCTION_INFO_V1(remora_worker_settings);
 
-#define NCOLS 24
+#define NCOLS 25
 
 static char *
 int_text(int64 v)
@@ -187,6 +187,7 @@ remora_worker_settings(PG_FUNCTION_ARGS)
 	values[i++] = int_text(remora_object_connections);
 	values[i++] = int_text(remora_max_connections_per_host);
 	values[i++] = int_text((int64) remora_export_copy_cutoff_kb * 1024);
+	values[i++] = int_text(remora_max_upload_parts);
 	Assert(i == NCOLS);
 
 	meta = TupleDescGetAttInMetadata(BlessTupleDesc(desc));

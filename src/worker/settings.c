@@ -42,7 +42,8 @@ static const char *const names[REMORA_WSETTINGS_N] = {
 	"no_proxy",
 	"object_connections",
 	"max_connections_per_host",
-	"export_copy_cutoff"};
+	"export_copy_cutoff",
+	"max_upload_parts"};
 
 void
 remora_settings_free(RemoraWorkerSettings *s)
@@ -157,4 +158,5 @@ remora_settings_engine_config(const RemoraWorkerSettings *s,
 		atoi(remora_setting(s, "max_connections_per_host"));
 	cfg->export_copy_cutoff =
 		strtoll(remora_setting(s, "export_copy_cutoff"), NULL, 10);
+	cfg->max_upload_parts = atoi(remora_setting(s, "max_upload_parts"));
 }

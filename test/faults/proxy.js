@@ -41,7 +41,9 @@
 //               a server that ignores If-Range)
 //   bigheader   answer 200 with a 256 KiB response header
 //   s3body:NAME:NNN  answer NNN with a hostile XML body: bomb (nested
-//               entities), xxe (an external entity), deep (deep nesting)
+//               entities), xxe (an external entity), deep (deep nesting);
+//               or partlimit, the InvalidArgument naming partNumber that
+//               Swift's S3 API answers to a part past its limit
 //   redirect:URL  answer 302 with Location: URL (the rest of the action)
 //   badetag     forward, with an ETag whose bytes are not UTF-8 and hold a
 //               control character (a tab)
@@ -263,6 +265,12 @@ const server = http.createServer((req, res) => {
           '<?xml version="1.0"?><!DOCTYPE r [<!ENTITY x SYSTEM "file:///etc/passwd">]>' +
           '<Error><Code>&x;</Code><Message>&x;</Message></Error>',
         deep: '<Error>' + '<a>'.repeat(100000) + '</Error>',
+        partlimit:
+          '<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidArgument</Code>' +
+          '<Message>Part number must be an integer between 1 and 1000, inclusive</Message>' +
+          '<ArgumentName>partNumber</ArgumentName><ArgumentValue>' +
+          (new URL(req.url, 'http://x').searchParams.get('partNumber') || '') +
+          '</ArgumentValue><RequestId>fault</RequestId></Error>',
       }
       req.resume()
       res.writeHead(Number(status || 200), { 'Content-Type': 'application/xml' })

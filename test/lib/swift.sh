@@ -27,7 +27,9 @@
 #
 #   start_swift DIR PORT ACCESS_KEY SECRET BUCKET...
 #
-# starts it with S3 on http://127.0.0.1:PORT, a tempauth user whose S3
+# starts it with S3 on http://127.0.0.1:PORT (taking at most
+# SWIFT_MAX_UPLOAD_PARTS parts in one upload, if set: s3api's
+# max_upload_part_num, 1,000 by default), a tempauth user whose S3
 # key is ACCESS_KEY ("account:user", tempauth's form) with SECRET (and a
 # second user of the same account, SWIFT_SECOND_KEY with
 # SWIFT_SECOND_SECRET, if they are set: tempauth reads its users only
@@ -135,6 +137,7 @@ account_autocreate = true
 [filter:s3api]
 use = egg:swift#s3api
 location = us-east-1
+max_upload_part_num = ${SWIFT_MAX_UPLOAD_PARTS:-1000}
 
 [filter:tempauth]
 use = egg:swift#tempauth

@@ -274,6 +274,157 @@ test_nothing_to_reuse(void)
 	remora_engine_free(e);
 }
 
+/* ---------------------------------------------- the store's part limit */
+
+/* An engine of part_size parts for a store of max_parts (0: S3's). */
+static RemoraEngine *
+engine_with(size_t part_size, int max_parts)
+{
+	RemoraEngineConfig cfg;
+	char               endpoint[64], err[256];
+
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", store.port);
+	engine_config(&cfg, endpoint, true);
+	cfg.part_size = part_size;
+	cfg.max_upload_parts = max_parts;
+	cfg.allow_networks = "127.0.0.0/8";
+	cfg.connect_timeout_ms = 2000;
+	cfg.stall_timeout_ms = 2000;
+	return remora_engine_new(&cfg, err, sizeof(err));
+}
+
+/*
+ * A lost attempt of parts of PART by an engine of S3's limit (as before
+ * the limit was a setting): its checkpoint, and the bytes it validated.
+ */
+static RemoraResume *
+lost_attempt(const char *attempt, int64_t *done)
+{
+	RemoraEngine *e = engine_with(PART, 0);
+	RemoraTask   *a = start(e, attempt, NULL);
+	RemoraResume *r = until_parts(e, a, 2);
+
+	*done = 0;
+	for (int i = 0; r != NULL && i < r->nparts; i++)
+		*done += r->parts[i].size;
+	remora_task_abort(a, false); /* handed back: its upload stays */
+	remora_task_free(a);
+	remora_engine_free(e);
+	return r;
+}
+
+/* ceil(n / part) */
+static long
+parts_for(int64_t n, int64_t part)
+{
+	return (long) ((n + part - 1) / part);
+}
+
+/*
+ * Seven parts of PART do not fit a store of three: the object's size
+ * (Content-Length) makes them 1 MiB, so the object is one PUT.
+ */
+static void
+test_limit_grows_parts(void)
+{
+	RemoraEngine *e = engine_with(PART, 3);
+	RemoraTask   *t;
+
+	CHECK(e != NULL, "an engine for a store of 3 parts");
+	if (e == NULL)
+		return;
+	server_reset();
+	t = start(e, "l1", NULL);
+	CHECK(finish(e, t) == REMORA_TASK_SUCCEEDED && member_is_source(t) &&
+			  store.part_puts == 0 && store.completes == 0 &&
+			  store.put_bytes > OBJ_SIZE,
+		  "limit 3: parts of 1 MiB, so one PUT of the object and its "
+		  "manifest (%d UploadParts, %ld bytes PUT)",
+		  store.part_puts, store.put_bytes);
+	remora_task_free(t);
+	remora_engine_free(e);
+	CHECK(engine_with(PART, REMORA_MAX_PARTS + 1) == NULL &&
+			  engine_with(PART, -1) == NULL,
+		  "a limit above 10,000 or below 1 is refused");
+}
+
+/*
+ * A replacement goes on with its checkpoint's part size, not the
+ * engine's (remora.part_size changed in between); a checkpoint made
+ * before the limit was a setting resumes.
+ */
+static void
+test_resume_keeps_part_size(void)
+{
+	int64_t       done;
+	RemoraResume *r = lost_attempt("k1", &done);
+	RemoraEngine *e = engine_with(2 * PART, 0);
+	RemoraTask   *b;
+
+	CHECK(r != NULL && done < OBJ_SIZE, "a checkpoint of parts");
+	if (r == NULL || done >= OBJ_SIZE)
+		return;
+	server_reset();
+	b = start(e, "k2", r);
+	CHECK(finish(e, b) == REMORA_TASK_SUCCEEDED && member_is_source(b) &&
+			  !remora_task_restarted(b, &(const char *){NULL}) &&
+			  store.part_copies == r->nparts &&
+			  store.part_puts == parts_for(OBJ_SIZE - done, PART),
+		  "the rest in parts of the checkpoint's %d bytes: %d UploadParts "
+		  "after %d copies",
+		  PART, store.part_puts, store.part_copies);
+	remora_task_free(b);
+	remora_resume_free(r);
+	remora_engine_free(e);
+}
+
+/*
+ * The store's limit was lowered since the checkpoint: the rest goes in
+ * larger parts when the parts left hold it, and the attempt restarts from
+ * zero, saying why, when none is left.
+ */
+static void
+test_resume_under_lower_limit(void)
+{
+	int64_t       done;
+	RemoraResume *r = lost_attempt("m1", &done);
+	RemoraEngine *e;
+	RemoraTask   *b;
+	const char   *why = NULL;
+
+	CHECK(r != NULL && done < OBJ_SIZE, "a checkpoint of parts");
+	if (r == NULL || done >= OBJ_SIZE)
+		return;
+	e = engine_with(PART, r->nparts + 1);
+	server_reset();
+	b = start(e, "m2", r);
+	CHECK(finish(e, b) == REMORA_TASK_SUCCEEDED && member_is_source(b) &&
+			  !remora_task_restarted(b, &(const char *){NULL}) &&
+			  store.part_copies == r->nparts && store.part_puts == 1 &&
+			  store.part_bytes == OBJ_SIZE - done,
+		  "one part left: the rest in one part (%d UploadParts, %ld bytes)",
+		  store.part_puts, store.part_bytes);
+	remora_task_free(b);
+	remora_resume_free(r);
+	remora_engine_free(e);
+
+	r = lost_attempt("m3", &done);
+	CHECK(r != NULL, "another checkpoint of parts");
+	if (r == NULL)
+		return;
+	e = engine_with(PART, r->nparts);
+	server_reset();
+	b = start(e, "m4", r);
+	CHECK(finish(e, b) == REMORA_TASK_SUCCEEDED && member_is_source(b) &&
+			  remora_task_restarted(b, &why) && why &&
+			  strstr(why, "remora.max_upload_parts") != NULL &&
+			  store.source_from == 0 && store.part_copies == 0,
+		  "no part left: restarted from zero (%s)", why ? why : "");
+	remora_task_free(b);
+	remora_resume_free(r);
+	remora_engine_free(e);
+}
+
 int
 main(void)
 {
@@ -282,7 +433,10 @@ main(void)
 										  test_parts_past_checkpoint,
 										  test_listed_part_differs,
 										  test_condition_refused,
-										  test_nothing_to_reuse};
+										  test_nothing_to_reuse,
+										  test_limit_grows_parts,
+										  test_resume_keeps_part_size,
+										  test_resume_under_lower_limit};
 
 	if (!reuse_run(tests, sizeof(tests) / sizeof(tests[0])))
 		CHECK(false, "the test server starts");
