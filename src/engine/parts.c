@@ -85,8 +85,7 @@ remora_xfer_free_buffer(Transfer *task)
 {
 	for (int i = 0; i <= REMORA_PARTS_IN_FLIGHT; i++)
 		if (!task->bufs[i].busy && !task->bufs[i].sealed &&
-			!task->bufs[i].ranging && !task->bufs[i].complete &&
-			!task->bufs[i].again && &task->bufs[i] != task->fill)
+			!task->bufs[i].ranging && &task->bufs[i] != task->fill)
 			return &task->bufs[i];
 	return NULL;
 }
