@@ -4,29 +4,33 @@
  *	  Source requests of a member transfer, and a large object fetched as
  *	  ranged GETs in parallel.
  *
- * With connections > 1 the first GET asks for the first missing part
- * only (Range: bytes=<offset>-<offset + part size - 1>).  Its answer says
- * what the source does:
+ * With connections > 1 the first GET asks for the first sub-range of the
+ * first missing part only (Range: bytes=<offset>-<offset + sub-range - 1>;
+ * subranges.h says how long).  Its answer says what the source does:
  *
  *	  200		no ranges: the whole object in this one GET, as with one
  *				connection
  *	  206, the	the object's size (Content-Range) and validators; the rest
- *	  part	comes as one ranged GET per part, up to `connections` at
- *				once, each checked against them (If-Match, or
+ *	  sub-range	comes as one ranged GET per sub-range, up to `connections`
+ *				at once, each checked against them (If-Match, or
  *				If-Unmodified-Since without a strong ETag, and the answer's
  *				Content-Range, ETag or Last-Modified compared here)
- *	  206, all	the object fits in that part: as with one connection
+ *	  206, all	the object fits in that sub-range: as with one connection
  *
- * The SHA-256 is over the object in order: a part whose GET ends before
- * those in front of it waits in its buffer, unhashed, and is hashed, sealed
- * and PUT once they are.  So checkpoints (the run of acknowledged parts
- * from the first) are exactly those of one GET, and a replacement resumes
- * the same way.  Ranges are asked for in order, so the part to hash
- * next always has a buffer: at most connections + REMORA_PARTS_IN_FLIGHT
- * buffers of the part size.  A range that does not match (another size,
- * range or validator; 412; 200) means the source changed under us: the
- * attempt fails, retryably, and the next one's resume check restarts from
- * zero and says why.  No mixed bytes are ever hashed into one member.
+ * Sub-ranges are asked for in order, part by part; those of one part fill
+ * its buffer at their offsets, the first GET's the first part's.  The
+ * SHA-256 is over the object in order: a sub-range whose GET ends before
+ * those in front of it waits in its part's buffer, unhashed, and is hashed
+ * once they are; a part all hashed is sealed and PUT (the last one ends
+ * the source: one PUT when it is the whole object).  So checkpoints (the
+ * run of acknowledged parts from the first) are exactly those of one GET,
+ * and a replacement resumes the same way: sub-ranges of a part not yet
+ * uploaded are read again.  The part to hash next always has a buffer: at
+ * most connections + REMORA_PARTS_IN_FLIGHT buffers of the part size, one
+ * per part in flight.  A range that does not match (another size, range
+ * or validator; 412; 200) means the source changed under us: the attempt
+ * fails, retryably, and the next one's resume check restarts from zero
+ * and says why.  No mixed bytes are ever hashed into one member.
  *
  *-------------------------------------------------------------------------
  */

@@ -8,7 +8,8 @@
  *	  reuse.c     a replacement's reuse of the parts of the lost attempt's
  *	              upload (complete it, copy its parts into this one's)
  *	  ranges.c    source requests; the rest of a large object as ranged
- *	              GETs in parallel, hashed in order
+ *	              GETs of sub-ranges in parallel (subranges.h), hashed in
+ *	              order
  *	  parts.c     buffers, the attempt's multipart upload and its parts,
  *	              resumes adopted, checkpoints
  *	  assemble.c  the member object (one PUT, or the upload completed) and,
