@@ -4,8 +4,10 @@
 # adaptive.sh: adaptive connections per object (src/engine/adapt.h) at
 # the default settings, against the fixed count of before and rclone.
 #
-# nginx serves random data at /capped/ with `limit_rate` per connection
-# and at /open/ without; the engine (test/engine/fetch, -O2, part size
+# Random data is served capped per connection at /capped/ by
+# test/lib/paced_source.py (nginx's limit_rate caps a request and lets each
+# one send its first second's worth at once: ranges shorter than that
+# would not be capped at all) and uncapped at /open/ by nginx; the engine (test/engine/fetch, -O2, part size
 # 16 MiB and 16 connections a host as the defaults) copies it into the
 # test S3 server, all on 127.0.0.1:
 #
@@ -105,7 +107,6 @@ http {
 	sendfile on;
 	server {
 		listen 127.0.0.1:$NGINX_PORT;
-		location /capped/ { alias $WWW/; limit_rate $RATE; }
 		location /open/ { alias $WWW/; }
 	}
 }
@@ -113,6 +114,10 @@ CONF
 nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' >"$WORK/nginx/out" 2>&1 &
 echo $! >>"$SERVICES_DIR/pids"
 wait_port "$NGINX_PORT"
+PACED_PORT=$(free_port)
+python3 "$ROOT/test/lib/paced_source.py" "$WWW" "$PACED_PORT" "$(bytes "$RATE")" >"$WORK/paced.out" 2>&1 &
+echo $! >>"$SERVICES_DIR/pids"
+wait_port "$PACED_PORT"
 BUCKET=bench
 start_s3 "$WORK/s3" "$S3_PORT" "$BUCKET"
 EP="http://127.0.0.1:$S3_PORT"
@@ -143,6 +148,7 @@ run() {
 	file=${c%-*}   # small-capped -> small
 	path=${c#*-}   # -> capped
 	url="http://127.0.0.1:$NGINX_PORT/$path/$file"
+	[ "$path" = capped ] && url="http://127.0.0.1:$PACED_PORT/$path/$file"
 	case $m in
 	A | B | P4)
 		key="runs/$c$m$n/data/obj.bin"
@@ -199,8 +205,9 @@ S=$(med "small-capped A")
 	echo "$SECTION"
 	echo
 	echo "Measured $(date -u +%Y-%m-%d) with \`bench/adaptive.sh --size $SIZE --big $BIG --rate $RATE --runs $RUNS${BASE:+ --baseline $BASE}\`:"
-	echo "random data served by nginx $(nginx -v 2>&1 | cut -d/ -f2), at \`/capped/\` with \`limit_rate $RATE\` per"
-	echo "connection and at \`/open/\` without, copied into s3rver, all on 127.0.0.1; $RUNS"
+	echo "random data served at \`/capped/\` by \`test/lib/paced_source.py\`, $RATE/s per connection however"
+	echo "its bytes are split into requests, and at \`/open/\` by nginx $(nginx -v 2>&1 | cut -d/ -f2) without a cap,"
+	echo "copied into s3rver, all on 127.0.0.1; $RUNS"
 	echo "interleaved rounds, every copy read back and its SHA-256 checked.  The engine"
 	echo "runs as \`test/engine/fetch\` (\`gcc -O2\`) at the defaults (part size $PART, 16"
 	echo "connections a host) at commit $(git -C "$ROOT" rev-parse --short HEAD): A adapts"
