@@ -4,23 +4,28 @@
 # adaptive.sh: adaptive connections per object (src/engine/adapt.h) at
 # the default settings, against the fixed count of before and rclone.
 #
-# nginx serves random data at /capped/ with `limit_rate` per connection
-# and at /open/ without; the engine (test/engine/fetch, -O2, part size
+# Random data is served capped per connection at /capped/ by
+# test/lib/paced_source.py (nginx's limit_rate caps a request and lets each
+# one send its first second's worth at once: ranges shorter than that
+# would not be capped at all) and uncapped at /open/ by nginx; the engine (test/engine/fetch, -O2, part size
 # 16 MiB and 16 connections a host as the defaults) copies it into the
 # test S3 server, all on 127.0.0.1:
 #
 #   A    adaptive (REMORA_CONNECTIONS=adapt: what a job without
 #        options.connections gets: from remora.object_connections, 4)
 #   P4   pinned at 4 (options.connections 4: the fixed count of before)
-#   D    rclone copyurl (one stream), capped source, SIZE only
+#   B    adaptive, the engine of another commit (--baseline REV), to
+#        compare before and after in the same run on a busy machine
+#   D    rclone copyurl (one stream), SIZE capped and BIG open
 #
-# Cases: SIZE capped (A P4 D), BIG capped (A P4) and BIG open (A P4),
-# interleaved for RUNS rounds; every copy read back with the AWS CLI and
+# Cases: SIZE capped (A B P4 D), BIG capped (A B P4) and BIG open
+# (A B P4 D), interleaved for RUNS rounds (B only with --baseline); every copy read back with the AWS CLI and
 # its SHA-256 compared.  Medians of wall seconds; the engine's changes of
 # the count (its log lines) in round 1 become doc/adaptive-connections.png.
 #
 # Usage (root, Debian 12; about 7 minutes):
-#   bench/adaptive.sh [--size 64M] [--big 256M] [--rate 2m] [--runs 3] [--write]
+#   bench/adaptive.sh [--size 64M] [--big 256M] [--rate 2m] [--runs 3]
+#                     [--baseline REV] [--write]
 # --write puts the report into doc/benchmarks.md under "## Adaptive
 # connections per object" (replacing that section), and the plot.
 #
@@ -34,13 +39,15 @@ RATE=2m
 RUNS=3
 PART=16M
 WRITE=0
-usage="usage: bench/adaptive.sh [--size 64M] [--big 256M] [--rate 2m] [--runs 3] [--write]"
+BASE=
+usage="usage: bench/adaptive.sh [--size 64M] [--big 256M] [--rate 2m] [--runs 3] [--baseline REV] [--write]"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--size) SIZE=$2; shift 2 ;;
 	--big) BIG=$2; shift 2 ;;
 	--rate) RATE=$2; shift 2 ;;
 	--runs) RUNS=$2; shift 2 ;;
+	--baseline) BASE=$2; shift 2 ;;
 	--write) WRITE=1; shift ;;
 	*) echo "$usage" >&2; exit 2 ;;
 	esac
@@ -62,12 +69,23 @@ chmod 755 "$WORK"
 SERVICES_DIR=$WORK
 trap 'stop_services; rm -rf "$WORK"' EXIT
 
+# build_fetch DIR OUT: test/engine/fetch of the checkout in DIR, -O2
+build_fetch() {
+	# shellcheck disable=SC2046
+	(cd "$1" && gcc -O2 -Isrc $(pkg-config --cflags libcurl openssl libxml-2.0) -o "$2" \
+		test/engine/fetch.c src/engine/*.c $(pkg-config --libs libcurl openssl libxml-2.0)) ||
+		die "could not build fetch in $1"
+}
 log "building test/engine/fetch.c with -O2"
 FETCH=$WORK/fetch
-# shellcheck disable=SC2046
-(cd "$ROOT" && gcc -O2 -Isrc $(pkg-config --cflags libcurl openssl libxml-2.0) -o "$FETCH" \
-	test/engine/fetch.c src/engine/*.c $(pkg-config --libs libcurl openssl libxml-2.0)) ||
-	die "could not build fetch"
+build_fetch "$ROOT" "$FETCH"
+if [ -n "$BASE" ]; then
+	log "building the baseline's ($BASE) test/engine/fetch.c with -O2"
+	mkdir -p "$WORK/base"
+	git -C "$ROOT" archive "$BASE" src test/engine | tar -x -C "$WORK/base" ||
+		die "no commit $BASE"
+	build_fetch "$WORK/base" "$WORK/fetch-base"
+fi
 
 NGINX_PORT=$(free_port)
 S3_PORT=$(free_port)
@@ -89,7 +107,6 @@ http {
 	sendfile on;
 	server {
 		listen 127.0.0.1:$NGINX_PORT;
-		location /capped/ { alias $WWW/; limit_rate $RATE; }
 		location /open/ { alias $WWW/; }
 	}
 }
@@ -97,6 +114,10 @@ CONF
 nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' >"$WORK/nginx/out" 2>&1 &
 echo $! >>"$SERVICES_DIR/pids"
 wait_port "$NGINX_PORT"
+PACED_PORT=$(free_port)
+python3 "$ROOT/test/lib/paced_source.py" "$WWW" "$PACED_PORT" "$(bytes "$RATE")" >"$WORK/paced.out" 2>&1 &
+echo $! >>"$SERVICES_DIR/pids"
+wait_port "$PACED_PORT"
 BUCKET=bench
 start_s3 "$WORK/s3" "$S3_PORT" "$BUCKET"
 EP="http://127.0.0.1:$S3_PORT"
@@ -127,12 +148,13 @@ run() {
 	file=${c%-*}   # small-capped -> small
 	path=${c#*-}   # -> capped
 	url="http://127.0.0.1:$NGINX_PORT/$path/$file"
+	[ "$path" = capped ] && url="http://127.0.0.1:$PACED_PORT/$path/$file"
 	case $m in
-	A | P4)
+	A | B | P4)
 		key="runs/$c$m$n/data/obj.bin"
-		REMORA_CONNECTIONS=$([ "$m" = A ] && echo adapt || echo 4) \
+		REMORA_CONNECTIONS=$([ "$m" = P4 ] && echo 4 || echo adapt) \
 			/usr/bin/time -f '%e' -o "$tf" \
-			"$FETCH" "$EP" "$BUCKET" "runs/$c$m$n/" "$url" obj.bin "$(bytes $PART)" \
+			"$([ "$m" = B ] && echo "$WORK/fetch-base" || echo "$FETCH")" "$EP" "$BUCKET" "runs/$c$m$n/" "$url" obj.bin "$(bytes $PART)" \
 			>/dev/null 2>"$WORK/err" || die "$c $m: $(tail -n 3 "$WORK/err")"
 		[ "$m" = A ] && [ "$n" = 1 ] && grep -F 'ranged connections' "$WORK/err" >"$WORK/$c.log"
 		;;
@@ -146,11 +168,12 @@ run() {
 	[ "$(aws --endpoint-url "$EP" s3 cp --only-show-errors "s3://$BUCKET/$key" - | sha256sum | cut -d' ' -f1)" = "${SHA[$file]}" ] ||
 		die "$c $m round $n: the copy's SHA-256 is not the source's"
 	aws --endpoint-url "$EP" s3 rm --quiet --recursive "s3://$BUCKET/runs/" >/dev/null 2>&1 || true
-	[ "$m" = A ] && [ "$n" = 1 ] && echo "$(cat "$tf")" >"$WORK/$c.wall"
+	[ "$m" = A ] && [ "$n" = 1 ] && cp "$tf" "$WORK/$c.wall"
 	cat "$tf"
 }
 
-CASES="small-capped:A,P4,D big-capped:A,P4 big-open:A,P4"
+CASES="small-capped:A,B,P4,D big-capped:A,B,P4 big-open:A,B,P4,D"
+[ -n "$BASE" ] || CASES=${CASES//,B/}
 declare -A WALLS
 for n in $(seq 1 "$RUNS"); do
 	for cm in $CASES; do
@@ -173,19 +196,24 @@ series() {
 most() { series "$1" | sort -k2,2n | tail -n 1 | cut -d' ' -f2; }
 for c in big-capped big-open small-capped; do series "$c" >"$WORK/$c.dat"; done
 
+# vs_base CASE: ", R× the baseline's" (A against B), or nothing
+vs_base() { [ -z "$BASE" ] || echo ", $(ratio "$(med "$1 B")" "$(med "$1 A")")× the baseline's"; }
+
 REPORT=$WORK/report.md
 S=$(med "small-capped A")
 {
 	echo "$SECTION"
 	echo
-	echo "Measured $(date -u +%Y-%m-%d) with \`bench/adaptive.sh --size $SIZE --big $BIG --rate $RATE --runs $RUNS\`:"
-	echo "random data served by nginx $(nginx -v 2>&1 | cut -d/ -f2), at \`/capped/\` with \`limit_rate $RATE\` per"
-	echo "connection and at \`/open/\` without, copied into s3rver, all on 127.0.0.1; $RUNS"
+	echo "Measured $(date -u +%Y-%m-%d) with \`bench/adaptive.sh --size $SIZE --big $BIG --rate $RATE --runs $RUNS${BASE:+ --baseline $BASE}\`:"
+	echo "random data served at \`/capped/\` by \`test/lib/paced_source.py\`, $RATE/s per connection however"
+	echo "its bytes are split into requests, and at \`/open/\` by nginx $(nginx -v 2>&1 | cut -d/ -f2) without a cap,"
+	echo "copied into s3rver, all on 127.0.0.1; $RUNS"
 	echo "interleaved rounds, every copy read back and its SHA-256 checked.  The engine"
 	echo "runs as \`test/engine/fetch\` (\`gcc -O2\`) at the defaults (part size $PART, 16"
 	echo "connections a host) at commit $(git -C "$ROOT" rev-parse --short HEAD): A adapts"
-	echo "(a job without \`options.connections\`, from \`remora.object_connections\` 4), P4 is"
-	echo "pinned at 4 (the default before); D is rclone $(rclone version | head -n 1 | cut -d' ' -f2) \`copyurl\`."
+	echo "(a job without \`options.connections\`, from \`remora.object_connections\` 4),"
+	[ -z "$BASE" ] || echo "B adapts as A with the engine of commit $(git -C "$ROOT" rev-parse --short "$BASE"),"
+	echo "P4 is pinned at 4 (the default before); D is rclone $(rclone version | head -n 1 | cut -d' ' -f2) \`copyurl\`."
 	echo "Machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end."
 	echo
 	echo "| Case | Method | Median wall s | Wall per run | Most connections (round 1) |"
@@ -202,11 +230,11 @@ S=$(med "small-capped A")
 	done
 	echo
 	echo "- $SIZE capped at $RATE/s a connection: adaptive $(ratio "$(med "small-capped D")" "$S")× rclone's speed,"
-	echo "  $(ratio "$(med "small-capped P4")" "$S")× the fixed four's.  At the default part size the object is"
-	echo "  $(($(bytes "$SIZE") / $(bytes $PART))) parts, and a range is a part: no more GETs can run at once than"
-	echo "  there are parts, so more connections cannot pay here."
-	echo "- $BIG capped: adaptive $(ratio "$(med "big-capped P4")" "$(med "big-capped A")")× the fixed four's speed."
-	echo "- $BIG uncapped (the store is the limit): adaptive $(ratio "$(med "big-open P4")" "$(med "big-open A")")× the fixed four's speed."
+	echo "  $(ratio "$(med "small-capped P4")" "$S")× the fixed four's.  The object is $(($(bytes "$SIZE") / $(bytes $PART))) parts of $PART,"
+	echo "  read in sub-ranges (src/engine/subranges.h), so more GETs than parts can run at once."
+	[ -z "$BASE" ] || echo "- $SIZE capped, the baseline: adaptive $(ratio "$(med "small-capped D")" "$(med "small-capped B")")× rclone's speed; A is $(ratio "$(med "small-capped B")" "$S")× B's."
+	echo "- $BIG capped: adaptive $(ratio "$(med "big-capped P4")" "$(med "big-capped A")")× the fixed four's speed$(vs_base big-capped)."
+	echo "- $BIG uncapped (the store is the limit): adaptive $(ratio "$(med "big-open D")" "$(med "big-open A")")× rclone's speed, $(ratio "$(med "big-open P4")" "$(med "big-open A")")× the fixed four's$(vs_base big-open)."
 	echo
 	echo "Each round runs the methods in the order of the table (A first of each case)."
 	echo

@@ -3,8 +3,10 @@
 #
 # ranges.sh: many connections for one large object.
 #
-# One object of random data served by nginx with a rate limit per
-# connection (limit_rate), copied into the test S3 server (s3rver), all on
+# One object of random data served with a rate limit per connection
+# (test/lib/paced_source.py: nginx's limit_rate caps a request and lets
+# each one send its first second's worth at once, which would leave
+# sub-ranges uncapped), copied into the test S3 server (s3rver), all on
 # 127.0.0.1, by:
 #
 #   R1  the engine, one GET            (test/engine/fetch, REMORA_CONNECTIONS=1)
@@ -50,7 +52,7 @@ PART_B=$(bytes "$PART")
 . "$ROOT/test/lib/services.sh"
 . "$ROOT/bench/lib.sh"
 install_deps >/dev/null
-for c in gcc nginx node curl rclone /usr/bin/aws /usr/bin/time; do
+for c in gcc python3 node curl rclone /usr/bin/aws /usr/bin/time; do
 	command -v "$c" >/dev/null || die "missing $c"
 done
 
@@ -66,37 +68,21 @@ FETCH=$WORK/fetch
 	test/engine/fetch.c src/engine/*.c $(pkg-config --libs libcurl openssl libxml-2.0)) ||
 	die "could not build fetch"
 
-NGINX_PORT=$(free_port)
-S3_PORT=$(free_port)
-mkdir -p "$WORK/nginx/www" "$WORK/nginx/tmp"
-chmod 755 "$WORK/nginx" "$WORK/nginx/www"
-cat >"$WORK/nginx/nginx.conf" <<CONF
-worker_processes 1;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log;
-events { worker_connections 256; }
-http {
-	access_log off;
-	client_body_temp_path $WORK/nginx/tmp/body;
-	proxy_temp_path $WORK/nginx/tmp/proxy;
-	fastcgi_temp_path $WORK/nginx/tmp/fastcgi;
-	uwsgi_temp_path $WORK/nginx/tmp/uwsgi;
-	scgi_temp_path $WORK/nginx/tmp/scgi;
-	sendfile on;
-	server { listen 127.0.0.1:$NGINX_PORT; root $WORK/nginx/www; limit_rate $RATE; }
-}
-CONF
-nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' >"$WORK/nginx/out" 2>&1 &
+SRC_PORT=$(free_port)
+WWW=$WORK/www
+mkdir -p "$WWW"
+python3 "$ROOT/test/lib/paced_source.py" "$WWW" "$SRC_PORT" "$(bytes "$RATE")" >"$WORK/paced.out" 2>&1 &
 echo $! >>"$SERVICES_DIR/pids"
-wait_port "$NGINX_PORT"
+wait_port "$SRC_PORT"
+S3_PORT=$(free_port)
 BUCKET=bench
 start_s3 "$WORK/s3" "$S3_PORT" "$BUCKET"
 
 log "writing $SIZE of random data"
-head -c "$SIZE_B" /dev/urandom >"$WORK/nginx/www/obj"
-chmod 644 "$WORK/nginx/www/obj"
-SRC_SHA=$(sha256sum "$WORK/nginx/www/obj" | cut -d' ' -f1)
-URL="http://127.0.0.1:$NGINX_PORT/obj"
+head -c "$SIZE_B" /dev/urandom >"$WWW/obj"
+chmod 644 "$WWW/obj"
+SRC_SHA=$(sha256sum "$WWW/obj" | cut -d' ' -f1)
+URL="http://127.0.0.1:$SRC_PORT/obj"
 EP="http://127.0.0.1:$S3_PORT"
 
 export AWS_DEFAULT_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true AWS_MAX_ATTEMPTS=1
@@ -162,8 +148,8 @@ REPORT=$WORK/report.md
 	echo "$SECTION"
 	echo
 	echo "Measured $(date -u +%Y-%m-%d) with \`bench/ranges.sh --size $SIZE --rate $RATE --part $PART --runs $RUNS\`:"
-	echo "one object of $SIZE of random data served by nginx $(nginx -v 2>&1 | cut -d/ -f2) with \`limit_rate $RATE\`"
-	echo "(per connection), copied into s3rver, all on 127.0.0.1; $RUNS interleaved rounds, every"
+	echo "one object of $SIZE of random data served by \`test/lib/paced_source.py\` at $RATE/s"
+	echo "per connection, copied into s3rver, all on 127.0.0.1; $RUNS interleaved rounds, every"
 	echo "copy read back and its SHA-256 checked.  The engine runs as \`test/engine/fetch\`"
 	echo "(\`gcc -O2\`, part size $PART) at commit $(git -C "$ROOT" rev-parse --short HEAD); rclone"
 	echo "$(rclone version | head -n 1 | cut -d' ' -f2), AWS CLI $(aws --version 2>&1 | cut -d' ' -f1 | cut -d/ -f2)."

@@ -34,7 +34,7 @@
  * its own, checking every copied part's ETag (reuse.c).  Memory per task
  * is bounded by (REMORA_PARTS_IN_FLIGHT + 1) part buffers, whatever the
  * object size, or connections + REMORA_PARTS_IN_FLIGHT with ranged GETs in
- * parallel.
+ * parallel (one per part in flight, shared by the part's sub-ranges).
  *
  * All memory is malloc'd; every function that can fail says so and fills
  * an error buffer that never contains a secret.

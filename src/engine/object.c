@@ -466,6 +466,7 @@ xfer_free(RemoraTask *t)
 		EVP_MD_CTX_free(task->bufs[i].sha);
 	}
 	free(task->bufs);
+	remora_subs_free(&task->subs);
 	remora_sha256_free(task->sha);
 	free(task->url);
 	free(task->orig_url);

@@ -85,8 +85,7 @@ remora_xfer_free_buffer(Transfer *task)
 {
 	for (int i = 0; i <= REMORA_PARTS_IN_FLIGHT; i++)
 		if (!task->bufs[i].busy && !task->bufs[i].sealed &&
-			!task->bufs[i].ranging && !task->bufs[i].complete &&
-			!task->bufs[i].again && &task->bufs[i] != task->fill)
+			!task->bufs[i].ranging && &task->bufs[i] != task->fill)
 			return &task->bufs[i];
 	return NULL;
 }
@@ -265,8 +264,7 @@ set_part_size(Transfer *task, int64_t ps)
 	{
 		Buffer *b = &task->bufs[i];
 
-		if (b->busy || b->sealed || b->ranging || b->complete || b->again ||
-			b->len > 0)
+		if (b->busy || b->sealed || b->ranging || b->len > 0)
 		{
 			remora_fail(&task->status, REMORA_ERR_INTERNAL, false, 0,
 						"the part size cannot change while parts are on "

@@ -4,29 +4,33 @@
  *	  Source requests of a member transfer, and a large object fetched as
  *	  ranged GETs in parallel.
  *
- * With connections > 1 the first GET asks for the first missing part
- * only (Range: bytes=<offset>-<offset + part size - 1>).  Its answer says
- * what the source does:
+ * With connections > 1 the first GET asks for the first sub-range of the
+ * first missing part only (Range: bytes=<offset>-<offset + sub-range - 1>;
+ * subranges.h says how long).  Its answer says what the source does:
  *
  *	  200		no ranges: the whole object in this one GET, as with one
  *				connection
  *	  206, the	the object's size (Content-Range) and validators; the rest
- *	  part	comes as one ranged GET per part, up to `connections` at
- *				once, each checked against them (If-Match, or
+ *	  sub-range	comes as one ranged GET per sub-range, up to `connections`
+ *				at once, each checked against them (If-Match, or
  *				If-Unmodified-Since without a strong ETag, and the answer's
  *				Content-Range, ETag or Last-Modified compared here)
- *	  206, all	the object fits in that part: as with one connection
+ *	  206, all	the object fits in that sub-range: as with one connection
  *
- * The SHA-256 is over the object in order: a part whose GET ends before
- * those in front of it waits in its buffer, unhashed, and is hashed, sealed
- * and PUT once they are.  So checkpoints (the run of acknowledged parts
- * from the first) are exactly those of one GET, and a replacement resumes
- * the same way.  Ranges are asked for in order, so the part to hash
- * next always has a buffer: at most connections + REMORA_PARTS_IN_FLIGHT
- * buffers of the part size.  A range that does not match (another size,
- * range or validator; 412; 200) means the source changed under us: the
- * attempt fails, retryably, and the next one's resume check restarts from
- * zero and says why.  No mixed bytes are ever hashed into one member.
+ * Sub-ranges are asked for in order, part by part; those of one part fill
+ * its buffer at their offsets, the first GET's the first part's.  The
+ * SHA-256 is over the object in order: a sub-range whose GET ends before
+ * those in front of it waits in its part's buffer, unhashed, and is hashed
+ * once they are; a part all hashed is sealed and PUT (the last one ends
+ * the source: one PUT when it is the whole object).  So checkpoints (the
+ * run of acknowledged parts from the first) are exactly those of one GET,
+ * and a replacement resumes the same way: sub-ranges of a part not yet
+ * uploaded are read again.  The part to hash next always has a buffer: at
+ * most connections + REMORA_PARTS_IN_FLIGHT buffers of the part size, one
+ * per part in flight.  A range that does not match (another size, range
+ * or validator; 412; 200) means the source changed under us: the attempt
+ * fails, retryably, and the next one's resume check restarts from zero
+ * and says why.  No mixed bytes are ever hashed into one member.
  *
  *-------------------------------------------------------------------------
  */
@@ -110,23 +114,37 @@ remora_xfer_source_http_failed(Transfer *task, Request *req)
 	task->status.error.retry_after = req->hdr.retry_after;
 }
 
+/* The most ranged GETs the task may run at once. */
+static int
+max_connections(const Transfer *task)
+{
+	return task->adaptive ? task->adapt.max : task->connections;
+}
+
 /*
- * The last byte the first GET asks for: the end of the first missing
- * part when the rest may be fetched in parallel; -1: to the end.  An
- * object known to fit in one part is one GET, as with one connection.
+ * The last byte the first GET asks for: the end of the first sub-range
+ * when the rest may be fetched in parallel; -1: to the end.  An object
+ * known to fit in one part is one GET, as with one connection; one of
+ * unknown size is probed with the shortest sub-range, so that the GET
+ * that learns its size holds up no more than that.
  */
 int64_t
 remora_xfer_probe_end(const Transfer *task)
 {
 	int64_t part = (int64_t) task->part_size;
+	int64_t size = task->total >= 0 ? task->total : task->expected_size;
+	int64_t probe;
 
 	if (task->connections <= 1 || task->no_ranges)
 		return -1;
-	if (task->expected_size >= 0 && task->expected_size - task->offset <= part)
+	if (size >= 0 && size - task->offset <= part)
 		return -1;
-	if (task->total >= 0 && task->total - task->offset <= part)
-		return -1;
-	return task->offset + part - 1;
+	if (size >= 0)
+		probe = remora_subrange_size(size - task->offset, max_connections(task),
+									 part);
+	else
+		probe = part < REMORA_SUBRANGE_MIN ? part : REMORA_SUBRANGE_MIN;
+	return task->offset + probe - 1;
 }
 
 /*
@@ -205,28 +223,60 @@ remora_xfer_ranges_begin(Transfer *task, Request *req)
 					task->base.engine->max_parts);
 		return false;
 	}
+	if (!remora_subs_init(&task->subs,
+						  max_connections(task) *
+							  REMORA_SUBRANGES_PER_CONNECTION,
+						  remora_subrange_size(total - task->offset,
+											   max_connections(task), part)))
+	{
+		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+					"out of memory");
+		return false;
+	}
 	task->ranged = true;
 	remora_xfer_adapt_begin(task);
 	task->range_base = task->offset;
 	task->range_seg = task->nparts;
-	task->range_next = task->nparts + 2; /* this GET brings the one before */
 	task->range_last = task->nparts + (int) nseg;
+	/* this GET's buffer is the first part's: sub-ranges bring its rest */
+	task->range_next = task->nparts + 1;
+	task->range_buf = task->fill;
+	task->fill->ranging = true;
+	task->fill->partno = task->range_next;
+	task->fill->want =
+		(total - task->offset < part ? total - task->offset : part);
+	task->fill->asked = task->probe_end - task->offset + 1;
+	task->fill->hashed = 0;
+	if (task->fill->asked == task->fill->want)
+	{
+		task->range_next++;
+		task->range_buf = NULL;
+	}
 	return true;
 }
 
-/* The bytes of part segno (of this attempt's GETs). */
-static void
-range_of(const Transfer *task, int segno, int64_t *first, int64_t *last)
+/* The first byte of part partno (of this attempt's GETs). */
+static int64_t
+part_first(const Transfer *task, int partno)
 {
 	int64_t part = (int64_t) task->part_size;
 
-	*first = task->range_base + (int64_t) (segno - task->range_seg - 1) * part;
-	*last = *first + part < task->total ? *first + part - 1 : task->total - 1;
+	return task->range_base + (int64_t) (partno - task->range_seg - 1) * part;
+}
+
+/* The buffer of the part to hash next, if its sub-ranges have begun. */
+static Buffer *
+next_part_buffer(Transfer *task)
+{
+	for (int i = 0; i < task->nbufs; i++)
+		if (task->bufs[i].ranging && task->bufs[i].partno == task->nparts + 1)
+			return &task->bufs[i];
+	return NULL;
 }
 
 /*
- * Hash, seal and upload the parts that are next in order.  When the
- * last one is, the source has ended.
+ * Hash the sub-ranges that are next in order; seal and upload each part
+ * they complete.  The last part is the source's end.
  */
 static void
 advance(Transfer *task)
@@ -234,62 +284,74 @@ advance(Transfer *task)
 	while (task->status.state == REMORA_TASK_RUNNING && task->fill == NULL &&
 		   task->nparts < task->range_last)
 	{
-		Buffer *b = NULL;
+		Buffer   *b = next_part_buffer(task);
+		SubRange *s;
 
-		for (int i = 0; i < task->nbufs && b == NULL; i++)
-			if (task->bufs[i].complete &&
-				task->bufs[i].partno == task->nparts + 1)
-				b = &task->bufs[i];
 		if (b == NULL)
-			return; /* its GET is still running */
-		remora_sha256_update(task->sha, b->data, b->len);
-		task->received += (int64_t) b->len;
-		task->range_pending -= (int64_t) b->len;
-		b->complete = false;
+			return;
+		while ((s = remora_subs_in_order(&task->subs, b->partno, b->hashed)))
+		{
+			remora_sha256_update(task->sha, b->data + s->off, s->want);
+			if (b->hashing)
+				EVP_DigestUpdate(b->sha, b->data + s->off, s->want);
+			b->hashed += s->want;
+			task->received += s->want;
+			task->range_pending -= s->want;
+			remora_subs_release(s);
+		}
+		if (b->hashed < b->want)
+			return; /* a GET before the next sub-range is still running */
+		b->ranging = false;
+		b->len = (size_t) b->want;
+		if (b->partno == task->range_last)
+		{
+			/* one PUT if it is the whole object, else the last part */
+			task->fill = b;
+			remora_xfer_source_ended(task);
+			return;
+		}
 		if (!remora_xfer_seal_part(task, b))
 			return;
 		remora_xfer_upload_part(task, b);
 	}
-	if (task->status.state == REMORA_TASK_RUNNING && task->fill == NULL &&
-		task->nparts == task->range_last && !task->src_ended)
-		remora_xfer_source_ended(task);
 }
 
-/* The first GET of a ranged object ended: its part is the next one. */
+/*
+ * The first GET of a ranged object ended: its bytes, the first sub-range,
+ * were hashed as they came.
+ */
 void
 remora_xfer_probe_done(Transfer *task)
 {
-	int64_t first, last;
+	Buffer *b = task->fill;
 
-	range_of(task, task->range_seg + 1, &first, &last);
-	if (task->fill->len != (size_t) (last - first + 1))
+	if ((int64_t) b->len != task->probe_end - task->range_base + 1)
 	{
 		remora_fail(&task->status, REMORA_ERR_NETWORK, true, 0,
 					"the source's answer to a range ended early");
 		return;
 	}
-	if (!remora_xfer_seal_part(task, task->fill))
-		return;
-	remora_xfer_upload_part(task, task->fill);
+	b->hashed = (int64_t) b->len;
 	task->fill = NULL;
 	advance(task);
 }
 
 /* Status, range and validators of a range's answer; false: failed. */
 static bool
-range_answer_ok(Transfer *task, Request *req, Buffer *b)
+range_answer_ok(Transfer *task, Request *req, SubRange *s)
 {
 	long    status = 0;
 	int64_t first, last, start, end, total;
 
-	b->checked = true;
+	s->checked = true;
 	curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &status);
 	if (status < 200 || status >= 300)
 	{
-		b->discard = true; /* range_done says what the error is */
+		s->discard = true; /* range_done says what the error is */
 		return true;
 	}
-	range_of(task, b->partno, &first, &last);
+	first = part_first(task, s->partno) + s->off;
+	last = first + s->want - 1;
 	if (status != 206)
 		remora_fail(&task->status, REMORA_ERR_SOURCE, true, status,
 					CHANGED " (it answered a range with the whole object)");
@@ -312,23 +374,23 @@ static size_t
 range_data(Request *req, char *ptr, size_t len)
 {
 	Transfer *task = req->owner;
-	Buffer   *b = req->data;
+	SubRange *s = req->data;
+	Buffer   *b = s->buf;
 
 	if (task->status.state != REMORA_TASK_RUNNING)
 		return 0;
-	if (!b->checked && !range_answer_ok(task, req, b))
+	if (!s->checked && !range_answer_ok(task, req, s))
 		return 0;
-	if (b->discard)
+	if (s->discard)
 		return len;
-	if ((int64_t) (b->len + len) > b->want)
+	if (s->len + (int64_t) len > s->want)
 	{
 		remora_fail(&task->status, REMORA_ERR_SOURCE, true, 206,
 					CHANGED " (a range sent more bytes than it announced)");
 		return 0;
 	}
-	memcpy(b->data + b->len, ptr, len);
-	EVP_DigestUpdate(b->sha, ptr, len);
-	b->len += len;
+	memcpy(b->data + s->off + s->len, ptr, len);
+	s->len += (int64_t) len;
 	task->range_pending += (int64_t) len;
 	task->src_bytes += (int64_t) len;
 	return len;
@@ -347,9 +409,9 @@ range_throttled(const Request *req, CURLcode rc)
 		   rc == CURLE_GOT_NOTHING || rc == CURLE_PARTIAL_FILE;
 }
 
-/* Keep b's part to be asked for again once the task has backed off. */
+/* Keep s to be asked for again once the task has backed off. */
 static bool
-range_again(Transfer *task, Request *req, CURLcode rc, Buffer *b)
+range_again(Transfer *task, Request *req, CURLcode rc, SubRange *s)
 {
 	char what[128];
 
@@ -362,9 +424,9 @@ range_again(Transfer *task, Request *req, CURLcode rc, Buffer *b)
 		snprintf(what, sizeof(what), "the source reset a range's connection");
 	if (!remora_xfer_throttled(task, what, req->hdr.retry_after))
 		return false;
-	task->range_pending -= (int64_t) b->len; /* its bytes come again */
-	b->len = 0;
-	b->again = true;
+	task->range_pending -= s->len; /* its bytes come again */
+	s->len = 0;
+	s->state = SUB_AGAIN;
 	return true;
 }
 
@@ -372,16 +434,15 @@ static void
 range_done(Request *req, CURLcode rc)
 {
 	Transfer *task = req->owner;
-	Buffer   *b = req->data;
+	SubRange *s = req->data;
 
 	task->ranges--;
-	b->ranging = false;
 	if (task->status.state != REMORA_TASK_RUNNING)
 	{
 		remora_xfer_settle(task);
 		return;
 	}
-	if (range_again(task, req, rc, b))
+	if (range_again(task, req, rc, s))
 	{
 		remora_xfer_settle(task); /* ranges_pump asks for it again */
 		return;
@@ -405,14 +466,14 @@ range_done(Request *req, CURLcode rc)
 					"the source redirected a range request");
 	else if (req->status < 200 || req->status >= 300)
 		remora_xfer_source_http_failed(task, req);
-	else if (b->checked || range_answer_ok(task, req, b))
+	else if (s->checked || range_answer_ok(task, req, s))
 	{
-		if ((int64_t) b->len != b->want)
+		if (s->len != s->want)
 			remora_fail(&task->status, REMORA_ERR_NETWORK, true, 0,
 						"the source's answer to a range ended early");
 		else
 		{
-			b->complete = true;
+			s->state = SUB_DONE;
 			advance(task);
 		}
 	}
@@ -427,8 +488,7 @@ range_buffer(Transfer *task)
 	{
 		Buffer *b = &task->bufs[i];
 
-		if (b->busy || b->sealed || b->ranging || b->complete || b->again ||
-			b == task->fill)
+		if (b->busy || b->sealed || b->ranging || b == task->fill)
 			continue;
 		if (b->data == NULL && (b->data = malloc(task->part_size)) == NULL)
 		{
@@ -441,18 +501,62 @@ range_buffer(Transfer *task)
 	return NULL;
 }
 
-static bool
-start_range(Transfer *task, Buffer *b, int segno)
+/*
+ * The next sub-range to ask for, in order: the rest of the part being
+ * asked for, or the start of the next one in a buffer of its own.  NULL
+ * when all are asked for, or no buffer or slot is free.
+ */
+static SubRange *
+next_subrange(Transfer *task)
 {
-	int64_t  first, last;
+	Buffer   *b = task->range_buf;
+	SubRange *s;
+	int64_t   want;
+
+	if (task->range_next > task->range_last ||
+		remora_subs_count(&task->subs, SUB_FREE) == 0)
+		return NULL;
+	if (b == NULL)
+	{
+		int64_t first = part_first(task, task->range_next);
+		int64_t part = (int64_t) task->part_size;
+
+		if ((b = range_buffer(task)) == NULL)
+			return NULL;
+		b->ranging = true;
+		b->partno = task->range_next;
+		b->want = task->total - first < part ? task->total - first : part;
+		b->asked = 0;
+		b->hashed = 0;
+		b->len = 0;
+		EVP_DigestInit_ex(b->sha, EVP_sha256(), NULL);
+		b->hashing = true;
+		task->range_buf = b;
+	}
+	want = b->want - b->asked < task->subs.size ? b->want - b->asked
+												: task->subs.size;
+	s = remora_subs_add(&task->subs, b->partno, b->asked, want, b);
+	b->asked += want;
+	if (b->asked == b->want)
+	{
+		task->range_next++;
+		task->range_buf = NULL;
+	}
+	return s;
+}
+
+/* Ask the source for sub-range s. */
+static bool
+start_range(Transfer *task, SubRange *s)
+{
+	int64_t  first = part_first(task, s->partno) + s->off;
 	char     line[400];
 	Request *req = remora_xfer_source_request(task, range_done);
 
 	if (req == NULL)
 		return false;
-	range_of(task, segno, &first, &last);
 	snprintf(line, sizeof(line), "Range: bytes=%" PRId64 "-%" PRId64, first,
-			 last);
+			 first + s->want - 1);
 	req->headers = curl_slist_append(req->headers, line);
 	/* the server refuses a changed object; the answer is checked too */
 	if (remora_etag_is_strong(task->etag))
@@ -463,15 +567,12 @@ start_range(Transfer *task, Buffer *b, int segno)
 	req->headers = curl_slist_append(req->headers, line);
 	req->kind = K_RANGE;
 	req->on_data = range_data;
-	req->index = segno;
-	req->data = b;
-	b->len = 0;
-	EVP_DigestInit_ex(b->sha, EVP_sha256(), NULL);
-	b->hashing = true;
-	b->partno = segno;
-	b->want = last - first + 1;
-	b->checked = false;
-	b->discard = false;
+	req->index = s->partno;
+	req->data = s;
+	s->state = SUB_RUNNING;
+	s->len = 0;
+	s->checked = false;
+	s->discard = false;
 	if (!remora_req_start(req))
 	{
 		remora_req_cancel(req);
@@ -479,31 +580,15 @@ start_range(Transfer *task, Buffer *b, int segno)
 					"could not start a range of the download");
 		return false;
 	}
-	b->ranging = true;
-	if (segno == task->range_next)
-		task->range_next++;
 	task->ranges++;
 	return true;
-}
-
-/* A throttled range waiting to be asked for again, the earliest first. */
-static Buffer *
-range_to_repeat(Transfer *task)
-{
-	Buffer *first = NULL;
-
-	for (int i = 0; i < task->nbufs; i++)
-		if (task->bufs[i].again &&
-			(first == NULL || task->bufs[i].partno < first->partno))
-			first = &task->bufs[i];
-	return first;
 }
 
 /*
  * Start ranges while fewer than `connections` GETs (the first one
  * included) run: those throttled first, once the task has backed off,
- * then the next ones while a buffer is free.  Called after every run,
- * never inside a curl callback.
+ * then the next sub-ranges while a buffer and a slot are free.  Called
+ * after every run, never inside a curl callback.
  */
 void
 remora_xfer_ranges_pump(Transfer *task)
@@ -513,15 +598,11 @@ remora_xfer_ranges_pump(Transfer *task)
 		   remora_xfer_calm(task) &&
 		   task->ranges + (task->src ? 1 : 0) < task->connections)
 	{
-		Buffer *b = range_to_repeat(task);
-		int     segno = b ? b->partno : task->range_next;
+		SubRange *s = remora_subs_repeat(&task->subs);
 
-		if (b != NULL)
-			b->again = false;
-		else if (task->range_next > task->range_last ||
-				 (b = range_buffer(task)) == NULL)
+		if (s == NULL && (s = next_subrange(task)) == NULL)
 			break;
-		if (!start_range(task, b, segno))
+		if (!start_range(task, s))
 			break;
 	}
 	remora_xfer_settle(task);

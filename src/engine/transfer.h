@@ -8,7 +8,8 @@
  *	  reuse.c     a replacement's reuse of the parts of the lost attempt's
  *	              upload (complete it, copy its parts into this one's)
  *	  ranges.c    source requests; the rest of a large object as ranged
- *	              GETs in parallel, hashed in order
+ *	              GETs of sub-ranges in parallel (subranges.h), hashed in
+ *	              order
  *	  parts.c     buffers, the attempt's multipart upload and its parts,
  *	              resumes adopted, checkpoints
  *	  assemble.c  the member object (one PUT, or the upload completed) and,
@@ -30,6 +31,7 @@
 #include "engine/engine_int.h"
 #include "engine/multipart.h"
 #include "engine/partsize.h"
+#include "engine/subranges.h"
 
 #define COPIES_IN_FLIGHT 4
 #define LIST_TRIES       3 /* reuse.c: lists of the lost upload at most */
@@ -62,13 +64,11 @@ typedef struct Buffer
 	EVP_MD_CTX *sha;     /* SHA-256 of its bytes: the part's payload hash */
 	bool        hashing; /* sha is being taken (see remora_xfer_begin_buffer) */
 
-	/* a part fetched by a ranged GET (ranges.c) */
-	bool    ranging;  /* its GET is running */
-	bool    complete; /* all its bytes are here, not yet hashed */
-	bool    checked;  /* the answer's status and range looked at */
-	bool    discard;  /* the body of an error answer */
-	bool    again;    /* throttled: its range is to be asked for again */
-	int64_t want;     /* the range's length */
+	/* a part fetched in sub-ranges (ranges.c, subranges.h) */
+	bool    ranging; /* its sub-ranges are being asked for or hashed */
+	int64_t want;    /* the part's length */
+	int64_t asked;   /* bytes from its start that sub-ranges were asked for */
+	int64_t hashed;  /* bytes from its start hashed, in order */
 } Buffer;
 
 typedef struct Part
@@ -122,16 +122,18 @@ typedef struct Transfer
 	char     last_modified[64];
 
 	/* parallel ranges (ranges.c) */
-	int     connections;   /* ranged GETs in flight at most; 1: one GET */
-	bool    no_ranges;     /* the source gave no way to check a range */
-	int64_t probe_end;     /* last byte the first GET asks for; -1: all */
-	bool    ranged;        /* the rest of the object comes in ranges */
-	int64_t range_base;    /* first byte of the first GET's part */
-	int     range_seg;     /* parts before it (a resume's) */
-	int     range_next;    /* next part to ask for */
-	int     range_last;    /* the object's last part */
-	int     ranges;        /* ranged GETs running */
-	int64_t range_pending; /* bytes received in ranges, not yet hashed */
+	int      connections;   /* ranged GETs in flight at most; 1: one GET */
+	bool     no_ranges;     /* the source gave no way to check a range */
+	int64_t  probe_end;     /* last byte the first GET asks for; -1: all */
+	bool     ranged;        /* the rest of the object comes in ranges */
+	int64_t  range_base;    /* first byte of the first GET's part */
+	int      range_seg;     /* parts before it (a resume's) */
+	int      range_next;    /* the part sub-ranges are asked for of */
+	Buffer  *range_buf;     /* its buffer, once it has one */
+	int      range_last;    /* the object's last part */
+	int      ranges;        /* ranged GETs running */
+	int64_t  range_pending; /* bytes received in ranges, not yet hashed */
+	SubTable subs;          /* sub-ranges asked for, not yet hashed */
 
 	/* the count of ranges, when options.connections does not pin it */
 	bool        adaptive;

@@ -49,6 +49,12 @@ typedef struct Server
 static int busy_ranges;
 static int busy_parts;
 
+/* Multipart uploads the store was asked to create. */
+static int mpu_creates;
+
+/* The part size of the engines made (sub-ranges need parts over 1 MiB). */
+static size_t engine_part = PART;
+
 /* What the engine logged (its connection counts), one line after another. */
 static char engine_log[8192];
 
@@ -228,9 +234,12 @@ serve_store(int c, const char *req)
 		put_all(c, head, n);
 	}
 	else if (strncmp(req, "POST ", 5) == 0 && strstr(req, "?uploads"))
+	{
+		__atomic_add_fetch(&mpu_creates, 1, __ATOMIC_SEQ_CST);
 		reply(c, "200 OK", "",
 			  "<InitiateMultipartUploadResult><UploadId>u1</UploadId>"
 			  "</InitiateMultipartUploadResult>");
+	}
 	else if (strncmp(req, "POST ", 5) == 0)
 		reply(c, "200 OK", "",
 			  "<CompleteMultipartUploadResult><ETag>\"whole\"</ETag>"
@@ -399,7 +408,7 @@ engine_with_cap(const Server *s, int cap)
 	cfg.target.path_style = true;
 	cfg.target.access_key_id = "AKID";
 	cfg.target.secret_access_key = "SECRET";
-	cfg.part_size = PART;
+	cfg.part_size = engine_part;
 	cfg.allow_networks = "127.0.0.0/8";
 	cfg.deny_networks = "";
 	/* both shorter than a request waits behind a cap of 1 */
@@ -602,6 +611,52 @@ test_adaptive(Server *s, const char *want)
 	busy_parts = 0;
 }
 
+/*
+ * Parts over REMORA_SUBRANGE_MIN: several ranged GETs fill one part's
+ * buffer at once, hashed in order; an object of one part is one PUT.
+ */
+static void
+test_subranges(Server *s)
+{
+	char                   want[65], got[65];
+	const RemoraTaskError *err;
+
+	sha_hex(s->big, BIG_SIZE, want);
+	/* 6 MiB in parts of 4 MiB: 1 MiB sub-ranges, the first GET's too */
+	engine_part = 4 * 1024 * 1024;
+	server_reset(s, 200);
+	mpu_creates = 0;
+	CHECK(transfer(s, 0, "/src/big", 8, got, &err, NULL, NULL) ==
+			  REMORA_TASK_SUCCEEDED,
+		  "sub-ranges: succeeded (%s)", err->message);
+	CHECK_STR(got, want, "sub-ranges: the object's SHA-256");
+	CHECK(s->ranged_gets == 6 && s->from_zero == 1,
+		  "sub-ranges: six ranged GETs of 1 MiB, one from the first byte "
+		  "(%d, %d)",
+		  s->ranged_gets, s->from_zero);
+	CHECK(s->max_active > 2,
+		  "sub-ranges: more GETs at once than the object has parts (%d)",
+		  s->max_active);
+	CHECK(mpu_creates == 1, "sub-ranges: one multipart upload (%d)",
+		  mpu_creates);
+
+	/* of unknown size, within one part: probed, then ranges, one PUT */
+	engine_part = 8 * 1024 * 1024;
+	server_reset(s, 200);
+	mpu_creates = 0;
+	CHECK(transfer(s, 0, "/src/big", 8, got, &err, NULL, NULL) ==
+			  REMORA_TASK_SUCCEEDED,
+		  "one part in sub-ranges: succeeded (%s)", err->message);
+	CHECK_STR(got, want, "one part in sub-ranges: the object's SHA-256");
+	CHECK(s->ranged_gets == 6 && s->max_active > 2,
+		  "one part in sub-ranges: six ranged GETs, overlapping (%d, %d at "
+		  "once)",
+		  s->ranged_gets, s->max_active);
+	CHECK(mpu_creates == 0, "one part in sub-ranges: one PUT, no upload (%d)",
+		  mpu_creates);
+	engine_part = PART;
+}
+
 int
 main(void)
 {
@@ -713,6 +768,7 @@ main(void)
 	remora_resume_free(cp);
 
 	test_adaptive(&s, want);
+	test_subranges(&s);
 
 	/* byte-rate caps */
 	server_reset(&s, 0);
