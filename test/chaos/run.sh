@@ -432,6 +432,11 @@ fill_disk() {
 	}
 	wait_for 60 pg_settled || true
 	q "SELECT 1" >/dev/null 2>&1 && return 0
+	# a postmaster still there is still recovering: it is waited for
+	if runuser -u postgres -- "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
+		wait_for 120 q "SELECT 1" >/dev/null 2>&1 || { not_ok "PostgreSQL answers again once space is back"; exit 1; }
+		return 0
+	fi
 	cluster_start "$T/pg" || cluster_start "$T/pg" || { not_ok "PostgreSQL starts again once space is back"; exit 1; }
 	FULL_RESTARTS=$((FULL_RESTARTS + 1))
 	echo "# $(date +%T) space back, the server stopped on the full disk started again"
