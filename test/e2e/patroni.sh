@@ -218,7 +218,8 @@ if [ -n "${PATRONI_SUMMARY:-}" ]; then
 		echo "| --- | --- |"
 		echo "| new leader serving after the switchover began | $SWITCHOVER_S s |"
 		echo "| new leader serving after the leader was killed | $FAILOVER_S s |"
-		q "SELECT '| jobs ' || state || ' | ' || count(*) || ' |' FROM remora.jobs WHERE $CHAOS GROUP BY state ORDER BY state"
+		q "SELECT '| ' || CASE WHEN source_kind = 'export' THEN 'exports ' ELSE 'jobs ' END || state || ' | ' || count(*) || ' |'
+			FROM remora.jobs WHERE $CHAOS GROUP BY source_kind = 'export', state ORDER BY 1"
 		q "SELECT '| attempts lost (on the old leader, or cut off) | ' || count(*) FILTER (WHERE a.state = 'lost') || ' |' || chr(10)
 			|| '| of the replacements, resumed from a checkpoint | ' || count(*) FILTER (WHERE a.resumed_from IS NOT NULL AND a.restart_reason IS NULL) || ' |'
 			FROM remora.attempts a JOIN remora.jobs j USING (job_id) WHERE j.$CHAOS"
