@@ -7,9 +7,9 @@
 # wall clock an hour off (libfaketime), makes their sources and the store
 # misbehave, and, in the soak, fills PostgreSQL's disk (its data directory
 # on a tmpfs of the run's own, test/lib/disk.sh) until writes fail, holds
-# it full past the lease, and frees it.  Afterwards it checks (test/lib/chaos.sh holds the job
-# mix and these checks, which test/e2e/patroni.sh shares) that nothing was
-# lost or published twice:
+# it full past the lease, and frees it.  Afterwards it checks
+# (test/lib/chaos.sh holds the job mix and these checks, which
+# test/e2e/patroni.sh shares) that nothing was lost or published twice:
 #
 #   - every job ended, succeeded or for a reason the run injected and names
 #     (a cancel it issued); every export succeeded, those left in
