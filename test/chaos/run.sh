@@ -4,10 +4,12 @@
 # while the run kills, pauses and restarts whatever moves them, cuts a
 # remora-worker off from PostgreSQL, the store or both for longer than the
 # lease (test/lib/partition.sh), may run one remora-worker's slot with its
-# wall clock an hour off (libfaketime), and makes their sources and the
-# store misbehave.  Afterwards it checks (test/lib/chaos.sh holds the job
-# mix and these checks, which test/e2e/patroni.sh shares) that nothing was
-# lost or published twice:
+# wall clock an hour off (libfaketime), makes their sources and the store
+# misbehave, and, in the soak, fills PostgreSQL's disk (its data directory
+# on a tmpfs of the run's own, test/lib/disk.sh) until writes fail, holds
+# it full past the lease, and frees it.  Afterwards it checks
+# (test/lib/chaos.sh holds the job mix and these checks, which
+# test/e2e/patroni.sh shares) that nothing was lost or published twice:
 #
 #   - every job ended, succeeded or for a reason the run injected and names
 #     (a cancel it issued); every export succeeded, those left in
@@ -30,8 +32,10 @@
 #   test/chaos/run.sh            the CI variant: CHAOS_SECONDS=300 of
 #                                injections, 50 jobs and 16 exports
 #   test/chaos/run.sh --soak     CHAOS_SECONDS=1500, 216 jobs and 60
-#                                exports, and 100+ kill -9 required; writes
-#                                its summary into doc/reliability.md
+#                                exports (in proportion for another
+#                                CHAOS_SECONDS), a kill -9 per 15 s
+#                                required, and fill_disk; test/chaos/soak.sh
+#                                runs it, then a failover under load
 #   test/chaos/run.sh --schedule [--soak]
 #                                print the schedule CHAOS_SEED draws and
 #                                exit, starting nothing
@@ -45,10 +49,16 @@
 # subshell, so a draw inside $(...) would not replay); the run checks that
 # two dry runs with its seed print its schedule.
 # REMORA_STORE chooses the target store (s3rver or rgw), as for test/e2e.
+# CHAOS_FULL_DISK=1 adds fill_disk to the CI variant, =0 takes it from the
+# soak; CHAOS_SUMMARY=FILE keeps the summary there, CHAOS_DOC=FILE writes
+# it between FILE's chaos markers.  A failed check names, for each wrong
+# job, its attempts and the injections and proxy faults around them
+# (mix_explain in test/lib/chaos.sh).
 #
 . "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/chaos.sh"
 . "$(dirname "$0")/../lib/partition.sh"
+. "$(dirname "$0")/../lib/disk.sh"
 
 MODE=ci
 SCHEDULE_ONLY=
@@ -65,15 +75,21 @@ done
 SEED=${CHAOS_SEED:-$(((RANDOM << 15) | RANDOM))}
 if [ "$MODE" = soak ]; then
 	SECONDS_TOTAL=${CHAOS_SECONDS:-1500}
-	N_HTTP=150 N_PREFIX=50 N_HUB=16 N_EXPORT=60
-	DOC=${CHAOS_DOC:-doc/reliability.md}
+	# the mix of 1500 s, in proportion to a shorter (or longer) run
+	N_HTTP=$((150 * SECONDS_TOTAL / 1500)) N_PREFIX=$((50 * SECONDS_TOTAL / 1500))
+	N_HUB=$((16 * SECONDS_TOTAL / 1500)) N_EXPORT=$((60 * SECONDS_TOTAL / 1500))
+	[ "$N_HTTP" -ge 32 ] || N_HTTP=32 N_PREFIX=12 N_HUB=6 N_EXPORT=16
+	FULL_DISK=${CHAOS_FULL_DISK-1}
 else
 	SECONDS_TOTAL=${CHAOS_SECONDS:-300}
 	N_HTTP=32 N_PREFIX=12 N_HUB=6 N_EXPORT=16
-	DOC=${CHAOS_DOC:-}
+	FULL_DISK=${CHAOS_FULL_DISK:-}
 fi
+[ "$FULL_DISK" != 0 ] || FULL_DISK=
+DOC=${CHAOS_DOC:-}	# a file whose "latest soak" section the summary replaces
 PAUSE_SECONDS=6	# a SIGSTOP lasts past the lease (4 s)
 PARTITION_SECONDS=10	# and a partition well past it
+FILL_SECONDS=8	# and a full disk too
 
 # ---- the schedule: every random draw of the run, from the seed, here ----
 RANDOM=$SEED
@@ -97,6 +113,7 @@ for ((i = 2; i > 0; i--)); do
 done
 TF=0	# target faults drawn so far
 NP=0	# partitions drawn so far
+NF=0	# full disks drawn so far
 i=0
 for ((at = 0; at < SECONDS_TOTAL; at += 1 + RANDOM % 4)); do
 	pick kill_bgworker kill_bgworker kill_bgworker kill_launcher restart_pg restart_pg \
@@ -105,6 +122,14 @@ for ((at = 0; at < SECONDS_TOTAL; at += 1 + RANDOM % 4)); do
 		hub_fault change_source cancel partition
 	# every run has a partition: the first injection past 30 s, if none yet
 	[ "$NP" -gt 0 ] || [ "$at" -lt 30 ] || P=partition
+	# with a disk of its own (the soak): a full disk once in about 40
+	# injections, and the first injection past 60 s if none yet (drawn
+	# only then, so that the CI variant's schedules stay as they were)
+	if [ -n "$FULL_DISK" ]; then
+		[ $((RANDOM % 40)) != 0 ] || P=fill_disk
+		[ "$NF" -gt 0 ] || [ "$at" -lt 60 ] || P=fill_disk
+		[ "$P" != fill_disk ] || NF=$((NF + 1))
+	fi
 	INJ_AT[i]=$at INJ_KIND[i]=$P INJ_ARG[i]='' INJ_R[i]=$RANDOM INJ_EXPORT[i]=$((RANDOM % 100 < 60))
 	case ${INJ_KIND[i]} in
 	source_fault)	# one GET of an http source: "FILE ACTION"
@@ -170,7 +195,7 @@ SKEW_USER=$P
 
 print_schedule() {
 	local i
-	echo "chaos schedule: $MODE, seed $SEED, ${SECONDS_TOTAL} s, $N_JOBS jobs, $N_EXPORT exports, ${#INJ_AT[@]} injections"
+	echo "chaos schedule: $MODE, seed $SEED, ${SECONDS_TOTAL} s, $N_JOBS jobs, $N_EXPORT exports, ${#INJ_AT[@]} injections${FULL_DISK:+, a disk of its own}"
 	mix_print
 	echo "clock of the remora-workers of $SKEW_USER: $SKEW"
 	for i in "${!INJ_AT[@]}"; do
@@ -207,7 +232,18 @@ check "CHAOS_SEED $SEED replays the schedule: two dry runs print this run's $(wc
 CHAOS_SEED=$((SEED + 1)) CHAOS_SECONDS=$SECONDS_TOTAL bash "$0" --schedule $soak_flag >"$T/schedule.other"
 check "and seed $((SEED + 1)) draws another" test "$(tail -n +2 "$T/schedule.other" | sha256sum)" != "$(tail -n +2 "$T/schedule" | sha256sum)"
 
+# with fill_disk: the data directory (pg_wal included) on a tmpfs of the
+# run's own (test/lib/disk.sh), the server log outside it; checkpoints
+# often enough that WAL stays well within it
+DATA=$T/pg/data
+if [ -n "$FULL_DISK" ]; then
+	disk_mount "$DATA" 256m || { not_ok "a tmpfs for the data directory is mounted"; exit 1; }
+fi
 stack_up
+if [ -n "$FULL_DISK" ]; then
+	q "ALTER SYSTEM SET max_wal_size = '64MB'" >/dev/null
+	q "ALTER SYSTEM SET min_wal_size = '32MB'" >/dev/null
+fi
 e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/chaos${E2E_LABEL:+-rgw}-${f##*/}"; done'
 
 # ---- the sources, of the sizes drawn: http objects (some multi-part, 5 MB
@@ -260,7 +296,11 @@ ext_name() { printf '%s\n' "${!EXT[@]}" | sort -V | sed -n "$(($1 % ${#EXT[@]} +
 # ---- what the run does, and counts ----
 declare -A INJECTED=()	# kind -> count
 declare -a PAUSERS=()
-note() { INJECTED[$1]=$((${INJECTED[$1]:-0} + 1)); echo "# $(date +%T) $1 ${2:-}"; }
+note() {
+	INJECTED[$1]=$((${INJECTED[$1]:-0} + 1))
+	echo "# $(date +%T) $1 ${2:-}"
+	chaos_note "$1" "${2:-}"
+}
 
 
 # pause PID: SIGSTOP, and SIGCONT past the lease, while the run goes on
@@ -340,6 +380,7 @@ inject() {	# inject I: the schedule's injection I
 		done
 		note "$kind" "$f (job $j)"
 		;;
+	fill_disk) fill_disk ;;
 	cancel)	# not one of the first four jobs, one of each kind: every kind ends checked
 		j=$(nth "$r" "SELECT job_id FROM remora.jobs WHERE source_kind <> 'export' AND state IN ('queued', 'running', 'retrying')
 			AND idempotency_key NOT IN ('chaos-1', 'chaos-2', 'chaos-3', 'chaos-4')")
@@ -368,6 +409,38 @@ cut_off() {
 		partition_heal "$user"
 	} &
 	PAUSERS+=($!)
+}
+
+# fill_disk: a filler takes every free byte of the data directory's file
+# system, and a write that must extend a file fails (the run's own
+# temporary table: it adds nothing to remora's tables); the disk stays
+# full FILL_SECONDS while the workers meet it (the run's other injections
+# wait), then it is freed.  A server that stopped meanwhile (a PANIC for
+# lack of WAL space, and a crash recovery that failed for the same) is
+# started, as an operator would.
+FULL_REFUSED=0 FULL_RESTARTS=0
+fill_disk() {
+	local refused
+	disk_fill "$DATA/filler"
+	refused=$(psql -X -q -c "CREATE TEMP TABLE fill AS SELECT repeat('x', 1000) FROM generate_series(1, 20000)" 2>&1 >/dev/null | head -1)
+	! grep -q "No space left on device" <<<"$refused" || FULL_REFUSED=$((FULL_REFUSED + 1))
+	note fill_disk "($(disk_free "$DATA") bytes free; a write: ${refused:-succeeded})"
+	sleep "$FILL_SECONDS"
+	rm -f "$DATA/filler"
+	pg_settled() {
+		q "SELECT 1" >/dev/null 2>&1 || ! runuser -u postgres -- "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1
+	}
+	wait_for 60 pg_settled || true
+	q "SELECT 1" >/dev/null 2>&1 && return 0
+	# a postmaster still there is still recovering: it is waited for
+	if runuser -u postgres -- "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
+		wait_for 120 q "SELECT 1" >/dev/null 2>&1 || { not_ok "PostgreSQL answers again once space is back"; exit 1; }
+		return 0
+	fi
+	cluster_start "$T/pg" || cluster_start "$T/pg" || { not_ok "PostgreSQL starts again once space is back"; exit 1; }
+	FULL_RESTARTS=$((FULL_RESTARTS + 1))
+	echo "# $(date +%T) space back, the server stopped on the full disk started again"
+	chaos_note restart_after_full_disk
 }
 
 # ---- the run: jobs submitted through most of it, exports of what
@@ -399,8 +472,10 @@ mix_settle
 
 # ---- what happened ----
 mix_verify
-check_eq "the server log has no PANIC, failed assertion or leak warning" \
-	"$(grep -cE 'PANIC|TRAP:|[Aa]ssert|leak|not closed|still referenced' "$LOG" || true)" 0
+# (a PANIC for lack of WAL space on the full disk is PostgreSQL's answer
+# to it, and the only one allowed)
+check_eq "the server log has no PANIC but for lack of space, no failed assertion or leak warning" \
+	"$(grep -E 'PANIC|TRAP:|[Aa]ssert|leak|not closed|still referenced' "$LOG" | grep -cvE 'PANIC: .*No space left on device' || true)" 0
 check_eq "nor have the remora-workers' logs a crash or an assertion" \
 	"$(cat "$T"/w*.log | grep -ciE 'assertion|segmentation fault|core dumped' || true)" 0
 kills=$((${INJECTED[kill_bgworker]:-0} + ${INJECTED[kill_launcher]:-0} + ${INJECTED[restart_pg]:-0} + ${INJECTED[kill_external]:-0}))
@@ -414,13 +489,19 @@ check "the run cut remora-workers off ${INJECTED[partition]:-0} times ($(awk '{ 
 # the clock: the skewed remora-workers' logs run the drawn hour off, and
 # they ran attempts (the global checks above cover what they did)
 skewed_ok() {
-	local name skew
+	local name skew logged=0
 	for name in "${SKEWED[@]}"; do
-		skew=$(log_skew "$T/$name.log") || return 1
+		# one killed before its first line has no clock to show (the CI
+		# run of seed 1015400450 killed w5 so; its log was empty)
+		if ! skew=$(log_skew "$T/$name.log"); then
+			echo "# $name: killed before it logged a line"
+			continue
+		fi
 		echo "# $name: its log is $skew s off this clock"
 		[ $((skew - ${SKEW%h} * 3600)) -gt -600 ] && [ $((skew - ${SKEW%h} * 3600)) -lt 600 ] || return 1
+		logged=$((logged + 1))
 	done
-	[ "$(q "SELECT count(*) FROM remora.attempts a JOIN remora.incarnations i USING (incarnation)
+	[ "$logged" -ge 1 ] && [ "$(q "SELECT count(*) FROM remora.attempts a JOIN remora.incarnations i USING (incarnation)
 		WHERE i.label = ANY ('{$(IFS=,; echo "${SKEWED[*]}")}')")" -ge 1 ]
 }
 if [ "$SKEW" != none ]; then
@@ -445,7 +526,13 @@ check "every kind of kill, restart and pause the schedule holds was carried out 
 done))" every_process_kind
 KILL9=$((${INJECTED[kill_bgworker]:-0} + ${INJECTED[kill_launcher]:-0} + ${INJECTED[kill_external]:-0}))
 if [ "$MODE" = soak ]; then
-	check "the soak killed workers and the launcher with kill -9 100 times or more ($KILL9)" test "$KILL9" -ge 100
+	check "the soak killed workers and the launcher with kill -9 $((SECONDS_TOTAL / 15)) times or more ($KILL9)" \
+		test "$KILL9" -ge $((SECONDS_TOTAL / 15))
+fi
+PANICS=$(grep -cE 'PANIC: .*No space left on device' "$LOG" || true)
+if [ -n "$FULL_DISK" ]; then
+	check "the data directory's file system was filled ${INJECTED[fill_disk]:-0} times, a write refused for lack of space $FULL_REFUSED times; $PANICS PANICs for lack of WAL space, the server started again $FULL_RESTARTS times" \
+		test "${INJECTED[fill_disk]:-0}" -ge 1 -a "$FULL_REFUSED" -ge 1
 fi
 # what the proxies applied (a rule waits for a request it matches)
 SRC_FIRED=$(curl -s "http://127.0.0.1:$SRC_PROXY/__fired")
@@ -484,6 +571,11 @@ summary() {
 	echo "| exports verified by an administrator | $(printf '%s\n' "${RESOLVED[@]:-}" | grep -c . || true) |"
 	echo "| of them retried | $(printf '%s\n' "${RESOLVED[@]:-}" | grep -c retried || true) |"
 	echo "| sources replaced mid-job | ${INJECTED[change_source]:-0} |"
+	if [ -n "$FULL_DISK" ]; then
+		echo "| full disk: a write refused (No space left on device) | $FULL_REFUSED |"
+		echo "| full disk: PANICs for lack of WAL space | $PANICS |"
+		echo "| full disk: the server, stopped, started again | $FULL_RESTARTS |"
+	fi
 	echo
 	echo "| attempts per job | jobs |"
 	echo "| --- | --- |"
@@ -505,6 +597,7 @@ summary() {
 	echo "Checks: $N_OK passed, $N_NOT_OK failed."
 }
 summary | tee "$T/summary.md"
+[ -z "${CHAOS_SUMMARY:-}" ] || cp "$T/summary.md" "$CHAOS_SUMMARY"
 if [ -n "$DOC" ]; then
 	# between the markers of doc/reliability.md's "latest soak" section
 	awk -v f="$T/summary.md" '

@@ -27,19 +27,16 @@
 # them: no multipart upload left open).  Every wait has a deadline.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
+. "$(dirname "$0")/../lib/disk.sh"
 e2e_begin full_disk
 
-# the data directory is a tmpfs of the test's own, owned by postgres; it is
-# unmounted at exit, after the server on it has stopped
+# the data directory is a tmpfs of the test's own (test/lib/disk.sh)
 DATA=$T/pg/data
 FILLER=$DATA/filler
-mkdir -p "$DATA"
-mount -t tmpfs -o "size=160m,mode=0700,uid=$(id -u postgres),gid=$(id -g postgres)" \
-	full_disk "$DATA" || { not_ok "a tmpfs for the data directory is mounted"; exit 1; }
-e2e_at_exit 'cluster_stop "$T/pg" immediate; umount "$DATA" || umount -l "$DATA"'
+disk_mount "$DATA" 160m || { not_ok "a tmpfs for the data directory is mounted"; exit 1; }
 stack_up
 
-free_bytes() { df -B1 --output=avail "$DATA" | tail -1 | tr -d ' '; }
+free_bytes() { disk_free "$DATA"; }
 server_up() { runuser -u postgres -- "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; }
 answers() { q "SELECT 1" >/dev/null 2>&1; }
 enospc_logged() { grep -q "No space left on device" "$LOG"; }
@@ -83,7 +80,7 @@ q "CHECKPOINT" >/dev/null
 small=$(q "SELECT string_agg(remora_submit('$SRC/slower/small' || g || '.bin')::text, ',') FROM generate_series(1, 3) g")
 small_running() { [ "$(q "SELECT count(*) FROM remora.jobs WHERE job_id IN ($small) AND state = 'running'")" = 3 ]; }
 check "three small jobs run" wait_for 30 small_running
-fill() { dd if=/dev/zero of="$FILLER" bs=1M status=none 2>/dev/null || true; }
+fill() { disk_fill "$FILLER"; }
 fill # the filler takes every free byte (dd stops at ENOSPC)
 check_eq "the data directory's file system is full" "$(free_bytes)" 0
 echo "# data directory: $(df -h --output=size,used,avail "$DATA" | tail -1)"

@@ -21,9 +21,15 @@
 # and its source's; nothing published twice; every ended attempt's
 # staging cleaned, nothing else left under the staging area, and on RGW no
 # multipart upload left open.  CHAOS_SEED replays the mix.
+#
+# CHAOS_SOAK=1 (test/chaos/soak.sh, the soak's failover phase) runs a
+# mix three times as large; PATRONI_SUMMARY=FILE keeps a summary there.
 . "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/chaos.sh"
 e2e_begin patroni
+N_OK=0 N_NOT_OK=0	# counted for the summary
+ok() { N_OK=$((N_OK + 1)); echo "ok - $E2E_LABEL$*"; }
+not_ok() { N_NOT_OK=$((N_NOT_OK + 1)); echo "not ok - $E2E_LABEL$*"; E2E_FAILED=1; }
 PGBIN=$(pg_config --bindir)
 command -v patroni >/dev/null && command -v etcd >/dev/null ||
 	{ not_ok "patroni and etcd are installed (test/lib/deps.sh)"; exit 1; }
@@ -33,6 +39,7 @@ command -v patroni >/dev/null && command -v etcd >/dev/null ||
 SEED=${CHAOS_SEED:-$(((RANDOM << 15) | RANDOM))}
 RANDOM=$SEED
 N_HTTP=8 N_PREFIX=3 N_HUB=2 N_EXPORT=3
+[ -z "${CHAOS_SOAK:-}" ] || N_HTTP=24 N_PREFIX=9 N_HUB=6 N_EXPORT=9
 MIX_SIZES_1="150000 600000 3000000" MIX_SIZES_2="11000000 16000000"
 MIX_SIZES="150000 600000 3000000 11000000"
 mix_draw
@@ -160,13 +167,15 @@ check "jobs run on n1" wait_for 60 feed 5 2
 
 # ---- a switchover while jobs run, and submits during it ----
 t0=$(date +%s)
+chaos_note switchover "n1 to n2, $(q "SELECT count(*) FROM remora.jobs WHERE state = 'running'") jobs running"
 patronictl -c "$T/n1.yml" switchover --leader n1 --candidate n2 --force >"$T/switchover.log" 2>&1 &
 switchover=$!
 submit_until 8
 wait "$switchover"
 check "patronictl switches over to n2" test $? = 0
 check "n2 leads, and its launcher runs" wait_for 60 serving n2
-echo "# $(date +%T) n2 serves, $(($(date +%s) - t0)) s after the switchover began"
+SWITCHOVER_S=$(($(date +%s) - t0))
+echo "# $(date +%T) n2 serves, $SWITCHOVER_S s after the switchover began"
 check "n1 becomes n2's synchronous standby" wait_for 90 sync_is n1
 echo "# $(date +%T) n1 is synchronous again"
 check_eq "synchronous_standby_names set by Patroni" "$(q "SHOW synchronous_standby_names")" "n1"
@@ -177,25 +186,54 @@ check "a job runs on n2" wait_for 60 feed $((N_JOBS - 1)) 1
 t0=$(date +%s)
 for w in w1 w2; do LINES_BEFORE[$w]=$(wc -l <"$T/$w.log"); done
 pm=$(head -1 "$T/n2/data/postmaster.pid")
+chaos_note leader_killed "n2, $(q "SELECT count(*) FROM remora.jobs WHERE state = 'running'") jobs running"
 kill -9 "$(pgrep -P "${PPID_OF[n2]}")" "${PPID_OF[n2]}" "$pm" $(pgrep -P "$pm")
 submit_until "$N_JOBS"
 check "Patroni promotes n1, and its launcher runs" wait_for 60 serving n1
-echo "# $(date +%T) n1 serves, $(($(date +%s) - t0)) s after the kill"
+FAILOVER_S=$(($(date +%s) - t0))
+echo "# $(date +%T) n1 serves, $FAILOVER_S s after the kill"
 check_eq "no synchronous standby demanded by the lone leader" "$(q "SHOW synchronous_standby_names")" ""
 coord() { [ "$(q "SELECT count(*) FROM remora.coordination")" = 1 ]; }
 check "reconcile rebuilt the coordination state there" wait_for 30 coord
 reconnected() {	# reconnected NODE [FROM_LINE]: each remora-worker's log says it
 	local w
 	for w in w1 w2; do
-		tail -n +"${2:-${LINES_BEFORE[$w]}}" "$T/$w.log" | grep -q "connected to 127.0.0.1:${PORT[$1]} " || return 1
+		# grep -c reads to the end: grep -q would stop at the match, and a
+		# tail still writing would die of SIGPIPE, which pipefail counts
+		# as a failure (1 call in 70 on a 7 KB log)
+		tail -n +"${2:-${LINES_BEFORE[$w]}}" "$T/$w.log" | grep -c "connected to 127.0.0.1:${PORT[$1]} " >/dev/null || return 1
 	done
 }
-check "the remora-workers connected to n2 after the switchover, and to n1 again after the kill" \
-	eval 'reconnected n2 1 && wait_for 60 reconnected n1'
+if ! check "the remora-workers connected to n2 after the switchover, and to n1 again after the kill" \
+	eval 'reconnected n2 1 && wait_for 60 reconnected n1'; then
+	for w in w1 w2; do
+		echo "# $w: ${LINES_BEFORE[$w]} lines before the kill; n1 on ${PORT[n1]}, n2 on ${PORT[n2]}"
+		grep -n "connected to" "$T/$w.log" | sed "s/^/# $w: /"
+	done
+fi
 
 mix_settle
 echo "# $(date +%T) every job ended"
 mix_verify
 check_eq "both kinds of worker committed results" \
 	"$(q "SELECT count(DISTINCT i.kind) FROM remora.results r JOIN remora.attempts a USING (attempt_id) JOIN remora.incarnations i USING (incarnation)")" 2
+if [ -n "${PATRONI_SUMMARY:-}" ]; then
+	{
+		echo "Failover under load (test/e2e/patroni.sh, seed $SEED, store ${REMORA_STORE:-s3rver}, $(date -u +%Y-%m-%d)):" \
+			"$SUBMITTED jobs and ${#EXPORTED[@]} exports across a Patroni switchover and a kill of the leader."
+		echo
+		echo "| | |"
+		echo "| --- | --- |"
+		echo "| new leader serving after the switchover began | $SWITCHOVER_S s |"
+		echo "| new leader serving after the leader was killed | $FAILOVER_S s |"
+		q "SELECT '| ' || CASE WHEN source_kind = 'export' THEN 'exports ' ELSE 'jobs ' END || state || ' | ' || count(*) || ' |'
+			FROM remora.jobs WHERE $CHAOS GROUP BY source_kind = 'export', state ORDER BY 1"
+		q "SELECT '| attempts lost (on the old leader, or cut off) | ' || count(*) FILTER (WHERE a.state = 'lost') || ' |' || chr(10)
+			|| '| of the replacements, resumed from a checkpoint | ' || count(*) FILTER (WHERE a.resumed_from IS NOT NULL AND a.restart_reason IS NULL) || ' |'
+			FROM remora.attempts a JOIN remora.jobs j USING (job_id) WHERE j.$CHAOS"
+		echo "| members and exported keys read back intact | $(printf '%s\n' "${CHECKED_MEMBERS[@]}" | awk '{ n += $1 } END { print n + 0 }') |"
+		echo
+		echo "Checks: $N_OK passed, $N_NOT_OK failed."
+	} >"$PATRONI_SUMMARY"
+fi
 e2e_finish

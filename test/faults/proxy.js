@@ -11,6 +11,8 @@
 //   GET /__reset         forget all rules
 //   GET /__hits?match=SUBSTR   how many requests matched so far
 //   GET /__fired         how often each action was applied, as JSON
+//   GET /__firedlog      the last 1,000 applied, as JSON lines: when
+//                        (seconds since the epoch), action, "METHOD path"
 // A rule applies to the first `count` requests (default: all) whose
 // "METHOD path" contains SUBSTR (and whose method is M, if given), after
 // the first `skip` of them (default 0), which are forwarded:
@@ -58,6 +60,7 @@ let rules = []
 let held = []
 const hits = new Map()
 const fired = {}
+const firedLog = []
 
 function control(req, res) {
   const url = new URL(req.url, 'http://x')
@@ -79,6 +82,9 @@ function control(req, res) {
     rules = []
   } else if (url.pathname === '/__fired') {
     res.end(JSON.stringify(fired))
+    return
+  } else if (url.pathname === '/__firedlog') {
+    res.end(firedLog.map((e) => JSON.stringify(e) + '\n').join(''))
     return
   } else if (url.pathname === '/__hits') {
     res.end(String(hits.get(q.get('match')) || 0))
@@ -202,6 +208,9 @@ const server = http.createServer((req, res) => {
   rule.count--
   const [action, arg] = rule.action.split(':')
   fired[action] = (fired[action] || 0) + 1
+  // what a failed check's diagnostics name: which fault hit which request when
+  firedLog.push({ at: Date.now() / 1000, action: rule.action, request: line.slice(0, 160) })
+  if (firedLog.length > 1000) firedLog.shift()
   switch (action) {
     case 'status': {
       const code = Number(arg)

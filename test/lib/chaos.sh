@@ -222,13 +222,18 @@ mix_verify() {
 	check_eq "every job succeeded, or was cancelled by the run" \
 		"$(q "SELECT count(*) FROM remora.jobs WHERE source_kind <> 'export' AND $CHAOS AND state <> 'succeeded'
 			AND NOT (state = 'cancelled' AND job_id = ANY ('{${cancelled_list}}'::bigint[]))")" 0
-	q "SELECT '# ' || job_id || ' ' || state || ' ' || source || ': ' || coalesce(last_error::text, '') FROM remora.jobs
-		WHERE source_kind <> 'export' AND $CHAOS AND state NOT IN ('succeeded', 'cancelled')"
+	for j in $(q "SELECT job_id FROM remora.jobs WHERE source_kind <> 'export' AND $CHAOS AND state <> 'succeeded'
+		AND NOT (state = 'cancelled' AND job_id = ANY ('{${cancelled_list}}'::bigint[])) ORDER BY job_id"); do
+		echo "# job $j did not succeed: $(q "SELECT state || ': ' || coalesce(last_error::text, '') FROM remora.jobs WHERE job_id = $j")"
+		mix_explain "$j"
+	done
 	check_eq "every export succeeded" \
 		"$(q "SELECT count(*) FILTER (WHERE state = 'succeeded') || '/' || count(*) FROM remora.jobs WHERE source_kind = 'export' AND $CHAOS")" \
 		"${#EXPORTED[@]}/${#EXPORTED[@]}"
-	q "SELECT '# export ' || job_id || ' ' || state || ': ' || coalesce(last_error::text, '') FROM remora.jobs
-		WHERE source_kind = 'export' AND $CHAOS AND state <> 'succeeded'"
+	for j in $(q "SELECT job_id FROM remora.jobs WHERE source_kind = 'export' AND $CHAOS AND state <> 'succeeded' ORDER BY job_id"); do
+		echo "# export $j: $(q "SELECT state || ': ' || coalesce(last_error::text, '') FROM remora.jobs WHERE job_id = $j")"
+		mix_explain "$j"
+	done
 	check_eq "one committed result per succeeded job, from its only succeeded attempt; none for any other" \
 		"$(q "SELECT count(*) FILTER (WHERE j.state = 'succeeded' AND r.attempt_id IS NOT NULL AND a.state = 'succeeded'
 				AND (SELECT count(*) FROM remora.attempts x WHERE x.job_id = j.job_id AND x.state = 'succeeded') = 1)
@@ -236,6 +241,16 @@ mix_verify() {
 			FROM remora.jobs j LEFT JOIN remora.results r USING (job_id) LEFT JOIN remora.attempts a ON a.attempt_id = r.attempt_id
 			WHERE j.source_kind <> 'export' AND j.$CHAOS")" \
 		"$(q "SELECT count(*) || '/' || count(*) || '/' || count(*) FROM remora.jobs WHERE source_kind <> 'export' AND $CHAOS AND state = 'succeeded'")"
+	# the jobs that break it: a succeeded one without exactly that, or a
+	# result on any other
+	for j in $(q "SELECT j.job_id FROM remora.jobs j LEFT JOIN remora.results r USING (job_id) LEFT JOIN remora.attempts a ON a.attempt_id = r.attempt_id
+			WHERE j.source_kind <> 'export' AND j.$CHAOS AND (j.state = 'succeeded') IS DISTINCT FROM (r.job_id IS NOT NULL
+			AND a.state = 'succeeded' AND (SELECT count(*) FROM remora.attempts x WHERE x.job_id = j.job_id AND x.state = 'succeeded') = 1)
+			ORDER BY j.job_id"); do
+		echo "# job $j: $(q "SELECT count(*) FILTER (WHERE state = 'succeeded') || ' succeeded attempts, '
+			|| (SELECT count(*) FROM remora.results WHERE job_id = $j) || ' results' FROM remora.attempts WHERE job_id = $j")"
+		mix_explain "$j"
+	done
 
 	# every committed member and manifest, read back from the store at once
 	mkdir -p "$T/dl"
@@ -250,6 +265,7 @@ mix_verify() {
 		got=$(sha256sum "$T/dl/$key" 2>/dev/null | cut -d' ' -f1)
 		if [ "$got" != "$sha" ]; then
 			echo "# job $job: $key in the store has ${got:-no object}, its manifest $sha ($(stat -c %s "$T/dl/$key" 2>/dev/null || echo '-') of $size bytes)"
+			mix_explain "$job" "$key"
 			bad_store=$((bad_store + 1)) good=
 		fi
 		case $source in
@@ -263,6 +279,7 @@ mix_verify() {
 		got=$(sha256sum "$file" | cut -d' ' -f1)
 		if [ "$got" != "$sha" ] && [ "${CHANGED[$job]:-}" != "$sha" ]; then
 			echo "# job $job: $path has $sha, its source $got${CHANGED[$job]:+ (before the change: ${CHANGED[$job]})}"
+			mix_explain "$job" "$key"
 			bad_source=$((bad_source + 1)) good=
 		fi
 		if [ -n "$good" ]; then
@@ -275,18 +292,23 @@ mix_verify() {
 	check_eq "all $n_members committed members read back from the store have their manifest's SHA-256" "$bad_store" 0
 	check_eq "and their source's (for a replaced source, the old or the new content, whole)" "$bad_source" 0
 	bad=0
-	while IFS='|' read -r key sha; do
-		[ "$(sha256sum "$T/dl/$key" 2>/dev/null | cut -d' ' -f1)" = "$sha" ] || bad=$((bad + 1))
-	done < <(q "SELECT r.manifest_key, r.manifest_sha256 FROM remora.results r JOIN remora.jobs j USING (job_id) WHERE j.$CHAOS")
+	while IFS='|' read -r key sha job; do
+		[ "$(sha256sum "$T/dl/$key" 2>/dev/null | cut -d' ' -f1)" != "$sha" ] || continue
+		bad=$((bad + 1))
+		echo "# job $job: its manifest $key does not hash to $sha"
+		mix_explain "$job" "$key"
+	done < <(q "SELECT r.manifest_key, r.manifest_sha256, r.job_id FROM remora.results r JOIN remora.jobs j USING (job_id) WHERE j.$CHAOS")
 	check_eq "every manifest object hashes to its committed SHA-256" "$bad" 0
 	bad=0
-	while IFS='|' read -r key sha; do
+	while IFS='|' read -r key sha job; do
 		if [ "$(sha256sum "$T/dl/$key" 2>/dev/null | cut -d' ' -f1)" = "$sha" ]; then
 			CHECKED_MEMBERS[export]=$((${CHECKED_MEMBERS[export]:-0} + 1))
 		else
 			bad=$((bad + 1))
+			echo "# export $job: $key does not hold its member ($sha)"
+			mix_explain "$job" "$key"
 		fi
-	done < <(q "SELECT 'stable/' || j.job_id || '/' || m.path, m.sha256 FROM remora.jobs e JOIN remora.jobs j ON e.idempotency_key = 'chaos-export-' || j.job_id
+	done < <(q "SELECT 'stable/' || j.job_id || '/' || m.path, m.sha256, e.job_id FROM remora.jobs e JOIN remora.jobs j ON e.idempotency_key = 'chaos-export-' || j.job_id
 		JOIN remora.results r ON r.job_id = j.job_id JOIN remora.members m ON m.attempt_id = r.attempt_id WHERE e.state = 'succeeded'")
 	check_eq "every exported key holds its member" "$bad" 0
 
@@ -335,13 +357,72 @@ mix_verify() {
 	orphans=$(comm -23 "$T/listed" "$T/named")
 	check_eq "no object under the staging area that no committed manifest names ($(wc -l <"$T/listed") listed)" \
 		"$(printf '%s' "$orphans" | grep -c . || true)" 0
-	[ -z "$orphans" ] || echo "$orphans" | head -20 | sed 's/^/# orphan: /'
+	# whose staging each is (the first five): the attempt, its state, its cleanup
+	for key in $(printf '%s\n' "$orphans" | head -5); do echo "# orphan $key: $(staging_owner "$key")"; done
+	[ -z "$orphans" ] || echo "$orphans" | sed -n '6,20p' | sed 's/^/# orphan: /'
 	if [ "${REMORA_STORE:-s3rver}" = rgw ]; then
 		open=$(aws_s3 s3api list-multipart-uploads --bucket target --query 'length(Uploads || `[]`)' --output text)
 		check_eq "no multipart upload left open" "$open" 0
 		[ "$open" = 0 ] || aws_s3 s3api list-multipart-uploads --bucket target \
-			--query 'Uploads[].[Key, Initiated]' --output text | sed 's/^/# open: /'
+			--query 'Uploads[].[Key, Initiated]' --output text | head -5 |
+			while read -r key initiated; do echo "# open: $key since $initiated: $(staging_owner "$key")"; done
 	else
 		echo "# the test server does not list multipart uploads (RGW's run checks them)"
 	fi
+}
+
+# ---- what a failed check says: enough to debug it without a rerun ----
+# chaos_note KIND [WHAT]: a nemesis as it happens, "EPOCH KIND WHAT" in
+# $T/nemeses (the chaos run's injections, patroni.sh's switchover and
+# kill); the proxies keep the faults they applied (/__firedlog)
+chaos_note() { echo "$(date +%s) $1 ${2:-}" >>"$T/nemeses"; }
+
+# staging_owner KEY: the attempt whose staging KEY is under: its job,
+# number, token, state, when it ended and was cleaned
+staging_owner() {
+	q "SELECT 'job ' || j.job_id || ' attempt ' || a.attempt_no || ' token ' || a.fencing_token || ' ' || a.state
+			|| ', ended ' || coalesce(to_char(a.finished_at, 'HH24:MI:SS'), '-') || ', cleaned ' || coalesce(to_char(a.cleaned_at, 'HH24:MI:SS'), 'never')
+			|| ' (' || a.clean_failures || ' failed cleanups)' || CASE WHEN r.attempt_id = a.attempt_id THEN ', committed' ELSE '' END
+		FROM remora.attempts a JOIN remora.jobs j USING (job_id) LEFT JOIN remora.results r USING (job_id)
+		WHERE '$1' LIKE remora._staging_prefix(j.prefix, j.job_id, a.attempt_id) || '%'"
+}
+
+EXPLAINED=0	# jobs explained so far
+# mix_explain JOB [KEY]: a few lines on a job a check found wrong: its
+# state and committed attempt; KEY's ETag and size in the store and in
+# its manifest; every attempt (number, token, state, worker, times, error
+# class and message); the nemeses and the faults the proxies applied from
+# 5 s before its first attempt to 5 s after its last ended.  At most
+# MIX_EXPLAIN (5) jobs a run, so that the output stays readable.
+mix_explain() {
+	local job=$1 key=${2:-} store from to
+	EXPLAINED=$((EXPLAINED + 1))
+	if [ "$EXPLAINED" -gt "${MIX_EXPLAIN:-5}" ]; then
+		[ "$EXPLAINED" -gt $((${MIX_EXPLAIN:-5} + 1)) ] || echo "#   (further jobs not explained: MIX_EXPLAIN=${MIX_EXPLAIN:-5})"
+		return 0
+	fi
+	q "SELECT '#   job ' || j.job_id || ' ' || j.state || ' ' || j.source || ': committed attempt '
+			|| coalesce(r.attempt_id::text || ' token ' || r.fencing_token || ' at ' || to_char(r.committed_at, 'HH24:MI:SS'), 'none')
+		FROM remora.jobs j LEFT JOIN remora.results r USING (job_id) WHERE j.job_id = $job"
+	if [ -n "$key" ]; then
+		store=$(aws_s3 s3api head-object --bucket target --key "$key" --query '[ETag, ContentLength]' --output text 2>/dev/null | tr '\t' ' ')
+		echo "#   $key: store ETag, size ${store:-(no object)}; manifest $(q "SELECT m.etag || ' ' || m.size FROM remora.members m
+			JOIN remora.results r USING (attempt_id) WHERE r.job_id = $job AND m.key = '$key'")"
+	fi
+	q "SELECT '#   attempt ' || a.attempt_no || ' token ' || a.fencing_token || ' ' || a.state || ' on ' || coalesce(i.label, i.kind)
+			|| ' ' || to_char(a.started_at, 'HH24:MI:SS') || '-' || coalesce(to_char(a.finished_at, 'HH24:MI:SS'), '')
+			|| coalesce(', resumed from ' || left(a.resumed_from::text, 8), '') || coalesce(', restarted: ' || a.restart_reason, '')
+			|| coalesce(', ' || (a.error ->> 'class') || ': ' || left(a.error ->> 'message', 160), '') || ' (' || left(a.attempt_id::text, 8) || ')'
+		FROM remora.attempts a JOIN remora.incarnations i USING (incarnation) WHERE a.job_id = $job ORDER BY a.attempt_no LIMIT 8"
+	read -r from to < <(q "SELECT extract(epoch FROM min(started_at))::bigint - 5, extract(epoch FROM max(coalesce(finished_at, now())))::bigint + 5
+		FROM remora.attempts WHERE job_id = $job" | tr '|' ' ')
+	[ -n "$from" ] || return 0
+	echo "#   nemeses then: $(while read -r at what; do
+		[ "$at" -ge "$from" ] && [ "$at" -le "$to" ] && echo "$(date -u -d "@$at" +%T) $what"
+	done < <(cat "$T/nemeses" 2>/dev/null) | head -12 | paste -sd ';' - | sed 's/;/; /g')"
+	echo "#   faults the proxies applied then: $(for p in "${SRC_PROXY:-}" "${S3_PROXY:-}"; do
+		[ -z "$p" ] || curl -s "http://127.0.0.1:$p/__firedlog"
+	done | jq -r --argjson f "$from" --argjson t "$to" \
+		'select(.at >= $f and .at <= $t) | (.at | floor | strftime("%H:%M:%S")) + " " + .action + " " + .request' 2>/dev/null |
+		sort | head -12 | paste -sd ';' - | sed 's/;/; /g')"
 }
