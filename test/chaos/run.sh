@@ -218,7 +218,7 @@ not_ok() { N_NOT_OK=$((N_NOT_OK + 1)); echo "not ok - $E2E_LABEL$*"; E2E_FAILED=
 
 # the schedule replays: two dry runs with this seed print this run's
 print_schedule >"$T/schedule"
-e2e_at_exit 'cp "$T/schedule" "/tmp/chaos${E2E_LABEL:+-rgw}-schedule.txt"'
+e2e_at_exit 'cp "$T/schedule" "/tmp/chaos$E2E_TAG-schedule.txt"'
 soak_flag=
 [ "$MODE" = soak ] && soak_flag=--soak
 replays() {
@@ -244,7 +244,7 @@ if [ -n "$FULL_DISK" ]; then
 	q "ALTER SYSTEM SET max_wal_size = '64MB'" >/dev/null
 	q "ALTER SYSTEM SET min_wal_size = '32MB'" >/dev/null
 fi
-e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/chaos${E2E_LABEL:+-rgw}-${f##*/}"; done'
+e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/chaos$E2E_TAG-${f##*/}"; done'
 
 # ---- the sources, of the sizes drawn: http objects (some multi-part, 5 MB
 # parts) behind the fault proxy and nginx's 256 KB/s, S3 prefixes in the

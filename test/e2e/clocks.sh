@@ -12,7 +12,7 @@
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_begin clocks
 stack_up
-e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/clocks${E2E_LABEL:+-rgw}-${f##*/}"; done'
+e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/clocks$E2E_TAG-${f##*/}"; done'
 
 q "CREATE ROLE rw LOGIN; GRANT remora_worker TO rw" >/dev/null
 q "ALTER SYSTEM SET remora.max_workers = 0" >/dev/null

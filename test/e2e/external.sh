@@ -27,7 +27,7 @@ stack_up
 
 WORKER=$(pg_config --bindir)/remora-worker
 # the workers' logs are kept as /tmp/external-w*.log
-e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/external${E2E_LABEL:+-rgw}-${f##*/}"; done'
+e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/external$E2E_TAG-${f##*/}"; done'
 CONNINFO="host=$T/pg port=$PG_PORT dbname=postgres user=rw"
 
 # --- PostgreSQL only coordinates: no background worker

@@ -43,7 +43,7 @@ enospc_logged() { grep -q "No space left on device" "$LOG"; }
 not_logged() { ! grep -q "$1" "$LOG"; }
 
 q "CREATE ROLE rw LOGIN; GRANT remora_worker TO rw" >/dev/null
-e2e_at_exit "cp '$T/wd.log' /tmp/full_disk${E2E_LABEL:+-rgw}-wd.log 2>/dev/null"
+e2e_at_exit "cp '$T/wd.log' /tmp/full_disk$E2E_TAG-wd.log 2>/dev/null"
 
 # ---- large jobs under way on both kinds of worker ----
 # remora-worker takes the first two (the background workers wait), then

@@ -22,7 +22,7 @@
 . "$(dirname "$0")/../lib/partition.sh"
 e2e_begin partition
 stack_up
-e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/partition${E2E_LABEL:+-rgw}-${f##*/}"; done'
+e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/partition$E2E_TAG-${f##*/}"; done'
 
 CUT_SECONDS=12 # three leases
 W1_USER=remora_chaos_w1

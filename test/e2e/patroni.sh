@@ -123,7 +123,7 @@ patroni_node() {
 	e2e_at_exit "kill -9 \$(pgrep -P ${PPID_OF[$1]}) ${PPID_OF[$1]} 2>/dev/null"
 }
 e2e_at_exit 'cp "$T/n1.log" /tmp/patroni-n1.log; cp "$T/n2.log" /tmp/patroni-n2.log'
-e2e_at_exit 'for f in "$T"/w*.log; do [ ! -e "$f" ] || cp "$f" "/tmp/patroni${E2E_LABEL:+-rgw}-${f##*/}"; done'
+e2e_at_exit 'for f in "$T"/w*.log; do [ ! -e "$f" ] || cp "$f" "/tmp/patroni$E2E_TAG-${f##*/}"; done'
 declare -A PPID_OF
 patroni_node n1
 leader_is() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${REST[$1]}/primary" | grep -q 200; }

@@ -31,7 +31,7 @@ stack_up
 # by the submit's NOTIFY, still leaves each external worker at least two
 LIMIT=14
 # the workers' logs are kept as /tmp/scaleout-w*.log
-e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/scaleout${E2E_LABEL:+-rgw}-${f##*/}"; done'
+e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/scaleout$E2E_TAG-${f##*/}"; done'
 CONNINFO="host=$T/pg port=$PG_PORT dbname=postgres user=rw"
 # the local Hugging Face Hub (test/hub): 15 repositories of three files,
 # the largest (1 MiB or more) an LFS file behind its redirect

@@ -20,7 +20,7 @@
 . "$(dirname "$0")/../lib/http.sh"
 e2e_begin search_path
 # the worker's log is kept as /tmp/search_path-w.log
-e2e_at_exit 'cp "$T/w.log" /tmp/search_path${E2E_LABEL:+-rgw}-w.log'
+e2e_at_exit 'cp "$T/w.log" /tmp/search_path$E2E_TAG-w.log'
 stack_up
 curl() { command curl --max-time 30 "$@"; }
 

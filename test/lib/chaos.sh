@@ -360,14 +360,21 @@ mix_verify() {
 	# whose staging each is (the first five): the attempt, its state, its cleanup
 	for key in $(printf '%s\n' "$orphans" | head -5); do echo "# orphan $key: $(staging_owner "$key")"; done
 	[ -z "$orphans" ] || echo "$orphans" | sed -n '6,20p' | sed 's/^/# orphan: /'
-	if [ "${REMORA_STORE:-s3rver}" = rgw ]; then
+	if [ "${REMORA_STORE:-s3rver}" != s3rver ]; then
 		open=$(aws_s3 s3api list-multipart-uploads --bucket target --query 'length(Uploads || `[]`)' --output text)
 		check_eq "no multipart upload left open" "$open" 0
 		[ "$open" = 0 ] || aws_s3 s3api list-multipart-uploads --bucket target \
 			--query 'Uploads[].[Key, Initiated]' --output text | head -5 |
 			while read -r key initiated; do echo "# open: $key since $initiated: $(staging_owner "$key")"; done
 	else
-		echo "# the test server does not list multipart uploads (RGW's run checks them)"
+		echo "# the test server does not list multipart uploads (RGW's and Swift's runs check them)"
+	fi
+	if [ "${REMORA_STORE:-s3rver}" = swift ]; then
+		# the segments of uploads completed with some parts, unseen by S3
+		segs=$(swift_orphan_segments target)
+		check_eq "no Swift segment is left that no open upload or object names (of $(tail -n 1 <<<"$segs" | cut -d' ' -f2))" \
+			"$(sed '$d' <<<"$segs" | grep -c . || true)" 0
+		sed '$d' <<<"$segs" | head -5 | sed 's/^/# orphan segment: /'
 	fi
 }
 

@@ -23,6 +23,7 @@ E2E_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 E2E_FAILED=0
 E2E_LABEL=${E2E_LABEL:-}	# said before every test name, e.g. "[rgw] "
+E2E_TAG=${E2E_TAG:-}	# in the names of the logs kept, e.g. "-rgw" (e2e_begin)
 
 ok() { echo "ok - $E2E_LABEL$*"; }
 not_ok() { echo "not ok - $E2E_LABEL$*"; E2E_FAILED=1; }
@@ -77,6 +78,8 @@ e2e_begin() {
 	[ "${REMORA_HOST:-bgworker}" != external ] || host=external
 	store="$store${store:+${host:+ }}$host"
 	[ -z "$store" ] || E2E_LABEL="[$store] "
+	# said in the names of the logs a script keeps: "-rgw", "-swift-external"
+	E2E_TAG=${store:+-${store// /-}}
 	T=$(mktemp -d /tmp/remora-e2e.XXXXXX)
 	chmod 755 "$T"
 	SERVICES_DIR=$T
@@ -98,10 +101,8 @@ e2e_at_exit() { E2E_AT_EXIT+=("$1"); }
 # as NAME-external-hwN.log), stops every cluster under $T and every
 # service, removes $T.
 e2e_end() {
-	local cmd dir f name=$E2E_NAME
+	local cmd dir f name=$E2E_NAME$E2E_TAG
 	for cmd in "${E2E_AT_EXIT[@]}"; do eval "$cmd" || true; done
-	[ "${REMORA_STORE:-s3rver}" = s3rver ] || name=$name-$REMORA_STORE
-	[ "${REMORA_HOST:-bgworker}" != external ] || name=$name-external
 	cp "$T/pg/server.log" "/tmp/$name-server.log" 2>/dev/null
 	for f in "$T"/hw*.log; do [ -f "$f" ] && cp "$f" "/tmp/$name-${f##*/}"; done
 	[ -f "$T/store/log/client.rgw.a.log" ] && cp "$T/store/log/client.rgw.a.log" "/tmp/$name-radosgw.log"
