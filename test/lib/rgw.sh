@@ -170,12 +170,8 @@ CONF
 	rgw_admin "$dir" user create --uid "$RGW_UID" --display-name "Remora tests" \
 		--access-key "$key" --secret-key "$secret" >"$dir/admin.log" 2>&1 ||
 		{ _rgw_fail "$dir" "radosgw-admin could not create the user"; return 1; }
-	for b in "$@"; do
-		AWS_ACCESS_KEY_ID=$key AWS_SECRET_ACCESS_KEY=$secret AWS_DEFAULT_REGION=us-east-1 \
-			AWS_EC2_METADATA_DISABLED=true /usr/bin/aws --endpoint-url "http://127.0.0.1:$port" \
-			s3api create-bucket --bucket "$b" >>"$dir/admin.log" 2>&1 ||
-			{ _rgw_fail "$dir" "bucket $b could not be created"; return 1; }
-	done
+	b=$(store_buckets "$port" "$key" "$secret" "$dir/admin.log" "$@") ||
+		{ _rgw_fail "$dir" "bucket $b could not be created"; return 1; }
 	RGW_STARTUP_MS=$((($(date +%s%N) - t0) / 1000000))
 	echo "# RGW ($store) on 127.0.0.1:$port ready in $RGW_STARTUP_MS ms"
 }

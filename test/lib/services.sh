@@ -164,6 +164,19 @@ stop_services() {
 	rm -f "$SERVICES_DIR/pids"
 }
 
+# store_buckets PORT KEY SECRET LOG BUCKET...: the buckets created with the
+# AWS CLI on a store just started on PORT (its output appended to LOG);
+# on failure, prints the bucket that could not be created
+store_buckets() {
+	local port=$1 key=$2 secret=$3 log=$4 b
+	shift 4
+	for b in "$@"; do
+		AWS_ACCESS_KEY_ID=$key AWS_SECRET_ACCESS_KEY=$secret AWS_DEFAULT_REGION=us-east-1 \
+			AWS_EC2_METADATA_DISABLED=true /usr/bin/aws --endpoint-url "http://127.0.0.1:$port" \
+			s3api create-bucket --bucket "$b" >>"$log" 2>&1 || { echo "$b"; return 1; }
+	done
+}
+
 # aws ARGS...: the real AWS CLI from Debian against the target store on
 # $S3_PORT, with its key ($S3_ACCESS_KEY/$S3_SECRET_KEY, s3rver's by default)
 aws_s3() {

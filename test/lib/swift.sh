@@ -225,12 +225,8 @@ start_swift() {
 	# the answer was this proxy's, not another's that took the port
 	kill -0 "$SWIFT_PID" 2>/dev/null ||
 		{ _swift_fail "$dir" "the proxy exited after it answered"; return 1; }
-	for b in "$@"; do
-		AWS_ACCESS_KEY_ID=$key AWS_SECRET_ACCESS_KEY=$secret AWS_DEFAULT_REGION=us-east-1 \
-			AWS_EC2_METADATA_DISABLED=true /usr/bin/aws --endpoint-url "http://127.0.0.1:$port" \
-			s3api create-bucket --bucket "$b" >>"$dir/admin.log" 2>&1 ||
-			{ _swift_fail "$dir" "bucket $b could not be created"; return 1; }
-	done
+	b=$(store_buckets "$port" "$key" "$secret" "$dir/admin.log" "$@") ||
+		{ _swift_fail "$dir" "bucket $b could not be created"; return 1; }
 	SWIFT_STARTUP_MS=$((($(date +%s%N) - t0) / 1000000))
 	echo "# Swift on 127.0.0.1:$port ready in $SWIFT_STARTUP_MS ms"
 }
