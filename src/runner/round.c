@@ -219,6 +219,18 @@ incarnation_ready(bool reconnected)
 					c->host_name ? c->host_name : "",
 					c->label ? ", label " : "", c->label ? c->label : "",
 					c->concurrency);
+	else
+	{
+		/*
+		 * An answer lost (a partition, a server that did not answer in
+		 * time) may hide a row that was recorded: the same uuid would then
+		 * be refused as a duplicate at every try, and the worker never
+		 * claim again.  The next try records a new one; one recorded
+		 * unseen holds no lease, never beats, and lapses as a crashed
+		 * worker's does.
+		 */
+		new_incarnation();
+	}
 	return recorded;
 }
 
