@@ -195,7 +195,7 @@ ENGINE_UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_vectors_test \
 	test/unit/engine_export_test test/unit/json_test test/unit/ranges_test \
 	test/unit/reuse_resume_test test/unit/reuse_zombie_test \
 	test/unit/adapt_test test/unit/partsize_test \
-	test/unit/subranges_test
+	test/unit/subranges_test test/unit/parts_memory_test
 UNIT_TESTS = $(ENGINE_UNIT_TESTS) test/unit/http_test \
 	test/unit/runner_codec_test test/unit/runner_test
 ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)
