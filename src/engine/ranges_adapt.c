@@ -22,6 +22,7 @@
  *-------------------------------------------------------------------------
  */
 #include <limits.h>
+#include <stdio.h>
 
 #include "engine/transfer.h"
 
@@ -104,12 +105,17 @@ log_count(const Transfer *task, int was, const char *why)
 void
 remora_xfer_adapt_begin(Transfer *task)
 {
+	char why[128];
+
 	if (!task->adaptive)
 		return;
 	remora_adapt_init(&task->adapt, task->adapt.start, task->adapt.max,
 					  remora_now_ms(), task->src_bytes);
 	task->connections = task->adapt.n;
-	log_count(task, 0, "the ranges begin");
+	/* the bound and the part size it was taken at: what memory allows */
+	snprintf(why, sizeof(why), "the ranges begin, at most %d (parts of %zu kB)",
+			 task->adapt.max, task->part_size / 1024);
+	log_count(task, 0, why);
 }
 
 /* After each run of the loop: judge the window that may have ended. */
