@@ -195,7 +195,8 @@ ENGINE_UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_vectors_test \
 	test/unit/engine_export_test test/unit/json_test test/unit/ranges_test \
 	test/unit/reuse_resume_test test/unit/reuse_zombie_test \
 	test/unit/adapt_test test/unit/partsize_test \
-	test/unit/subranges_test
+	test/unit/subranges_test test/unit/parts_memory_test \
+	test/unit/set_manifest_test
 UNIT_TESTS = $(ENGINE_UNIT_TESTS) test/unit/http_test \
 	test/unit/runner_codec_test test/unit/runner_test
 ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)
@@ -223,7 +224,8 @@ test/unit/s3xml_documents_test test/unit/s3xml_hostile_test: \
 	test/unit/s3xml_fixtures.h
 test/unit/engine_s3_test test/unit/engine_lookups_test \
 		test/unit/engine_export_test test/unit/reuse_resume_test \
-		test/unit/reuse_zombie_test: test/unit/engine_fixtures.c \
+		test/unit/reuse_zombie_test test/unit/set_manifest_test: \
+		test/unit/engine_fixtures.c \
 		test/unit/engine_fixtures.h
 test/unit/reuse_resume_test test/unit/reuse_zombie_test: \
 	test/unit/reuse_fixtures.c test/unit/reuse_fixtures.h

@@ -57,8 +57,10 @@
 
 /*
  * Memory bound of an adaptive object: its part buffers (one per
- * connection, REMORA_PARTS_IN_FLIGHT more for uploads) stay within this,
- * whatever remora.max_connections_per_host allows.
+ * connection, REMORA_PARTS_IN_FLIGHT more for uploads) of the part size it
+ * goes in (remora.part_size, or larger to fit the store's part limit) stay
+ * within this, whatever remora.max_connections_per_host allows, down to
+ * REMORA_ADAPT_START connections.
  */
 #define REMORA_ADAPT_MEMORY (512L * 1024 * 1024)
 

@@ -251,13 +251,17 @@ remora_xfer_seal_part(Transfer *task, Buffer *buf)
 
 /*
  * Parts (and buffers) of ps bytes from now on: the buffers allocated so
- * far are allocated again at that size.  Only while no buffer holds a
- * byte, a GET or an upload (before the source's first byte).  False: the
- * task failed.
+ * far are allocated again at that size, and an adaptive count's buffers
+ * beyond its bound at that size are given up (remora_xfer_adapt_part_size),
+ * so that the memory it plans holds for the parts it makes.  Only while no
+ * buffer holds a byte, a GET or an upload (before the source's first
+ * byte).  False: the task failed.
  */
 static bool
 set_part_size(Transfer *task, int64_t ps)
 {
+	int keep;
+
 	if ((size_t) ps == task->part_size)
 		return true;
 	for (int i = 0; i < task->nbufs; i++)
@@ -273,6 +277,17 @@ set_part_size(Transfer *task, int64_t ps)
 		}
 	}
 	task->part_size = (size_t) ps;
+	/* the first REMORA_PARTS_IN_FLIGHT + 1 stay: the bound is never below */
+	keep = remora_xfer_adapt_part_size(task);
+	while (task->nbufs > keep)
+	{
+		Buffer *b = &task->bufs[--task->nbufs];
+
+		free(b->data);
+		b->data = NULL;
+		EVP_MD_CTX_free(b->sha);
+		b->sha = NULL;
+	}
 	for (int i = 0; i < task->nbufs; i++)
 		if (task->bufs[i].data != NULL)
 		{

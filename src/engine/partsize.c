@@ -30,3 +30,17 @@ remora_part_size_fit(int64_t size, int64_t part_size, int max_parts)
 	want = (want + MIB - 1) / MIB * MIB;
 	return want <= REMORA_PART_SIZE_MAX ? want : -1;
 }
+
+int64_t
+remora_part_size_next(int64_t sent, int64_t part_size, int nparts,
+					  int max_parts)
+{
+	int     left = max_parts - nparts - 1; /* before the last part */
+	int64_t want;
+
+	if (left < 1)
+		return 0;
+	want = remora_part_size_fit(sent, part_size, left);
+	/* past what the limit holds: the largest parts, as long as they go */
+	return want < 0 ? REMORA_PART_SIZE_MAX : want;
+}

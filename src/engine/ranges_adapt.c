@@ -8,18 +8,21 @@
  * ranges.c starts a GET while fewer than task->connections run; this file
  * moves that number.  It grows while each added connection adds bytes a
  * second, up to remora.max_connections_per_host and REMORA_ADAPT_MEMORY of
- * part buffers (remora_adapt_bound).  A 503 or 429 from the source, a
- * reset connection, or a 503 / SlowDown / 429 from the store for a part
- * removes a connection, caps the part uploads in flight below the count
- * that was refused, and pauses: the range or part is asked for again after
- * the pause (Retry-After when longer, up to ADAPT_MAX_PAUSE_MS), at most
- * ADAPT_MAX_THROTTLES times in an attempt; then the attempt fails as it
- * always did, retryably.  A pinned count is left as the job asked: a
- * throttle answer fails the attempt, and the job's retry takes over.
+ * part buffers (remora_adapt_bound) at the part size in use: grown to
+ * fit the store's part limit, the parts are larger and the count fewer.
+ * A 503 or 429 from the source, a reset connection, or a 503 / SlowDown /
+ * 429 from the store for a part removes a connection, caps the part
+ * uploads in flight below the count that was refused, and pauses: the
+ * range or part is asked for again after the pause (Retry-After when
+ * longer, up to ADAPT_MAX_PAUSE_MS), at most ADAPT_MAX_THROTTLES times
+ * in an attempt; then the attempt fails as it always did, retryably.  A
+ * pinned count is left as the job asked: a throttle answer fails the
+ * attempt, and the job's retry takes over.
  *
  *-------------------------------------------------------------------------
  */
 #include <limits.h>
+#include <stdio.h>
 
 #include "engine/transfer.h"
 
@@ -29,7 +32,9 @@
 
 /*
  * The task's connection count from its spec: a pinned one (1..64), or
- * REMORA_CONNECTIONS_ADAPT(start): the controller's, from start.
+ * REMORA_CONNECTIONS_ADAPT(start): the controller's, from start, bounded
+ * at remora.part_size until the parts are sized
+ * (remora_xfer_adapt_part_size).
  */
 void
 remora_xfer_adapt_init(Transfer *task, int connections)
@@ -53,6 +58,35 @@ remora_xfer_adapt_init(Transfer *task, int connections)
 	task->connections = task->adapt.n;
 }
 
+/*
+ * The task's parts (and buffers) are task->part_size from now on: bound
+ * an adaptive count again at that size.  Parts grown so that the store's
+ * limit holds the object are larger than the remora.part_size the bound
+ * was taken at, and each connection may hold a buffer of that size, so
+ * the old bound would let the buffers outgrow REMORA_ADAPT_MEMORY by the
+ * ratio of the two.  Never above the buffers the task has: parts smaller
+ * than remora.part_size (a resume's) raise no cap.  Returns the buffers
+ * the task needs from now on (its nbufs when it does not adapt).  Called
+ * by parts.c before any byte is in a buffer.
+ */
+int
+remora_xfer_adapt_part_size(Transfer *task)
+{
+	int max;
+
+	if (!task->adaptive)
+		return task->nbufs;
+	max = remora_adapt_bound(task->base.engine->max_per_host,
+							 (int64_t) task->part_size);
+	if (max > task->nbufs - REMORA_PARTS_IN_FLIGHT)
+		max = task->nbufs - REMORA_PARTS_IN_FLIGHT;
+	task->adapt.max = max;
+	if (task->adapt.n > max)
+		task->adapt.n = max;
+	task->connections = task->adapt.n;
+	return max + REMORA_PARTS_IN_FLIGHT;
+}
+
 static void
 log_count(const Transfer *task, int was, const char *why)
 {
@@ -71,12 +105,17 @@ log_count(const Transfer *task, int was, const char *why)
 void
 remora_xfer_adapt_begin(Transfer *task)
 {
+	char why[128];
+
 	if (!task->adaptive)
 		return;
 	remora_adapt_init(&task->adapt, task->adapt.start, task->adapt.max,
 					  remora_now_ms(), task->src_bytes);
 	task->connections = task->adapt.n;
-	log_count(task, 0, "the ranges begin");
+	/* the bound and the part size it was taken at: what memory allows */
+	snprintf(why, sizeof(why), "the ranges begin, at most %d (parts of %zu kB)",
+			 task->adapt.max, task->part_size / 1024);
+	log_count(task, 0, why);
 }
 
 /* After each run of the loop: judge the window that may have ended. */

@@ -164,10 +164,12 @@ struct RemoraSet
 	int64_t          duplicates;
 
 	/* the manifest */
-	RemoraBuf     mtext; /* not yet uploaded */
-	RemoraSha256 *msha;  /* the whole manifest */
-	RemoraSha256 *lsha;  /* the member lines: the root digest */
-	Multipart     mpu;   /* once it outgrows one part */
+	RemoraBuf     mtext;  /* not yet uploaded */
+	RemoraSha256 *msha;   /* the whole manifest */
+	RemoraSha256 *lsha;   /* the member lines: the root digest */
+	Multipart     mpu;    /* once it outgrows one part */
+	int64_t       msent;  /* bytes sent in parts of it */
+	int           mparts; /* parts of it sent */
 	Request      *mreq;
 	char         *part_body; /* the part (or the whole) in flight */
 };

@@ -10,11 +10,13 @@
  *-------------------------------------------------------------------------
  */
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/manifest.h"
+#include "engine/partsize.h"
 #include "engine/set.h"
 
 /*
@@ -24,15 +26,28 @@
  * while a whole part waits for the one being sent (or for the upload's
  * creation), so a set holds at most two parts of it: one in flight, one
  * filling.
+ *
+ * Its size is known only at its end, so the store's part limit
+ * (remora.max_upload_parts) is kept part by part: once half the part
+ * numbers are used, the next part is as large as the part numbers left
+ * need to hold as much again as has been sent (remora_part_size_next), and
+ * the last part number is kept for the rest.  At S3's 10,000 parts that is
+ * 5 MiB up to 24 GiB of manifest; at Swift's 1,000, up to 2.4 GiB, then
+ * larger (22 MiB parts at 5.5 GB).
  */
 #define MANIFEST_PART_MAX ((size_t) 5 * 1024 * 1024)
 
+/* The next part's size; SIZE_MAX: none before the last, which takes all. */
 static size_t
 manifest_part(const RemoraSet *set)
 {
-	return set->base.engine->part_size < MANIFEST_PART_MAX
-			   ? set->base.engine->part_size
-			   : MANIFEST_PART_MAX;
+	const RemoraEngine *e = set->base.engine;
+	size_t              base =
+        e->part_size < MANIFEST_PART_MAX ? e->part_size : MANIFEST_PART_MAX;
+	int64_t part = remora_part_size_next(set->msent, (int64_t) base,
+										 set->mparts, e->max_parts);
+
+	return part > 0 ? (size_t) part : SIZE_MAX;
 }
 
 static bool
@@ -103,6 +118,24 @@ done:
 	return ok;
 }
 
+/*
+ * Only the last part number is left, and the rest of the manifest is more
+ * than a part (or one PUT) can be: the store's limit does not hold it.
+ * True: the set failed.
+ */
+static bool
+manifest_too_large(RemoraSet *set)
+{
+	if (set->mtext.len <= (size_t) REMORA_PART_SIZE_MAX ||
+		manifest_part(set) != SIZE_MAX)
+		return false;
+	remora_set_fail(set, REMORA_ERR_SIZE, false, 0,
+					"the manifest needs more than %d parts of at most 5 GiB, "
+					"the store's limit (remora.max_upload_parts)",
+					set->base.engine->max_parts);
+	return true;
+}
+
 void
 remora_set_pop_done(RemoraSet *set)
 {
@@ -122,6 +155,8 @@ remora_set_pop_done(RemoraSet *set)
 			set->tail = NULL;
 		set->nentries--;
 		remora_set_entry_free(e);
+		if (manifest_too_large(set))
+			return;
 	}
 }
 
@@ -248,7 +283,10 @@ remora_set_manifest_flush(RemoraSet *set)
 		return;
 	if (!last && set->mtext.len < manifest_part(set))
 		return;
-	if (last && set->mpu.upload_id == NULL)
+	if (manifest_too_large(set))
+		return;
+	if (last && set->mpu.upload_id == NULL &&
+		set->mtext.len <= (size_t) REMORA_PART_SIZE_MAX)
 	{
 		/* the whole manifest fits one PUT */
 		set->part_body = remora_buf_release(&set->mtext, &n);
@@ -275,8 +313,10 @@ remora_set_manifest_flush(RemoraSet *set)
 	else if (set->mtext.len > 0 &&
 			 (set->mtext.len >= manifest_part(set) || last))
 	{
-		n = set->mtext.len < manifest_part(set) || last ? set->mtext.len
-														: manifest_part(set);
+		/* the rest as the last part, if a part holds it */
+		n = last && set->mtext.len <= (size_t) REMORA_PART_SIZE_MAX
+				? set->mtext.len
+				: manifest_part(set);
 		set->part_body = malloc(n);
 		if (set->part_body == NULL)
 		{
@@ -285,6 +325,8 @@ remora_set_manifest_flush(RemoraSet *set)
 		}
 		memcpy(set->part_body, set->mtext.data, n);
 		remora_buf_consume(&set->mtext, n);
+		set->msent += (int64_t) n;
+		set->mparts++;
 		remora_mpu_part(&set->mpu, set->mpu.nparts + 1, set->part_body, n, NULL,
 						&c);
 		set->mreq =

@@ -252,6 +252,7 @@ extern void     remora_xfer_ranges_pump(Transfer *task);
 
 /* ranges_adapt.c */
 extern void remora_xfer_adapt_init(Transfer *task, int connections);
+extern int  remora_xfer_adapt_part_size(Transfer *task);
 extern void remora_xfer_adapt_begin(Transfer *task);
 extern void remora_xfer_adapt_tick(Transfer *task);
 extern bool remora_xfer_throttled(Transfer *task, const char *what,

@@ -13,7 +13,9 @@
 # number the store refuses fails the attempt at once, naming the
 # setting: on Swift started with a limit of 4 (SWIFT_MAX_UPLOAD_PARTS),
 # the store's own answer to part 5; elsewhere the same answer from the
-# proxy.  With remora.max_upload_parts = 4 the same object goes.
+# proxy.  With remora.max_upload_parts = 4 the same object goes.  And an
+# object whose count of ranges adapts has it bounded at the part size it
+# goes in (100 MiB at three parts: 13 connections for parts of 34 MiB).
 #
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_begin part_limit
@@ -131,5 +133,22 @@ check "the export of the 40 MiB member succeeds" wait_state "$ex" succeeded 120
 # part is copied again without it, once HEAD shows the member unchanged
 sent=3; [ "${REMORA_STORE:-s3rver}" != swift ] || sent=6
 check_object "export" stable/pl/big40.bin stable/pl/big40.bin 3 "$WWW/big40.bin" "$sent"
+
+# --- an adaptive count of ranges (remora.object_connections = 4) is
+# bounded at the part size the object goes in: 100 MiB in three parts of
+# 34 MiB, so 512 MiB of part buffers hold 13 connections (and two
+# buffers for uploads), fewer than the 16 a host takes; taken at the
+# 5 MiB of remora.part_size, the bound was 16 buffers of 34 MiB and more
+make_file big100.bin $((100 * MIB))
+q "ALTER SYSTEM SET remora.object_connections = 4" >/dev/null
+check "the workers take remora.object_connections = 4" reload_workers
+count_parts data/big100.bin
+j=$(q "SELECT remora_submit('$SRC/big100.bin')")
+check "an adaptive 100 MiB object succeeds" wait_state "$j" succeeded 180
+check_object "adaptive" data/big100.bin "$j big100.bin" 3 "$WWW/big100.bin"
+# the workers' log: the server's, or each remora-worker's
+began=$(cat "$LOG" "$T"/hw*.log 2>/dev/null | grep -F "remora job $j: ranged connections 0 -> " | grep -o 'the ranges begin.*' | head -1)
+check_eq "adaptive: at most 13 connections, for parts of 34 MiB" "$began" \
+	"the ranges begin, at most 13 (parts of 34816 kB)"
 
 e2e_finish

@@ -4,7 +4,9 @@
  *
  * Each case checks the rule's three promises: the store's limit holds the
  * object (ceil(size / part) <= limit), a part is never below
- * remora.part_size, and a grown part is a whole number of MiB.
+ * remora.part_size, and a grown part is a whole number of MiB.  And the
+ * same rule part by part for an upload whose size is known only at its
+ * end (a set's manifest).
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -106,6 +108,96 @@ edges(void)
 	CHECK(REMORA_MAX_PARTS == 10000, "S3's limit is 10,000 parts");
 }
 
+/*
+ * A set's manifest, its size known only at its end, written as the
+ * manifest writer does (set_manifest.c): a part of remora_part_size_next
+ * as soon as that much more is written, the rest as the last part.  The
+ * parts it takes, the largest part before the last, and the last's size.
+ */
+typedef struct Streamed
+{
+	int     parts;
+	int     same;    /* parts of part_size from the first */
+	int     odd;     /* parts below part_size, or grown to no whole MiB */
+	int64_t largest; /* before the last */
+	int64_t last;
+} Streamed;
+
+static Streamed
+stream(int64_t total, int64_t part_size, int limit)
+{
+	Streamed st = {0, 0, 0, 0, 0};
+	int64_t  sent = 0;
+	int64_t  p;
+
+	while ((p = remora_part_size_next(sent, part_size, st.parts, limit)) > 0 &&
+		   total - sent > p)
+	{
+		st.odd += p < part_size || (p != part_size && p % MIB != 0) ||
+				  p > REMORA_PART_SIZE_MAX;
+		if (p == part_size && st.same == st.parts)
+			st.same++;
+		if (p > st.largest)
+			st.largest = p;
+		sent += p;
+		st.parts++;
+	}
+	st.last = total - sent;
+	st.parts++;
+	return st;
+}
+
+static void
+streamed(void)
+{
+	int64_t  p = 5 * MIB;
+	Streamed st;
+
+	/*
+	 * 5.5 GB at Swift's 1,000: parts of 5 MiB alone would take 1,050, and
+	 * the upload would fail at part 1,001
+	 */
+	CHECK(parts_of(5500 * 1000 * 1000LL, p) == 1050,
+		  "5.5 GB in 5 MiB parts: 1,050 of them");
+	st = stream(5500 * 1000 * 1000LL, p, 1000);
+	CHECK(st.parts <= 1000 && st.last <= REMORA_PART_SIZE_MAX && st.odd == 0,
+		  "5.5 GB at 1,000: %d parts, the last %" PRId64 " MiB", st.parts,
+		  st.last / MIB);
+	CHECK(st.same == 500, "  ... 5 MiB for the first half of the limit (%d)",
+		  st.same);
+	CHECK(st.largest <= 32 * MIB, "  ... the largest %" PRId64 " MiB",
+		  st.largest / MIB);
+	/* what the limit holds before the parts reach 5 GiB: about 160 GiB */
+	st = stream(150 * GIB, p, 1000);
+	CHECK(st.parts <= 1000 && st.last <= REMORA_PART_SIZE_MAX && st.odd == 0,
+		  "150 GiB at 1,000: %d parts, the last %" PRId64 " MiB", st.parts,
+		  st.last / MIB);
+	st = stream(170 * GIB, p, 1000);
+	CHECK(st.parts == 1000 && st.last > REMORA_PART_SIZE_MAX,
+		  "170 GiB at 1,000: too much for the last part (%" PRId64 " MiB)",
+		  st.last / MIB);
+	/* S3's 10,000: the same 5 MiB parts as ever, to 24 GiB */
+	st = stream(20 * GIB, p, 10000);
+	CHECK(st.parts == parts_of(20 * GIB, p) && st.same == st.parts - 1,
+		  "20 GiB at 10,000: %d parts of 5 MiB", st.parts);
+	/* a small limit: two parts of 5 MiB, the rest in the last */
+	CHECK(remora_part_size_next(0, p, 0, 3) == p &&
+			  remora_part_size_next(p, p, 1, 3) == p &&
+			  remora_part_size_next(2 * p, p, 2, 3) == 0,
+		  "limit 3: 5 MiB, 5 MiB, then only the last");
+	st = stream(40 * MIB, p, 3);
+	CHECK(st.parts == 3 && st.last == 30 * MIB,
+		  "40 MiB at 3: 3 parts, the last 30 MiB (%d, %" PRId64 ")", st.parts,
+		  st.last / MIB);
+	CHECK(remora_part_size_next(0, p, 0, 1) == 0,
+		  "limit 1: no part before the last (one PUT)");
+	/* the engine tests' 64 kB parts */
+	CHECK(remora_part_size_next(0, 64 * KIB, 0, 3) == 64 * KIB &&
+			  remora_part_size_next(64 * KIB, 64 * KIB, 1, 3) == 64 * KIB &&
+			  remora_part_size_next(64 * KIB, 64 * KIB, 1, 2) == 0,
+		  "64 kB parts at limits 3 and 2");
+}
+
 int
 main(void)
 {
@@ -113,5 +205,6 @@ main(void)
 	limit_1000();
 	limit_3();
 	edges();
+	streamed();
 	return unit_done();
 }
