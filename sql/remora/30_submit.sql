@@ -263,18 +263,35 @@ BEGIN
 		'owner', caller, 'role', pg_get_userbyid(caller),
 		'bucket', spec ->> 'bucket', 'prefix', spec ->> 'prefix',
 		'endpoint', endpoint)::text, 'UTF8')), 'hex');
-	INSERT INTO remora.jobs
-		(owner, source, source_kind, bucket, prefix, options, spec, label,
-		 priority, max_attempts, idempotency_key, request_hash,
-		 definition_hash, access_digest, provenance)
-	VALUES
-		(caller, spec #>> '{source,uri}', kind, spec ->> 'bucket',
-		 spec ->> 'prefix', spec -> 'options', spec, spec #>> '{options,label}',
-		 (spec #>> '{options,priority}')::integer,
-		 (spec #>> '{options,max_attempts}')::integer,
-		 idem_key, req_hash, def_hash, acc_digest, prov)
-	ON CONFLICT (owner, idempotency_key) DO NOTHING
-	RETURNING job_id INTO new_id;
+	-- Without a key nothing can conflict: a plain INSERT, where ON
+	-- CONFLICT would insert speculatively and confirm the row in a second
+	-- WAL record.
+	IF idem_key IS NULL THEN
+		INSERT INTO remora.jobs
+			(owner, source, source_kind, bucket, prefix, spec, label,
+			 priority, max_attempts, request_hash, definition_hash,
+			 access_digest, provenance)
+		VALUES
+			(caller, spec #>> '{source,uri}', kind, spec ->> 'bucket',
+			 spec ->> 'prefix', spec, spec #>> '{options,label}',
+			 (spec #>> '{options,priority}')::integer,
+			 (spec #>> '{options,max_attempts}')::integer,
+			 req_hash, def_hash, acc_digest, prov)
+		RETURNING job_id INTO new_id;
+	ELSE
+		INSERT INTO remora.jobs
+			(owner, source, source_kind, bucket, prefix, spec, label,
+			 priority, max_attempts, idempotency_key, request_hash,
+			 definition_hash, access_digest, provenance)
+		VALUES
+			(caller, spec #>> '{source,uri}', kind, spec ->> 'bucket',
+			 spec ->> 'prefix', spec, spec #>> '{options,label}',
+			 (spec #>> '{options,priority}')::integer,
+			 (spec #>> '{options,max_attempts}')::integer,
+			 idem_key, req_hash, def_hash, acc_digest, prov)
+		ON CONFLICT (owner, idempotency_key) DO NOTHING
+		RETURNING job_id INTO new_id;
+	END IF;
 
 	IF new_id IS NULL THEN
 		-- A concurrent submit with the same key won the insert.

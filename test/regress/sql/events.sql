@@ -152,7 +152,7 @@ RESET ROLE;
 SELECT d.job_id, d.attempt, pg_get_userbyid(j.owner) AS owner,
 	   'whsec_' || encode(d.secret, 'base64') = CASE pg_get_userbyid(j.owner)
 			WHEN 'regress_wh_ann' THEN :'s2' ELSE :'sb' END AS owners_secret,
-	   d.url = j.options ->> 'notify_url' AS own_url
+	   d.url = j.spec #>> '{options,notify_url}' AS own_url
   FROM due d JOIN remora.jobs j USING (job_id) ORDER BY d.job_id;
 -- claimed: not handed out again until the claim lapses
 SET ROLE regress_wh_worker;
