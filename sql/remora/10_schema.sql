@@ -327,9 +327,11 @@ CREATE UNLOGGED TABLE remora.queue (
 );
 CREATE INDEX queue_owner_idx ON remora.queue (owner, priority DESC, job_id);
 
--- Every path that queues a job (submit, export, retry, resolve, reconcile)
--- names the job alone; its owner comes from the job row, so that no path
--- can queue a job under another owner.
+-- Every path that queues a job (export, retry, resolve, reconcile) names
+-- the job alone; its owner comes from the job row, so that no path can
+-- queue a job under another owner.  remora._submit alone names the owner:
+-- the one it wrote into the job's row a statement before; the trigger is
+-- not called then (a call a submit, with its executor start, saved).
 -- Like the protocol's private helpers it pins no search_path (every name
 -- in it is qualified): only the extension's functions write the queue,
 -- and they pinned it; a SET clause cost each submit a save and restore
@@ -344,7 +346,8 @@ BEGIN
 END
 $$;
 CREATE TRIGGER queue_owner BEFORE INSERT ON remora.queue
-	FOR EACH ROW EXECUTE FUNCTION remora._queue_owner();
+	FOR EACH ROW WHEN (NEW.owner IS NULL)
+	EXECUTE FUNCTION remora._queue_owner();
 
 -- A live lease is also the deployment-wide permit: their count is bounded
 -- by remora.max_active_leases.

@@ -1,10 +1,12 @@
 -- ---------------------------------------------------------------------
 -- Narrower submits: a job's row no longer keeps its options a second
 -- time (they are its spec's, spec -> 'options'), the index on owner alone
--- goes (the (owner, idempotency_key) key leads with owner), and the
--- trigger functions a submit fires pin no search_path of their own (the
--- extension's functions that write the jobs and the queue pinned it);
--- a submit without an idempotency key inserts without ON CONFLICT.
+-- goes (the (owner, idempotency_key) key leads with owner), and a submit
+-- calls less: a submit without an idempotency key inserts without ON
+-- CONFLICT; it names the queue row's owner, so that the queue's trigger
+-- is not called; it calls the max_queued check only when a limit may
+-- apply; and the functions it calls inside remora._submit, which pinned
+-- search_path, pin none of their own.
 -- ---------------------------------------------------------------------
 
 DROP INDEX remora.jobs_owner_idx;
@@ -14,6 +16,23 @@ DROP INDEX remora.jobs_owner_idx;
 UPDATE remora.jobs SET spec = jsonb_set(spec, '{options}', options)
  WHERE spec -> 'options' IS DISTINCT FROM options;
 ALTER TABLE remora.jobs DROP COLUMN options;
+
+CREATE OR REPLACE FUNCTION remora._may_write(caller oid, spec jsonb) RETURNS boolean
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+	-- the defaults first, alone: a simple expression, planned once
+	IF spec ->> 'bucket' = current_setting('remora.default_bucket')
+		AND spec ->> 'prefix' = rtrim(current_setting('remora.default_prefix'), '/') THEN
+		RETURN true;
+	END IF;
+	RETURN pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
+		OR EXISTS (SELECT 1 FROM remora.target_grants g
+					WHERE g.bucket = spec ->> 'bucket'
+					  AND spec ->> 'prefix' LIKE remora._glob_like(g.prefix_pattern)
+					  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'));
+END
+$$;
 
 CREATE OR REPLACE FUNCTION remora._submit(caller oid, spec jsonb, request jsonb,
 							   idem_key text, source_url text)
@@ -105,8 +124,14 @@ BEGIN
 		END IF;
 	END IF;
 
-	-- a role at its max_queued is refused (53400); exports count too
-	PERFORM remora._check_queue_limit(caller, idem_key);
+	-- a role at its max_queued is refused (53400); exports count too.
+	-- Called only when a limit may apply (its own max_queued, or the
+	-- default's): a submit without one pays this probe, not the call.
+	IF coalesce(nullif(current_setting('remora.default_role_max_queued', true), '')::integer, 0) <> 0
+		OR EXISTS (SELECT 1 FROM remora.role_limits l
+					WHERE l.role_id = caller AND l.max_queued <> 0) THEN
+		PERFORM remora._check_queue_limit(caller, idem_key);
+	END IF;
 
 	-- Provenance: who, from where, and the pg_cron job when pg_cron runs us.
 	-- Only the installed pg_cron extension's own run table is believed: a
@@ -197,8 +222,10 @@ BEGIN
 	IF source_url IS NOT NULL THEN
 		INSERT INTO remora.source_urls (job_id, url) VALUES (new_id, source_url);
 	END IF;
-	INSERT INTO remora.queue (job_id, priority, not_before)
-	VALUES (new_id, (spec #>> '{options,priority}')::integer, now());
+	-- the owner is the job's, just written: named, so that the queue's
+	-- trigger need not look it up
+	INSERT INTO remora.queue (job_id, priority, not_before, owner)
+	VALUES (new_id, (spec #>> '{options,priority}')::integer, now(), caller);
 	RETURN new_id;
 END
 $$;
@@ -212,6 +239,11 @@ BEGIN
 	RETURN NEW;
 END
 $$;
+
+DROP TRIGGER queue_owner ON remora.queue;
+CREATE TRIGGER queue_owner BEFORE INSERT ON remora.queue
+	FOR EACH ROW WHEN (NEW.owner IS NULL)
+	EXECUTE FUNCTION remora._queue_owner();
 
 CREATE OR REPLACE FUNCTION remora._notify_workers() RETURNS trigger
 LANGUAGE plpgsql
