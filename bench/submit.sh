@@ -20,6 +20,11 @@
 # interleaved (A F D, A F D, ...) for RUNS rounds; the report has medians
 # and the ratios A ÷ F and A ÷ D.
 #
+# Then the WAL a submit writes (pg_current_wal_insert_lsn before and after
+# WALN submits of A and of F, one a transaction, one session): what each
+# commit waits on at fsync = on, background writes of the server (the
+# launcher's round) included.
+#
 # --profile instead runs PROFILE submits of A alone with
 # pg_stat_statements (track = all, track_planning) and prints where they
 # spent their time, statement by statement (nested ones included).
@@ -39,6 +44,7 @@ RUNS=5
 CLIENTS=4
 TXS=500
 BULK=10000
+WALN=1000
 WRITE=0
 PROFILE=0
 DEADLINE=${DEADLINE:-1800}
@@ -180,6 +186,17 @@ for r in $(seq 1 "$RUNS"); do
 	done
 done
 
+# wal_bytes METHOD: WAL bytes a submit over WALN of them
+wal_bytes() {
+	local before after
+	before=$(q "SELECT pg_current_wal_insert_lsn()")
+	pgbench_rate "$S/$1.sql" 1 "$WALN" bench_user >/dev/null
+	after=$(q "SELECT pg_current_wal_insert_lsn()")
+	q "SELECT round(pg_wal_lsn_diff('$after', '$before') / $WALN)"
+}
+WA=$(wal_bytes A); WF=$(wal_bytes F)
+log "WAL a submit: A $WA, F $WF bytes"
+
 med() { awk -F'\t' -v m="$1" '$1 == m { print $3 }' "$RESULTS" | median; }
 f0() { awk -v v="$1" 'BEGIN { printf "%.0f", v }'; }
 A=$(med A); F=$(med F); D=$(med D); BA=$(med bulkA); BF=$(med bulkF)
@@ -195,6 +212,7 @@ A=$(med A); F=$(med F); D=$(med D); BA=$(med bulkA); BF=$(med bulkF)
 	echo "|---|---:|---:|---:|---:|---:|"
 	echo "| one a transaction, $CLIENTS sessions × $TXS | $(f0 "$A") | $(f0 "$F") | $(f0 "$D") | $(ratio "$A" "$F") | $(ratio "$A" "$D") |"
 	echo "| one statement of $BULK, 1 session | $(f0 "$BA") | $(f0 "$BF") | | $(ratio "$BA" "$BF") | |"
+	echo "| WAL bytes a submit (one a transaction, 1 session × $WALN) | $WA | $WF | | $(ratio "$WA" "$WF") | |"
 } >"$T/report.md"
 cat "$T/report.md"
 if [ "$WRITE" = 1 ]; then

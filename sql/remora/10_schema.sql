@@ -59,8 +59,10 @@ CREATE TABLE remora.jobs (
 	source_kind		text NOT NULL,
 	bucket			text NOT NULL,
 	prefix			text NOT NULL,
-	options			jsonb NOT NULL,		-- validated options, defaults applied
-	spec			jsonb NOT NULL,		-- canonical definition given to workers
+	-- canonical definition given to workers; its options (validated,
+	-- defaults applied) are read from it (spec -> 'options'), not kept a
+	-- second time: every byte of the row is WAL a submit's commit waits on
+	spec			jsonb NOT NULL,
 	label			text,
 	priority		integer NOT NULL,
 	max_attempts	integer NOT NULL CHECK (max_attempts >= 1),
@@ -88,9 +90,10 @@ CREATE TABLE remora.jobs (
 	delete_failures integer NOT NULL DEFAULT 0,
 	delete_after	timestamptz,	-- a failed hard delete waits until then
 	pruned_at		timestamptz,	-- history removed by retention
+	-- also the index by owner (its lead column): a second one on owner
+	-- alone cost every submit another index entry
 	UNIQUE (owner, idempotency_key)
 );
-CREATE INDEX jobs_owner_idx ON remora.jobs (owner);
 CREATE INDEX jobs_active_idx ON remora.jobs (state)
 	WHERE state IN ('queued', 'running', 'retrying');
 -- the web client's list by priority (keyset over (priority, job_id))
@@ -324,20 +327,27 @@ CREATE UNLOGGED TABLE remora.queue (
 );
 CREATE INDEX queue_owner_idx ON remora.queue (owner, priority DESC, job_id);
 
--- Every path that queues a job (submit, export, retry, resolve, reconcile)
--- names the job alone; its owner comes from the job row, so that no path
--- can queue a job under another owner.
+-- Every path that queues a job (export, retry, resolve, reconcile) names
+-- the job alone; its owner comes from the job row, so that no path can
+-- queue a job under another owner.  remora._submit alone names the owner:
+-- the one it wrote into the job's row a statement before; the trigger is
+-- not called then (a call a submit, with its executor start, saved).
+-- Like the protocol's private helpers it pins no search_path (every name
+-- in it is qualified): only the extension's functions write the queue,
+-- and they pinned it; a SET clause cost each submit a save and restore
+-- of the setting.
 CREATE FUNCTION remora._queue_owner() RETURNS trigger
 LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-	NEW.owner := (SELECT jb.owner FROM remora.jobs jb WHERE jb.job_id = NEW.job_id);
+	NEW.owner := (SELECT jb.owner FROM remora.jobs jb
+				   WHERE jb.job_id OPERATOR(pg_catalog.=) NEW.job_id);
 	RETURN NEW;
 END
 $$;
 CREATE TRIGGER queue_owner BEFORE INSERT ON remora.queue
-	FOR EACH ROW EXECUTE FUNCTION remora._queue_owner();
+	FOR EACH ROW WHEN (NEW.owner IS NULL)
+	EXECUTE FUNCTION remora._queue_owner();
 
 -- A live lease is also the deployment-wide permit: their count is bounded
 -- by remora.max_active_leases.
@@ -379,10 +389,10 @@ CREATE TRIGGER leases_truncated AFTER TRUNCATE ON remora.leases
 -- External workers (remora-worker) LISTEN on remora_jobs: a job queued
 -- (submit, export, retry, reconcile) says 'claim', a cancel request 'cancel'.
 -- NOTIFY is sent when the transaction commits, so a worker never looks for
--- a job before it is visible, and one rolled back wakes nobody.
+-- a job before it is visible, and one rolled back wakes nobody.  No
+-- search_path of its own, as _queue_owner.
 CREATE FUNCTION remora._notify_workers() RETURNS trigger
 LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	PERFORM pg_catalog.pg_notify('remora_jobs', TG_ARGV[0]);

@@ -31,7 +31,7 @@ BEGIN
 	END IF;
 	RETURN QUERY
 	WITH running AS (
-		SELECT j.owner, j.current_attempt, j.options
+		SELECT j.owner, j.current_attempt, j.spec -> 'options' AS options
 		  FROM remora.jobs j
 		 WHERE j.state = 'running' AND j.current_attempt IS NOT NULL
 	), per_owner AS (

@@ -14,10 +14,12 @@
 -- NOTIFY remora_events '{"job_id": N, "state": "..."}' when the change
 -- commits.  LISTEN is open to every role: the payload says nothing more
 -- than that a job of that number changed state; a client reads the rest
--- from remora_jobs, where row-level security applies.
+-- from remora_jobs, where row-level security applies.  No search_path of
+-- its own (every name in it is qualified): only the extension's
+-- functions, which pinned it, write the jobs, and a SET clause cost every
+-- submit a save and restore of the setting.
 CREATE FUNCTION remora._notify_event() RETURNS trigger
 LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	PERFORM pg_catalog.pg_notify('remora_events',
@@ -144,7 +146,7 @@ DECLARE
 	b	bigint;
 BEGIN
 	SELECT * INTO j FROM remora.jobs jb WHERE jb.job_id = NEW.job_id;
-	IF NOT FOUND OR j.state <> NEW.state OR NOT (j.options ? 'notify_url') THEN
+	IF NOT FOUND OR j.state <> NEW.state OR NOT (j.spec -> 'options' ? 'notify_url') THEN
 		RETURN NULL;
 	END IF;
 	IF j.state = 'succeeded' THEN
@@ -158,7 +160,7 @@ BEGIN
 	END IF;
 	INSERT INTO remora.webhooks (webhook_id, job_id, state, finished_at, url, body, give_up_at)
 	VALUES ('msg_' || replace(gen_random_uuid()::text, '-', ''), j.job_id, j.state,
-			j.finished_at, j.options ->> 'notify_url',
+			j.finished_at, j.spec #>> '{options,notify_url}',
 			jsonb_build_object('job_id', j.job_id, 'state', j.state,
 							   'result_manifest_sha256', sha, 'members', n,
 							   'bytes', b, 'last_error', j.last_error)::text,

@@ -287,7 +287,6 @@ remora_launcher_main(Datum main_arg)
 	first = !remora_shared->launcher_ran;
 	remora_shared->launcher_ran = true;
 	remora_shared->launcher_pid = MyProcPid;
-	remora_shared->launcher_latch = MyLatch;
 
 	/*
 	 * A launcher restarted after an error has no handles for the workers of

@@ -56,7 +56,6 @@ typedef struct RemoraShared
 	LWLock          *lock;
 	bool             launcher_ran; /* since this shared memory was made */
 	pid_t            launcher_pid;
-	Latch           *launcher_latch;
 	pg_atomic_uint64 submit_generation;  /* bumped by committed submits */
 	pg_atomic_uint64 cancel_generation;  /* bumped by committed cancels */
 	pg_atomic_uint64 lease_reservations; /* claims in flight (leases.c) */

@@ -75,7 +75,7 @@ SET ROLE regress_wh_ann;
 SELECT remora_submit('https://example.com/a1.bin',
 					 options => '{"notify_url": "HTTPS://Example.COM:443/hook?t=1"}') AS a1 \gset
 RESET ROLE;
-SELECT options ->> 'notify_url' AS notify_url FROM remora.jobs WHERE job_id = :a1;
+SELECT spec #>> '{options,notify_url}' AS notify_url FROM remora.jobs WHERE job_id = :a1;
 
 -- and ann has a secret now: whsec_ and the base64 of 32 bytes, the same
 -- on every call until rotated; ben's is his own
@@ -136,7 +136,7 @@ SELECT pg_temp.try(format($$SELECT remora_export(%s, 'target', 'copy', %L)$$, :a
 SELECT remora_export(:a1, 'target', 'copy',
 					 '{"notify_url": "https://Example.com/export-hook"}') AS e1 \gset
 RESET ROLE;
-SELECT options ->> 'notify_url' AS export_notify_url FROM remora.jobs WHERE job_id = :e1;
+SELECT spec #>> '{options,notify_url}' AS export_notify_url FROM remora.jobs WHERE job_id = :e1;
 SET ROLE regress_wh_ann;
 SELECT remora_cancel(:e1);
 RESET ROLE;
@@ -152,7 +152,7 @@ RESET ROLE;
 SELECT d.job_id, d.attempt, pg_get_userbyid(j.owner) AS owner,
 	   'whsec_' || encode(d.secret, 'base64') = CASE pg_get_userbyid(j.owner)
 			WHEN 'regress_wh_ann' THEN :'s2' ELSE :'sb' END AS owners_secret,
-	   d.url = j.options ->> 'notify_url' AS own_url
+	   d.url = j.spec #>> '{options,notify_url}' AS own_url
   FROM due d JOIN remora.jobs j USING (job_id) ORDER BY d.job_id;
 -- claimed: not handed out again until the claim lapses
 SET ROLE regress_wh_worker;

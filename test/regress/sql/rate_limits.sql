@@ -46,7 +46,7 @@ SELECT remora_submit('https://example.com/a1.bin',
 					 options => '{"max_bytes_per_second": 1000}') AS a1 \gset
 SELECT remora_submit('https://example.com/big.bin',
 					 options => '{"max_bytes_per_second": 9223372036854775807}') IS NOT NULL AS submitted;
-SELECT options ->> 'max_bytes_per_second' AS own FROM remora.jobs ORDER BY job_id;
+SELECT spec #>> '{options,max_bytes_per_second}' AS own FROM remora.jobs ORDER BY job_id;
 SELECT remora_submit('https://example.com/a2.bin') AS a2 \gset
 SET ROLE regress_rl_ben;
 SELECT remora_submit('https://example.com/b1.bin') AS b1 \gset

@@ -58,7 +58,7 @@ SELECT pg_temp.try(format('SELECT * FROM remora_result(%s)', :alice_job));
 -- the same idempotency key is bob's own namespace: a new job
 SELECT remora_submit('https://example.com/other.bin', idempotency_key => 'nightly') <> :alice_job AS separate_job;
 -- writing the tables directly, or calling the internals, is refused
-SELECT pg_temp.try($$INSERT INTO remora.jobs (owner, source, source_kind, bucket, prefix, options, spec, priority, max_attempts, request_hash, definition_hash, access_digest, provenance) VALUES (0, 'x', 'http', 'b', '', '{}', '{}', 0, 1, '', '', '', '{}')$$);
+SELECT pg_temp.try($$INSERT INTO remora.jobs (owner, source, source_kind, bucket, prefix, spec, priority, max_attempts, request_hash, definition_hash, access_digest, provenance) VALUES (0, 'x', 'http', 'b', '', '{}', 0, 1, '', '', '', '{}')$$);
 SELECT pg_temp.try(format('UPDATE remora.jobs SET state = %L', 'succeeded'));
 SELECT pg_temp.try('DELETE FROM remora.jobs');
 SELECT pg_temp.try('TRUNCATE remora.queue');

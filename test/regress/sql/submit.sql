@@ -26,7 +26,7 @@ SET remora.default_prefix = 'downloads';
 -- Happy paths: every source form, with its canonical spec.
 SELECT remora_submit('https://Example.COM/data/model.bin#frag') AS http_job \gset
 SELECT source, source_kind, bucket, prefix, spec -> 'source' AS source_spec,
-	   options, state
+	   spec -> 'options' AS options, state
   FROM remora.jobs WHERE job_id = :http_job;
 SELECT remora_submit('http://example.com:8080/a%20b.tar.gz?x=1', 'other-bucket', 'a/b/') AS j \gset
 SELECT source, bucket, prefix, spec #>> '{source,file_name}' AS file_name
@@ -34,7 +34,7 @@ SELECT source, bucket, prefix, spec #>> '{source,file_name}' AS file_name
 SELECT remora_submit('s3://src-bucket/path/to/object.parquet') AS j \gset
 SELECT source, source_kind, spec -> 'source' AS source_spec FROM remora.jobs WHERE job_id = :j;
 SELECT remora_submit('s3://src-bucket/path/', options => '{"include": ["*.csv", "sub/**"], "exclude": ["tmp*"]}') AS j \gset
-SELECT source, source_kind, options FROM remora.jobs WHERE job_id = :j;
+SELECT source, source_kind, spec -> 'options' AS options FROM remora.jobs WHERE job_id = :j;
 SELECT remora_submit('s3://src-bucket/') AS j \gset
 SELECT source, source_kind, spec #>> '{source,key}' AS key FROM remora.jobs WHERE job_id = :j;
 SELECT remora_submit('hf://openai-community/gpt2') AS j \gset
@@ -46,13 +46,13 @@ SELECT source FROM remora.jobs WHERE job_id = :j;
 SELECT remora_submit('https://example.com/f', prefix => '') AS j \gset
 SELECT prefix FROM remora.jobs WHERE job_id = :j;
 SELECT remora_submit('https://example.com/f', options => '{"max_attempts": 3, "priority": -7, "label": "nightly weights", "expected_sha256": "ABCDEF0123456789abcdef0123456789ABCDEF0123456789abcdef0123456789"}') AS j \gset
-SELECT priority, max_attempts, label, options FROM remora.jobs WHERE job_id = :j;
+SELECT priority, max_attempts, label, spec -> 'options' AS options FROM remora.jobs WHERE job_id = :j;
 -- parallel ranged GETs: the job's own number, or remora.object_connections
 SHOW remora.object_connections;
 SELECT remora_submit('https://example.com/c', options => '{"connections": 8}') AS j \gset
-SELECT options FROM remora.jobs WHERE job_id = :j;
+SELECT spec -> 'options' AS options FROM remora.jobs WHERE job_id = :j;
 SELECT remora_submit('s3://src-bucket/p/', options => '{"connections": 1}') AS j \gset
-SELECT options FROM remora.jobs WHERE job_id = :j;
+SELECT spec -> 'options' AS options FROM remora.jobs WHERE job_id = :j;
 SELECT remora_submit('https://example.com/f', options => NULL) IS NOT NULL AS null_options_ok;
 -- every job starts queued, in the queue exactly once, with a ledger
 SELECT count(*) AS jobs, count(*) FILTER (WHERE state = 'queued') AS queued,

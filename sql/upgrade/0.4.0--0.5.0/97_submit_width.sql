@@ -1,0 +1,255 @@
+-- ---------------------------------------------------------------------
+-- Narrower submits: a job's row no longer keeps its options a second
+-- time (they are its spec's, spec -> 'options'), the index on owner alone
+-- goes (the (owner, idempotency_key) key leads with owner), and a submit
+-- calls less: a submit without an idempotency key inserts without ON
+-- CONFLICT; it names the queue row's owner, so that the queue's trigger
+-- is not called; it calls the max_queued check only when a limit may
+-- apply; and the functions it calls inside remora._submit, which pinned
+-- search_path, pin none of their own.
+-- ---------------------------------------------------------------------
+
+DROP INDEX remora.jobs_owner_idx;
+
+-- Every release recorded options as spec -> 'options' and never changed
+-- either; a row that differs all the same keeps its options, in its spec.
+UPDATE remora.jobs SET spec = jsonb_set(spec, '{options}', options)
+ WHERE spec -> 'options' IS DISTINCT FROM options;
+ALTER TABLE remora.jobs DROP COLUMN options;
+
+CREATE OR REPLACE FUNCTION remora._may_write(caller oid, spec jsonb) RETURNS boolean
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+	-- the defaults first, alone: a simple expression, planned once
+	IF spec ->> 'bucket' = current_setting('remora.default_bucket')
+		AND spec ->> 'prefix' = rtrim(current_setting('remora.default_prefix'), '/') THEN
+		RETURN true;
+	END IF;
+	RETURN pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE')
+		OR EXISTS (SELECT 1 FROM remora.target_grants g
+					WHERE g.bucket = spec ->> 'bucket'
+					  AND spec ->> 'prefix' LIKE remora._glob_like(g.prefix_pattern)
+					  AND pg_catalog.pg_has_role(caller, g.grantee, 'USAGE'));
+END
+$$;
+
+CREATE OR REPLACE FUNCTION remora._submit(caller oid, spec jsonb, request jsonb,
+							   idem_key text, source_url text)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	req_hash	text := encode(sha256(convert_to(request::text, 'UTF8')), 'hex');
+	kind		text := spec #>> '{source,kind}';
+	existing	record;
+	new_id		bigint;
+	endpoint	text := spec #>> '{options,endpoint}';
+	cron_job	bigint;
+	cron_run	bigint;
+	prov		jsonb;
+	area		text;
+	cron_runs	oid;
+	def_hash	text;
+	acc_digest	text;
+BEGIN
+	IF idem_key IS NOT NULL THEN
+		SELECT job_id, request_hash INTO existing
+		  FROM remora.jobs WHERE owner = caller AND idempotency_key = idem_key;
+		IF FOUND THEN
+			IF existing.request_hash <> req_hash THEN
+				RAISE EXCEPTION 'idempotency key "%" was already used for job %', idem_key, existing.job_id
+					USING ERRCODE = 'unique_violation',
+						  DETAIL = 'The key was reused for another request; the existing job is unchanged.',
+						  HINT = 'Use a new idempotency key for a different request.';
+			END IF;
+			RETURN existing.job_id;
+		END IF;
+	END IF;
+
+	IF NOT remora._may_write(caller, spec) THEN
+		RAISE EXCEPTION 'permission denied for target bucket "%" prefix "%"',
+			spec ->> 'bucket', spec ->> 'prefix'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Only the default bucket and prefix, and the targets granted to your roles, may be written.',
+				  HINT = 'An administrator grants targets with remora.grant_target().';
+	END IF;
+
+	IF endpoint IS NOT NULL THEN
+		IF NOT EXISTS (SELECT 1 FROM remora.source_endpoints WHERE name = endpoint) THEN
+			RAISE EXCEPTION 'invalid option "endpoint"'
+				USING ERRCODE = 'invalid_parameter_value',
+					  DETAIL = format('No source endpoint named "%s" is registered.', endpoint),
+					  HINT = 'An administrator registers source endpoints.';
+		END IF;
+	END IF;
+
+	-- _may_read and _job_area_reached judge s3:// and hf:// sources alone
+	-- (any other is readable and reaches no job's area): not called for
+	-- the others, the submits that must be cheapest
+	IF kind = 'hf' AND NOT remora._may_read(caller, spec) THEN
+		RAISE EXCEPTION 'permission denied for Hugging Face % "%"',
+			spec #>> '{source,repo_type}', spec #>> '{source,repo}'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Hub repositories are read with the deployment''s token (remora.hf_token), which may open private and gated ones: reading one needs a source grant on endpoint "hf" for its owner/name.',
+				  HINT = format('An administrator grants it with remora.grant_source(role, %L, %L, ''hf'').',
+								(spec #>> '{source,repo_type}') || 's', spec #>> '{source,repo}');
+	END IF;
+	IF kind IN ('s3_object', 's3_prefix') AND NOT remora._may_read(caller, spec) THEN
+		RAISE EXCEPTION 'permission denied for source bucket "%" %', spec #>> '{source,bucket}',
+			CASE WHEN spec #>> '{source,kind}' = 's3_prefix'
+				 AND coalesce(spec #>> '{source,key}', '') = '' THEN '(the whole bucket)'
+				 WHEN spec #>> '{source,kind}' = 's3_prefix'
+				 THEN format('prefix "%s"', spec #>> '{source,key}')
+				 ELSE format('key "%s"', spec #>> '{source,key}') END
+			|| CASE WHEN endpoint IS NULL THEN '' ELSE format(' on endpoint "%s"', endpoint) END
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Reading an s3:// source needs a source grant for its bucket, key or prefix and endpoint.',
+				  HINT = 'An administrator grants sources with remora.grant_source().';
+	END IF;
+	IF kind IN ('s3_object', 's3_prefix')
+		AND NOT pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE') THEN
+		area := remora._job_area_reached(spec);
+		IF area IS NOT NULL THEN
+			RAISE EXCEPTION 'permission denied for source bucket "%" %', spec #>> '{source,bucket}',
+				CASE WHEN spec #>> '{source,kind}' = 's3_prefix'
+					 AND coalesce(spec #>> '{source,key}', '') = '' THEN '(the whole bucket)'
+					 WHEN spec #>> '{source,kind}' = 's3_prefix'
+					 THEN format('prefix "%s"', spec #>> '{source,key}')
+					 ELSE format('key "%s"', spec #>> '{source,key}') END
+				USING ERRCODE = 'insufficient_privilege',
+					  DETAIL = format('The source reaches "%s", where Remora keeps the staging objects and results of jobs.', area),
+					  HINT = 'Read a job''s result with remora_result() and remora_presign(); a prefix source must not contain the areas of Remora''s jobs.';
+		END IF;
+	END IF;
+
+	-- a role at its max_queued is refused (53400); exports count too.
+	-- Called only when a limit may apply (its own max_queued, or the
+	-- default's): a submit without one pays this probe, not the call.
+	IF coalesce(nullif(current_setting('remora.default_role_max_queued', true), '')::integer, 0) <> 0
+		OR EXISTS (SELECT 1 FROM remora.role_limits l
+					WHERE l.role_id = caller AND l.max_queued <> 0) THEN
+		PERFORM remora._check_queue_limit(caller, idem_key);
+	END IF;
+
+	-- Provenance: who, from where, and the pg_cron job when pg_cron runs us.
+	-- Only the installed pg_cron extension's own run table is believed: a
+	-- look-alike cron.job_run_details that a user created would forge it.
+	-- Without a relation of that name (no pg_cron) the join is not run: a
+	-- simple expression, planned once.
+	IF pg_catalog.to_regclass('cron.job_run_details') IS NOT NULL THEN
+		SELECT c.oid INTO cron_runs
+		  FROM pg_catalog.pg_extension x
+		  JOIN pg_catalog.pg_depend d
+			ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+		   AND d.refobjid = x.oid AND d.deptype = 'e'
+		   AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+		  JOIN pg_catalog.pg_class c ON c.oid = d.objid
+		  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		 WHERE x.extname = 'pg_cron' AND c.relname = 'job_run_details'
+		   AND n.nspname = 'cron';
+	END IF;
+	IF cron_runs IS NOT NULL THEN
+		EXECUTE format('SELECT jobid, runid FROM %s
+						 WHERE job_pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+						   AND status OPERATOR(pg_catalog.=) ANY (ARRAY[''starting'', ''running''])
+						 ORDER BY runid DESC LIMIT 1', cron_runs::pg_catalog.regclass)
+		   INTO cron_job, cron_run;
+	END IF;
+	prov := jsonb_strip_nulls(jsonb_build_object(
+		'role', pg_get_userbyid(caller),
+		'session_user', session_user,
+		'application_name', nullif(current_setting('application_name'), ''),
+		'client_addr', inet_client_addr()::text,
+		'backend_pid', pg_backend_pid(),
+		'cron_job_id', cron_job,
+		'cron_run_id', cron_run,
+		'submitted_at', now()));
+
+	def_hash := encode(sha256(convert_to(spec::text || coalesce(source_url, ''), 'UTF8')), 'hex');
+	acc_digest := encode(sha256(convert_to(jsonb_build_object(
+		'owner', caller, 'role', pg_get_userbyid(caller),
+		'bucket', spec ->> 'bucket', 'prefix', spec ->> 'prefix',
+		'endpoint', endpoint)::text, 'UTF8')), 'hex');
+	-- Without a key nothing can conflict: a plain INSERT, where ON
+	-- CONFLICT would insert speculatively and confirm the row in a second
+	-- WAL record.
+	IF idem_key IS NULL THEN
+		INSERT INTO remora.jobs
+			(owner, source, source_kind, bucket, prefix, spec, label,
+			 priority, max_attempts, request_hash, definition_hash,
+			 access_digest, provenance)
+		VALUES
+			(caller, spec #>> '{source,uri}', kind, spec ->> 'bucket',
+			 spec ->> 'prefix', spec, spec #>> '{options,label}',
+			 (spec #>> '{options,priority}')::integer,
+			 (spec #>> '{options,max_attempts}')::integer,
+			 req_hash, def_hash, acc_digest, prov)
+		RETURNING job_id INTO new_id;
+	ELSE
+		INSERT INTO remora.jobs
+			(owner, source, source_kind, bucket, prefix, spec, label,
+			 priority, max_attempts, idempotency_key, request_hash,
+			 definition_hash, access_digest, provenance)
+		VALUES
+			(caller, spec #>> '{source,uri}', kind, spec ->> 'bucket',
+			 spec ->> 'prefix', spec, spec #>> '{options,label}',
+			 (spec #>> '{options,priority}')::integer,
+			 (spec #>> '{options,max_attempts}')::integer,
+			 idem_key, req_hash, def_hash, acc_digest, prov)
+		ON CONFLICT (owner, idempotency_key) DO NOTHING
+		RETURNING job_id INTO new_id;
+	END IF;
+
+	IF new_id IS NULL THEN
+		-- A concurrent submit with the same key won the insert.
+		SELECT job_id, request_hash INTO existing
+		  FROM remora.jobs WHERE owner = caller AND idempotency_key = idem_key;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'could not serialize access due to concurrent submit'
+				USING ERRCODE = 'serialization_failure';
+		END IF;
+		IF existing.request_hash <> req_hash THEN
+			RAISE EXCEPTION 'idempotency key "%" was already used for job %', idem_key, existing.job_id
+				USING ERRCODE = 'unique_violation',
+					  DETAIL = 'The key was reused for another request; the existing job is unchanged.',
+					  HINT = 'Use a new idempotency key for a different request.';
+		END IF;
+		RETURN existing.job_id;
+	END IF;
+
+	IF source_url IS NOT NULL THEN
+		INSERT INTO remora.source_urls (job_id, url) VALUES (new_id, source_url);
+	END IF;
+	-- the owner is the job's, just written: named, so that the queue's
+	-- trigger need not look it up
+	INSERT INTO remora.queue (job_id, priority, not_before, owner)
+	VALUES (new_id, (spec #>> '{options,priority}')::integer, now(), caller);
+	RETURN new_id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION remora._queue_owner() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+	NEW.owner := (SELECT jb.owner FROM remora.jobs jb
+				   WHERE jb.job_id OPERATOR(pg_catalog.=) NEW.job_id);
+	RETURN NEW;
+END
+$$;
+
+DROP TRIGGER queue_owner ON remora.queue;
+CREATE TRIGGER queue_owner BEFORE INSERT ON remora.queue
+	FOR EACH ROW WHEN (NEW.owner IS NULL)
+	EXECUTE FUNCTION remora._queue_owner();
+
+CREATE OR REPLACE FUNCTION remora._notify_workers() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+	PERFORM pg_catalog.pg_notify('remora_jobs', TG_ARGV[0]);
+	RETURN NULL;
+END
+$$;
