@@ -226,9 +226,9 @@ ukey=$(q "SELECT state ->> 'upload_key' FROM remora.checkpoints WHERE job_id = $
 three_parts() { [ "$(aws_s3 s3api list-parts --bucket target --key "$ukey" --upload-id "$uid" --query 'length(Parts)' 2>/dev/null)" = 3 ]; }
 part3_sent() { [ "$(hits "$S3_PROXY" "data/pastcp.bin?partNumber=3")" -ge 1 ]; }
 if [ "${REMORA_STORE:-s3rver}" = s3rver ]; then	# s3rver has no ListParts
-	check "past the checkpoint: part 3 was sent, its answer held" wait_for 40 part3_sent
+	check "past the checkpoint: part 3 was sent, its answer held" wait_for 120 part3_sent
 else
-	check "past the checkpoint: the store holds part 3, unanswered" wait_for 40 three_parts
+	check "past the checkpoint: the store holds part 3, unanswered" wait_for 120 three_parts
 fi
 check_eq "past the checkpoint: the checkpoint still has two parts" \
 	"$(q "SELECT jsonb_array_length(state -> 'parts') FROM remora.checkpoints WHERE job_id = $j")" "2"
