@@ -70,7 +70,7 @@ BEGIN
 		INSERT INTO remora.queue (job_id, priority, not_before)
 		SELECT j.job_id, j.priority, j.not_before
 		  FROM remora.jobs j
-		 WHERE j.state IN ('queued', 'retrying')
+		 WHERE j.finished_at IS NULL AND j.state IN ('queued', 'retrying')
 		   AND NOT EXISTS (SELECT 1 FROM remora.queue q WHERE q.job_id = j.job_id)
 		ON CONFLICT DO NOTHING;
 		GET DIAGNOSTICS n = ROW_COUNT;
