@@ -167,9 +167,10 @@ CREATE INDEX attempts_running_idx ON remora.attempts (job_id)
 -- first time by when they ended, those whose cleanup failed by when it may
 -- be tried again; an index each, so that a sweep reads what it hands out
 -- and not every attempt that waits (a store that refuses every delete
--- makes them many)
+-- makes them many); only attempts that ended are due, so a claim's new
+-- attempt is not entered (the sweep's finished_at <= ... implies it)
 CREATE INDEX attempts_clean_due_idx ON remora.attempts (finished_at, attempt_id)
-	WHERE cleaned_at IS NULL AND clean_after IS NULL;
+	WHERE cleaned_at IS NULL AND clean_after IS NULL AND finished_at IS NOT NULL;
 CREATE INDEX attempts_clean_retry_idx ON remora.attempts (clean_after, attempt_id)
 	WHERE cleaned_at IS NULL AND clean_after IS NOT NULL;
 

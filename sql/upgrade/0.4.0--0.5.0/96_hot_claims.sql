@@ -16,6 +16,11 @@ CREATE INDEX jobs_unfinished_idx ON remora.jobs (owner)
 	WHERE finished_at IS NULL;
 CREATE INDEX attempts_running_idx ON remora.attempts (job_id)
 	WHERE state = 'running';
+-- the sweep's index of attempts to clean holds only attempts that ended:
+-- a claim's new attempt is not entered
+DROP INDEX remora.attempts_clean_due_idx;
+CREATE INDEX attempts_clean_due_idx ON remora.attempts (finished_at, attempt_id)
+	WHERE cleaned_at IS NULL AND clean_after IS NULL AND finished_at IS NOT NULL;
 
 -- Leases in use, as claim counts them.  While coordination state is whole
 -- (remora.coordination), every running attempt has its lease row (claim,
@@ -90,9 +95,9 @@ BEGIN
 	INSERT INTO remora.leases (attempt_id, job_id, fencing_token, incarnation, expires_at)
 	SELECT a.attempt_id, a.job_id, a.fencing_token, a.incarnation,
 		   clock_timestamp() + remora._setting_interval('remora.lease_duration')
-	  FROM remora.jobs j
-	  JOIN remora.attempts a ON a.attempt_id = j.current_attempt
-	 WHERE j.state = 'running' AND a.state = 'running'
+	  FROM remora.attempts a
+	  JOIN remora.jobs j ON j.job_id = a.job_id AND j.current_attempt = a.attempt_id
+	 WHERE a.state = 'running' AND j.state = 'running'
 	   AND NOT EXISTS (SELECT 1 FROM remora.leases le WHERE le.attempt_id = a.attempt_id)
 	ON CONFLICT DO NOTHING;
 	GET DIAGNOSTICS n = ROW_COUNT;
