@@ -58,7 +58,8 @@ BEGIN
 	-- counting stops at the limit: its index scan never reads the backlog
 	SELECT count(*) INTO n
 	  FROM (SELECT 1 FROM remora.jobs j
-			 WHERE j.owner = caller AND j.state IN ('queued', 'retrying')
+			 WHERE j.owner = caller AND j.finished_at IS NULL
+			   AND j.state IN ('queued', 'retrying')
 			 LIMIT lim) q;
 	IF n < lim THEN
 		RETURN;
@@ -69,7 +70,8 @@ BEGIN
 		RETURN;
 	END IF;
 	SELECT count(*) INTO n FROM remora.jobs j
-	 WHERE j.owner = caller AND j.state IN ('queued', 'retrying');
+	 WHERE j.owner = caller AND j.finished_at IS NULL
+	   AND j.state IN ('queued', 'retrying');
 	RAISE EXCEPTION 'role "%" has % %, its limit % is %',
 		pg_get_userbyid(caller), n, CASE WHEN n = 1 THEN 'job queued' ELSE 'jobs queued' END,
 		CASE WHEN own IS NULL THEN 'remora.default_role_max_queued' ELSE 'max_queued' END, lim

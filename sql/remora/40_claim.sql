@@ -20,9 +20,8 @@ $$;
 -- settle and commit change both in one transaction, reconcile re-creates
 -- lost rows before it restores the marker), so the lease rows are the
 -- count: a small table.  Without the marker, a running job's lease may have
--- been lost and not yet re-created: every running job counts too.  (Reading
--- the running jobs costs more than it seems: until vacuum, the index on
--- state holds an entry for every job that ran since.)
+-- been lost and not yet re-created: every running job counts too, read
+-- through its running attempt (no index names the jobs' state: remora.jobs).
 -- Model: LeasesInUse (proof/remora.pml)
 CREATE FUNCTION remora._leases_in_use() RETURNS bigint
 LANGUAGE plpgsql STABLE
@@ -32,7 +31,7 @@ BEGIN
 		RETURN (SELECT count(*) FROM remora.leases);
 	END IF;
 	RETURN (SELECT count(*)
-			  FROM (SELECT j.job_id FROM remora.jobs j WHERE j.state = 'running'
+			  FROM (SELECT a.job_id FROM remora.attempts a WHERE a.state = 'running'
 					UNION
 					SELECT l.job_id FROM remora.leases l) s);
 END
@@ -56,7 +55,7 @@ BEGIN
 		RETURN QUERY
 		SELECT jb.owner, count(*)
 		  FROM remora.jobs jb
-		 WHERE jb.job_id IN (SELECT j.job_id FROM remora.jobs j WHERE j.state = 'running'
+		 WHERE jb.job_id IN (SELECT a.job_id FROM remora.attempts a WHERE a.state = 'running'
 							 UNION
 							 SELECT l.job_id FROM remora.leases l)
 		 GROUP BY jb.owner;

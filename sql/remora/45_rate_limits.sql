@@ -31,9 +31,11 @@ BEGIN
 	END IF;
 	RETURN QUERY
 	WITH running AS (
+		-- a running job's current attempt runs (attempts_running_idx)
 		SELECT j.owner, j.current_attempt, j.spec -> 'options' AS options
-		  FROM remora.jobs j
-		 WHERE j.state = 'running' AND j.current_attempt IS NOT NULL
+		  FROM remora.attempts a
+		  JOIN remora.jobs j ON j.job_id = a.job_id AND j.current_attempt = a.attempt_id
+		 WHERE a.state = 'running' AND j.state = 'running'
 	), per_owner AS (
 		SELECT r.owner, count(*) AS n FROM running r GROUP BY r.owner
 	), total AS (

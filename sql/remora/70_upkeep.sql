@@ -49,9 +49,9 @@ BEGIN
 	INSERT INTO remora.leases (attempt_id, job_id, fencing_token, incarnation, expires_at)
 	SELECT a.attempt_id, a.job_id, a.fencing_token, a.incarnation,
 		   clock_timestamp() + remora._setting_interval('remora.lease_duration')
-	  FROM remora.jobs j
-	  JOIN remora.attempts a ON a.attempt_id = j.current_attempt
-	 WHERE j.state = 'running' AND a.state = 'running'
+	  FROM remora.attempts a
+	  JOIN remora.jobs j ON j.job_id = a.job_id AND j.current_attempt = a.attempt_id
+	 WHERE a.state = 'running' AND j.state = 'running'
 	   AND NOT EXISTS (SELECT 1 FROM remora.leases le WHERE le.attempt_id = a.attempt_id)
 	ON CONFLICT DO NOTHING;
 	GET DIAGNOSTICS n = ROW_COUNT;
@@ -70,7 +70,7 @@ BEGIN
 		INSERT INTO remora.queue (job_id, priority, not_before)
 		SELECT j.job_id, j.priority, j.not_before
 		  FROM remora.jobs j
-		 WHERE j.state IN ('queued', 'retrying')
+		 WHERE j.finished_at IS NULL AND j.state IN ('queued', 'retrying')
 		   AND NOT EXISTS (SELECT 1 FROM remora.queue q WHERE q.job_id = j.job_id)
 		ON CONFLICT DO NOTHING;
 		GET DIAGNOSTICS n = ROW_COUNT;

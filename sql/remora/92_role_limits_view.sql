@@ -27,7 +27,8 @@ SELECT r.rolname AS role,
   FROM (SELECT l.role_id FROM remora.role_limits l
 		UNION
 		SELECT j.owner FROM remora.jobs j
-		 WHERE j.state IN ('queued', 'running', 'retrying')
+		 WHERE j.finished_at IS NULL
+		   AND j.state IN ('queued', 'running', 'retrying')
 		UNION
 		SELECT a.oid FROM pg_catalog.pg_roles a WHERE a.rolname = current_user) o
   JOIN pg_catalog.pg_roles r ON r.oid = o.role_id
@@ -36,7 +37,8 @@ SELECT r.rolname AS role,
 					count(*) FILTER (WHERE j.state = 'running') AS running,
 					count(*) FILTER (WHERE j.state IN ('queued', 'retrying')) AS queued
 			   FROM remora.jobs j
-			  WHERE j.state IN ('queued', 'running', 'retrying')
+			  WHERE j.finished_at IS NULL
+				AND j.state IN ('queued', 'running', 'retrying')
 			  GROUP BY j.owner) u ON u.owner = o.role_id
   LEFT JOIN (SELECT j.owner, sum(p.rate) AS rate
 			   FROM remora._progress() p

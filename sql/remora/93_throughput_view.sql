@@ -9,7 +9,7 @@
 -- commit, a running attempt's progress from its start to now; an attempt
 -- that failed leaves nothing to count).  Row-level security on the
 -- tables leaves a user their own jobs, remora_admin everyone's.  Cheap on
--- a long history: only jobs unfinished (jobs_active_idx) or finished in
+-- a long history: only jobs unfinished (jobs_unfinished_idx) or finished in
 -- the hour (jobs_finished_idx) are read.  Exports are not jobs here, as
 -- in remora_stats; deleted jobs are (they ran).
 CREATE INDEX jobs_finished_idx ON remora.jobs (finished_at)
@@ -20,7 +20,7 @@ WITH recent AS (
 	SELECT j.job_id, j.state, j.submitted_at, j.started_at, j.finished_at,
 		   j.current_attempt
 	  FROM remora.jobs j
-	 WHERE j.state IN ('queued', 'running', 'retrying')
+	 WHERE j.finished_at IS NULL
 	   AND j.source_kind <> 'export'
 	UNION
 	SELECT j.job_id, j.state, j.submitted_at, j.started_at, j.finished_at,

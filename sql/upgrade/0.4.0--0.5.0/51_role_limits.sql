@@ -53,7 +53,8 @@ BEGIN
 	-- counting stops at the limit: its index scan never reads the backlog
 	SELECT count(*) INTO n
 	  FROM (SELECT 1 FROM remora.jobs j
-			 WHERE j.owner = caller AND j.state IN ('queued', 'retrying')
+			 WHERE j.owner = caller AND j.finished_at IS NULL
+			   AND j.state IN ('queued', 'retrying')
 			 LIMIT lim) q;
 	IF n < lim THEN
 		RETURN;
@@ -64,7 +65,8 @@ BEGIN
 		RETURN;
 	END IF;
 	SELECT count(*) INTO n FROM remora.jobs j
-	 WHERE j.owner = caller AND j.state IN ('queued', 'retrying');
+	 WHERE j.owner = caller AND j.finished_at IS NULL
+	   AND j.state IN ('queued', 'retrying');
 	RAISE EXCEPTION 'role "%" has % %, its limit % is %',
 		pg_get_userbyid(caller), n, CASE WHEN n = 1 THEN 'job queued' ELSE 'jobs queued' END,
 		CASE WHEN own IS NULL THEN 'remora.default_role_max_queued' ELSE 'max_queued' END, lim
@@ -198,7 +200,8 @@ SELECT r.rolname AS role,
   FROM (SELECT l.role_id FROM remora.role_limits l
 		UNION
 		SELECT j.owner FROM remora.jobs j
-		 WHERE j.state IN ('queued', 'running', 'retrying')
+		 WHERE j.finished_at IS NULL
+		   AND j.state IN ('queued', 'running', 'retrying')
 		UNION
 		SELECT a.oid FROM pg_catalog.pg_roles a WHERE a.rolname = current_user) o
   JOIN pg_catalog.pg_roles r ON r.oid = o.role_id
@@ -207,7 +210,8 @@ SELECT r.rolname AS role,
 					count(*) FILTER (WHERE j.state = 'running') AS running,
 					count(*) FILTER (WHERE j.state IN ('queued', 'retrying')) AS queued
 			   FROM remora.jobs j
-			  WHERE j.state IN ('queued', 'running', 'retrying')
+			  WHERE j.finished_at IS NULL
+				AND j.state IN ('queued', 'running', 'retrying')
 			  GROUP BY j.owner) u ON u.owner = o.role_id
   LEFT JOIN (SELECT j.owner, sum(p.rate) AS rate
 			   FROM remora._progress() p

@@ -42,7 +42,7 @@ BEGIN
 		RETURN QUERY
 		SELECT jb.owner, count(*)
 		  FROM remora.jobs jb
-		 WHERE jb.job_id IN (SELECT j.job_id FROM remora.jobs j WHERE j.state = 'running'
+		 WHERE jb.job_id IN (SELECT a.job_id FROM remora.attempts a WHERE a.state = 'running'
 							 UNION
 							 SELECT l.job_id FROM remora.leases l)
 		 GROUP BY jb.owner;

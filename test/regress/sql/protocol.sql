@@ -286,3 +286,17 @@ SELECT pg_temp.try('SELECT * FROM remora_result(NULL)');
 SELECT count(*) AS results, count(DISTINCT r.job_id) AS jobs,
 	   bool_and(a.job_id = r.job_id AND a.state = 'succeeded') AS own_attempts
   FROM remora.results r JOIN remora.attempts a USING (attempt_id);
+
+-- what the indexes rely on, no index naming the jobs' state (remora.jobs):
+-- a job is unfinished exactly when finished_at is NULL, and running exactly
+-- when its current attempt runs, which is then its only running attempt
+SELECT count(*) FILTER (WHERE (j.finished_at IS NULL)
+							  <> (j.state IN ('queued', 'running', 'retrying'))) AS unfinished_mismatch,
+	   count(*) FILTER (WHERE (j.state = 'running')
+							  <> EXISTS (SELECT 1 FROM remora.attempts a
+										  WHERE a.attempt_id = j.current_attempt
+											AND a.state = 'running')) AS running_mismatch,
+	   (SELECT count(*) FROM remora.attempts a JOIN remora.jobs jb USING (job_id)
+		 WHERE a.state = 'running'
+		   AND (jb.state <> 'running' OR jb.current_attempt <> a.attempt_id)) AS stray_running
+  FROM remora.jobs j;
