@@ -72,6 +72,7 @@
 static char    incarnation[REMORA_UUID_LEN];
 static int     claim_jitter_ms; /* this incarnation's, below CLAIM_JITTER_MS */
 static bool    recorded;        /* the incarnation is recorded */
+static bool    start_unsure;    /* its start failed: recorded or not? */
 static bool    renew_pending, claim_pending;
 static bool    new_settings; /* a new engine once idle */
 static bool    more_waiting; /* the last claim found no room, or filled it */
@@ -158,6 +159,7 @@ new_incarnation(void)
 			 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
 			 b[11], b[12], b[13], b[14], b[15]);
 	recorded = false;
+	start_unsure = false;
 	if (remora_runner.ops->incarnation_begins)
 		remora_runner.ops->incarnation_begins(remora_runner.host, incarnation);
 }
@@ -211,8 +213,28 @@ incarnation_ready(bool reconnected)
 	}
 	if (recorded)
 		return true;
-	recorded = remora_call_start_incarnation(incarnation, c->kind, c->host_name,
-											 c->label);
+	if (start_unsure)
+	{
+		/*
+		 * A start whose answer was lost (a partition, a server that did
+		 * not answer in time) may have recorded the row: the same uuid
+		 * again would be refused as a duplicate at every try, and the
+		 * worker never claim.  The heartbeat tells: recorded, it goes on;
+		 * not (or ended since), a new one is recorded.
+		 */
+		int hb = heartbeat();
+
+		if (hb < 0)
+			return false;
+		if (hb == 0)
+			new_incarnation();
+		else
+			recorded = true;
+		start_unsure = false;
+	}
+	if (!recorded)
+		recorded = remora_call_start_incarnation(incarnation, c->kind,
+												 c->host_name, c->label);
 	if (recorded)
 		remora_rlog("incarnation %s started (%s%s%s%s%s, concurrency %d)",
 					incarnation, c->kind, c->host_name ? ", host " : "",
@@ -220,17 +242,7 @@ incarnation_ready(bool reconnected)
 					c->label ? ", label " : "", c->label ? c->label : "",
 					c->concurrency);
 	else
-	{
-		/*
-		 * An answer lost (a partition, a server that did not answer in
-		 * time) may hide a row that was recorded: the same uuid would then
-		 * be refused as a duplicate at every try, and the worker never
-		 * claim again.  The next try records a new one; one recorded
-		 * unseen holds no lease, never beats, and lapses as a crashed
-		 * worker's does.
-		 */
-		new_incarnation();
-	}
+		start_unsure = true;
 	return recorded;
 }
 
