@@ -59,6 +59,7 @@ struct Entry
 	RemoraSha256 *hsha;
 	int64_t       hbytes;
 	RemoraPrior  *prior; /* reusable from an earlier attempt, or NULL */
+	bool          large; /* running, and counted in set->running_large */
 
 	/* the completed member */
 	char *key;
@@ -139,6 +140,17 @@ struct RemoraSet
 	int    nentries;
 	int    running;
 	int    children; /* of them member tasks (E_RUNNING), to reap */
+
+	/*
+	 * Members in flight (set_members.c): at most member_cap, of them at
+	 * most REMORA_SET_CONCURRENCY of REMORA_SET_SMALL_MEMBER or more
+	 * (running_large); the cap grows with each member completed, from
+	 * REMORA_SET_CONCURRENCY to REMORA_SET_SMALL_CONCURRENCY, and is halved
+	 * by a throttle answer, after which it holds until cap_hold_until.
+	 */
+	int     member_cap;
+	int     running_large;
+	int64_t cap_hold_until;
 
 	/*
 	 * Duplicates: 64-bit hashes of member paths and their contents, keyed
