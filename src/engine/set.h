@@ -26,8 +26,15 @@
 
 #define CHECKPOINT_QUEUE_MAX 4096 /* completed members not yet handed out */
 #define LIST_PAGE            1000
-#define RETRY_BASE_MS        500
-#define PRESIGN_SECONDS      (24 * 3600)
+/*
+ * The first page of an S3 listing: members start once it is listed, and a
+ * store reads metadata for every key it lists (s3rver took seconds for a
+ * page of 1000 on a busy machine), so a short first page starts them
+ * sooner; the next pages are listed while they run.
+ */
+#define LIST_FIRST_PAGE "100"
+#define RETRY_BASE_MS   500
+#define PRESIGN_SECONDS (24 * 3600)
 
 typedef enum EntryState
 {
