@@ -205,8 +205,18 @@ typedef struct RemoraTaskSpec
  * members, not by their number.
  */
 #define REMORA_SET_CONCURRENCY 8
-#define REMORA_SET_WINDOW      2048 /* listed members held at most */
-#define REMORA_SET_TRIES       4    /* per member, within one attempt */
+/*
+ * Members below REMORA_SET_SMALL_MEMBER are latency-bound (a GET and a PUT
+ * each, a few milliseconds of the store's work): more of them run at once,
+ * from REMORA_SET_CONCURRENCY up to REMORA_SET_SMALL_CONCURRENCY, one more
+ * for each one completed, halved by a throttle answer (503, 429, SlowDown).
+ * Each fills at most its own size of its part buffer, so the extra ones
+ * add at most REMORA_SET_SMALL_CONCURRENCY MiB to a set's memory.
+ */
+#define REMORA_SET_SMALL_CONCURRENCY 16
+#define REMORA_SET_SMALL_MEMBER      ((int64_t) 1024 * 1024)
+#define REMORA_SET_WINDOW            2048 /* listed members held at most */
+#define REMORA_SET_TRIES             4    /* per member, within one attempt */
 
 typedef enum RemoraSetKind
 {

@@ -113,7 +113,9 @@ remora_list_s3_next(RemoraSet *set)
 	char     errbuf[256];
 
 	q[nq++] = (RemoraKV){"list-type", "2"};
-	q[nq++] = (RemoraKV){"max-keys", set->single ? "1" : "1000"};
+	q[nq++] = (RemoraKV){"max-keys", set->single       ? "1"
+									 : set->list_token ? "1000"
+													   : LIST_FIRST_PAGE};
 	q[nq++] = (RemoraKV){"prefix", set->source_key};
 	if (set->list_token)
 		q[nq++] = (RemoraKV){"continuation-token", set->list_token};

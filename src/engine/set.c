@@ -5,13 +5,14 @@
  *	  object), or a Hugging Face snapshot pinned to a commit.
  *
  * The set lists its source a page at a time into a window of entries kept
- * in listing order, runs up to REMORA_SET_CONCURRENCY of them at once (each
- * a member transfer of object.c, or a server-side copy of a member an earlier
- * attempt completed), and pops completed entries from the head of the
- * window: each becomes a line of the manifest and a member for the next
- * checkpoint.  The manifest goes to the store a part at a time (multipart
- * upload) once it outgrows one part, so memory is bounded by the window,
- * the part size and the running members, not by the number of members.
+ * in listing order, runs up to REMORA_SET_CONCURRENCY of them at once, more
+ * of small ones (engine.h; each a member transfer of object.c, or a
+ * server-side copy of a member an earlier attempt completed), and pops
+ * completed entries from the head of the window: each becomes a line of
+ * the manifest and a member for the next checkpoint.  The manifest goes to
+ * the store a part at a time (multipart upload) once it outgrows one part,
+ * so memory is bounded by the window, the part size and the running
+ * members, not by the number of members.
  *
  *	  list page --> lookup (host) --> window (<= REMORA_SET_WINDOW entries)
  *	     ^                              | start: member task / reuse copy
@@ -378,6 +379,7 @@ remora_set_start(RemoraEngine *engine, const RemoraSetSpec *spec, char *errbuf,
 	set->job_id = spec->job_id;
 	set->fencing_token = spec->fencing_token;
 	set->earlier_attempts = spec->earlier_attempts;
+	set->member_cap = REMORA_SET_CONCURRENCY;
 	set->connections = spec->connections;
 	set->host_arg = spec->host_arg;
 	set->next_page =

@@ -26,8 +26,15 @@
 
 #define CHECKPOINT_QUEUE_MAX 4096 /* completed members not yet handed out */
 #define LIST_PAGE            1000
-#define RETRY_BASE_MS        500
-#define PRESIGN_SECONDS      (24 * 3600)
+/*
+ * The first page of an S3 listing: members start once it is listed, and a
+ * store reads metadata for every key it lists (s3rver took seconds for a
+ * page of 1000 on a busy machine), so a short first page starts them
+ * sooner; the next pages are listed while they run.
+ */
+#define LIST_FIRST_PAGE "100"
+#define RETRY_BASE_MS   500
+#define PRESIGN_SECONDS (24 * 3600)
 
 typedef enum EntryState
 {
@@ -59,6 +66,7 @@ struct Entry
 	RemoraSha256 *hsha;
 	int64_t       hbytes;
 	RemoraPrior  *prior; /* reusable from an earlier attempt, or NULL */
+	bool          large; /* running, and counted in set->running_large */
 
 	/* the completed member */
 	char *key;
@@ -139,6 +147,17 @@ struct RemoraSet
 	int    nentries;
 	int    running;
 	int    children; /* of them member tasks (E_RUNNING), to reap */
+
+	/*
+	 * Members in flight (set_members.c): at most member_cap, of them at
+	 * most REMORA_SET_CONCURRENCY of REMORA_SET_SMALL_MEMBER or more
+	 * (running_large); the cap grows with each member completed, from
+	 * REMORA_SET_CONCURRENCY to REMORA_SET_SMALL_CONCURRENCY, and is halved
+	 * by a throttle answer, after which it holds until cap_hold_until.
+	 */
+	int     member_cap;
+	int     running_large;
+	int64_t cap_hold_until;
 
 	/*
 	 * Duplicates: 64-bit hashes of member paths and their contents, keyed

@@ -30,8 +30,71 @@
  */
 #define COPY_OBJECT_MAX ((int64_t) 5 * 1024 * 1024 * 1024)
 
+/* after a throttle answer, the cap of members in flight holds this long */
+#define CAP_HOLD_MS 5000
+
 static void member_retry(RemoraSet *set, Entry *e, const RemoraTaskError *err);
 static void changed(RemoraSet *set, Entry *e);
+
+/* Of a size (or of none known) that counts against REMORA_SET_CONCURRENCY */
+static bool
+large_member(const Entry *e)
+{
+	return e->size < 0 || e->size >= REMORA_SET_SMALL_MEMBER;
+}
+
+/* A member starts: counted against the caps of remora_set_start_entries. */
+static void
+member_started(RemoraSet *set, Entry *e)
+{
+	set->running++;
+	e->large = large_member(e);
+	if (e->large)
+		set->running_large++;
+}
+
+/* A member's request or task ended, whatever its outcome. */
+static void
+member_ended(RemoraSet *set, Entry *e)
+{
+	set->running--;
+	if (e->large)
+		set->running_large--;
+	e->large = false;
+}
+
+/*
+ * A member completed: one more may run at once, unless a throttle answer
+ * came lately.  Grows by completions, not by time, so that a store that
+ * answers slowly is not asked faster than it answers.
+ */
+static void
+member_paid(RemoraSet *set)
+{
+	if (set->member_cap < REMORA_SET_SMALL_CONCURRENCY &&
+		remora_now_ms() >= set->cap_hold_until)
+		set->member_cap++;
+}
+
+/*
+ * The store or the source said "slow down" (503, 429, SlowDown): halve the
+ * members in flight (never below one) and hold there for a while.
+ */
+static void
+member_throttled(RemoraSet *set, const RemoraTaskError *err)
+{
+	int was = set->member_cap;
+
+	if (err->http_status != 503 && err->http_status != 429 &&
+		strcmp(err->s3_code, "SlowDown") != 0)
+		return;
+	set->member_cap = was > 1 ? was / 2 : 1;
+	set->cap_hold_until = remora_now_ms() + CAP_HOLD_MS;
+	remora_engine_log(set->base.engine,
+					  "job %lld: members in flight %d -> %d (HTTP %ld %s)",
+					  (long long) set->job_id, was, set->member_cap,
+					  err->http_status, err->s3_code);
+}
 
 static char *
 target_key(RemoraSet *set, const char *path)
@@ -113,7 +176,7 @@ start_child(RemoraSet *set, Entry *e)
 	/* the set's cap, all members together; set_free frees them first */
 	e->child->rate_parent = &set->base;
 	e->state = E_RUNNING;
-	set->running++;
+	member_started(set, e);
 	set->children++;
 }
 
@@ -126,7 +189,7 @@ reuse_done(Request *req, CURLcode rc)
 	char           *etag;
 
 	e->copy = NULL;
-	set->running--;
+	member_ended(set, e);
 	if (remora_s3_failed(req, rc, &err, "reusing an earlier attempt's copy"))
 	{
 		/* gone or changed: transfer it again */
@@ -156,6 +219,7 @@ reuse_done(Request *req, CURLcode rc)
 	memcpy(e->sha256, e->prior->sha256, sizeof(e->sha256));
 	e->reused = true;
 	e->state = E_DONE;
+	member_paid(set);
 }
 
 /* Copy the member an earlier attempt completed into this attempt's prefix. */
@@ -196,7 +260,7 @@ start_reuse(RemoraSet *set, Entry *e)
 	req->data = e;
 	e->copy = req;
 	e->state = E_COPYING;
-	set->running++;
+	member_started(set, e);
 }
 
 /* A member task ended: take its result, or try again, or fail the set. */
@@ -207,7 +271,7 @@ remora_set_reap_child(RemoraSet *set, Entry *e)
 
 	if (st == REMORA_TASK_RUNNING)
 		return;
-	set->running--;
+	member_ended(set, e);
 	set->children--;
 	if (st == REMORA_TASK_SUCCEEDED)
 	{
@@ -247,6 +311,7 @@ remora_set_reap_child(RemoraSet *set, Entry *e)
 			return;
 		}
 		e->state = E_DONE;
+		member_paid(set);
 		return;
 	}
 	{
@@ -286,6 +351,7 @@ changed(RemoraSet *set, Entry *e)
 static void
 member_retry(RemoraSet *set, Entry *e, const RemoraTaskError *err)
 {
+	member_throttled(set, err);
 	if (remora_set_retry_at(set, err, &e->tries, &e->retry_at))
 	{
 		e->state = E_BACKOFF;
@@ -303,7 +369,7 @@ server_copy_done(Request *req, CURLcode rc)
 	char           *etag;
 
 	e->copy = NULL;
-	set->running--;
+	member_ended(set, e);
 	if (remora_s3_failed(req, rc, &err, "copying inside the store"))
 	{
 		if (req->status == 412 || req->status == 404)
@@ -340,6 +406,7 @@ server_copy_done(Request *req, CURLcode rc)
 		return;
 	}
 	e->state = E_DONE;
+	member_paid(set);
 }
 
 static size_t
@@ -370,7 +437,7 @@ hash_done(Request *req, CURLcode rc)
 	e->hash_req = NULL;
 	if (remora_s3_failed(req, rc, &err, "reading the source"))
 	{
-		set->running--;
+		member_ended(set, e);
 		if (req->status == 404 || req->status == 412)
 			changed(set, e);
 		else
@@ -379,7 +446,7 @@ hash_done(Request *req, CURLcode rc)
 	}
 	if (!remora_etag_equal(req->hdr.etag, e->src_etag) || e->hbytes != e->size)
 	{
-		set->running--;
+		member_ended(set, e);
 		changed(set, e);
 		return;
 	}
@@ -408,7 +475,7 @@ hash_done(Request *req, CURLcode rc)
 	free(key);
 	if (e->copy == NULL)
 	{
-		set->running--;
+		member_ended(set, e);
 		remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0,
 						"could not start a copy inside the store");
 		return;
@@ -451,19 +518,21 @@ start_server_copy(RemoraSet *set, Entry *e)
 	}
 	e->hash_req = req;
 	e->state = E_HASHING;
-	set->running++;
+	member_started(set, e);
 }
 
 /*
- * Start what the concurrency cap allows, in listing order, up to the page
- * whose lookup the host has not answered yet.
+ * Start what the caps allow (member_cap in all, REMORA_SET_CONCURRENCY of
+ * large members), in listing order, up to the page whose lookup the host
+ * has not answered yet; a large member waiting for room lets small ones
+ * after it start.
  */
 void
 remora_set_start_entries(RemoraSet *set)
 {
 	int64_t now = remora_now_ms();
 
-	for (Entry *e = set->head; e && set->running < REMORA_SET_CONCURRENCY &&
+	for (Entry *e = set->head; e && set->running < set->member_cap &&
 							   set->status.state == REMORA_TASK_RUNNING;
 		 e = e->next)
 	{
@@ -480,6 +549,8 @@ remora_set_start_entries(RemoraSet *set)
 			e->state = E_WAITING;
 		}
 		if (e->state != E_WAITING)
+			continue;
+		if (large_member(e) && set->running_large >= REMORA_SET_CONCURRENCY)
 			continue;
 		if (e->prior)
 			start_reuse(set, e);
