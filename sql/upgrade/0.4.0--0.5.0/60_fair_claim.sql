@@ -9,20 +9,23 @@ ALTER TABLE remora.queue ALTER COLUMN owner SET NOT NULL;
 DROP INDEX remora.queue_order_idx;
 CREATE INDEX queue_owner_idx ON remora.queue (owner, priority DESC, job_id);
 
--- Every path that queues a job (submit, export, retry, resolve, reconcile)
--- names the job alone; its owner comes from the job row, so that no path
--- can queue a job under another owner.
+-- Every path that queues a job (export, retry, resolve, reconcile) names
+-- the job alone; its owner comes from the job row, so that no path can
+-- queue a job under another owner.  remora._submit alone names the owner
+-- (97_submit_width.sql's change): the trigger is not called then.  No
+-- search_path of its own: every name in it is qualified.
 CREATE FUNCTION remora._queue_owner() RETURNS trigger
 LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-	NEW.owner := (SELECT jb.owner FROM remora.jobs jb WHERE jb.job_id = NEW.job_id);
+	NEW.owner := (SELECT jb.owner FROM remora.jobs jb
+				   WHERE jb.job_id OPERATOR(pg_catalog.=) NEW.job_id);
 	RETURN NEW;
 END
 $$;
 CREATE TRIGGER queue_owner BEFORE INSERT ON remora.queue
-	FOR EACH ROW EXECUTE FUNCTION remora._queue_owner();
+	FOR EACH ROW WHEN (NEW.owner IS NULL)
+	EXECUTE FUNCTION remora._queue_owner();
 
 -- Running attempts per owner, counted as remora._leases_in_use counts
 -- them: the lease rows while coordination state is whole, every running

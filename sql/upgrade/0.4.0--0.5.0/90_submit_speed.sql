@@ -3,11 +3,13 @@
 -- statements' plans a session keeps (a SQL function with a SET clause is
 -- planned anew in every transaction); remora._submit computes its hashes
 -- in place and calls the source checks only for the sources they judge.
+-- As 97_submit_width.sql changes them further (no options column, a
+-- plain INSERT without a key, the queue row's owner named, no
+-- search_path pinned by _may_write), they are here as that leaves them.
 -- ---------------------------------------------------------------------
 
 CREATE OR REPLACE FUNCTION remora._may_write(caller oid, spec jsonb) RETURNS boolean
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	-- the defaults first, alone: a simple expression, planned once
@@ -183,8 +185,14 @@ BEGIN
 		END IF;
 	END IF;
 
-	-- a role at its max_queued is refused (53400); exports count too
-	PERFORM remora._check_queue_limit(caller, idem_key);
+	-- a role at its max_queued is refused (53400); exports count too.
+	-- Called only when a limit may apply (its own max_queued, or the
+	-- default's): a submit without one pays this probe, not the call.
+	IF coalesce(nullif(current_setting('remora.default_role_max_queued', true), '')::integer, 0) <> 0
+		OR EXISTS (SELECT 1 FROM remora.role_limits l
+					WHERE l.role_id = caller AND l.max_queued <> 0) THEN
+		PERFORM remora._check_queue_limit(caller, idem_key);
+	END IF;
 
 	-- Provenance: who, from where, and the pg_cron job when pg_cron runs us.
 	-- Only the installed pg_cron extension's own run table is believed: a
@@ -225,18 +233,35 @@ BEGIN
 		'owner', caller, 'role', pg_get_userbyid(caller),
 		'bucket', spec ->> 'bucket', 'prefix', spec ->> 'prefix',
 		'endpoint', endpoint)::text, 'UTF8')), 'hex');
-	INSERT INTO remora.jobs
-		(owner, source, source_kind, bucket, prefix, options, spec, label,
-		 priority, max_attempts, idempotency_key, request_hash,
-		 definition_hash, access_digest, provenance)
-	VALUES
-		(caller, spec #>> '{source,uri}', kind, spec ->> 'bucket',
-		 spec ->> 'prefix', spec -> 'options', spec, spec #>> '{options,label}',
-		 (spec #>> '{options,priority}')::integer,
-		 (spec #>> '{options,max_attempts}')::integer,
-		 idem_key, req_hash, def_hash, acc_digest, prov)
-	ON CONFLICT (owner, idempotency_key) DO NOTHING
-	RETURNING job_id INTO new_id;
+	-- Without a key nothing can conflict: a plain INSERT, where ON
+	-- CONFLICT would insert speculatively and confirm the row in a second
+	-- WAL record.
+	IF idem_key IS NULL THEN
+		INSERT INTO remora.jobs
+			(owner, source, source_kind, bucket, prefix, spec, label,
+			 priority, max_attempts, request_hash, definition_hash,
+			 access_digest, provenance)
+		VALUES
+			(caller, spec #>> '{source,uri}', kind, spec ->> 'bucket',
+			 spec ->> 'prefix', spec, spec #>> '{options,label}',
+			 (spec #>> '{options,priority}')::integer,
+			 (spec #>> '{options,max_attempts}')::integer,
+			 req_hash, def_hash, acc_digest, prov)
+		RETURNING job_id INTO new_id;
+	ELSE
+		INSERT INTO remora.jobs
+			(owner, source, source_kind, bucket, prefix, spec, label,
+			 priority, max_attempts, idempotency_key, request_hash,
+			 definition_hash, access_digest, provenance)
+		VALUES
+			(caller, spec #>> '{source,uri}', kind, spec ->> 'bucket',
+			 spec ->> 'prefix', spec, spec #>> '{options,label}',
+			 (spec #>> '{options,priority}')::integer,
+			 (spec #>> '{options,max_attempts}')::integer,
+			 idem_key, req_hash, def_hash, acc_digest, prov)
+		ON CONFLICT (owner, idempotency_key) DO NOTHING
+		RETURNING job_id INTO new_id;
+	END IF;
 
 	IF new_id IS NULL THEN
 		-- A concurrent submit with the same key won the insert.
@@ -258,8 +283,10 @@ BEGIN
 	IF source_url IS NOT NULL THEN
 		INSERT INTO remora.source_urls (job_id, url) VALUES (new_id, source_url);
 	END IF;
-	INSERT INTO remora.queue (job_id, priority, not_before)
-	VALUES (new_id, (spec #>> '{options,priority}')::integer, now());
+	-- the owner is the job's, just written: named, so that the queue's
+	-- trigger need not look it up
+	INSERT INTO remora.queue (job_id, priority, not_before, owner)
+	VALUES (new_id, (spec #>> '{options,priority}')::integer, now(), caller);
 	RETURN new_id;
 END
 $$;
