@@ -20,11 +20,12 @@
 #include "engine/engine_int.h"
 #include "unit.h"
 
-#define PART     (64 * 1024)
-#define OBJ_SIZE (6 * PART + 123) /* seven parts */
-#define SEG_ETAG "\"0123456789abcdef0123456789abcdef\""
-#define BIG_SIZE (6 * 1024 * 1024) /* /src/big, for the rate caps */
-#define RATE     (2 * 1024 * 1024)
+#define PART         (64 * 1024)
+#define OBJ_SIZE     (6 * PART + 123) /* seven parts */
+#define SEG_ETAG     "\"0123456789abcdef0123456789abcdef\""
+#define BIG_SIZE     (6 * 1024 * 1024) /* /src/big, for the rate caps */
+#define RATE         (2 * 1024 * 1024)
+#define CAP_DELAY_MS 1000 /* each source answer, behind a cap of 1 */
 
 typedef struct Server
 {
@@ -411,9 +412,13 @@ engine_with_cap(const Server *s, int cap)
 	cfg.part_size = engine_part;
 	cfg.allow_networks = "127.0.0.0/8";
 	cfg.deny_networks = "";
-	/* both shorter than a request waits behind a cap of 1 */
-	cfg.connect_timeout_ms = 1000;
-	cfg.stall_timeout_ms = 1000;
+	/*
+	 * Both shorter than the last requests wait behind a cap of 1 (seven of
+	 * CAP_DELAY_MS each), and long beside one request's answer, which a
+	 * busy machine (the suite runs this at nice 19) may slow.
+	 */
+	cfg.connect_timeout_ms = 4000;
+	cfg.stall_timeout_ms = 4000;
 	cfg.max_connections_per_host = cap;
 	cfg.log = log_line;
 	return remora_engine_new(&cfg, err, sizeof(err));
@@ -697,7 +702,7 @@ main(void)
 		  s.max_active);
 
 	/* the cap per host holds, and a queued request is not a stalled one */
-	server_reset(&s, 300);
+	server_reset(&s, CAP_DELAY_MS);
 	CHECK(transfer(&s, 1, "/src/obj", 8, got, &err, NULL, NULL) ==
 			  REMORA_TASK_SUCCEEDED,
 		  "capped at 1 per host: succeeded although requests waited longer "

@@ -592,8 +592,9 @@ engine_new(void)
 	engine_config(&cfg, endpoint, true);
 	cfg.part_size = PART;
 	cfg.allow_networks = "127.0.0.0/8";
-	cfg.connect_timeout_ms = 2000;
-	cfg.stall_timeout_ms = 2000;
+	/* no test here needs a stall to fire: a busy machine must not either */
+	cfg.connect_timeout_ms = 30000;
+	cfg.stall_timeout_ms = 30000;
 	return remora_engine_new(&cfg, err, sizeof(err));
 }
 

@@ -57,12 +57,16 @@ max_rss_kb(void)
 	return ru.ru_maxrss;
 }
 
+/*
+ * CPU seconds of this process, not the wall clock: the suite runs the unit
+ * tests at nice 19 beside other work, where wall time says nothing.
+ */
 static double
-now_seconds(void)
+cpu_seconds(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
@@ -91,15 +95,15 @@ test_entity_bomb(void)
 		"&lol8;&lol8;\">\n]>\n"
 		"<Error><Code>&lol9;</Code><Message>&lol9;</Message></Error>";
 	long   rss = max_rss_kb();
-	double t0 = now_seconds();
+	double t0 = cpu_seconds();
 	int    i;
 	bool   refused = true;
 
 	for (i = 0; i < 100; i++)
 		refused = refused && refused_everywhere(bomb, strlen(bomb), "Code");
 	CHECK(refused, "billion laughs refused");
-	CHECK(now_seconds() - t0 < 2.0, "100 x 3 billion laughs in %.3f s",
-		  now_seconds() - t0);
+	CHECK(cpu_seconds() - t0 < 2.0,
+		  "100 x 3 billion laughs in %.3f s of CPU", cpu_seconds() - t0);
 	CHECK(max_rss_kb() - rss < 64 * 1024,
 		  "billion laughs: memory grew by %ld kB (limit 64 MB)",
 		  max_rss_kb() - rss);
