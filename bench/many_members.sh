@@ -14,8 +14,13 @@
 #   C  aws s3 sync s3://source/P/ s3://target/Q/ (CopyObject, no hashing)
 #   D  rclone copy --transfers 8 (server-side copy), when installed
 #
-# interleaved (s3rver A B C D, RGW A B C D, s3rver A B C D ...) for RUNS
-# rounds; wall seconds from submit to succeeded (A, B:
+# interleaved across stores for RUNS rounds, the order of the methods
+# rotated by one each round (s3rver A B C D, RGW A B C D; s3rver B C D A,
+# RGW B C D A; ...), after one untimed remora job per store: a store
+# process's first reads of a run (s3rver's Node.js code, cold) cost it about
+# twice the CPU of later ones, and the job after the worker's restart (on a
+# change of store) opens its connections anew, so neither falls on one
+# method every round; wall seconds from submit to succeeded (A, B:
 # remora_jobs.finished_at - submitted_at), the client's CPU seconds (the
 # worker's utime+stime from /proc; the CLI's process tree from GNU time),
 # and the store's CPU seconds and bytes written (/proc/PID/stat and io of
@@ -226,13 +231,21 @@ for st in $STORES; do
 	aws_s3 s3 mb s3://source >/dev/null
 	populate bench "$OBJECTS" "$SIZE"
 done
+# the untimed job of each store (see the header)
+for st in $STORES; do
+	use_store "$st"
+	log "$st: a remora job before the rounds, not measured"
+	run_remora bench '{}' >/dev/null
+done
 RESULTS=$T/results.tsv	# store method round wall cpu store_cpu store_bytes
 : >"$RESULTS"
 TICK=$(getconf CLK_TCK)
 for r in $(seq 1 "$RUNS"); do
+	# round r starts with the r-th method
+	order=$(echo "$methods" | awk -v r="$r" '{ for (i = 0; i < NF; i++) printf "%s ", $((i + r - 1) % NF + 1) }')
 	for st in $STORES; do
 		use_store "$st"
-		for m in $methods; do
+		for m in $order; do
 			log "round $r: $st $m"
 			store_quiesce
 			s0=$(store_ticks) w0=$(store_wbytes)
@@ -357,7 +370,9 @@ report() {
 	echo "on $(date -u +%F) ($(nproc) cores; load average $LOADAVG before, $(cut -d' ' -f1-3 /proc/loadavg) after):"
 	echo "a prefix of $OBJECTS objects of $SIZE each copied from one bucket to another"
 	echo "of the same store, on $(for st in $STORES; do printf '%s and ' "${SNAME[$st]}"; done | sed 's/ and $//'),"
-	echo "$RUNS rounds interleaved across methods and stores, medians.  CPU is the"
+	echo "$RUNS rounds interleaved across methods and stores, the methods' order"
+	echo "rotated by one each round, after one untimed Remora job per store;"
+	echo "medians.  CPU is the"
 	echo "client's own (the remora worker's process; the CLI's process tree); the"
 	echo "store's CPU and bytes written are those of s3rver's node process, or of"
 	echo "radosgw + ceph-osd + ceph-mon, from just before the run until the store is"
