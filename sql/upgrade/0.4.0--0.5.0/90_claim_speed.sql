@@ -163,8 +163,12 @@ BEGIN
 					 ORDER BY qq.priority DESC, qq.job_id
 					 LIMIT f.may_take + room + others) n) c
 	), locked AS MATERIALIZED (
+		-- the queue rows by key, as unqueued below: a join alone, planned
+		-- generically for up to max_jobs candidates, hashed the whole queue
+		-- and made every claim read the backlog
 		SELECT qq.job_id, c.owner, c.may_take, c.due, c.k
 		  FROM candidate c JOIN remora.queue qq ON qq.job_id = c.job_id
+		 WHERE qq.job_id = ANY (ARRAY(SELECT c2.job_id FROM candidate c2))
 		 ORDER BY c.due, c.lot, c.k
 		 LIMIT room
 		   FOR UPDATE OF qq SKIP LOCKED

@@ -63,6 +63,20 @@ SELECT pg_temp.submit('regress_fair_bob', 1, 0) AS bob_queued;
 SELECT * FROM pg_temp.claim(2);
 SELECT pg_temp.finish() AS finished;
 
+-- a claim finds its jobs' queue rows by key, never by reading the backlog:
+-- the queue's heap blocks it fetches, against the pages that alice's 2,999
+-- queued jobs fill (the counts are the backend's since its stats were last
+-- flushed, which no transaction does: a difference within one), with the
+-- queue analyzed as autovacuum would
+ANALYZE remora.queue;
+BEGIN;
+SELECT pg_stat_get_xact_blocks_fetched('remora.queue'::regclass) AS fetched_before \gset
+SELECT count(*) AS claimed FROM remora.claim('fafafafa-0000-4000-8000-000000000001', 1);
+SELECT pg_stat_get_xact_blocks_fetched('remora.queue'::regclass) - :fetched_before < 16
+		   AS queue_read_by_key,
+	   pg_relation_size('remora.queue') / 8192 >= 16 AS backlog_fills_pages;
+ROLLBACK;
+
 -- bob's queue is empty: alice alone gets the whole batch
 SELECT * FROM pg_temp.claim(3);
 SELECT pg_temp.finish() AS finished;
