@@ -33,6 +33,14 @@
 #   bench/submit.sh [--runs 5] [--clients 4] [--txs 500] [--bulk 10000]
 #                   [--write]
 #   bench/submit.sh --profile [--txs 2000]
+#   bench/submit.sh --waits [--runs 3] [--clients 4] [--txs 2000]
+#
+# --waits instead runs A, F and D from CLIENTS sessions while one more
+# session samples what the submitting sessions do (pg_stat_activity's
+# wait events every 2 ms: running, or waiting on the lock every notifying
+# commit takes, on the WAL flush, on the client), and reads the machine's
+# CPU time from /proc/stat around each run: whether a method is bound by
+# CPU or by the commits that notify, which PostgreSQL runs one at a time.
 # --write puts the report into doc/benchmarks.md under "## Submits"
 # (replacing it).  DEADLINE (seconds, default 1800) bounds it; REMORA_REV
 # names the code measured (default: the checkout's commit).
@@ -56,6 +64,7 @@ while [ $# -gt 0 ]; do
 	--bulk) BULK=$2; shift 2 ;;
 	--write) WRITE=1; shift ;;
 	--profile) PROFILE=1; shift ;;
+	--waits) PROFILE=2; shift ;;
 	*) sed -n '/^# Usage/,/^# (replacing/p' "$0" >&2; exit 2 ;;
 	esac
 done
@@ -173,6 +182,65 @@ if [ "$PROFILE" = 1 ]; then
 			  round(calls::numeric / $TXS, 2) || ' | ' || regexp_replace(left(query, 140), '\s+', ' ', 'g')
 		 FROM pg_stat_statements WHERE calls >= $TXS
 		ORDER BY total_exec_time + total_plan_time DESC LIMIT 30"
+	exit 0
+fi
+
+if [ "$PROFILE" = 2 ]; then
+	# what the sessions of USER do until they have all gone (at most 120 s)
+	q "CREATE FUNCTION bench_floor.sample(who name) RETURNS jsonb
+	   LANGUAGE plpgsql AS \$\$
+	   DECLARE
+		   counts jsonb := '{}';
+		   seen boolean := false;
+		   t0 timestamptz := clock_timestamp();
+		   r record;
+		   n int;
+	   BEGIN
+		   LOOP
+			   PERFORM pg_stat_clear_snapshot();
+			   n := 0;
+			   FOR r IN SELECT CASE WHEN state <> 'active' THEN 'idle in the client'
+								   WHEN wait_event IS NULL THEN 'running'
+								   WHEN wait_event_type = 'Lock' AND wait_event = 'object'
+								   THEN 'waiting for the notify lock'
+								   ELSE wait_event_type || ':' || wait_event END AS ev
+						  FROM pg_stat_activity
+						 WHERE usename = who AND backend_type = 'client backend'
+						   AND pid <> pg_backend_pid() LOOP
+				   n := n + 1;
+				   counts := counts || jsonb_build_object(r.ev, coalesce((counts ->> r.ev)::int, 0) + 1);
+			   END LOOP;
+			   seen := seen OR n > 0;
+			   EXIT WHEN (seen AND n = 0) OR clock_timestamp() - t0 > interval '120 s';
+			   PERFORM pg_sleep(0.002);
+		   END LOOP;
+		   RETURN counts;
+	   END \$\$" >/dev/null
+	busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+	echo "| method | submits /s | machine CPU ms a submit | what the $CLIENTS sessions were doing (share of samples) |"
+	echo "|---|---:|---:|---|"
+	for r in $(seq 1 "$RUNS"); do
+		for m in A F D; do
+			who=bench_user; [ "$m" = D ] && who=postgres
+			q "SELECT bench_floor.sample('$who')" >"$T/waits.json" &
+			sampler=$!
+			sleep 0.2
+			b0=$(busy)
+			if [ "$m" = D ]; then
+				rate=$(pgbench_rate "$S/D.sql" "$CLIENTS" "$TXS" postgres)
+			else
+				rate=$(pgbench_rate "$S/$m.sql" "$CLIENTS" "$TXS" bench_user)
+			fi
+			b1=$(busy)
+			wait "$sampler"
+			cpu=$(awk -v b="$((b1 - b0))" -v n="$((CLIENTS * TXS))" -v hz="$(getconf CLK_TCK)" \
+				'BEGIN { printf "%.3f", b * 1000 / hz / n }')
+			shares=$(python3 -c 'import json,sys
+c = json.load(open(sys.argv[1])); t = sum(c.values()) or 1
+print(", ".join("%s %d %%" % (k, round(100 * v / t)) for k, v in sorted(c.items(), key=lambda kv: -kv[1])))' "$T/waits.json")
+			echo "| $m (round $r) | $(awk -v v="$rate" 'BEGIN { printf "%.0f", v }') | $cpu | $shares |"
+		done
+	done
 	exit 0
 fi
 
