@@ -33,9 +33,9 @@
 #   bench/submit.sh [--runs 5] [--clients 4] [--txs 500] [--bulk 10000]
 #                   [--write]
 #   bench/submit.sh --profile [--txs 2000]
-#   bench/submit.sh --waits [--runs 3] [--clients 4] [--txs 2000]
+#   bench/submit.sh --waits [--runs 3] [--clients 4]
 #
-# --waits instead runs A, F and D from CLIENTS sessions while one more
+# --waits instead runs A, F and D from CLIENTS sessions for 10 s each while one more
 # session samples what the submitting sessions do (pg_stat_activity's
 # wait events every 2 ms: running, or waiting on the lock every notifying
 # commit takes, on the WAL flush, on the client), and reads the machine's
@@ -53,6 +53,7 @@ CLIENTS=4
 TXS=500
 BULK=10000
 WALN=1000
+WAIT_SECS=10
 WRITE=0
 PROFILE=0
 DEADLINE=${DEADLINE:-1800}
@@ -186,19 +187,17 @@ if [ "$PROFILE" = 1 ]; then
 fi
 
 if [ "$PROFILE" = 2 ]; then
-	# what the sessions of USER do until they have all gone (at most 120 s)
-	q "CREATE FUNCTION bench_floor.sample(who name) RETURNS jsonb
+	# what the client sessions of WHO do, sampled from 1 s to SECS - 1 s
+	q "CREATE FUNCTION bench_floor.sample(who name, secs float8) RETURNS jsonb
 	   LANGUAGE plpgsql AS \$\$
 	   DECLARE
 		   counts jsonb := '{}';
-		   seen boolean := false;
 		   t0 timestamptz := clock_timestamp();
 		   r record;
-		   n int;
 	   BEGIN
-		   LOOP
+		   PERFORM pg_sleep(1);
+		   WHILE clock_timestamp() - t0 < make_interval(secs => secs - 1) LOOP
 			   PERFORM pg_stat_clear_snapshot();
-			   n := 0;
 			   FOR r IN SELECT CASE WHEN state <> 'active' THEN 'idle in the client'
 								   WHEN wait_event IS NULL THEN 'running'
 								   WHEN wait_event_type = 'Lock' AND wait_event = 'object'
@@ -207,11 +206,8 @@ if [ "$PROFILE" = 2 ]; then
 						  FROM pg_stat_activity
 						 WHERE usename = who AND backend_type = 'client backend'
 						   AND pid <> pg_backend_pid() LOOP
-				   n := n + 1;
 				   counts := counts || jsonb_build_object(r.ev, coalesce((counts ->> r.ev)::int, 0) + 1);
 			   END LOOP;
-			   seen := seen OR n > 0;
-			   EXIT WHEN (seen AND n = 0) OR clock_timestamp() - t0 > interval '120 s';
 			   PERFORM pg_sleep(0.002);
 		   END LOOP;
 		   RETURN counts;
@@ -222,22 +218,20 @@ if [ "$PROFILE" = 2 ]; then
 	for r in $(seq 1 "$RUNS"); do
 		for m in A F D; do
 			who=bench_user; [ "$m" = D ] && who=postgres
-			q "SELECT bench_floor.sample('$who')" >"$T/waits.json" &
+			q "SELECT bench_floor.sample('$who', $WAIT_SECS)" >"$T/waits.json" &
 			sampler=$!
-			sleep 0.2
 			b0=$(busy)
-			if [ "$m" = D ]; then
-				rate=$(pgbench_rate "$S/D.sql" "$CLIENTS" "$TXS" postgres)
-			else
-				rate=$(pgbench_rate "$S/$m.sql" "$CLIENTS" "$TXS" bench_user)
-			fi
+			out=$(pgbench -n -U "$who" -c "$CLIENTS" -j "$CLIENTS" -T "$WAIT_SECS" \
+				-f "$S/$m.sql" postgres 2>&1) || { echo "$out" >&2; die "pgbench $m failed"; }
 			b1=$(busy)
+			n=$(grep -oP 'number of transactions actually processed: \K[0-9]+' <<<"$out")
+			rate=$(grep -oP 'tps = \K[0-9.]+(?= \(without)' <<<"$out")
 			wait "$sampler"
-			cpu=$(awk -v b="$((b1 - b0))" -v n="$((CLIENTS * TXS))" -v hz="$(getconf CLK_TCK)" \
+			cpu=$(awk -v b="$((b1 - b0))" -v n="$n" -v hz="$(getconf CLK_TCK)" \
 				'BEGIN { printf "%.3f", b * 1000 / hz / n }')
 			shares=$(python3 -c 'import json,sys
 c = json.load(open(sys.argv[1])); t = sum(c.values()) or 1
-print(", ".join("%s %d %%" % (k, round(100 * v / t)) for k, v in sorted(c.items(), key=lambda kv: -kv[1])))' "$T/waits.json")
+print(", ".join("%s %d %%" % (k, round(100 * v / t)) for k, v in sorted(c.items(), key=lambda kv: -kv[1]) if v >= t / 100))' "$T/waits.json")
 			echo "| $m (round $r) | $(awk -v v="$rate" 'BEGIN { printf "%.0f", v }') | $cpu | $shares |"
 		done
 	done
