@@ -466,7 +466,14 @@ curl -s "http://127.0.0.1:$SRC_PROXY/__reset" >/dev/null
 curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
 for p in "${PAUSERS[@]}"; do wait "$p" 2>/dev/null || true; done
 for name in "${!EXT[@]}"; do kill -CONT "${EXT[$name]}" 2>/dev/null || true; done
-HEALED=$(q "SELECT now()")
+# the last injection may have crashed the server, whose restart a paused
+# backend holds up until its SIGCONT, sent as its pauser ends: a plain
+# query here once met recovery, left HEALED empty, and every poll below
+# failed on it (CI, seed 78243812)
+if ! HEALED=$(qr "SELECT now()") || [ -z "$HEALED" ]; then
+	not_ok "PostgreSQL answers once the injections stop"
+	exit 1
+fi
 echo "# $(date +%T) injections stopped: $(for k in "${!INJECTED[@]}"; do printf '%s %s, ' "$k" "${INJECTED[$k]}"; done)"
 mix_settle
 
@@ -482,10 +489,20 @@ kills=$((${INJECTED[kill_bgworker]:-0} + ${INJECTED[kill_launcher]:-0} + ${INJEC
 # the partitions: some packets dropped, and every remora-worker cut off
 # reconnected (the global checks above cover its attempts and staging)
 beating() {
-	[ "$(q "SELECT count(*) FROM remora_workers WHERE kind = 'external' AND stopped_at IS NULL AND heartbeat_at > '$HEALED'")" = "${#EXT[@]}" ]
+	[ "$(q "SELECT count(*) FROM remora_workers WHERE kind = 'external' AND stopped_at IS NULL AND heartbeat_at > '$HEALED'::timestamptz")" = "${#EXT[@]}" ]
 }
-check "the run cut remora-workers off ${INJECTED[partition]:-0} times ($(awk '{ n += $1 } END { print n + 0 }' "$T/dropped" 2>/dev/null || echo 0) packets dropped), and each one live beats again since the heal" \
-	eval '[ "${INJECTED[partition]:-0}" -ge 1 ] && wait_for 60 beating'
+beat_name="the run cut remora-workers off ${INJECTED[partition]:-0} times ($(awk '{ n += $1 } END { print n + 0 }' "$T/dropped" 2>/dev/null || echo 0) packets dropped), and each one live beats again since the heal"
+if [ "${INJECTED[partition]:-0}" -ge 1 ] && wait_for 60 beating; then
+	ok "$beat_name"
+else
+	not_ok "$beat_name"
+	# what was counted, against which remora-workers the run holds live
+	echo "# healed at $HEALED; live: $(for name in "${!EXT[@]}"; do
+		printf '%s (pid %s, %s) ' "$name" "${EXT[$name]}" "$(kill -0 "${EXT[$name]}" 2>/dev/null && echo running || echo gone)"
+	done)"
+	q "SELECT '# ' || coalesce(label, '-') || ' pid ' || pid || ' started ' || started_at || ' beat ' || coalesce(heartbeat_at::text, '-')
+		|| ' stopped ' || coalesce(stopped_at::text, '-') FROM remora_workers WHERE kind = 'external' ORDER BY started_at" || true
+fi
 # the clock: the skewed remora-workers' logs run the drawn hour off, and
 # they ran attempts (the global checks above cover what they did)
 skewed_ok() {

@@ -193,7 +193,11 @@ mix_settle() {
 	while [ "${#EXPORTED[@]}" -lt "$N_EXPORT" ] && wait_for 120 exportable; do export_one; done
 	unsettled() { qr "SELECT count(*) FROM remora.jobs WHERE idempotency_key LIKE 'chaos-%' AND state IN ('queued', 'running', 'retrying')"; }
 	all_ended() { [ "$(unsettled)" = 0 ]; }
-	if ! check "every job and export ends once the faults stop" wait_for 600 all_ended; then
+	# (check says nothing of the outcome: it returns what not_ok does)
+	if wait_for 600 all_ended; then
+		ok "every job and export ends once the faults stop"
+	else
+		not_ok "every job and export ends once the faults stop"
 		q "SELECT '# ' || job_id || ' ' || source_kind || ' ' || state || ' ' || source FROM remora.jobs WHERE idempotency_key LIKE 'chaos-%' AND state IN ('queued', 'running', 'retrying')"
 	fi
 
