@@ -112,11 +112,11 @@ http {
 }
 CONF
 nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off;' >"$WORK/nginx/out" 2>&1 &
-echo $! >>"$SERVICES_DIR/pids"
+service_pid $!
 wait_port "$NGINX_PORT"
 PACED_PORT=$(free_port)
 python3 "$ROOT/test/lib/paced_source.py" "$WWW" "$PACED_PORT" "$(bytes "$RATE")" >"$WORK/paced.out" 2>&1 &
-echo $! >>"$SERVICES_DIR/pids"
+service_pid $!
 wait_port "$PACED_PORT"
 BUCKET=bench
 start_s3 "$WORK/s3" "$S3_PORT" "$BUCKET"

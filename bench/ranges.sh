@@ -72,7 +72,7 @@ SRC_PORT=$(free_port)
 WWW=$WORK/www
 mkdir -p "$WWW"
 python3 "$ROOT/test/lib/paced_source.py" "$WWW" "$SRC_PORT" "$(bytes "$RATE")" >"$WORK/paced.out" 2>&1 &
-echo $! >>"$SERVICES_DIR/pids"
+service_pid $!
 wait_port "$SRC_PORT"
 S3_PORT=$(free_port)
 BUCKET=bench

@@ -259,7 +259,7 @@ for st in $STORES; do
 	s3rver)
 		log "starting s3rver on 127.0.0.1:${SPORT[$st]}"
 		start_s3 "$WORK/s3" "${SPORT[$st]}" "$BUCKET"
-		SPIDS[$st]=$(tail -n 1 "$WORK/pids")
+		SPIDS[$st]=$(tail -n 1 "$WORK/pids" | cut -d" " -f1)
 		[ "$(cat "/proc/${SPIDS[$st]}/comm" 2>/dev/null)" = node ] || die "cannot find the S3 server's process"
 		SKEY[$st]=S3RVER SSECRET[$st]=S3RVER SIDLE[$st]=0 SNAME[$st]=s3rver
 		;;
@@ -543,7 +543,7 @@ http {
 }
 CONF
 	nginx -p "$P" -c "$P/nginx.conf" -g 'daemon off;' >"$P/nginx.out" 2>&1 &
-	echo $! >>"$SERVICES_DIR/pids"
+	service_pid $!
 	wait_port "$PROXY_PORT"
 	for m in $METHODS; do
 		: >"$P/census.log"

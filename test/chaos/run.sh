@@ -282,7 +282,7 @@ new_external() {	# new_external USER
 	fi
 	(partition_run "$1" "${skew[@]}" "$(pg_config --bindir)/remora-worker" --label "$name" --concurrency 2 "$CONNINFO") \
 		>>"$T/$name.log" 2>&1 &
-	echo "$! KILL" >>"$SERVICES_DIR/pids"
+	service_pid $! KILL
 	disown $!	# its kill -9 is the point: no notice of it
 	EXT[$name]=$! EXT_USER[$name]=$1
 }
@@ -305,10 +305,11 @@ note() {
 
 # pause PID: SIGSTOP, and SIGCONT past the lease, while the run goes on
 pause() {
-	kill -STOP "$1" 2>/dev/null || return 1
+	local start
+	start=$(pid_start "$1") && kill -STOP "$1" 2>/dev/null || return 1
 	{
 		sleep "$PAUSE_SECONDS"
-		kill -CONT "$1" 2>/dev/null
+		kill_if_same CONT "$1" "$start"
 	} &
 	PAUSERS+=($!)
 }

@@ -24,7 +24,7 @@ RATE_PORT=$(free_port)
 RATE=$T/rate
 mkdir -p "$RATE"
 python3 "$E2E_LIB/paced_source.py" "$WWW" "$RATE_PORT" 2097152 "$RATE/access.log" >"$RATE/out" 2>&1 &
-echo $! >>"$SERVICES_DIR/pids"
+service_pid $!
 wait_port "$RATE_PORT"
 ALOG=$RATE/access.log
 # the fault proxy in front of it, for the 503s

@@ -19,7 +19,7 @@ stack_up
 ANON_PY=test/e2e/s3_anon.py
 LOG_PROXY=$(free_port)
 python3 "$ANON_PY" proxy "$LOG_PROXY" "$S3_PORT" "$T/anon.log" >"$T/proxy.out" 2>&1 &
-echo $! >>"$SERVICES_DIR/pids"
+service_pid $!
 wait_port "$LOG_PROXY"
 
 # --- a public-read bucket: a few objects, one over the part size, a key
@@ -104,7 +104,7 @@ fi
 # --- a store in another region, answering as Amazon S3 does
 AWS_PORT=$(free_port)
 python3 "$ANON_PY" aws "$AWS_PORT" "$T/aws.log" >"$T/aws.out" 2>&1 &
-echo $! >>"$SERVICES_DIR/pids"
+service_pid $!
 wait_port "$AWS_PORT"
 q "SELECT remora.register_source_endpoint('faraway', 'http://127.0.0.1:$AWS_PORT', 'us-east-1', true, 'AKIDFARAWAY', 'faraway-secret')" >/dev/null
 

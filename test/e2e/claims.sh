@@ -38,7 +38,7 @@ BEGIN
 	END LOOP;
 END \$\$" >"$T/sampler.log" 2>&1 &
 SAMPLER=$!
-e2e_at_exit "kill $SAMPLER 2>/dev/null"
+e2e_at_exit "kill_if_same TERM $SAMPLER $(pid_start $SAMPLER)"
 
 INC="('00000000-0000-0000-0000-' || lpad(:client_id::text, 12, '0'))::uuid"
 cat >"$T/claim.sql" <<SQL

@@ -100,7 +100,7 @@ GCT=$(free_port)
 start_tcpproxy "$GPX" "$PG_PORT" "$GCT" giveup-proxy
 "${FAST[@]}" "$WORKER" --label e2e-giveup "host=127.0.0.1 port=$GPX dbname=postgres user=rw" >"$T/giveup2.log" 2>&1 &
 GW=$!
-echo "$GW KILL" >>"$SERVICES_DIR/pids"
+service_pid "$GW" KILL
 giveup_live() { [ "$(q "SELECT count(*) FROM remora_workers WHERE label = 'e2e-giveup' AND heartbeat_at IS NOT NULL")" = 1 ]; }
 check "a worker connects through the TCP proxy" wait_for 20 giveup_live
 tcpproxy "$GCT" refuse >/dev/null
@@ -413,7 +413,7 @@ q "SELECT pg_reload_conf()" >/dev/null
 valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99 \
 	"$WORKER" --label valgrind "$CONNINFO" >"$T/wvg.log" 2>&1 &
 VG=$!
-echo "$VG KILL" >>"$SERVICES_DIR/pids"
+service_pid "$VG" KILL
 v1=$(q "SELECT remora_submit('$SRC/small.bin', options => '{\"label\": \"vg\"}')")
 v2=$(q "SELECT remora_submit('$SRC/big.bin', options => '{\"label\": \"vg\"}')")
 v3=$(q "SELECT remora_submit('s3://target/src/', options => '{\"label\": \"vg\"}')")

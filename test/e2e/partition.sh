@@ -43,7 +43,7 @@ worker() { # worker NAME [USER]: remora-worker NAME (label NAME), as USER if giv
 		(partition_run "$user" "$(pg_config --bindir)/remora-worker" --label "$name" "$CONNINFO") \
 			>>"$T/$name.log" 2>&1 &
 		WPID[$name]=$!
-		echo "$! KILL" >>"$SERVICES_DIR/pids"
+		service_pid $! KILL
 	else
 		start_remora_worker "$name" --label "$name" "$CONNINFO"
 		WPID[$name]=$REMORA_WORKER_PID

@@ -56,7 +56,7 @@ etcd --name e1 --data-dir "$T/etcd" --listen-client-urls "http://127.0.0.1:$ETCD
 	--advertise-client-urls "http://127.0.0.1:$ETCD_C" --listen-peer-urls "http://127.0.0.1:$ETCD_P" \
 	--initial-advertise-peer-urls "http://127.0.0.1:$ETCD_P" --initial-cluster "e1=http://127.0.0.1:$ETCD_P" \
 	>"$T/etcd.log" 2>&1 &
-echo "$! KILL" >>"$SERVICES_DIR/pids"
+service_pid $! KILL
 wait_port "$ETCD_C"
 # the stack's remora settings and the chaos run's, as Patroni parameters
 # (every value a YAML string: Patroni passes it on as it is); one
@@ -120,7 +120,8 @@ done
 patroni_node() {
 	runuser -u postgres -- patroni "$T/$1.yml" >"$T/$1.log" 2>&1 &
 	PPID_OF[$1]=$!
-	e2e_at_exit "kill -9 \$(pgrep -P ${PPID_OF[$1]}) ${PPID_OF[$1]} 2>/dev/null"
+	# only while it is still that runuser: n2's is killed long before
+	e2e_at_exit "[ \"\$(pid_start ${PPID_OF[$1]})\" = '$(pid_start $!)' ] && kill -9 \$(pgrep -P ${PPID_OF[$1]}) ${PPID_OF[$1]} 2>/dev/null"
 }
 e2e_at_exit 'cp "$T/n1.log" /tmp/patroni-n1.log; cp "$T/n2.log" /tmp/patroni-n2.log'
 e2e_at_exit 'for f in "$T"/w*.log; do [ ! -e "$f" ] || cp "$f" "/tmp/patroni$E2E_TAG-${f##*/}"; done'

@@ -23,11 +23,11 @@ chmod 755 "$RATE"
 ALOG=$RATE/access.log
 R4_PORT=$(free_port)
 python3 "$E2E_LIB/paced_source.py" "$WWW" "$R4_PORT" 4194304 "$ALOG" >"$RATE/r4.out" 2>&1 &
-echo $! >>"$SERVICES_DIR/pids"
+service_pid $!
 wait_port "$R4_PORT" # bound before the next port is chosen
 R1_PORT=$(free_port)
 python3 "$E2E_LIB/paced_source.py" "$WWW" "$R1_PORT" 1048576 "$ALOG" >"$RATE/r1.out" 2>&1 &
-echo $! >>"$SERVICES_DIR/pids"
+service_pid $!
 wait_port "$R1_PORT"
 NORANGE_PORT=$(free_port)
 cat >"$RATE/nginx.conf" <<CONF
@@ -51,7 +51,7 @@ http {
 }
 CONF
 nginx -p "$RATE" -c "$RATE/nginx.conf" -g 'daemon off;' >"$RATE/nginx.out" 2>&1 &
-echo $! >>"$SERVICES_DIR/pids"
+service_pid $!
 wait_port "$NORANGE_PORT"
 SRC4="http://127.0.0.1:$R4_PORT"
 SRC1="http://127.0.0.1:$R1_PORT"

@@ -68,7 +68,7 @@ connected_then_stop() {
 	shift
 	ip netns exec "$NS" "$WORKER" "$@" >"$T/$name.log" 2>&1 &
 	pid=$!
-	echo "$pid KILL" >>"$SERVICES_DIR/pids"
+	service_pid "$pid" KILL
 	said() { grep -q "connected to " "$T/$name.log"; }
 	wait_for 20 said
 	local rc=$?

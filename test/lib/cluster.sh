@@ -40,8 +40,13 @@ cluster_start() {
 
 # cluster_stop DIR [mode]: stop if running; never fails.
 cluster_stop() {
-	local dir=$1 mode=${2:-fast}
+	local dir=$1 mode=${2:-fast} pid
 	[ -f "$dir/data/postmaster.pid" ] || return 0
+	# a postmaster killed by a test leaves its pid behind, which pg_ctl
+	# would signal: by now it may be another process's (pids wrap within
+	# a suite run).  A postmaster runs in its data directory.
+	pid=$(head -n 1 "$dir/data/postmaster.pid")
+	[ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$(readlink -f "$dir/data")" ] || return 0
 	runuser -u postgres -- "$PGBIN/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 \
 		stop >/dev/null 2>&1 || true
 }

@@ -46,16 +46,18 @@ partition_user() {
 partition_run() {
 	local user=$1
 	shift
-	echo "$BASHPID" >>"$SERVICES_DIR/partition.$user.pids"
+	local me=$BASHPID # (in $(...), BASHPID is the substitution's)
+	echo "$me $(pid_start "$me")" >>"$SERVICES_DIR/partition.$user.pids"
 	exec setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups -- "$@"
 }
 
-# partition_kill USER: SIGKILL what partition_run started as USER
+# partition_kill USER: SIGKILL what partition_run started as USER and
+# still runs (kill_if_same: most of it was killed long ago)
 partition_kill() {
-	local pid
+	local pid start
 	[ -f "$SERVICES_DIR/partition.$1.pids" ] || return 0
-	while read -r pid; do
-		kill -9 "$pid" 2>/dev/null || continue
+	while read -r pid start; do
+		kill_if_same KILL "$pid" "${start:-}" || continue
 		# reaped, so that no zombie of the user's is left (a disowned
 		# child bash reaps by itself)
 		wait "$pid" 2>/dev/null

@@ -70,7 +70,7 @@ _rgw_wait() {	# _rgw_wait SECONDS PID COMMAND...: also fails when PID dies
 	done
 }
 _rgw_started() {	# _rgw_started DIR PID: a Ceph daemon to SIGKILL at the end
-	echo "$2 KILL" >>"$SERVICES_DIR/pids"
+	service_pid "$2" KILL
 	echo "$2" >>"$1/daemons"
 	disown "$2"	# (no "Killed" notice from the shell when it is stopped)
 }

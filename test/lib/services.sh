@@ -62,7 +62,7 @@ http {
 }
 CONF
 	nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' >"$dir/nginx.out" 2>&1 &
-	echo $! >>"$SERVICES_DIR/pids"
+	service_pid $!
 	wait_port "$port"
 }
 
@@ -76,7 +76,7 @@ start_s3() {
 	mkdir -p "$dir"
 	(cd "$root/test/s3" && exec node --openssl-legacy-provider server.js "$dir" "$port" "$@") \
 		>"$dir.log" 2>&1 &
-	echo $! >>"$SERVICES_DIR/pids"
+	service_pid $!
 	wait_port "$port"
 }
 
@@ -129,7 +129,7 @@ start_faults() {
 	local root
 	root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 	node "$root/test/faults/proxy.js" "$port" "$upstream" >"$SERVICES_DIR/$name.log" 2>&1 &
-	echo $! >>"$SERVICES_DIR/pids"
+	service_pid $!
 	wait_port "$port"
 }
 
@@ -138,7 +138,7 @@ start_hub() {
 	local root
 	root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 	node "$root/test/hub/server.js" "$@" >"$SERVICES_DIR/hub.log" 2>&1 &
-	echo $! >>"$SERVICES_DIR/pids"
+	service_pid $!
 	wait_port "$1"
 	wait_port "$2"
 }
@@ -153,13 +153,39 @@ wait_port() {
 	return 1
 }
 
-# stop_services: stop what the start_* functions recorded, one "PID
-# [SIGNAL]" a line (SIGTERM unless the line names another signal)
+# pid_start PID: when the process PID started (field 22 of its
+# /proc/PID/stat, past the command name, which may hold spaces); fails
+# if there is no such process
+pid_start() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	# shellcheck disable=SC2086
+	set -- $stat
+	echo "${20}"
+}
+
+# kill_if_same SIGNAL PID START: signal PID only while it is the process
+# that started at START.  A pid freed minutes ago may be another's by
+# now: pids wrap within a suite run (pid_max 32768), and a cleanup's
+# stale SIGKILL once killed a lane of test/run.
+kill_if_same() {
+	[ -n "$3" ] && [ "$(pid_start "$2")" = "$3" ] && kill -s "$1" "$2" 2>/dev/null
+}
+
+# service_pid PID [SIGNAL]: record a process for stop_services, with the
+# signal that stops it (SIGTERM unless named) and its start
+service_pid() {
+	echo "$1 ${2:-TERM} $(pid_start "$1")" >>"$SERVICES_DIR/pids"
+}
+
+# stop_services: stop what service_pid recorded, if it still runs: one
+# "PID SIGNAL START" a line
 stop_services() {
 	[ -n "$SERVICES_DIR" ] && [ -f "$SERVICES_DIR/pids" ] || return 0
-	local pid sig
-	while read -r pid sig; do
-		kill -s "${sig:-TERM}" "$pid" 2>/dev/null || true
+	local pid sig start
+	while read -r pid sig start; do
+		kill_if_same "${sig:-TERM}" "$pid" "${start:-}" || true
 	done <"$SERVICES_DIR/pids"
 	rm -f "$SERVICES_DIR/pids"
 }
@@ -257,7 +283,7 @@ http {
 }
 CONF
 	nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' >"$dir/nginx.out" 2>&1 &
-	echo $! >>"$SERVICES_DIR/pids"
+	service_pid $!
 	wait_port "$port"
 }
 
@@ -283,7 +309,7 @@ DisableViaHeader Yes
 CONF
 	[ -n "$user" ] && echo "BasicAuth $user $password" >>"$dir/tinyproxy.conf"
 	tinyproxy -d -c "$dir/tinyproxy.conf" >"$dir/tinyproxy.out" 2>&1 &
-	echo $! >>"$SERVICES_DIR/pids"
+	service_pid $!
 	wait_port "$port"
 }
 
@@ -296,7 +322,7 @@ start_tcpproxy() {
 	root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 	node "$root/test/faults/tcpproxy.js" "$port" "$upstream" "$control" \
 		>"$SERVICES_DIR/$name.log" 2>&1 &
-	echo $! >>"$SERVICES_DIR/pids"
+	service_pid $!
 	wait_port "$port" && wait_port "$control"
 }
 

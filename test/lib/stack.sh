@@ -292,7 +292,7 @@ start_remora_worker() {
 	shift
 	"$(pg_config --bindir)/remora-worker" "$@" >>"$T/$name.log" 2>&1 &
 	REMORA_WORKER_PID=$!
-	echo "$REMORA_WORKER_PID KILL" >>"$SERVICES_DIR/pids"
+	service_pid "$REMORA_WORKER_PID" KILL
 }
 
 # Clocks that disagree: libfaketime (test/lib/deps.sh installs it)

@@ -65,7 +65,7 @@ _swift_wait() {	# _swift_wait SECONDS PID COMMAND...: also fails when PID dies
 	done
 }
 _swift_started() {	# _swift_started DIR PID MARK: a process to SIGKILL at the end
-	echo "$2 KILL" >>"$SERVICES_DIR/pids"
+	service_pid "$2" KILL
 	echo "$2 $3" >>"$1/daemons"
 	disown "$2"
 }
