@@ -64,7 +64,7 @@ check_eq "that job ran on the external worker" \
 	"$(q "SELECT w.label FROM remora_attempts a JOIN remora_workers w USING (incarnation) WHERE a.job_id = $j")" \
 	"second"
 
-pids="$(cat "$REMORA_QS/worker-pids") $(head -1 "$REMORA_QS/pg/data/postmaster.pid")"
+pids="$(cut -d" " -f1 "$REMORA_QS/worker-pids") $(head -1 "$REMORA_QS/pg/data/postmaster.pid")"
 ./quickstart stop >"$T/stop.log" 2>&1
 check_eq "./quickstart stop exits 0" "$?" "0"
 alive() { for p in $pids; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
