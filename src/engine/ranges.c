@@ -480,25 +480,38 @@ range_done(Request *req, CURLcode rc)
 	remora_xfer_settle(task);
 }
 
-/* A buffer no GET, upload or waiting part holds (allocated on use). */
+/*
+ * A buffer no GET, upload or waiting part holds (allocated on use), while
+ * fewer than the connection count and REMORA_PARTS_IN_FLIGHT are held: a
+ * pinned count's own buffers.  An adaptive task has buffers for the most
+ * connections it may reach; were they all free to GETs, a store slower
+ * than the source would be sent as many part uploads at once, where a
+ * pinned count waits for its uploads (a single s3rver was slower so).
+ */
 static Buffer *
 range_buffer(Transfer *task)
 {
+	Buffer *b = NULL;
+	int     held = 0;
+
 	for (int i = 0; i < task->nbufs; i++)
 	{
-		Buffer *b = &task->bufs[i];
+		Buffer *x = &task->bufs[i];
 
-		if (b->busy || b->sealed || b->ranging || b == task->fill)
-			continue;
-		if (b->data == NULL && (b->data = malloc(task->part_size)) == NULL)
-		{
-			remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
-						"out of memory");
-			return NULL;
-		}
-		return b;
+		if (x->busy || x->sealed || x->ranging || x == task->fill)
+			held++;
+		else if (b == NULL)
+			b = x;
 	}
-	return NULL;
+	if (b == NULL || held >= task->connections + REMORA_PARTS_IN_FLIGHT)
+		return NULL;
+	if (b->data == NULL && (b->data = malloc(task->part_size)) == NULL)
+	{
+		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+					"out of memory");
+		return NULL;
+	}
+	return b;
 }
 
 /*

@@ -53,6 +53,11 @@ static int busy_parts;
 /* Multipart uploads the store was asked to create. */
 static int mpu_creates;
 
+/* Part PUTs: each answered after part_delay_ms; how many ran at once. */
+static int part_delay_ms;
+static int parts_active;
+static int parts_max_active;
+
 /* The part size of the engines made (sub-ranges need parts over 1 MiB). */
 static size_t engine_part = PART;
 
@@ -254,6 +259,19 @@ serve_store(int c, const char *req)
 		reply(c, "503 Slow Down", "",
 			  "<Error><Code>SlowDown</Code><Message>Reduce your request "
 			  "rate.</Message></Error>");
+	else if (strncmp(req, "PUT ", 4) == 0 && strstr(req, "partNumber="))
+	{
+		int now = __atomic_add_fetch(&parts_active, 1, __ATOMIC_SEQ_CST);
+		int max = __atomic_load_n(&parts_max_active, __ATOMIC_SEQ_CST);
+
+		while (now > max &&
+			   !__atomic_compare_exchange_n(&parts_max_active, &max, now, false,
+											__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			;
+		usleep(__atomic_load_n(&part_delay_ms, __ATOMIC_SEQ_CST) * 1000);
+		__atomic_sub_fetch(&parts_active, 1, __ATOMIC_SEQ_CST);
+		reply(c, "200 OK", "ETag: " SEG_ETAG "\r\n", "");
+	}
 	else if (strncmp(req, "PUT ", 4) == 0)
 		reply(c, "200 OK", "ETag: " SEG_ETAG "\r\n", "");
 	else if (strncmp(req, "DELETE ", 7) == 0)
@@ -616,6 +634,54 @@ test_adaptive(Server *s, const char *want)
 	busy_parts = 0;
 }
 
+/* The most ranged connections the engine logged a change to. */
+static int
+most_logged(void)
+{
+	const char *p = engine_log;
+	int         most = 0, was, n;
+
+	while ((p = strstr(p, "ranged connections ")) != NULL)
+	{
+		if (sscanf(p, "ranged connections %d -> %d", &was, &n) == 2 && n > most)
+			most = n;
+		p++;
+	}
+	return most;
+}
+
+/*
+ * A store slower than the source: an adaptive task holds no more part
+ * buffers than its count and REMORA_PARTS_IN_FLIGHT, as a pinned count
+ * does, though it has buffers for the most connections it may reach; so
+ * its part uploads in flight stay within that too (96 parts of a source
+ * answered at once, each PUT answered after 50 ms).
+ */
+static void
+test_upload_backpressure(Server *s)
+{
+	char                   got[65], want[65];
+	const RemoraTaskError *err;
+	int                    most;
+
+	server_reset(s, 0);
+	engine_log[0] = '\0';
+	parts_max_active = 0;
+	part_delay_ms = 50;
+	sha_hex(s->big, BIG_SIZE, want);
+	CHECK(transfer(s, 0, "/src/big", REMORA_CONNECTIONS_ADAPT(4), got, &err,
+				   NULL, NULL) == REMORA_TASK_SUCCEEDED,
+		  "a slow store, adaptive: succeeded (%s)", err->message);
+	CHECK_STR(got, want, "a slow store, adaptive: the object's SHA-256");
+	most = most_logged();
+	CHECK(most >= 4 && parts_max_active >= 2 &&
+			  parts_max_active <= most + REMORA_PARTS_IN_FLIGHT,
+		  "a slow store, adaptive: at most %d part uploads at once with at "
+		  "most %d connections (%d)",
+		  most + REMORA_PARTS_IN_FLIGHT, most, parts_max_active);
+	part_delay_ms = 0;
+}
+
 /*
  * Parts over REMORA_SUBRANGE_MIN: several ranged GETs fill one part's
  * buffer at once, hashed in order; an object of one part is one PUT.
@@ -773,6 +839,7 @@ main(void)
 	remora_resume_free(cp);
 
 	test_adaptive(&s, want);
+	test_upload_backpressure(&s);
 	test_subranges(&s);
 
 	/* byte-rate caps */
