@@ -121,7 +121,7 @@ patroni_node() {
 	runuser -u postgres -- patroni "$T/$1.yml" >"$T/$1.log" 2>&1 &
 	PPID_OF[$1]=$!
 	# only while it is still that runuser: n2's is killed long before
-	e2e_at_exit "[ \"\$(pid_start ${PPID_OF[$1]})\" = '$(pid_start $!)' ] && kill -9 \$(pgrep -P ${PPID_OF[$1]}) ${PPID_OF[$1]} 2>/dev/null"
+	e2e_at_exit "pid_is ${PPID_OF[$1]} '$(pid_start $!)' && kill -9 \$(pgrep -P ${PPID_OF[$1]}) ${PPID_OF[$1]} 2>/dev/null"
 }
 e2e_at_exit 'cp "$T/n1.log" /tmp/patroni-n1.log; cp "$T/n2.log" /tmp/patroni-n2.log'
 e2e_at_exit 'for f in "$T"/w*.log; do [ ! -e "$f" ] || cp "$f" "/tmp/patroni$E2E_TAG-${f##*/}"; done'

@@ -170,7 +170,12 @@ pid_start() {
 # now: pids wrap within a suite run (pid_max 32768), and a cleanup's
 # stale SIGKILL once killed a lane of test/run.
 kill_if_same() {
-	[ -n "$3" ] && [ "$(pid_start "$2")" = "$3" ] && kill -s "$1" "$2" 2>/dev/null
+	pid_is "$2" "$3" && kill -s "$1" "$2" 2>/dev/null
+}
+
+# pid_is PID START: PID is still the process that started at START
+pid_is() {
+	[ -n "$2" ] && [ "$(pid_start "$1")" = "$2" ]
 }
 
 # service_pid PID [SIGNAL]: record a process for stop_services, with the
