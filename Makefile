@@ -214,7 +214,7 @@ $(UNIT_LIB): $(UNIT_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-$(ENGINE_UNIT_TESTS): %: %.c test/unit/unit.h $(UNIT_LIB)
+$(ENGINE_UNIT_TESTS): %: %.c test/unit/unit.h test/unit/wait.h $(UNIT_LIB)
 	$(CC) $(UNIT_CFLAGS) -o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS)
 
 # fixtures that more than one test program includes or links
@@ -239,12 +239,12 @@ test/unit/http_test: test/unit/http_test.c $(HTTP_OBJS:.o=.c) \
 
 # the runner's codec, and its state machine over a host of the test's own
 # (src/runner), without PostgreSQL
-test/unit/runner_codec_test: test/unit/runner_codec_test.c test/unit/unit.h \
+test/unit/runner_codec_test: test/unit/runner_codec_test.c test/unit/unit.h test/unit/wait.h \
 		src/runner/decode.c src/runner/encode.c src/runner/codec.h $(UNIT_LIB)
 	$(CC) $(UNIT_CFLAGS) -o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS)
 RUNNER_SRCS = $(RUNNER_OBJS:.o=.c)
 test/unit/runner_test: test/unit/runner_test.c test/unit/runner_fixtures.h \
-		test/unit/unit.h $(RUNNER_SRCS) $(wildcard src/runner/*.h) \
+		test/unit/unit.h test/unit/wait.h $(RUNNER_SRCS) $(wildcard src/runner/*.h) \
 		test/unit/engine_fixtures.c test/unit/engine_fixtures.h $(UNIT_LIB)
 	$(CC) $(UNIT_CFLAGS) -DREMORA_VERSION='"$(EXTVERSION)"' -o $@ $(filter %.c,$^) $(UNIT_LIB) $(UNIT_LIBS)
 

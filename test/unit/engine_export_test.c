@@ -77,8 +77,9 @@ run_export_host(RemoraEngine *engine, RemoraExportSpec *spec, ExportHost *h,
 	outcome[0] = '\0';
 	if (task == NULL)
 		return REMORA_TASK_ABORTED;
-	for (int i = 0; i < 20000 && remora_task_state(task) == REMORA_TASK_RUNNING;
-		 i++)
+	for (int64_t end = remora_now_ms() + UNIT_WAIT_MS;
+		 remora_now_ms() < end &&
+		 remora_task_state(task) == REMORA_TASK_RUNNING;)
 	{
 		turn(engine);
 		answer_pages(engine, h);
@@ -445,9 +446,9 @@ test_export_pages(FakeS3 *s3)
 	spec.host_arg = &h;
 	task = remora_export_start(engine, &spec, err, sizeof(err));
 	x = (Export *) task;
-	for (int i = 0;
-		 task && i < 20000 && !(x->nrefs >= EXPORT_REFS_MAX && x->running == 0);
-		 i++)
+	for (int64_t end = remora_now_ms() + UNIT_WAIT_MS;
+		 task && remora_now_ms() < end &&
+		 !(x->nrefs >= EXPORT_REFS_MAX && x->running == 0);)
 	{
 		turn(engine);
 		answer_pages(engine, &h);
@@ -461,9 +462,9 @@ test_export_pages(FakeS3 *s3)
 		  "(%d)",
 		  EXPORT_REFS_MAX, task ? x->nrefs : -1);
 	nrefs = 0;
-	for (int i = 0;
-		 task && i < 20000 && remora_task_state(task) == REMORA_TASK_RUNNING;
-		 i++)
+	for (int64_t end = remora_now_ms() + UNIT_WAIT_MS;
+		 task && remora_now_ms() < end &&
+		 remora_task_state(task) == REMORA_TASK_RUNNING;)
 	{
 		if (remora_task_checkpoint(task, &cp))
 			nrefs += cp.nrefs;

@@ -34,11 +34,12 @@ start_prefix_set(RemoraEngine *engine)
 	return remora_set_start(engine, &spec, err, sizeof(err));
 }
 
-/* Run until the set queues a lookup (or 5 s pass). */
+/* Run until the set queues a lookup (or UNIT_WAIT_MS pass). */
 static bool
 until_lookup(RemoraEngine *engine)
 {
-	for (int i = 0; i < 100 && engine->lookups == NULL; i++)
+	for (int64_t end = remora_now_ms() + UNIT_WAIT_MS;
+		 remora_now_ms() < end && engine->lookups == NULL;)
 		turn(engine);
 	return engine->lookups != NULL;
 }
@@ -98,8 +99,9 @@ lookup_answered(FakeS3 *s3, bool found)
 	remora_engine_lookup_done(engine, l, found);
 	CHECK(remora_engine_timeout_ms(engine) == 0,
 		  "an answered lookup wakes the engine (%s)", how);
-	for (int i = 0; i < 100 && remora_task_state(task) == REMORA_TASK_RUNNING;
-		 i++)
+	for (int64_t end = remora_now_ms() + UNIT_WAIT_MS;
+		 remora_now_ms() < end &&
+		 remora_task_state(task) == REMORA_TASK_RUNNING;)
 		turn(engine);
 	r = remora_task_result(task);
 	CHECK(remora_task_state(task) == REMORA_TASK_SUCCEEDED && r->members == 1,

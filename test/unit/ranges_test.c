@@ -404,8 +404,9 @@ static void
 server_reset(Server *s, int delay_ms)
 {
 	/* the last test's stragglers (its deletes) first */
-	for (int i = 0; i < 500 && __atomic_load_n(&s->active, __ATOMIC_SEQ_CST);
-		 i++)
+	for (int64_t end = remora_now_ms() + UNIT_WAIT_MS;
+		 remora_now_ms() < end &&
+		 __atomic_load_n(&s->active, __ATOMIC_SEQ_CST);)
 		usleep(10 * 1000);
 	__atomic_store_n(&s->max_active, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->source_gets, 0, __ATOMIC_SEQ_CST);
@@ -442,12 +443,13 @@ engine_with_cap(const Server *s, int cap)
 	return remora_engine_new(&cfg, err, sizeof(err));
 }
 
-/* Run a task to its end (at most 30 s); the engine as a host drives it. */
+/* Run a task to its end; the engine as a host drives it. */
 static RemoraTaskState
 run(RemoraEngine *engine, RemoraTask *task, RemoraResume *capture)
 {
-	for (int i = 0; i < 3000 && remora_task_state(task) == REMORA_TASK_RUNNING;
-		 i++)
+	for (int64_t end = remora_now_ms() + UNIT_WAIT_MS;
+		 remora_now_ms() < end &&
+		 remora_task_state(task) == REMORA_TASK_RUNNING;)
 	{
 		struct pollfd        p = {remora_engine_fd(engine), POLLIN, 0};
 		long                 t = remora_engine_timeout_ms(engine);

@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include "engine_fixtures.h"
+#include "wait.h"
 #include "reuse_fixtures.h"
 
 Server store;
@@ -570,7 +571,8 @@ store_busy(void)
 void
 server_reset(void)
 {
-	for (int i = 0; i < 500 && store_busy(); i++)
+	for (int64_t end = remora_now_ms() + UNIT_WAIT_MS;
+		 remora_now_ms() < end && store_busy();)
 		usleep(10 * 1000);
 	pthread_mutex_lock(&store.mu);
 	store.source_bytes = store.part_bytes = store.put_bytes = 0;
@@ -641,8 +643,11 @@ as_resume(const RemoraTaskCheckpoint *cp)
 RemoraResume *
 until_parts(RemoraEngine *engine, RemoraTask *task, int nparts)
 {
-	for (int i = 0; i < 3000 && remora_task_state(task) == REMORA_TASK_RUNNING;
-		 i++)
+	const RemoraTaskError *err;
+
+	for (int64_t end = remora_now_ms() + UNIT_WAIT_MS;
+		 remora_now_ms() < end &&
+		 remora_task_state(task) == REMORA_TASK_RUNNING;)
 	{
 		RemoraTaskCheckpoint cp;
 
@@ -650,14 +655,23 @@ until_parts(RemoraEngine *engine, RemoraTask *task, int nparts)
 		if (remora_task_checkpoint(task, &cp) && cp.nparts >= nparts)
 			return as_resume(&cp);
 	}
+	err = remora_task_error(task);
+	if (remora_task_state(task) == REMORA_TASK_RUNNING)
+		printf("# no checkpoint of %d parts in %d s\n", nparts,
+			   UNIT_WAIT_MS / 1000);
+	else
+		printf("# no checkpoint of %d parts: the task ended (%s)\n", nparts,
+			   err ? err->message : "no error");
+	fflush(stdout);
 	return NULL;
 }
 
 RemoraTaskState
 finish(RemoraEngine *engine, RemoraTask *task)
 {
-	for (int i = 0; i < 3000 && remora_task_state(task) == REMORA_TASK_RUNNING;
-		 i++)
+	for (int64_t end = remora_now_ms() + UNIT_WAIT_MS;
+		 remora_now_ms() < end &&
+		 remora_task_state(task) == REMORA_TASK_RUNNING;)
 		turn_at_most(engine, 10);
 	return remora_task_state(task);
 }

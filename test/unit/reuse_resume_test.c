@@ -241,7 +241,8 @@ test_nothing_to_reuse(void)
 		return;
 	remora_task_abort(a, true); /* the staging goes: the upload aborted */
 	remora_task_free(a);
-	for (int i = 0; i < 100 && live_uploads_of("e1") > 0; i++)
+	for (int64_t end = remora_now_ms() + UNIT_WAIT_MS;
+		 remora_now_ms() < end && live_uploads_of("e1") > 0;)
 		turn_at_most(e, 10); /* the abort is sent */
 	server_reset();
 	b = start(e, "e2", r);

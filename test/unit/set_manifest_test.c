@@ -261,9 +261,10 @@ copy_set(Store *st, int limit, char *why, size_t whylen)
 			remora_engine_free(engine);
 		return REMORA_TASK_FAILED;
 	}
-	/* at most 60 s: 400 members of two requests each, one at a time */
-	for (int i = 0; i < 6000 && remora_task_state(task) == REMORA_TASK_RUNNING;
-		 i++)
+	/* 400 members of two requests each, one at a time */
+	for (int64_t end = remora_now_ms() + UNIT_WAIT_MS;
+		 remora_now_ms() < end &&
+		 remora_task_state(task) == REMORA_TASK_RUNNING;)
 	{
 		RemoraTaskCheckpoint cp;
 

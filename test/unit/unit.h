@@ -3,13 +3,17 @@
  *
  * CHECK(cond, name) prints "ok N - name" or "not ok N - name"; main()
  * returns unit_done(), which is non-zero when anything failed.  The suite
- * runner counts the "ok"/"not ok" lines.
+ * runner counts the "ok"/"not ok" lines.  Each line is flushed as it is
+ * printed: a leak found at exit ends the process without flushing stdio,
+ * and a log of the suite must still say which check failed.
  */
 #ifndef REMORA_UNIT_H
 #define REMORA_UNIT_H
 
 #include <stdio.h>
 #include <string.h>
+
+#include "wait.h"
 
 static int unit_run;
 static int unit_failed;
@@ -28,6 +32,7 @@ static int unit_failed;
 		}                                                                      \
 		printf(__VA_ARGS__);                                                   \
 		printf("%s\n", c_ ? "" : "  <-- FAILED");                              \
+		fflush(stdout); /* LeakSanitizer ends a run with _exit */              \
 	} while (0)
 
 #define CHECK_STR(got, want, ...)                                              \
