@@ -290,8 +290,8 @@ engine_with(size_t part_size, int max_parts)
 	cfg.max_upload_parts = max_parts;
 	cfg.allow_networks = "127.0.0.0/8";
 	/* no test here needs a stall to fire: a busy machine must not either */
-	cfg.connect_timeout_ms = 30000;
-	cfg.stall_timeout_ms = 30000;
+	cfg.connect_timeout_ms = UNIT_WAIT_MS;
+	cfg.stall_timeout_ms = UNIT_WAIT_MS;
 	return remora_engine_new(&cfg, err, sizeof(err));
 }
 
