@@ -190,14 +190,15 @@ mix_draw_exports
 # hour ahead or behind; the CI variant may draw none, the soak always one
 if [ "$MODE" = soak ]; then pick +1h -1h; else pick none +1h -1h; fi
 SKEW=$P
-pick remora_chaos_u1 remora_chaos_u2
-SKEW_USER=$P
+pick u1 u2
+SKEW_SLOT=$P	# the schedule names the slot, the same in every lane
+SKEW_USER=$(partition_name "$P")
 
 print_schedule() {
 	local i
 	echo "chaos schedule: $MODE, seed $SEED, ${SECONDS_TOTAL} s, $N_JOBS jobs, $N_EXPORT exports, ${#INJ_AT[@]} injections${FULL_DISK:+, a disk of its own}"
 	mix_print
-	echo "clock of the remora-workers of $SKEW_USER: $SKEW"
+	echo "clock of the remora-workers of slot $SKEW_SLOT: $SKEW"
 	for i in "${!INJ_AT[@]}"; do
 		echo "at ${INJ_AT[i]} s: ${INJ_KIND[i]}${INJ_ARG[i]:+ ${INJ_ARG[i]}} draw ${INJ_R[i]}$([ "${INJ_EXPORT[i]}" = 1 ] && echo ", export first")"
 	done
@@ -267,8 +268,9 @@ q "SELECT pg_reload_conf()" >/dev/null
 settled() { [ "$(grep -c "new settings in effect" "$LOG" || true)" -ge 2 ]; }
 wait_for 30 settled || echo "# the background workers did not say that the new settings are in effect"
 # the remora-workers connect over TCP, each as an OS user of its own
-# (remora_chaos_u1, _u2: a replacement takes the user of the one it
-# replaces), so that a partition can cut one off (test/lib/partition.sh)
+# (slots u1 and u2, named by partition_name: a replacement takes the user
+# of the one it replaces), so that a partition can cut one off
+# (test/lib/partition.sh)
 CONNINFO="host=127.0.0.1 port=$PG_PORT dbname=postgres user=rw"
 declare -A EXT=() EXT_USER=()	# label -> pid, OS user of the running remora-workers
 SKEWED=()	# the labels of those started under libfaketime
@@ -286,7 +288,7 @@ new_external() {	# new_external USER
 	disown $!	# its kill -9 is the point: no notice of it
 	EXT[$name]=$! EXT_USER[$name]=$1
 }
-for u in remora_chaos_u1 remora_chaos_u2; do
+for u in "$(partition_name u1)" "$(partition_name u2)"; do
 	partition_user "$u" || { not_ok "the remora-workers' OS user $u and its filter are set up"; exit 1; }
 	new_external "$u"
 done

@@ -25,7 +25,7 @@ stack_up
 e2e_at_exit 'for f in "$T"/w*.log; do cp "$f" "/tmp/partition$E2E_TAG-${f##*/}"; done'
 
 CUT_SECONDS=12 # three leases
-W1_USER=remora_chaos_w1
+W1_USER=$(partition_name w1)
 q "CREATE ROLE rw LOGIN; GRANT remora_worker TO rw" >/dev/null
 # only remora-workers run jobs here
 q "ALTER SYSTEM SET remora.max_workers = 0" >/dev/null

@@ -4,10 +4,11 @@
 # must not reach; healing flushes the filter.  Everything else on the
 # machine, other tests' servers included, still talks on the loopback.
 #
-#     partition_user remora_chaos_w1      created, removed at exit
-#     partition_run remora_chaos_w1 CMD...  exec CMD as that user
-#     partition_cut remora_chaos_w1 PORT...
-#     partition_heal remora_chaos_w1
+#     user=$(partition_name w1)  remora_p<lane>_w1: the lane's own
+#     partition_user "$user"      created, removed at exit
+#     partition_run "$user" CMD...  exec CMD as that user
+#     partition_cut "$user" PORT...
+#     partition_heal "$user"
 #
 # The filter is nftables' (meta skuid: the owner of the sending socket),
 # in a table of the script's own, deleted when the script exits, also on
@@ -19,6 +20,13 @@
 # conntrack rule lets established traffic through.
 
 PARTITION_TABLE=remora_partition_$$
+
+# partition_name NAME: the OS user for NAME in this script's port lane
+# (test/run's REMORA_PORT_LANE).  Scripts run side by side never share a
+# lane, so they never share a user: a shared one would be cut by the other
+# script's filter (meta skuid matches the user, not the script) and removed
+# by whichever exits first.
+partition_name() { echo "remora_p${REMORA_PORT_LANE:-0}_$1"; }
 
 # partition_user NAME: a system user without home or shell for one
 # partitioned process, and the filter's table; both removed at exit
