@@ -34,6 +34,7 @@
 #                   [--write]
 #   bench/submit.sh --profile [--txs 2000]
 #   bench/submit.sh --waits [--runs 3] [--clients 4]
+#   bench/submit.sh --hold [--runs 3] [--clients 4]
 #
 # --waits instead runs A, F and D from CLIENTS sessions for 10 s each while one more
 # session samples what the submitting sessions do (pg_stat_activity's
@@ -41,6 +42,12 @@
 # commit takes, on the WAL flush, on the client), and reads the machine's
 # CPU time from /proc/stat around each run: whether a method is bound by
 # CPU or by the commits that notify, which PostgreSQL runs one at a time.
+# --hold instead asks what lengthens the time a notifying commit holds
+# that lock: beside A and F, A with its NOTIFY triggers disabled one at a
+# time and both (A-e: no remora_events, A-q: no remora_jobs, A-eq: none),
+# the floor with a row padded to A's WAL bytes (F-pad) and with a second
+# NOTIFY (F-2); CLIENTS sessions for 10 s each, RUNS interleaved rounds
+# (a CHECKPOINT before each), then each one's WAL bytes a submit.
 # --write puts the report into doc/benchmarks.md under "## Submits"
 # (replacing it).  DEADLINE (seconds, default 1800) bounds it; REMORA_REV
 # names the code measured (default: the checkout's commit).
@@ -66,6 +73,7 @@ while [ $# -gt 0 ]; do
 	--write) WRITE=1; shift ;;
 	--profile) PROFILE=1; shift ;;
 	--waits) PROFILE=2; shift ;;
+	--hold) PROFILE=3; shift ;;
 	*) sed -n '/^# Usage/,/^# (replacing/p' "$0" >&2; exit 2 ;;
 	esac
 done
@@ -234,6 +242,83 @@ c = json.load(open(sys.argv[1])); t = sum(c.values()) or 1
 print(", ".join("%s %d %%" % (k, round(100 * v / t)) for k, v in sorted(c.items(), key=lambda kv: -kv[1]) if v >= t / 100))' "$T/waits.json")
 			echo "| $m (round $r) | $(awk -v v="$rate" 'BEGIN { printf "%.0f", v }') | $cpu | $shares |"
 		done
+	done
+	exit 0
+fi
+
+if [ "$PROFILE" = 3 ]; then
+	psql -X -q -v ON_ERROR_STOP=1 -U bench_user -d postgres <<'SQL'
+CREATE TABLE bench_floor.jobs_pad (LIKE bench_floor.jobs INCLUDING ALL, pad text NOT NULL);
+-- the floor with a row of A's size (A's is about 760 bytes: hex digests,
+-- the URI in the spec as well, provenance), md5s so that nothing compresses
+CREATE FUNCTION bench_floor.submit_pad(url text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+	id	bigint;
+BEGIN
+	INSERT INTO bench_floor.jobs_pad (owner, source, spec, pad)
+	VALUES ((SELECT oid FROM pg_roles WHERE rolname = current_user), url,
+			jsonb_build_object('source', url),
+			md5(url) || md5(url || 'a') || repeat(md5(url || 'b'), 18))
+	RETURNING job_id INTO id;
+	INSERT INTO bench_floor.queue (job_id, priority) VALUES (-id, 0);
+	PERFORM pg_notify('bench_floor', id::text);
+	RETURN id;
+END
+$$;
+CREATE FUNCTION bench_floor.submit_2(url text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+	id	bigint := bench_floor.submit(url);
+BEGIN
+	PERFORM pg_notify('bench_floor_2', id::text);
+	RETURN id;
+END
+$$;
+SQL
+	echo "SELECT bench_floor.submit_pad($URL) IS NOT NULL;" >"$S/F-pad.sql"
+	echo "SELECT bench_floor.submit_2($URL) IS NOT NULL;" >"$S/F-2.sql"
+	# triggers EVENTS QUEUE: ENABLE or DISABLE remora's two NOTIFY triggers
+	triggers() {
+		q "ALTER TABLE remora.jobs $1 TRIGGER jobs_event_insert" >/dev/null
+		q "ALTER TABLE remora.queue $2 TRIGGER queue_notify" >/dev/null
+	}
+	# variant METHOD: set the triggers up for METHOD, print its script's name
+	variant() {
+		case $1 in
+		A-e) triggers DISABLE ENABLE ;;
+		A-q) triggers ENABLE DISABLE ;;
+		A-eq) triggers DISABLE DISABLE ;;
+		*) triggers ENABLE ENABLE ;;
+		esac
+		echo "${1%%-[eq]*}"
+	}
+	HOLD=$T/hold.tsv	# method round submits/s
+	: >"$HOLD"
+	METHODS="A A-e A-q A-eq F F-pad F-2"
+	for r in $(seq 1 "$RUNS"); do
+		for m in $METHODS; do
+			script=$(variant "$m")
+			q "CHECKPOINT" >/dev/null
+			out=$(pgbench -n -U bench_user -c "$CLIENTS" -j "$CLIENTS" -T "$WAIT_SECS" \
+				-f "$S/$script.sql" postgres 2>&1) || { echo "$out" >&2; die "pgbench $m failed"; }
+			v=$(grep -oP 'tps = \K[0-9.]+(?= \(without)' <<<"$out")
+			printf '%s\t%s\t%s\n' "$m" "$r" "$v" >>"$HOLD"
+			log "round $r: $m $v/s"
+		done
+	done
+	echo "| method | submits /s (median of $RUNS) | per run | ÷ F | WAL bytes a submit |"
+	echo "|---|---:|---|---:|---:|"
+	F=$(awk -F'\t' '$1 == "F" { print $3 }' "$HOLD" | median)
+	for m in $METHODS; do
+		script=$(variant "$m")
+		before=$(q "SELECT pg_current_wal_insert_lsn()")
+		pgbench_rate "$S/$script.sql" 1 "$WALN" bench_user >/dev/null
+		after=$(q "SELECT pg_current_wal_insert_lsn()")
+		wal=$(q "SELECT round(pg_wal_lsn_diff('$after', '$before') / $WALN)")
+		v=$(awk -F'\t' -v m="$m" '$1 == m { print $3 }' "$HOLD" | median)
+		runs=$(awk -F'\t' -v m="$m" '$1 == m { printf "%.0f ", $3 }' "$HOLD")
+		echo "| $m | $(awk -v v="$v" 'BEGIN { printf "%.0f", v }') | ${runs% } | $(ratio "$v" "$F") | $wal |"
 	done
 	exit 0
 fi
