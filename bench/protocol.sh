@@ -35,6 +35,12 @@
 #   bench/protocol.sh [--runs 3] [--backlogs "2000 20000 100000"]
 #                     [--clients "1 4 8"] [--sync "on off"] [--pairs 2000]
 #                     [--batch 16] [--submits 200] [--write]
+#   bench/protocol.sh --dead [--runs 6] [--backlogs 20000] [--pairs 2000]
+# --dead instead runs A alone, 4 clients, synchronous_commit on, RUNS
+# rounds at the first backlog with autovacuum off on remora.queue, and
+# reports each round's rate, the index blocks a claim read in
+# queue_owner_idx and the queue's dead tuples: what the entries of the
+# jobs claimed since the last vacuum cost a claim.
 # --write puts the report into doc/benchmarks.md under "## Claims against
 # the backlog" (replacing it) and the plot into doc/claims.png.  DEADLINE
 # (seconds, default 3600) bounds it.
@@ -50,6 +56,7 @@ PAIRS=2000
 BATCH=16
 SUBMITS=200
 WRITE=0
+DEAD=0
 DEADLINE=${DEADLINE:-3600}
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -61,6 +68,7 @@ while [ $# -gt 0 ]; do
 	--batch) BATCH=$2; shift 2 ;;
 	--submits) SUBMITS=$2; shift 2 ;;
 	--write) WRITE=1; shift ;;
+	--dead) DEAD=1; shift ;;
 	*) sed -n '/^# Usage/,/^# (seconds/p' "$0" >&2; exit 2 ;;
 	esac
 done
@@ -188,6 +196,36 @@ measure() {
 	D) node bench/graphile/drain.js "$CONN&options=-c%20synchronous_commit%3D$sync" "$PAIRS" 10 ;;
 	esac
 }
+
+if [ "$DEAD" = 1 ]; then
+	backlog=${BACKLOGS%% *}
+	top_up A "$backlog"
+	q "VACUUM ANALYZE" >/dev/null
+	q "ALTER TABLE remora.queue SET (autovacuum_enabled = false)" >/dev/null
+	q "CHECKPOINT" >/dev/null
+	# index_reads: blocks and scans of queue_owner_idx so far
+	index_reads() {
+		q "SELECT s.idx_blks_hit + s.idx_blks_read, i.idx_scan
+			 FROM pg_statio_user_indexes s JOIN pg_stat_user_indexes i USING (indexrelid)
+			WHERE s.indexrelname = 'queue_owner_idx'"
+	}
+	# shellcheck disable=SC2317  # called by wait_for
+	reported() { [ "$(index_reads | cut -d'|' -f2)" != "$s0" ]; }
+	echo "| round | A /s | queue_owner_idx blocks a claim | scans a claim | dead tuples in remora.queue after |"
+	echo "|---:|---:|---:|---:|---:|"
+	claims=$((PAIRS / BATCH))
+	for r in $(seq 1 "$RUNS"); do
+		IFS='|' read -r b0 s0 <<<"$(index_reads)"
+		v=$(measure A 4 on)
+		# the sessions report their statistics as they end: wait for them
+		wait_for 10 reported || true
+		IFS='|' read -r b1 s1 <<<"$(index_reads)"
+		dead=$(q "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'remora.queue'::regclass")
+		echo "| $r | $v | $(((b1 - b0) / claims)) | $(awk -v s=$((s1 - s0)) -v c="$claims" 'BEGIN { printf "%.1f", s / c }') | $dead |"
+		top_up A "$backlog"
+	done
+	exit 0
+fi
 
 RESULTS=$T/results.tsv	# backlog clients sync method round units/s
 : >"$RESULTS"
