@@ -2,9 +2,11 @@
 #
 # Server CPU per claimed and completed job: what one claim and one commit
 # cost the PostgreSQL backend that runs them, beside the plain SKIP LOCKED
-# floor, measured in the same run.  CPU time (utime + stime of the backend,
-# from /proc) is what a busy machine disturbs least, so these figures hold
-# where the throughput of bench/protocol.sh does not.
+# floor, measured in the same run.  CPU time (the backend's time on a CPU,
+# in nanoseconds from /proc/<pid>/schedstat: utime and stime count ticks
+# of 10 ms, a noise of a tenth over a round) is what a busy machine
+# disturbs least, so these figures hold where the throughput of
+# bench/protocol.sh does not.
 #
 #   A  remora.claim(incarnation, 16), then remora.commit_many of the 16
 #   B  remora.claim(incarnation, 1), then remora.commit: one job at a time
@@ -70,9 +72,8 @@ q "CREATE TABLE bench_floor (id bigserial PRIMARY KEY, priority integer NOT NULL
 # cpu_per_job METHOD: backend CPU milliseconds per job, one session.  The
 # jobs are queued first (not counted); each claim and each completion is a
 # transaction of its own, from a procedure.
-q "CREATE FUNCTION pg_temp_ticks() RETURNS bigint LANGUAGE sql AS
-	\$\$ SELECT s[14]::bigint + s[15]::bigint
-		 FROM string_to_array(pg_read_file('/proc/' || pg_backend_pid() || '/stat'), ' ') s \$\$;
+q "CREATE FUNCTION pg_temp_cpu_ns() RETURNS bigint LANGUAGE sql AS
+	\$\$ SELECT split_part(pg_read_file('/proc/' || pg_backend_pid() || '/schedstat'), ' ', 1)::bigint \$\$;
    CREATE PROCEDURE run_remora(batch integer, jobs integer) LANGUAGE plpgsql AS \$\$
    DECLARE done integer := 0; n integer; ids uuid[]; toks bigint[]; ps text[]; ds jsonb[];
    BEGIN
@@ -125,9 +126,9 @@ cpu_per_job() {
 	C) call="CALL run_floor($JOBS)" ;;
 	esac
 	psql -X -A -t -q -v ON_ERROR_STOP=1 -d postgres <<SQL
-SELECT pg_temp_ticks() AS t0 \gset
+SELECT pg_temp_cpu_ns() AS t0 \gset
 $call;
-SELECT round((pg_temp_ticks() - :t0) * 1000.0 / $(getconf CLK_TCK) / $JOBS, 4);
+SELECT round((pg_temp_cpu_ns() - :t0) / 1e6 / $JOBS, 4);
 SQL
 }
 
@@ -183,9 +184,9 @@ shared_backlog() {
 }
 claim_cpu_per_job() {
 	psql -X -A -t -q -v ON_ERROR_STOP=1 -d postgres <<SQL
-SELECT pg_temp_ticks() AS t0 \gset
+SELECT pg_temp_cpu_ns() AS t0 \gset
 CALL run_remora(16, $JOBS);
-SELECT round((pg_temp_ticks() - :t0) * 1000.0 / $(getconf CLK_TCK) / $JOBS, 4);
+SELECT round((pg_temp_cpu_ns() - :t0) / 1e6 / $JOBS, 4);
 SQL
 }
 if [ -n "$OWNERS" ]; then

@@ -35,6 +35,7 @@
 #   bench/submit.sh --profile [--txs 2000]
 #   bench/submit.sh --waits [--runs 3] [--clients 4]
 #   bench/submit.sh --hold [--runs 3] [--clients 4]
+#   bench/submit.sh --split [--runs 5] [--clients 4]
 #
 # --waits instead runs A, F and D from CLIENTS sessions for 10 s each while one more
 # session samples what the submitting sessions do (pg_stat_activity's
@@ -48,6 +49,16 @@
 # the floor with a row padded to A's WAL bytes (F-pad) and with a second
 # NOTIFY (F-2); CLIENTS sessions for 10 s each, RUNS interleaved rounds
 # (a CHECKPOINT before each), then each one's WAL bytes a submit.
+# --split instead asks which part of a submit costs what, by giving
+# remora._submit a part of its work at a time (the server is the bench's
+# own; the real function is put back after each method): A-min inserts
+# the same job and queue rows without the checks, digests and provenance
+# _submit computes (constants of the same sizes); A-rj remora's job row
+# and the floor's queue row; A-fj the floor's job row and remora's queue
+# row; A-fb the floor's body.  Each notifies on both of remora's channels
+# (A-fb on the floor's); CLIENTS sessions for 10 s each, RUNS
+# interleaved rounds, with the machine's CPU a submit (/proc/stat), then
+# WALN submits in one session and that backend's CPU a submit.
 # --write puts the report into doc/benchmarks.md under "## Submits"
 # (replacing it).  DEADLINE (seconds, default 1800) bounds it; REMORA_REV
 # names the code measured (default: the checkout's commit).
@@ -74,6 +85,7 @@ while [ $# -gt 0 ]; do
 	--profile) PROFILE=1; shift ;;
 	--waits) PROFILE=2; shift ;;
 	--hold) PROFILE=3; shift ;;
+	--split) PROFILE=4; shift ;;
 	*) sed -n '/^# Usage/,/^# (replacing/p' "$0" >&2; exit 2 ;;
 	esac
 done
@@ -319,6 +331,104 @@ SQL
 		v=$(awk -F'\t' -v m="$m" '$1 == m { print $3 }' "$HOLD" | median)
 		runs=$(awk -F'\t' -v m="$m" '$1 == m { printf "%.0f ", $3 }' "$HOLD")
 		echo "| $m | $(awk -v v="$v" 'BEGIN { printf "%.0f", v }') | ${runs% } | $(ratio "$v" "$F") | $wal |"
+	done
+	exit 0
+fi
+
+if [ "$PROFILE" = 4 ]; then
+	q "GRANT USAGE ON SCHEMA bench_floor TO postgres" >/dev/null
+	q "SELECT pg_get_functiondef('remora._submit(oid, jsonb, jsonb, text, text)'::regprocedure) || ';'" \
+		>"$S/body-A.sql"
+	HEAD="CREATE OR REPLACE FUNCTION remora._submit(caller oid, spec jsonb, request jsonb,
+	idem_key text, source_url text) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS \$\$
+DECLARE
+	new_id	bigint;
+BEGIN"
+	# remora's job row with constants where _submit derives a value:
+	# digests of 64 hex digits, a provenance of the same keys
+	JOBROW="INSERT INTO remora.jobs
+		(owner, source, source_kind, bucket, prefix, spec, label, priority,
+		 max_attempts, request_hash, definition_hash, access_digest, provenance)
+	VALUES (caller, spec #>> '{source,uri}', 'http', spec ->> 'bucket',
+			spec ->> 'prefix', spec, NULL, 0, 5, repeat('a', 64), repeat('b', 64),
+			repeat('c', 64), '{\"role\": \"bench_user\", \"backend_pid\": 10000,
+			\"session_user\": \"bench_user\", \"submitted_at\":
+			\"2026-12-04T00:00:00.000000+00:00\"}')
+	RETURNING job_id INTO new_id;"
+	QUEUEROW="INSERT INTO remora.queue (job_id, priority, not_before, owner)
+	VALUES (new_id, 0, now(), caller);"
+	FLOORJOB="INSERT INTO bench_floor.jobs (owner, source, spec)
+	VALUES (caller, spec #>> '{source,uri}', jsonb_build_object('source', spec #>> '{source,uri}'))
+	RETURNING job_id INTO new_id;"
+	# the floor's ids are its own sequence's: negated, they never meet
+	# remora's (A-fj puts them in remora's queue, A-rj remora's in the floor's)
+	FLOORQUEUE="INSERT INTO bench_floor.queue (job_id, priority) VALUES (-new_id, 0);"
+	TAIL="RETURN new_id;
+END
+\$\$;"
+	printf '%s\n%s\n%s\n%s\n' "$HEAD" "$JOBROW" "$QUEUEROW" "$TAIL" >"$S/body-A-min.sql"
+	printf '%s\n%s\n%s\n%s\n%s\n' "$HEAD" "$JOBROW" "$FLOORQUEUE" \
+		"PERFORM pg_notify('remora_jobs', '');" "$TAIL" >"$S/body-A-rj.sql"
+	printf '%s\n%s\n%s\n%s\n%s\n' "$HEAD" "$FLOORJOB" "${QUEUEROW/(new_id,/(-new_id,}" \
+		"PERFORM pg_notify('remora_events', new_id::text);" "$TAIL" >"$S/body-A-fj.sql"
+	printf '%s\n%s\n%s\n' "$HEAD" "new_id := bench_floor.submit(spec #>> '{source,uri}');" \
+		"$TAIL" >"$S/body-A-fb.sql"
+	busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+	# backend_us SCRIPT: the backend's CPU µs a submit over WALN submits of
+	# SCRIPT's statement in one session, one a transaction: its time on a
+	# CPU in ns from /proc/<pid>/schedstat (utime and stime count 10 ms ticks)
+	backend_us() {
+		local stmt
+		stmt=$(sed "s/:client_id/1/" "$S/$1.sql")
+		{
+			echo "SELECT pg_backend_pid() AS pid \\gset"
+			echo "\\setenv PID :pid"
+			echo "$stmt"
+			echo "\\! cut -d' ' -f1 /proc/\$PID/schedstat >$T/cpu0"
+			for _ in $(seq 1 "$WALN"); do echo "$stmt"; done
+			echo "\\! cut -d' ' -f1 /proc/\$PID/schedstat >$T/cpu1"
+		} >"$T/backend.sql"
+		psql -X -q -v ON_ERROR_STOP=1 -U bench_user -d postgres -f "$T/backend.sql" >/dev/null ||
+			die "the one-session run of $1 failed"
+		awk -v n="$WALN" 'NR == FNR { a = $1; next } { printf "%.1f\n", ($1 - a) / 1000 / n }' \
+			"$T/cpu0" "$T/cpu1"
+	}
+	SPLIT=$T/split.tsv	# method round submits/s cpu-ms backend-µs
+	: >"$SPLIT"
+	METHODS="A A-min A-rj A-fj A-fb F"
+	for r in $(seq 1 "$RUNS"); do
+		for m in $METHODS; do
+			script=F
+			if [ "$m" != F ]; then
+				script=A
+				psql -X -q -v ON_ERROR_STOP=1 -U postgres -d postgres -f "$S/body-$m.sql" ||
+					die "could not install $m"
+			fi
+			q "CHECKPOINT" >/dev/null
+			b0=$(busy)
+			out=$(pgbench -n -U bench_user -c "$CLIENTS" -j "$CLIENTS" -T "$WAIT_SECS" \
+				-f "$S/$script.sql" postgres 2>&1) || { echo "$out" >&2; die "pgbench $m failed"; }
+			b1=$(busy)
+			n=$(grep -oP 'number of transactions actually processed: \K[0-9]+' <<<"$out")
+			v=$(grep -oP 'tps = \K[0-9.]+(?= \(without)' <<<"$out")
+			cpu=$(awk -v b="$((b1 - b0))" -v n="$n" -v hz="$(getconf CLK_TCK)" \
+				'BEGIN { printf "%.3f", b * 1000 / hz / n }')
+			us=$(backend_us "$script")
+			printf '%s\t%s\t%s\t%s\t%s\n' "$m" "$r" "$v" "$cpu" "$us" >>"$SPLIT"
+			log "round $r: $m $v/s, $cpu ms of the machine's CPU a submit, $us µs of one backend's"
+		done
+	done
+	psql -X -q -v ON_ERROR_STOP=1 -U postgres -d postgres -f "$S/body-A.sql" ||
+		die "could not put remora._submit back"
+	echo "| method | submits /s, $CLIENTS sessions (median of $RUNS) | per run | ÷ F | machine CPU ms a submit | ÷ F | one backend's CPU µs a submit | ÷ F |"
+	echo "|---|---:|---|---:|---:|---:|---:|---:|"
+	col() { awk -F'\t' -v m="$1" -v c="$2" '$1 == m { print $c }' "$SPLIT" | median; }
+	F=$(col F 3); FC=$(col F 4); FU=$(col F 5)
+	for m in $METHODS; do
+		v=$(col "$m" 3); c=$(col "$m" 4); u=$(col "$m" 5)
+		runs=$(awk -F'\t' -v m="$m" '$1 == m { printf "%.0f ", $3 }' "$SPLIT")
+		echo "| $m | $(awk -v v="$v" 'BEGIN { printf "%.0f", v }') | ${runs% } | $(ratio "$v" "$F") | $c | $(ratio "$c" "$FC") | $u | $(ratio "$u" "$FU") |"
 	done
 	exit 0
 fi
