@@ -51,9 +51,9 @@
 # (a CHECKPOINT before each), then each one's WAL bytes a submit.
 # --split instead asks which part of a submit costs what, by giving
 # remora._submit a part of its work at a time (the server is the bench's
-# own; the real function is put back after each method): A-min inserts
-# the same job and queue rows without the checks, digests and provenance
-# _submit computes (constants of the same sizes); A-rj remora's job row
+# own; A runs the real function, and it is put back at the end): A-min
+# inserts the same job and queue rows without the checks, digests and
+# provenance _submit computes (constants of about the same sizes); A-rj remora's job row
 # and the floor's queue row; A-fj the floor's job row and remora's queue
 # row; A-fb the floor's body.  Each notifies on both of remora's channels
 # (A-fb on the floor's); CLIENTS sessions for 10 s each, RUNS
@@ -346,7 +346,8 @@ DECLARE
 	new_id	bigint;
 BEGIN"
 	# remora's job row with constants where _submit derives a value:
-	# digests of 64 hex digits, a provenance of the same keys
+	# digests of 64 hex digits, a provenance of the same keys but
+	# application_name (about 30 bytes fewer)
 	JOBROW="INSERT INTO remora.jobs
 		(owner, source, source_kind, bucket, prefix, spec, label, priority,
 		 max_attempts, request_hash, definition_hash, access_digest, provenance)
