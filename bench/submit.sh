@@ -182,6 +182,14 @@ pgbench_rate() {
 	grep -oP 'tps = \K[0-9.]+(?= \(without)' <<<"$out"
 }
 
+# busy: the machine's busy CPU ticks so far (/proc/stat);
+# machine_ms B0 B1 N: the ms of them between B0 and B1, a submit of N
+busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+machine_ms() {
+	awk -v b="$(($2 - $1))" -v n="$3" -v hz="$(getconf CLK_TCK)" \
+		'BEGIN { printf "%.3f", b * 1000 / hz / n }'
+}
+
 # measure METHOD: submits per second
 measure() {
 	case $1 in
@@ -232,7 +240,6 @@ if [ "$PROFILE" = 2 ]; then
 		   END LOOP;
 		   RETURN counts;
 	   END \$\$" >/dev/null
-	busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 	echo "| method | submits /s | machine CPU ms a submit | what the $CLIENTS sessions were doing (share of samples) |"
 	echo "|---|---:|---:|---|"
 	for r in $(seq 1 "$RUNS"); do
@@ -247,8 +254,7 @@ if [ "$PROFILE" = 2 ]; then
 			n=$(grep -oP 'number of transactions actually processed: \K[0-9]+' <<<"$out")
 			rate=$(grep -oP 'tps = \K[0-9.]+(?= \(without)' <<<"$out")
 			wait "$sampler"
-			cpu=$(awk -v b="$((b1 - b0))" -v n="$n" -v hz="$(getconf CLK_TCK)" \
-				'BEGIN { printf "%.3f", b * 1000 / hz / n }')
+			cpu=$(machine_ms "$b0" "$b1" "$n")
 			shares=$(python3 -c 'import json,sys
 c = json.load(open(sys.argv[1])); t = sum(c.values()) or 1
 print(", ".join("%s %d %%" % (k, round(100 * v / t)) for k, v in sorted(c.items(), key=lambda kv: -kv[1]) if v >= t / 100))' "$T/waits.json")
@@ -375,7 +381,6 @@ END
 		"PERFORM pg_notify('remora_events', new_id::text);" "$TAIL" >"$S/body-A-fj.sql"
 	printf '%s\n%s\n%s\n' "$HEAD" "new_id := bench_floor.submit(spec #>> '{source,uri}');" \
 		"$TAIL" >"$S/body-A-fb.sql"
-	busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 	# backend_us SCRIPT: the backend's CPU µs a submit over WALN submits of
 	# SCRIPT's statement in one session, one a transaction: its time on a
 	# CPU in ns from /proc/<pid>/schedstat (utime and stime count 10 ms ticks)
@@ -413,8 +418,7 @@ END
 			b1=$(busy)
 			n=$(grep -oP 'number of transactions actually processed: \K[0-9]+' <<<"$out")
 			v=$(grep -oP 'tps = \K[0-9.]+(?= \(without)' <<<"$out")
-			cpu=$(awk -v b="$((b1 - b0))" -v n="$n" -v hz="$(getconf CLK_TCK)" \
-				'BEGIN { printf "%.3f", b * 1000 / hz / n }')
+			cpu=$(machine_ms "$b0" "$b1" "$n")
 			us=$(backend_us "$script")
 			printf '%s\t%s\t%s\t%s\t%s\n' "$m" "$r" "$v" "$cpu" "$us" >>"$SPLIT"
 			log "round $r: $m $v/s, $cpu ms of the machine's CPU a submit, $us µs of one backend's"
