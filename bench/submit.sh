@@ -36,6 +36,7 @@
 #   bench/submit.sh --waits [--runs 3] [--clients 4]
 #   bench/submit.sh --hold [--runs 3] [--clients 4]
 #   bench/submit.sh --split [--runs 5] [--clients 4]
+#   bench/submit.sh --row [--runs 5] [--clients 4]
 #
 # --waits instead runs A, F and D from CLIENTS sessions for 10 s each while one more
 # session samples what the submitting sessions do (pg_stat_activity's
@@ -59,6 +60,16 @@
 # (A-fb on the floor's); CLIENTS sessions for 10 s each, RUNS
 # interleaved rounds, with the machine's CPU a submit (/proc/stat), then
 # WALN submits in one session and that backend's CPU a submit.
+# --row instead runs the real remora._submit with one of the job row's
+# features taken away at a time, as --split measures: A-p without the
+# web client's index by priority, A-u with the index of idempotency keys
+# holding only the jobs that have one, A-c without the CHECK constraints,
+# A-t without the events trigger of an insert, A-x without all four;
+# then A-mx, --split's A-min without the four, A-mtc and A-mpu, A-min
+# without two of them (the CHECKs and the trigger, whose NOTIFY the
+# body sends instead; the two indexes), and --split's A-fj.  Each is put
+# back after its run.  ROW_METHODS chooses some of them (A and F first
+# and last).
 # --write puts the report into doc/benchmarks.md under "## Submits"
 # (replacing it).  DEADLINE (seconds, default 1800) bounds it; REMORA_REV
 # names the code measured (default: the checkout's commit).
@@ -86,6 +97,7 @@ while [ $# -gt 0 ]; do
 	--waits) PROFILE=2; shift ;;
 	--hold) PROFILE=3; shift ;;
 	--split) PROFILE=4; shift ;;
+	--row) PROFILE=5; shift ;;
 	*) sed -n '/^# Usage/,/^# (replacing/p' "$0" >&2; exit 2 ;;
 	esac
 done
@@ -341,7 +353,7 @@ SQL
 	exit 0
 fi
 
-if [ "$PROFILE" = 4 ]; then
+if [ "$PROFILE" = 4 ] || [ "$PROFILE" = 5 ]; then
 	q "GRANT USAGE ON SCHEMA bench_floor TO postgres" >/dev/null
 	q "SELECT pg_get_functiondef('remora._submit(oid, jsonb, jsonb, text, text)'::regprocedure) || ';'" \
 		>"$S/body-A.sql"
@@ -402,14 +414,60 @@ END
 	}
 	SPLIT=$T/split.tsv	# method round submits/s cpu-ms backend-µs
 	: >"$SPLIT"
-	METHODS="A A-min A-rj A-fj A-fb F"
+	# each method but A and F is set up by $S/setup-M.sql and taken away
+	# by $S/undo-M.sql
+	if [ "$PROFILE" = 4 ]; then
+		METHODS="A A-min A-rj A-fj A-fb F"
+		for m in A-min A-rj A-fj A-fb; do
+			mv "$S/body-$m.sql" "$S/setup-$m.sql"
+			cp "$S/body-A.sql" "$S/undo-$m.sql"
+		done
+	else
+		METHODS=${ROW_METHODS:-"A A-p A-u A-c A-t A-x A-mx A-mtc A-mpu A-fj F"}
+		P_SET="DROP INDEX remora.jobs_priority_idx;"
+		P_UNDO="CREATE INDEX jobs_priority_idx ON remora.jobs (priority, job_id)
+	WHERE deleted_at IS NULL;"
+		U_SET="ALTER TABLE remora.jobs DROP CONSTRAINT jobs_owner_idempotency_key_key;
+CREATE UNIQUE INDEX jobs_owner_idempotency_key_key ON remora.jobs (owner, idempotency_key)
+	WHERE idempotency_key IS NOT NULL;"
+		U_UNDO="DROP INDEX remora.jobs_owner_idempotency_key_key;
+ALTER TABLE remora.jobs ADD UNIQUE (owner, idempotency_key);"
+		C_SET="ALTER TABLE remora.jobs DROP CONSTRAINT jobs_state_check,
+	DROP CONSTRAINT jobs_max_attempts_check;"
+		C_UNDO="ALTER TABLE remora.jobs ADD CONSTRAINT jobs_state_check
+	CHECK (state IN ('queued', 'running', 'retrying', 'succeeded', 'failed',
+					 'cancelled', 'outcome_unknown')),
+	ADD CONSTRAINT jobs_max_attempts_check CHECK (max_attempts >= 1);"
+		T_SET="ALTER TABLE remora.jobs DISABLE TRIGGER jobs_event_insert;"
+		T_UNDO="ALTER TABLE remora.jobs ENABLE TRIGGER jobs_event_insert;"
+		echo "$P_SET" >"$S/setup-A-p.sql"; echo "$P_UNDO" >"$S/undo-A-p.sql"
+		echo "$U_SET" >"$S/setup-A-u.sql"; echo "$U_UNDO" >"$S/undo-A-u.sql"
+		echo "$C_SET" >"$S/setup-A-c.sql"; echo "$C_UNDO" >"$S/undo-A-c.sql"
+		echo "$T_SET" >"$S/setup-A-t.sql"; echo "$T_UNDO" >"$S/undo-A-t.sql"
+		printf '%s\n' "$P_SET" "$U_SET" "$C_SET" "$T_SET" >"$S/setup-A-x.sql"
+		printf '%s\n' "$P_UNDO" "$U_UNDO" "$C_UNDO" "$T_UNDO" >"$S/undo-A-x.sql"
+		# the bounds: --split's A-min without the four, and its A-fj
+		cat "$S/setup-A-x.sql" "$S/body-A-min.sql" >"$S/setup-A-mx.sql"
+		cat "$S/undo-A-x.sql" "$S/body-A.sql" >"$S/undo-A-mx.sql"
+		# and A-mx with the indexes kept (A-mtc: its NOTIFY on
+		# remora_events sent by the body, not by the trigger) or the
+		# CHECKs and the trigger kept (A-mpu)
+		printf '%s\n' "$C_SET" "$T_SET" >"$S/setup-A-mtc.sql"
+		sed 's/^RETURN new_id;$/PERFORM pg_notify('"'"'remora_events'"'"', new_id::text);\n&/' \
+			"$S/body-A-min.sql" >>"$S/setup-A-mtc.sql"
+		printf '%s\n' "$C_UNDO" "$T_UNDO" | cat - "$S/body-A.sql" >"$S/undo-A-mtc.sql"
+		printf '%s\n' "$P_SET" "$U_SET" | cat - "$S/body-A-min.sql" >"$S/setup-A-mpu.sql"
+		printf '%s\n' "$P_UNDO" "$U_UNDO" | cat - "$S/body-A.sql" >"$S/undo-A-mpu.sql"
+		mv "$S/body-A-fj.sql" "$S/setup-A-fj.sql"
+		cp "$S/body-A.sql" "$S/undo-A-fj.sql"
+	fi
 	for r in $(seq 1 "$RUNS"); do
 		for m in $METHODS; do
-			script=F
-			if [ "$m" != F ]; then
-				script=A
-				psql -X -q -v ON_ERROR_STOP=1 -U postgres -d postgres -f "$S/body-$m.sql" ||
-					die "could not install $m"
+			script=A
+			[ "$m" != F ] || script=F
+			if [ -f "$S/setup-$m.sql" ]; then
+				psql -X -q -v ON_ERROR_STOP=1 -U postgres -d postgres -f "$S/setup-$m.sql" ||
+					die "could not set up $m"
 			fi
 			q "CHECKPOINT" >/dev/null
 			b0=$(busy)
@@ -420,12 +478,14 @@ END
 			v=$(grep -oP 'tps = \K[0-9.]+(?= \(without)' <<<"$out")
 			cpu=$(machine_ms "$b0" "$b1" "$n")
 			us=$(backend_us "$script")
+			if [ -f "$S/undo-$m.sql" ]; then
+				psql -X -q -v ON_ERROR_STOP=1 -U postgres -d postgres -f "$S/undo-$m.sql" ||
+					die "could not take $m away"
+			fi
 			printf '%s\t%s\t%s\t%s\t%s\n' "$m" "$r" "$v" "$cpu" "$us" >>"$SPLIT"
 			log "round $r: $m $v/s, $cpu ms of the machine's CPU a submit, $us µs of one backend's"
 		done
 	done
-	psql -X -q -v ON_ERROR_STOP=1 -U postgres -d postgres -f "$S/body-A.sql" ||
-		die "could not put remora._submit back"
 	echo "| method | submits /s, $CLIENTS sessions (median of $RUNS) | per run | ÷ F | machine CPU ms a submit | ÷ F | one backend's CPU µs a submit | ÷ F |"
 	echo "|---|---:|---|---:|---:|---:|---:|---:|"
 	col() { awk -F'\t' -v m="$1" -v c="$2" '$1 == m { print $c }' "$SPLIT" | median; }
