@@ -100,17 +100,82 @@ ours() {
 	[ -n "$fn" ] && find src -name "$file" -exec grep -qE "^$fn\(" {} \; -print | grep -q .
 }
 
-# remora_errors LOG: the XX000 error lines of LOG that come from Remora:
-# raised in its C code, or in (or by a call of) one of its SQL functions
+# xx000_records LOG: each XX000 error of LOG on one line, its parts
+# joined by a unit separator: the ERROR line, the LOCATION line, the
+# CONTEXT and the STATEMENT (their continuation lines, which begin with a
+# tab, joined on)
+xx000_records() {
+	awk '
+	function flush() {
+		if (err != "")
+			printf "%s\037%s\037%s\037%s\n", err, loc, ctx, stmt
+		err = loc = ctx = stmt = part = ""
+	}
+	/^\t/ {
+		if (part == "ctx") ctx = ctx " " $0
+		else if (part == "stmt") stmt = stmt " " $0
+		next
+	}
+	/^[^[]*\[[0-9]+\] XX000 .*(ERROR|FATAL): / { flush(); err = $0; part = "err"; next }
+	/^[^[]*\[[0-9]+\] XX000 / && err != "" {
+		if ($0 ~ /LOCATION: /) { loc = $0; part = "loc" }
+		else if ($0 ~ /CONTEXT: /) { ctx = $0; part = "ctx" }
+		else if ($0 ~ /STATEMENT: /) { stmt = $0; part = "stmt" }
+		else part = ""
+		next
+	}
+	{ flush() }
+	END { flush() }' "$1"
+}
+
+# remora_errors LOG: the XX000 errors of LOG that come from Remora, their
+# ERROR and LOCATION lines: raised in its C code, inside one of its SQL
+# functions or triggers (CONTEXT), or by a statement that called one of
+# its functions.  Not one that PostgreSQL raised in a function the
+# statement called itself, or in a statement that only named Remora's
+# tables: sqlsmith calls pg_catalog.intervaltypmodout(13), say, in an
+# UPDATE of remora.checkpoints, and that XX000 is PostgreSQL's.
 remora_errors() {
-	local l
-	grep -E '^[^[]*\[[0-9]+\] XX000 ' "$1" | while IFS= read -r l; do
-		if grep -qE 'CONTEXT: .*remora|STATEMENT: .*remora' <<<"$l" ||
-			{ grep -q 'LOCATION:' <<<"$l" && ours "$l"; }; then
-			echo "$l"
+	local err loc ctx stmt fn
+	xx000_records "$1" | while IFS=$'\037' read -r err loc ctx stmt; do
+		fn=$(sed -n 's/.*LOCATION: *\([A-Za-z_0-9]*\), .*/\1/p' <<<"$loc")
+		if { [ -n "$loc" ] && ours "$loc"; } ||
+			grep -qE 'CONTEXT: .*function "?remora' <<<"$ctx" ||
+			{ grep -qE 'remora(_|\.)[A-Za-z_0-9]+ *\(' <<<"$stmt" &&
+				! { [ -n "$fn" ] && grep -qE "(^|[^A-Za-z_0-9])$fn *\(" <<<"$stmt"; }; }; then
+			printf '%s %s\n' "$err" "${loc#*LOCATION: }"
 		fi
 	done | head -n 10
 }
+
+# judge_log LOCATION CONTEXT CALL: an XX000 error as the server logs
+# it, raised at LOCATION, with CONTEXT (none if empty), in sqlsmith's
+# UPDATE of remora.checkpoints that returns CALL; then another error
+judge_log() {
+	local p='2026-12-04 21:32:02.353 UTC [7302] XX000 client backend'
+	echo "$p ERROR:  XX000: invalid INTERVAL typmod: 0xd"
+	echo "$p LOCATION:  $1"
+	[ -z "$2" ] || echo "$p CONTEXT:  $2"
+	echo "$p STATEMENT:  update remora.checkpoints set "
+	printf '\t  state = remora.checkpoints.state\n'
+	printf '\treturning %s as c4\n' "$3"
+	echo '2026-12-04 21:32:02.357 UTC [7302] 42883 client backend ERROR:  42883: operator does not exist'
+}
+# judged LOCATION CONTEXT CALL: what remora_errors makes of that error
+judged() { judge_log "$@" >"$T/judge.log"; remora_errors "$T/judge.log"; }
+PG_RAISED='intervaltypmodout, timestamp.c:1165'
+check_eq "the judge: an XX000 that PostgreSQL raised in a function a statement on Remora's tables called is not Remora's" \
+	"$(judged "$PG_RAISED" '' 'pg_catalog.intervaltypmodout(cast(13 as int4))')" ""
+check_eq "the judge: nor when the statement also called one of Remora's" \
+	"$(judged "$PG_RAISED" '' 'remora_result(1), pg_catalog.intervaltypmodout(13)')" ""
+check "the judge: an XX000 raised in Remora's C code is Remora's" \
+	grep -q 'remora_submit, submit.c' <<<"$(judged 'remora_submit, submit.c:457' '' 'pg_catalog.intervaltypmodout(13)')"
+check "the judge: an XX000 raised inside one of Remora's SQL functions is Remora's" \
+	grep -q 'invalid INTERVAL typmod' <<<"$(judged "$PG_RAISED" \
+		'PL/pgSQL function remora._submit(oid,jsonb,jsonb,text,text) line 3 at SQL statement' \
+		'pg_catalog.intervaltypmodout(13)')"
+check "the judge: an XX000 that PostgreSQL raised below a call of Remora's is Remora's" \
+	grep -q 'numeric_in, numeric.c' <<<"$(judged 'numeric_in, numeric.c:100' '' 'remora_result(1)')"
 
 server_up() { q "SELECT 1" >/dev/null; }
 
