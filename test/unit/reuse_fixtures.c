@@ -403,6 +403,8 @@ serve_store(int c, const char *req, const char *body, size_t blen)
 			part_copy(c, req, up, no);
 		else
 		{
+			while (store.hold_above > 0 && no > store.hold_above)
+				pthread_cond_wait(&store.held, &store.mu);
 			store.part_puts++;
 			store.part_bytes += (long) blen;
 			blob_set(&up->parts[no], body, blen);
@@ -547,6 +549,7 @@ server_start(void)
 	for (int i = 0; i < OBJ_SIZE; i++)
 		store.obj[i] = (char) ((i * 13 + i / 241) & 0xff);
 	pthread_mutex_init(&store.mu, NULL);
+	pthread_cond_init(&store.held, NULL);
 	store.max_parts = 1000;
 	store.fd = socket(AF_INET, SOCK_STREAM, 0);
 	if (store.fd < 0 ||
@@ -639,12 +642,30 @@ as_resume(const RemoraTaskCheckpoint *cp)
 	return r;
 }
 
-/* Drive a task until its checkpoint holds at least nparts parts. */
+/* Let the store answer every UploadPart (until_parts held some). */
+static void
+release_parts(void)
+{
+	pthread_mutex_lock(&store.mu);
+	store.hold_above = 0;
+	pthread_cond_broadcast(&store.held);
+	pthread_mutex_unlock(&store.mu);
+}
+
+/*
+ * Drive a task until its checkpoint holds at least nparts parts.  The
+ * store holds the UploadParts after the first nparts meanwhile: else one
+ * turn of the engine could take the task from fewer parts to its end on a
+ * fast turn, and no checkpoint of parts would be seen.
+ */
 RemoraResume *
 until_parts(RemoraEngine *engine, RemoraTask *task, int nparts)
 {
 	const RemoraTaskError *err;
 
+	pthread_mutex_lock(&store.mu);
+	store.hold_above = nparts;
+	pthread_mutex_unlock(&store.mu);
 	for (int64_t end = remora_now_ms() + UNIT_WAIT_MS;
 		 remora_now_ms() < end &&
 		 remora_task_state(task) == REMORA_TASK_RUNNING;)
@@ -653,8 +674,12 @@ until_parts(RemoraEngine *engine, RemoraTask *task, int nparts)
 
 		turn_at_most(engine, 10);
 		if (remora_task_checkpoint(task, &cp) && cp.nparts >= nparts)
+		{
+			release_parts();
 			return as_resume(&cp);
+		}
 	}
+	release_parts();
 	err = remora_task_error(task);
 	if (remora_task_state(task) == REMORA_TASK_RUNNING)
 		printf("# no checkpoint of %d parts in %d s\n", nparts,

@@ -78,6 +78,12 @@ typedef struct Server
 	int  source_from; /* the first byte of the last source GET */
 	int  source_gets;
 	int  active; /* connections being served */
+	/*
+	 * UploadParts above this part number wait on held until it is 0 again
+	 * (until_parts): a task cannot end before its checkpoint was seen
+	 */
+	int            hold_above;
+	pthread_cond_t held;
 } Server;
 
 extern Server store;
