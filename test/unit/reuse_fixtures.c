@@ -662,24 +662,24 @@ RemoraResume *
 until_parts(RemoraEngine *engine, RemoraTask *task, int nparts)
 {
 	const RemoraTaskError *err;
+	RemoraResume          *r = NULL;
 
 	pthread_mutex_lock(&store.mu);
 	store.hold_above = nparts;
 	pthread_mutex_unlock(&store.mu);
 	for (int64_t end = remora_now_ms() + UNIT_WAIT_MS;
-		 remora_now_ms() < end &&
+		 r == NULL && remora_now_ms() < end &&
 		 remora_task_state(task) == REMORA_TASK_RUNNING;)
 	{
 		RemoraTaskCheckpoint cp;
 
 		turn_at_most(engine, 10);
 		if (remora_task_checkpoint(task, &cp) && cp.nparts >= nparts)
-		{
-			release_parts();
-			return as_resume(&cp);
-		}
+			r = as_resume(&cp);
 	}
 	release_parts();
+	if (r != NULL)
+		return r;
 	err = remora_task_error(task);
 	if (remora_task_state(task) == REMORA_TASK_RUNNING)
 		printf("# no checkpoint of %d parts in %d s\n", nparts,
