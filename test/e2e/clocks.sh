@@ -50,8 +50,11 @@ skewed() {
 	j=$(q "SELECT remora_submit('$SRC/slow/$name.bin')")
 	check "$name: runs the http job" wait_for 20 runs_on "$j" "$name"
 	check "$name: renews its lease" wait_for 30 renewed "$j"
-	lease=$(q "SELECT expires_at > now() AND expires_at <= now() + interval '$LEASE seconds'
-		AND renewed_at BETWEEN now() - interval '$LEASE seconds' AND now()
+	# now() is when this statement arrived; a renewal that began after
+	# that and committed before the statement's snapshot is seen, stamped
+	# later than now().  clock_timestamp() is read after the snapshot.
+	lease=$(q "SELECT expires_at > now() AND expires_at <= clock_timestamp() + interval '$LEASE seconds'
+		AND renewed_at BETWEEN now() - interval '$LEASE seconds' AND clock_timestamp()
 		FROM remora.leases WHERE job_id = $j")
 	check_eq "$name: the lease is on the server's clock (expires within the lease of its now())" "$lease" t
 	check "$name: the http job succeeds" wait_state "$j" succeeded 90
@@ -73,7 +76,7 @@ skewed() {
 			FROM remora.attempts a JOIN remora.attempts b ON b.job_id = a.job_id AND b.attempt_no = 2
 		   WHERE a.job_id = $r AND a.attempt_no = 1")" t
 	check_eq "$name: its heartbeat is the server's time" \
-		"$(q "SELECT heartbeat_at BETWEEN now() - interval '1 minute' AND now() FROM remora_workers WHERE label = '$name' AND stopped_at IS NULL")" t
+		"$(q "SELECT heartbeat_at BETWEEN now() - interval '1 minute' AND clock_timestamp() FROM remora_workers WHERE label = '$name' AND stopped_at IS NULL")" t
 	kill -TERM "$REMORA_WORKER_PID" && wait "$REMORA_WORKER_PID"
 	check_eq "$name: stops on SIGTERM with status 0" "$?" 0
 }
