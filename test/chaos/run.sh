@@ -452,11 +452,11 @@ t0=$(date +%s)
 for _ in $(seq 1 $((N_JOBS / 4))); do submit_one; done
 for i in "${!INJ_AT[@]}"; do
 	while :; do	# submit what is due until the injection's second
-		now=$(date +%s)
+		now=$EPOCHSECONDS
 		due=$((N_JOBS * (now - t0 + 10) * 5 / (SECONDS_TOTAL * 4)))
 		while [ "$SUBMITTED" -lt "$N_JOBS" ] && [ "$SUBMITTED" -lt "$due" ]; do submit_one; done
 		[ "$now" -lt $((t0 + INJ_AT[i])) ] || break
-		sleep 0.5
+		poll_sleep 0.5
 	done
 	[ "${#EXPORTED[@]}" -lt "$N_EXPORT" ] && [ "${INJ_EXPORT[i]}" = 1 ] && export_one
 	inject "$i"

@@ -6,6 +6,8 @@
 
 # (on a fresh machine the quick start sources this before it installs
 # PostgreSQL: then the path the packages will use)
+. "$(dirname "${BASH_SOURCE[0]}")/wait.sh"
+
 PGBIN=${PGBIN:-$(pg_config --bindir 2>/dev/null || echo "${REMORA_PGBIN:-/usr/lib/postgresql/15/bin}")}
 
 # cluster_init DIR PORT: create DIR/data with remora preloaded (or what
@@ -65,10 +67,10 @@ cluster_sql() {
 # cluster_until SECONDS DIR SQL: poll until SQL answers "t" on the cluster
 # in DIR, or fail when the deadline passes
 cluster_until() {
-	local deadline=$(($(date +%s) + $1)) dir=$2
+	local t0=$EPOCHSECONDS dir=$2
 	until [ "$(cluster_sql "$dir" "$3" 2>/dev/null)" = t ]; do
-		[ "$(date +%s)" -lt "$deadline" ] || return 1
-		sleep 0.1
+		[ "$EPOCHSECONDS" -lt $((t0 + $1)) ] || return 1
+		poll_pause "$t0"
 	done
 }
 

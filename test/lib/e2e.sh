@@ -40,16 +40,7 @@ check_eq() {
 	if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1 (got '$2', want '$3')"; fi
 }
 
-# wait_for SECONDS COMMAND...: poll until the command succeeds or the
-# deadline passes; never a fixed sleep.
-wait_for() {
-	local deadline=$(($(date +%s) + $1))
-	shift
-	until "$@"; do
-		[ "$(date +%s)" -lt "$deadline" ] || return 1
-		sleep 0.1
-	done
-}
+# wait_for SECONDS COMMAND...: test/lib/wait.sh
 
 # q SQL: one value from the test cluster's database
 q() { psql -X -A -t -q -v ON_ERROR_STOP=1 -d "${E2E_DB:-postgres}" -c "$1"; }

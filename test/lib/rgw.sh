@@ -61,12 +61,13 @@ _rgw_fail() {	# _rgw_fail DIR MESSAGE: say why, with the logs' last lines
 	return 1
 }
 _rgw_wait() {	# _rgw_wait SECONDS PID COMMAND...: also fails when PID dies
-	local deadline=$(($(date +%s) + $1)) pid=$2
+	local t0=$EPOCHSECONDS
+	local deadline=$((t0 + $1)) pid=$2
 	shift 2
 	until "$@"; do
 		kill -0 "$pid" 2>/dev/null || return 1
-		[ "$(date +%s)" -lt "$deadline" ] || return 1
-		sleep 0.1
+		[ "$EPOCHSECONDS" -lt "$deadline" ] || return 1
+		poll_pause "$t0"
 	done
 }
 _rgw_started() {	# _rgw_started DIR PID: a Ceph daemon to SIGKILL at the end

@@ -5,6 +5,7 @@
 # stop_services stops it, also on failure (call it from a trap).
 
 SERVICES_DIR=${SERVICES_DIR:-}
+. "$(dirname "${BASH_SOURCE[0]}")/wait.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/rgw.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/swift.sh"
 
@@ -144,13 +145,14 @@ start_hub() {
 }
 
 wait_port() {
-	local port=$1 i
-	for i in $(seq 1 100); do
-		(echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
-		sleep 0.1
+	local port=$1 t0=$EPOCHSECONDS
+	until (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+		if [ "$EPOCHSECONDS" -ge $((t0 + 20)) ]; then
+			echo "nothing listens on port $port" >&2
+			return 1
+		fi
+		poll_pause "$t0"
 	done
-	echo "nothing listens on port $port" >&2
-	return 1
 }
 
 # pid_start PID: when the process PID started (field 22 of its

@@ -56,12 +56,13 @@ _swift_healthy() {
 	[ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "http://127.0.0.1:$1/healthcheck")" = 200 ]
 }
 _swift_wait() {	# _swift_wait SECONDS PID COMMAND...: also fails when PID dies
-	local deadline=$(($(date +%s) + $1)) pid=$2
+	local t0=$EPOCHSECONDS
+	local deadline=$((t0 + $1)) pid=$2
 	shift 2
 	until "$@"; do
 		kill -0 "$pid" 2>/dev/null || return 1
-		[ "$(date +%s)" -lt "$deadline" ] || return 1
-		sleep 0.1
+		[ "$EPOCHSECONDS" -lt "$deadline" ] || return 1
+		poll_pause "$t0"
 	done
 }
 _swift_started() {	# _swift_started DIR PID MARK: a process to SIGKILL at the end
