@@ -5,7 +5,7 @@
 # the cores (test/run says each script's CPU).  So the pause between two
 # polls is a tenth of the time waited so far, from 0.1 s to 1 s: a
 # condition that comes true is seen within some 10% of the wait, and a
-# wait of a minute polls some 70 times instead of 600.  The clock is
+# wait of a minute polls some 90 times instead of 600.  The clock is
 # bash's $EPOCHSECONDS and the pause a read that times out, neither a
 # process.
 
