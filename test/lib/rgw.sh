@@ -60,16 +60,6 @@ _rgw_fail() {	# _rgw_fail DIR MESSAGE: say why, with the logs' last lines
 	done
 	return 1
 }
-_rgw_wait() {	# _rgw_wait SECONDS PID COMMAND...: also fails when PID dies
-	local t0=$EPOCHSECONDS
-	local deadline=$((t0 + $1)) pid=$2
-	shift 2
-	until "$@"; do
-		kill -0 "$pid" 2>/dev/null || return 1
-		[ "$EPOCHSECONDS" -lt "$deadline" ] || return 1
-		poll_pause "$t0"
-	done
-}
 _rgw_started() {	# _rgw_started DIR PID: a Ceph daemon to SIGKILL at the end
 	service_pid "$2" KILL
 	echo "$2" >>"$1/daemons"
@@ -158,12 +148,12 @@ CONF
 	ceph-osd -c "$dir/ceph.conf" -i 0 -f >"$dir/osd.out" 2>&1 &
 	pid=$!
 	_rgw_started "$dir" "$pid"
-	_rgw_wait 60 "$pid" _rgw_osd_up "$dir" ||
+	wait_alive 60 "$pid" _rgw_osd_up "$dir" ||
 		{ _rgw_fail "$dir" "osd.0 is not up and in"; return 1; }
 	radosgw -c "$dir/ceph.conf" -n client.rgw.a -f >"$dir/rgw.out" 2>&1 &
 	pid=$!
 	_rgw_started "$dir" "$pid"
-	_rgw_wait 90 "$pid" _rgw_http_ok "$port" ||
+	wait_alive 90 "$pid" _rgw_http_ok "$port" ||
 		{ _rgw_fail "$dir" "radosgw does not answer on port $port"; return 1; }
 	# the answer was this radosgw's, not another's that took the port
 	kill -0 "$pid" 2>/dev/null ||

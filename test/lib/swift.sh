@@ -55,16 +55,6 @@ _swift_listening() { (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 _swift_healthy() {
 	[ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "http://127.0.0.1:$1/healthcheck")" = 200 ]
 }
-_swift_wait() {	# _swift_wait SECONDS PID COMMAND...: also fails when PID dies
-	local t0=$EPOCHSECONDS
-	local deadline=$((t0 + $1)) pid=$2
-	shift 2
-	until "$@"; do
-		kill -0 "$pid" 2>/dev/null || return 1
-		[ "$EPOCHSECONDS" -lt "$deadline" ] || return 1
-		poll_pause "$t0"
-	done
-}
 _swift_started() {	# _swift_started DIR PID MARK: a process to SIGKILL at the end
 	service_pid "$2" KILL
 	echo "$2 $3" >>"$1/daemons"
@@ -216,12 +206,12 @@ start_swift() {
 	# (a Python server takes ~1.5 s of CPU to start: tens of seconds when
 	# the machine's cores are busy)
 	for p in "$account" "$container" "$object" "$memcached"; do
-		_swift_wait 120 "${pids[$p]}" _swift_listening "$p" ||
+		wait_alive 120 "${pids[$p]}" _swift_listening "$p" ||
 			{ _swift_fail "$dir" "nothing listens on port $p"; return 1; }
 	done
 	_swift_proxy_conf "$dir" "$port" "$memcached"
 	_swift_run "$dir" proxy "$dir/etc/" swift-proxy-server "$dir/etc/proxy-server.conf" -v
-	_swift_wait 120 "$SWIFT_PID" _swift_healthy "$port" ||
+	wait_alive 120 "$SWIFT_PID" _swift_healthy "$port" ||
 		{ _swift_fail "$dir" "the proxy does not answer on port $port"; return 1; }
 	# the answer was this proxy's, not another's that took the port
 	kill -0 "$SWIFT_PID" 2>/dev/null ||

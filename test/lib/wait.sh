@@ -34,3 +34,16 @@ wait_for() {
 		poll_pause "$t0"
 	done
 }
+
+# wait_alive SECONDS PID COMMAND...: wait_for, failing as soon as the
+# process PID is gone (a server that died while it started)
+wait_alive() {
+	local t0=$EPOCHSECONDS
+	local deadline=$((t0 + $1)) pid=$2
+	shift 2
+	until "$@"; do
+		kill -0 "$pid" 2>/dev/null || return 1
+		[ "$EPOCHSECONDS" -lt "$deadline" ] || return 1
+		poll_pause "$t0"
+	done
+}
