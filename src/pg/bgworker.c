@@ -174,7 +174,8 @@ report_activity(void)
 			appendStringInfo(&buf, "%s deleting objects of job " INT64_FORMAT,
 							 all ? ";" : "", sweeping);
 	}
-	pgstat_report_activity(STATE_IDLE, buf.data);
+	remora_tx_set_idle(buf.data);
+	pfree(buf.data);
 }
 
 static long

@@ -46,6 +46,9 @@
 MemoryContext                remora_tx_caller_cxt;
 static volatile sig_atomic_t in_call = false;
 
+/* what pg_stat_activity shows between transactions; empty: the last call */
+static char idle_activity[1024];
+
 /*
  * Is a protocol call running?  (For a SIGTERM handler: it may cancel the
  * statement in progress.)
@@ -76,6 +79,25 @@ remora_tx_begin(const char *what)
 	in_call = true;
 }
 
+/*
+ * Say what this process does between its transactions (a worker: the
+ * attempts it moves).  Each transaction's end shows it again, so that a
+ * sample taken between two calls of one round does not show the last
+ * call's name as if it were still the work in hand.
+ */
+void
+remora_tx_set_idle(const char *activity)
+{
+	strlcpy(idle_activity, activity, sizeof(idle_activity));
+	pgstat_report_activity(STATE_IDLE, idle_activity);
+}
+
+static void
+report_idle(void)
+{
+	pgstat_report_activity(STATE_IDLE, idle_activity[0] ? idle_activity : NULL);
+}
+
 /* Commit; back in the caller's context (committing leaves another). */
 void
 remora_tx_end(void)
@@ -86,7 +108,7 @@ remora_tx_end(void)
 	in_call = false;
 	MemoryContextSwitchTo(remora_tx_caller_cxt);
 	pgstat_report_stat(false);
-	pgstat_report_activity(STATE_IDLE, NULL);
+	report_idle();
 }
 
 /*
@@ -101,7 +123,7 @@ remora_tx_abort(void)
 	SPI_finish();
 	in_call = false;
 	QueryCancelPending = false;
-	pgstat_report_activity(STATE_IDLE, NULL);
+	report_idle();
 }
 
 /*

@@ -26,5 +26,6 @@ extern bool remora_tx_run(const char *what, RemoraCallFn fn, void *arg);
 extern bool remora_tx_call(const char *what, int64 job_id, RemoraCallFn fn,
 						   void *arg);
 extern bool remora_tx_in_progress(void);
+extern void remora_tx_set_idle(const char *activity);
 
 #endif /* REMORA_XACT_H */
