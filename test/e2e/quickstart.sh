@@ -14,6 +14,8 @@
 e2e_begin quickstart
 
 export REMORA_QS=$T/qs
+# (a user's cluster is made by initdb, not copied from test/run's)
+unset REMORA_INITDB_TEMPLATE
 e2e_at_exit "./quickstart stop >/dev/null 2>&1"
 
 check_eq "--help prints the usage and exits 0" \
