@@ -109,20 +109,21 @@ END
 $$;
 
 -- Is v absent (SQL NULL) or a non-negative integer that fits in a bigint?
+-- Judged by its text: a number written with a fraction (2.0) keeps it,
+-- and would not cast to bigint.
 CREATE FUNCTION remora._is_count(v jsonb) RETURNS boolean
 LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 	SELECT CASE WHEN v IS NULL THEN true
 				WHEN jsonb_typeof(v) <> 'number' THEN false
-				ELSE (v #>> '{}')::numeric >= 0
-					 AND (v #>> '{}')::numeric = trunc((v #>> '{}')::numeric)
+				ELSE (v #>> '{}') ~ '^[0-9]{1,19}$'
 					 AND (v #>> '{}')::numeric <= 9223372036854775807 END
 $$;
 
 -- Validate a member array before anything is written.  One statement
 -- over the array (the terms of the OR are evaluated in order, so a size is
--- only cast once it is known to be a number).
+-- only cast once its text is known to be an integer's: 2.0 is not).
 CREATE FUNCTION remora._check_members(members jsonb) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 AS $$
@@ -142,8 +143,8 @@ BEGIN
 				   OR jsonb_typeof(m -> 'size') IS DISTINCT FROM 'number'
 				   OR jsonb_typeof(m -> 'etag') IS DISTINCT FROM 'string'
 				   OR coalesce(m ->> 'sha256', '') !~ '^[0-9a-fA-F]{64}$'
-				   OR (m ->> 'size')::numeric < 0
-				   OR (m ->> 'size')::numeric <> trunc((m ->> 'size')::numeric)) THEN
+				   OR m ->> 'size' !~ '^[0-9]{1,19}$'
+				   OR (m ->> 'size')::numeric > 9223372036854775807) THEN
 		RAISE EXCEPTION 'invalid member'
 			USING ERRCODE = 'invalid_parameter_value',
 				  DETAIL = 'Each member needs string path, bucket, key and etag, a non-negative integer size and a 64-digit hex sha256.';
@@ -511,12 +512,10 @@ BEGIN
 		OR jsonb_typeof(manifest -> 'sha256') <> 'string' THEN
 		bad := 'The manifest descriptor needs "sha256" of 64 hexadecimal digits.';
 	ELSIF jsonb_typeof(manifest -> 'members') IS DISTINCT FROM 'number'
-		OR (manifest ->> 'members')::numeric < 0
-		OR (manifest ->> 'members')::numeric <> trunc((manifest ->> 'members')::numeric) THEN
+		OR NOT remora._is_count(manifest -> 'members') THEN
 		bad := 'The manifest descriptor needs "members", a non-negative integer.';
 	ELSIF jsonb_typeof(manifest -> 'bytes') IS DISTINCT FROM 'number'
-		OR (manifest ->> 'bytes')::numeric < 0
-		OR (manifest ->> 'bytes')::numeric <> trunc((manifest ->> 'bytes')::numeric) THEN
+		OR NOT remora._is_count(manifest -> 'bytes') THEN
 		bad := 'The manifest descriptor needs "bytes", a non-negative integer.';
 	END IF;
 	IF bad IS NOT NULL THEN

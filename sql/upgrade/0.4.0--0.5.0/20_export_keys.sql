@@ -165,7 +165,7 @@ BEGIN
 			if_exists := v #>> '{}';
 		ELSIF k IN ('max_attempts', 'priority') THEN
 			IF jsonb_typeof(v) IS DISTINCT FROM 'number'
-				OR (v #>> '{}')::numeric <> trunc((v #>> '{}')::numeric)
+				OR v #>> '{}' !~ '^-?[0-9]{1,9}$'  -- 2.0 keeps its fraction: no integer
 				OR (k = 'max_attempts' AND (v #>> '{}')::numeric NOT BETWEEN 1 AND 100)
 				OR (k = 'priority' AND (v #>> '{}')::numeric NOT BETWEEN -1000 AND 1000) THEN
 				RAISE EXCEPTION 'invalid option "%"', k USING ERRCODE = 'invalid_parameter_value',

@@ -67,6 +67,7 @@ SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"if_exists"
 SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"if_exists": 1}')$$);
 SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"max_attempts": 0}')$$);
 SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"priority": 1.5}')$$);
+SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"max_attempts": 2.0}')$$);
 SELECT pg_temp.try(format($$SELECT remora_export(1, 'stable', 'models/x', %L)$$,
 	jsonb_build_object('label', repeat('x', 257))));
 SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"label": 7}')$$);

@@ -82,6 +82,7 @@ SELECT pg_temp.try(format('SELECT remora.checkpoint(%L, %s, %L)', :'a3', :t3, v)
 	'{"bytes_done": "12"}',
 	'{"bytes_done": -1}',
 	'{"bytes_total": 1.5}',
+	'{"bytes_total": 2.0}',
 	'{"restart_reason": 7}',
 	'{"state": {"etag": 5}}',
 	'{"state": {"size": "big"}}',
@@ -92,7 +93,8 @@ SELECT pg_temp.try(format('SELECT remora.checkpoint(%L, %s, %L)', :'a3', :t3, v)
 	'{"state": {"upload_key": "k", "upload_id": "u", "parts": [7]}}',
 	'{"state": {"parts": [{"size": 5, "etag": "e"}]}}',
 	'{"state": {"upload_key": "k", "upload_id": 9, "parts": []}}',
-	'{"members": [{"path": "p", "bucket": "target", "key": "k", "etag": "e", "sha256": "' || repeat('a', 64) || '"}]}'
+	'{"members": [{"path": "p", "bucket": "target", "key": "k", "etag": "e", "sha256": "' || repeat('a', 64) || '"}]}',
+	'{"members": [{"path": "p", "bucket": "target", "key": "k", "etag": "e", "size": 2.0, "sha256": "' || repeat('a', 64) || '"}]}'
   ]) AS v;
 SELECT count(*) AS checkpoints FROM remora.checkpoints WHERE job_id = :e3;
 -- what the workers write is accepted

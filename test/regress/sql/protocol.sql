@@ -118,6 +118,8 @@ SELECT pg_temp.try(format('SELECT remora.commit(%L, %s, %L)', :'att_a', :tok_a, 
 SELECT pg_temp.try(format('SELECT remora.commit(%L, %s, %L)', :'att_a', :tok_a, pg_temp.manifest(:'att_a', '{"sha256": "abc"}')));
 SELECT pg_temp.try(format('SELECT remora.commit(%L, %s, %L)', :'att_a', :tok_a, pg_temp.manifest(:'att_a', '{"members": -1}')));
 SELECT pg_temp.try(format('SELECT remora.commit(%L, %s, %L)', :'att_a', :tok_a, pg_temp.manifest(:'att_a', '{"bytes": 1.5}')));
+SELECT pg_temp.try(format('SELECT remora.commit(%L, %s, %L)', :'att_a', :tok_a, pg_temp.manifest(:'att_a', '{"members": 2.0}')));
+SELECT pg_temp.try(format('SELECT remora.commit(%L, %s, %L)', :'att_a', :tok_a, pg_temp.manifest(:'att_a', '{"bytes": 9223372036854775808}')));
 SELECT pg_temp.try(format('SELECT remora.commit(%L, %s, %L)', :'att_a', :tok_a, pg_temp.manifest(:'att_a', '{"entries": [{"path": 1}]}')));
 -- refusals are false and change nothing
 SELECT remora.commit(:'att_a', :tok_a + 1, pg_temp.manifest(:'att_a')) AS wrong_token;
