@@ -75,9 +75,12 @@ SELECT p.job_id,
 	   p.restarted AS restarted_from_zero,
 	   p.started_at,
 	   p.updated_at,
-	   p.worker_pid
+	   p.worker_pid,
+	   a.attempt_no,
+	   j.state
   FROM remora._progress() p
-  JOIN remora.jobs j ON j.job_id = p.job_id AND j.current_attempt = p.attempt_id;
+  JOIN remora.jobs j ON j.job_id = p.job_id AND j.current_attempt = p.attempt_id
+  LEFT JOIN remora.attempts a ON a.attempt_id = p.attempt_id;
 
 CREATE VIEW remora_attempts WITH (security_invoker = true) AS
 SELECT a.attempt_id,
@@ -113,7 +116,13 @@ SELECT i.incarnation,
 		   AS active_leases,
 	   i.host,
 	   i.label,
-	   i.version
+	   i.version,
+	   -- silent: not stopped, but its heartbeat is older than a lease
+	   -- (killed, paused or cut off; its leases lapse)
+	   CASE WHEN i.stopped_at IS NOT NULL THEN 'stopped'
+			WHEN i.heartbeat_at < now() - current_setting('remora.lease_duration', true)::interval
+			THEN 'silent'
+			ELSE 'running' END AS state
   FROM remora.incarnations i;
 
 CREATE VIEW remora_stats WITH (security_invoker = true) AS

@@ -80,10 +80,10 @@ says_job() {
 	[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora worker' AND state = 'idle' AND query LIKE '%transferring job $w attempt %'")" = 1 ]
 }
 check "pg_stat_activity: a worker says which job and attempt it moves" wait_for 10 says_job
-check "remora_progress: rate and ETA" \
-	test "$(q "SELECT bytes_per_second > 0 AND eta IS NOT NULL AND percent > 0 FROM remora_progress WHERE job_id = $w")" = t
+check "remora_progress: rate and ETA, of the job's first attempt, running" \
+	test "$(q "SELECT bytes_per_second > 0 AND eta IS NOT NULL AND percent > 0 AND attempt_no = 1 AND state = 'running' FROM remora_progress WHERE job_id = $w")" = t
 check "remora_workers: live incarnations with heartbeats and leases" \
-	test "$(q "SELECT count(*) FROM remora_workers WHERE stopped_at IS NULL AND heartbeat_at > now() - interval '30 seconds'")" -ge 2
+	test "$(q "SELECT count(*) FROM remora_workers WHERE stopped_at IS NULL AND state = 'running' AND heartbeat_at > now() - interval '30 seconds'")" -ge 2
 check "remora_stats: current throughput" \
 	test "$(q "SELECT bytes_per_second > 0 AND bytes_in_flight > 0 FROM remora_stats")" = t
 # (the first checkpoint follows the first sealed part by up to a second)

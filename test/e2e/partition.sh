@@ -53,7 +53,7 @@ stop_worker() { kill -TERM "${WPID[$1]}" && wait "${WPID[$1]}"; }
 live() { [ "$(q "SELECT count(*) FROM remora_workers WHERE label = '$1' AND stopped_at IS NULL")" = 1 ]; }
 # beats_since LABEL TIME: its incarnation is live and heartbeat after TIME
 beats_since() {
-	[ "$(q "SELECT count(*) FROM remora_workers WHERE label = '$1' AND stopped_at IS NULL AND heartbeat_at > '$2'")" = 1 ]
+	[ "$(q "SELECT count(*) FROM remora_workers WHERE label = '$1' AND state = 'running' AND heartbeat_at > '$2'")" = 1 ]
 }
 runs_on() { # runs_on JOB LABEL: the job's running attempt is LABEL's
 	[ "$(q "SELECT j.state || ':' || coalesce(i.label, '') FROM remora.jobs j JOIN remora.attempts a ON a.attempt_id = j.current_attempt JOIN remora.incarnations i ON i.incarnation = a.incarnation WHERE j.job_id = $1")" = "running:$2" ]
@@ -98,6 +98,9 @@ partition() {
 		fenced() { grep -q "job $j attempt $old stopped" "$T/w1.log"; }
 		check "$name: cut off, w1 stops its attempt" wait_for 20 fenced
 		check "$name: the second worker takes the job over" wait_for 30 runs_on "$j" "w2-$name"
+		# (cut from the database: its heartbeat ages past the lease)
+		silent() { [ "$(q "SELECT state FROM remora_workers WHERE label = 'w1' AND stopped_at IS NULL")" = silent ]; }
+		check "$name: remora_workers says w1 is silent" wait_for 30 silent
 		;;
 	esac
 	partition_heal "$W1_USER"

@@ -194,6 +194,20 @@ SELECT remora.start_incarnation('e0e0e0e0-0000-4000-8000-000000000001', 1, 'exte
 RESET ROLE;
 SELECT kind, host, label, version FROM remora_workers
  WHERE incarnation = 'e0e0e0e0-0000-4000-8000-000000000001';
+-- its state: running; silent once its heartbeat is older than a lease;
+-- stopped once ended
+UPDATE remora.incarnations SET heartbeat_at = now() - interval '1 second'
+ WHERE incarnation = 'e0e0e0e0-0000-4000-8000-000000000001';
+SELECT state AS beating FROM remora_workers
+ WHERE incarnation = 'e0e0e0e0-0000-4000-8000-000000000001';
+UPDATE remora.incarnations
+   SET heartbeat_at = now() - current_setting('remora.lease_duration')::interval - interval '1 second'
+ WHERE incarnation = 'e0e0e0e0-0000-4000-8000-000000000001';
+SELECT state AS past_a_lease FROM remora_workers
+ WHERE incarnation = 'e0e0e0e0-0000-4000-8000-000000000001';
+SELECT remora.end_incarnation('e0e0e0e0-0000-4000-8000-000000000001') AS ended;
+SELECT state AS once_ended FROM remora_workers
+ WHERE incarnation = 'e0e0e0e0-0000-4000-8000-000000000001';
 SELECT provenance ->> 'role' AS submitted_by, state FROM remora.jobs ORDER BY job_id;
 
 -- clean up the roles (they own nothing; jobs and grants reference them by oid)
