@@ -16,8 +16,8 @@
  * reserve (a quarter), so that other addresses can still be served while
  * one fills its share with slow connections.  A request
  * body is refused with 413 when its Content-Length is above
- * remora.http_max_body, and the connection dropped when a chunked body
- * grows past it.  Who asks is decided by auth.c once the request has
+ * remora.http_max_body, and when a chunked body grows past it (read to
+ * its end, unkept).  Who asks is decided by auth.c once the request has
  * arrived whole; then /api/ goes to api.c, /metrics to api_admin.c,
  * anything else to the static files.  Static files come from a table compiled
  *into the library (assets.c): there is no file system path to escape from.
@@ -292,12 +292,23 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
 	}
 	if (*upload_data_size > 0)
 	{
-		if (req->body.len + *upload_data_size > (size_t) max_body)
-			return MHD_NO; /* a chunked body past the limit: hang up */
-		remora_buf_append(&req->body, upload_data, *upload_data_size);
+		/*
+		 * A body past the limit (chunked, or longer than declared) is read
+		 * to its end and dropped, then answered 413: libmicrohttpd queues
+		 * no answer before the request has arrived whole.  Reading it is
+		 * bounded by remora.http_client_timeout.
+		 */
+		if (req->too_large ||
+			req->body.len + *upload_data_size > (size_t) max_body)
+			req->too_large = true;
+		else
+			remora_buf_append(&req->body, upload_data, *upload_data_size);
 		*upload_data_size = 0;
 		return req->body.failed ? MHD_NO : MHD_YES;
 	}
+	if (req->too_large)
+		remora_respond_error(req, 413, "54000", "request body too large", NULL,
+							 "Send at most remora.http_max_body.", NULL);
 	if (req->answered)
 		return MHD_YES;
 
