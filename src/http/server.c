@@ -268,7 +268,8 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
 		if (req == NULL)
 			return MHD_NO;
 		req->conn = conn;
-		req->method = method;
+		/* HEAD is answered as GET is; libmicrohttpd sends no body */
+		req->method = strcmp(method, "HEAD") == 0 ? "GET" : method;
 		req->path = strdup(url);
 		req->tls = remora_http_config.tls_cert_pem != NULL;
 		if (req->path == NULL)

@@ -201,6 +201,8 @@ check_eq "a job that does not exist: 404 P0002" \
 check_eq "a job id that is not a number: 400" "$(ja GET /api/jobs/abc)" 400
 check_eq "an unknown API path: 404" "$(ja GET /api/nothing)" 404
 check_eq "a wrong method: 405" "$(ja PUT /api/jobs)" 405
+check_eq "HEAD of a job: 200, as GET, without a body" \
+	"$(curl -s -o /dev/null -I -w '%{http_code} %{size_download}' -b "$COOKIE" "$H/api/jobs/$JOB")" "200 0"
 check_eq "hard=maybe: 400" "$(ja DELETE "/api/jobs/$JOB?hard=maybe")" 400
 check_eq "limit=0: 400" "$(ja GET '/api/jobs?limit=0')" 400
 check_eq "after=x: 400" "$(ja GET '/api/jobs?after=x')" 400
