@@ -37,6 +37,7 @@
 #define EQ       " OPERATOR(pg_catalog.=) "
 #define LT       " OPERATOR(pg_catalog.<) "
 #define GT       " OPERATOR(pg_catalog.>) "
+#define NE       " OPERATOR(pg_catalog.<>) "
 #define MINUS    " OPERATOR(pg_catalog.-) "
 #define CONCAT   " OPERATOR(pg_catalog.||) "
 #define ARROW    " OPERATOR(pg_catalog.->) "

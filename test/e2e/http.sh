@@ -375,6 +375,9 @@ xa POST "/api/jobs/$JOB/export" -d '{"bucket":"target","prefix":"webu","options"
 UX=$(field .export_id)
 check "a copy answered 500: outcome_unknown (through the API)" wait_for 60 wait_export alice "$UX" outcome_unknown
 check_eq "  the label comes back as JSON text" "$(field .label)" "<i>unknown</i>"
+ja GET '/api/jobs?limit=1' >/dev/null
+check_eq "GET /api/jobs?limit=1, the newest row an export: a full page of one job" \
+	"$(field '.jobs | length') $(field '.jobs[0].source_kind != "export"')" "1 true"
 check_eq "GET /api/exports: alice's two exports, newest first" \
 	"$(ja GET /api/exports) $(field '[.exports[].export_id] | join(",")')" "200 $UX,$EX"
 check_eq "  state=outcome_unknown" \
