@@ -239,9 +239,11 @@ BEGIN
 			END IF;
 			canon := canon || jsonb_build_object(k, (v #>> '{}')::integer);
 		ELSIF k = 'label' THEN
-			IF jsonb_typeof(v) IS DISTINCT FROM 'string' OR length(v #>> '{}') > 256 THEN
+			-- as remora_submit judges a job's
+			IF jsonb_typeof(v) IS DISTINCT FROM 'string' OR octet_length(v #>> '{}') > 256
+				OR v #>> '{}' ~ '[\x01-\x1f\x7f]' THEN
 				RAISE EXCEPTION 'invalid option "label"' USING ERRCODE = 'invalid_parameter_value',
-					DETAIL = 'label is a string of at most 256 characters.';
+					DETAIL = 'A label is a string of at most 256 bytes without control characters.';
 			END IF;
 			canon := canon || jsonb_build_object(k, v);
 		ELSIF k = 'notify_url' THEN

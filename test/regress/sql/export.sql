@@ -71,6 +71,9 @@ SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"max_attemp
 SELECT pg_temp.try(format($$SELECT remora_export(1, 'stable', 'models/x', %L)$$,
 	jsonb_build_object('label', repeat('x', 257))));
 SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"label": 7}')$$);
+SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{"label": "a\u001bb"}')$$);
+SELECT pg_temp.try(format($$SELECT remora_export(1, 'stable', 'models/x', %L)$$,
+	jsonb_build_object('label', repeat('é', 129))));
 SELECT pg_temp.try($$SELECT remora_export_resolve(NULL, 'verify')$$);
 SELECT pg_temp.try($$SELECT remora_export(1, 'stable', 'models/x', '{}', '')$$);
 -- P0002: a job that does not exist, is not succeeded
