@@ -11,7 +11,7 @@ e2e_begin operations
 stack_up
 make_file small.bin 1000000
 make_file doomed.bin 12000000
-make_file watched.bin 12000000
+make_file watched.bin 20000000
 
 j=$(q "SELECT remora_submit('$SRC/small.bin')")
 check "a job succeeds" wait_state "$j" succeeded 30
@@ -66,12 +66,19 @@ deleted_k() { [ "$(q "SELECT hard_deleted_at IS NOT NULL FROM remora.jobs WHERE 
 check "hard delete of a running job: its objects are deleted" wait_for 30 deleted_k
 check_eq "hard delete of a running job: nothing remains" "$(staging_objects "$k")" "0"
 
-# --- what a DBA sees while a transfer runs. The doomed job's checkpoint
-# may have been refused by its cancellation (that is what refusals count),
-# so the watched job is judged by what it adds.
+# --- what a DBA sees while a transfer runs (20 MB at 1 MB/s: the checks
+# below have some 14 s of it left when it is 6 MB along).  The doomed
+# job's checkpoint may have been refused by its cancellation (that is what
+# refusals count), so the watched job is judged by what it adds.
 refused_before=$(q "SELECT refusals FROM remora_checkpoint_stats")
 w=$(q "SELECT remora_submit('$SRC/slow/watched.bin')")
 check "watched: under way" wait_for 30 live_at_least "$w" 6000000
+check "remora_progress: rate and ETA, of the job's first attempt, running" \
+	test "$(q "SELECT bytes_per_second > 0 AND eta IS NOT NULL AND percent > 0 AND attempt_no = 1 AND state = 'running' FROM remora_progress WHERE job_id = $w")" = t
+check "remora_workers: live incarnations with heartbeats and leases" \
+	test "$(q "SELECT count(*) FROM remora_workers WHERE stopped_at IS NULL AND state = 'running' AND heartbeat_at > now() - interval '30 seconds'")" -ge 2
+check "remora_stats: current throughput" \
+	test "$(q "SELECT bytes_per_second > 0 AND bytes_in_flight > 0 FROM remora_stats")" = t
 check_eq "pg_stat_activity: a launcher and two workers" \
 	"$(q "SELECT string_agg(backend_type, ',' ORDER BY backend_type) FROM pg_stat_activity WHERE backend_type LIKE 'remora%'")" \
 	"remora launcher,remora worker,remora worker"
@@ -80,12 +87,6 @@ says_job() {
 	[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'remora worker' AND state = 'idle' AND query LIKE '%transferring job $w attempt %'")" = 1 ]
 }
 check "pg_stat_activity: a worker says which job and attempt it moves" wait_for 10 says_job
-check "remora_progress: rate and ETA, of the job's first attempt, running" \
-	test "$(q "SELECT bytes_per_second > 0 AND eta IS NOT NULL AND percent > 0 AND attempt_no = 1 AND state = 'running' FROM remora_progress WHERE job_id = $w")" = t
-check "remora_workers: live incarnations with heartbeats and leases" \
-	test "$(q "SELECT count(*) FROM remora_workers WHERE stopped_at IS NULL AND state = 'running' AND heartbeat_at > now() - interval '30 seconds'")" -ge 2
-check "remora_stats: current throughput" \
-	test "$(q "SELECT bytes_per_second > 0 AND bytes_in_flight > 0 FROM remora_stats")" = t
 # (the first checkpoint follows the first sealed part by up to a second)
 checkpointed() {
 	[ "$(q "SELECT transactions > 0 AND checkpoints >= transactions AND max_batch >= 1 AND refusals = $refused_before AND mean_commit_ms >= 0 FROM remora_checkpoint_stats")" = t ]
@@ -94,7 +95,7 @@ check "remora_checkpoint_stats: checkpoints are written and coalesced" wait_for 
 check "watched: succeeds" wait_state "$w" succeeded 60
 # (deleted jobs leave the statistics with the default view)
 check_eq "remora_stats: bytes committed and jobs by state" \
-	"$(q "SELECT (bytes_committed >= 12000000)::text || ' ' || succeeded || ' ' || cancelled FROM remora_stats")" "true 1 0"
+	"$(q "SELECT (bytes_committed >= 20000000)::text || ' ' || succeeded || ' ' || cancelled FROM remora_stats")" "true 1 0"
 q "SELECT remora_submit('$SRC/missing.bin')" >/dev/null
 failed_one() { [ "$(q "SELECT failed FROM remora_stats")" = 1 ]; }
 check "a failing job" wait_for 30 failed_one
