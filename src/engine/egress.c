@@ -46,6 +46,7 @@ opensocket_cb(void *clientp, curlsocktype purpose,
 		req->policy_denied = true;
 		return CURL_SOCKET_BAD;
 	}
+	req->policy_passed = true;
 	return socket(address->family, address->socktype, address->protocol);
 }
 
@@ -267,6 +268,18 @@ proxied_allowed(Request *req, const char *host, int port)
 	if (!ok)
 		req->policy_denied = true;
 	return ok;
+}
+
+/*
+ * Did the policy decide the failure of a request (rc)?  Only if no address
+ * it allows was tried: a name with a denied address and an allowed one
+ * (localhost as ::1 and 127.0.0.1, only the second allowed) that fails to
+ * connect to the allowed one failed as the network does, and is retried.
+ */
+bool
+remora_req_policy_refused(const Request *req, CURLcode rc)
+{
+	return rc != CURLE_OK && req->policy_denied && !req->policy_passed;
 }
 
 /*

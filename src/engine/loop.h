@@ -70,6 +70,7 @@ struct Request
 	/* streaming: when set, receives the body instead of the buffer above */
 	size_t (*on_data)(Request *req, char *ptr, size_t len);
 	bool        policy_denied; /* a connection was refused by policy */
+	bool        policy_passed; /* and one to an address it allows was tried */
 	char        policy_why[256];
 	bool        proxied; /* sent through an egress proxy */
 	const char *trust;   /* the setting that trusts its CA, for messages */
@@ -134,6 +135,7 @@ extern bool     remora_loop_set_egress(RemoraLoop *loop, const char *ca_file,
 									   const char *https_proxy,
 									   const char *no_proxy);
 extern bool     remora_req_set_source_options(Request *req, const char *url);
+extern bool     remora_req_policy_refused(const Request *req, CURLcode rc);
 extern void     remora_req_set_proxy(Request *req, const char *url);
 extern void     remora_req_set_ca_pem(Request *req, const char *pem);
 extern void     remora_req_transport_error(const Request *req, CURLcode rc,

@@ -197,8 +197,7 @@ source_done(Request *req, CURLcode rc)
 		ask_again(task);
 		return;
 	}
-	/* a denied address matters only if no allowed one was reached */
-	if (req->policy_denied && rc != CURLE_OK)
+	if (remora_req_policy_refused(req, rc))
 	{
 		remora_fail(&task->status, REMORA_ERR_POLICY, false, 0,
 					"the outbound-source policy refused the connection: %s",

@@ -415,7 +415,7 @@ range_again(Transfer *task, Request *req, CURLcode rc, SubRange *s)
 {
 	char what[128];
 
-	if (req->policy_denied || !range_throttled(req, rc))
+	if (remora_req_policy_refused(req, rc) || !range_throttled(req, rc))
 		return false;
 	if (rc == CURLE_OK)
 		snprintf(what, sizeof(what),
@@ -447,7 +447,7 @@ range_done(Request *req, CURLcode rc)
 		remora_xfer_settle(task); /* ranges_pump asks for it again */
 		return;
 	}
-	if (req->policy_denied && rc != CURLE_OK)
+	if (remora_req_policy_refused(req, rc))
 		remora_fail(&task->status, REMORA_ERR_POLICY, false, 0,
 					"the outbound-source policy refused the connection: %s",
 					req->policy_why);

@@ -100,7 +100,7 @@ post_done(Request *req, CURLcode rc)
 					 req->status);
 		ended(w, req->status, req->status >= 500, error);
 	}
-	else if (req->policy_denied)
+	else if (remora_req_policy_refused(req, rc))
 	{
 		char error[300];
 

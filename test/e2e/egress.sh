@@ -17,10 +17,11 @@ stack_up
 # through a proxy that keeps idle connections for a minute.
 POOL_PROXY=$(free_port)
 KEEPALIVE_MS=60000 start_faults "$POOL_PROXY" "$S3_PORT" pool
+CLOSED_PORT=$(free_port) # allowed, and nothing listens there
 cluster_stop "$T/pg" fast
 cat >>"$T/pg/data/postgresql.conf" <<CONF
 remora.max_workers = 1
-remora.allow_ports = '$NGINX_PORT,$SRC_PROXY,$S3_PROXY'
+remora.allow_ports = '$NGINX_PORT,$SRC_PROXY,$S3_PROXY,$CLOSED_PORT'
 remora.s3_endpoint = 'http://127.0.0.1:$POOL_PROXY'
 CONF
 cluster_start "$T/pg"
@@ -56,6 +57,19 @@ done
 curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
 j=$(q "SELECT remora_submit('s3://target/ep/obj.bin', options => '{\"endpoint\": \"redirecting\"}')")
 check "without the redirect the same endpoint job succeeds" wait_state "$j" succeeded 30
+
+# --- a name with a denied address and an allowed one: curl resolves
+# localhost to ::1 and 127.0.0.1, and only 127.0.0.1/32 is allowed.  A
+# refused connection to the allowed one is the network's failure (retried),
+# not the policy's (final).
+j=$(q "SELECT remora_submit('http://localhost:$NGINX_PORT/small.bin')")
+check "localhost: through its allowed address the job succeeds" wait_state "$j" succeeded 30
+j=$(q "SELECT remora_submit('http://localhost:$CLOSED_PORT/small.bin')")
+retrying_network() {
+	[ "$(q "SELECT state || ' ' || (last_error ->> 'class') || ' ' || (last_error ->> 'retryable') FROM remora_jobs WHERE job_id = $j")" = "retrying network true" ]
+}
+check "localhost, nothing listening: a network failure, retried" wait_for 30 retrying_network
+q "SELECT remora_cancel($j)" >/dev/null
 
 # --- an ETag that is not UTF-8 (with an escape sequence) is scrubbed
 make_file badetag.bin 12000000
