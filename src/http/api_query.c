@@ -10,8 +10,9 @@
  * died (the server restarted) is tried once more on a new connection.
  *
  * Errors: {"error", "sqlstate", "detail"?, "hint"?, "field"?} with the
- * status of the SQLSTATE: class 22 and 23502/23514 -> 400 (22023 names the
- * field), 23505 and 55000 (an export not in a state to resolve) -> 409,
+ * status of the SQLSTATE: class 22 and 23502/23514 -> 400 (22023 and
+ * 22004 name the field), 23505 and 55000 (an export not in a state to
+ * resolve) -> 409,
  * 42501 and RM001 -> 403, P0002 and 42704 (an unknown role) -> 404,
  * class 28 -> 401, 53400 (a role at
  * its max_queued) -> 429, other 53xxx, 57xxx and 08xxx -> 503, anything
@@ -54,9 +55,9 @@ status_for(const char *sqlstate)
 }
 
 /*
- * The request field a 22023 message names: 'invalid option "priority"' ->
- * options.priority, 'invalid source' -> source, 'invalid weight: 0' ->
- * weight.
+ * The request field a 22023 or 22004 message names: 'invalid option
+ * "priority"' -> options.priority, 'invalid source' -> source, 'invalid
+ * weight: 0' -> weight, 'prefix must not be null' -> prefix.
  */
 static void
 field_of(const char *message, char *field, size_t len)
@@ -82,6 +83,13 @@ field_of(const char *message, char *field, size_t len)
 		if (n > 0 && (w[n] == '\0' || w[n] == ':'))
 			snprintf(field, len, "%.*s", (int) n, w);
 	}
+	else
+	{
+		size_t n = strspn(message, "abcdefghijklmnopqrstuvwxyz_");
+
+		if (n > 0 && strcmp(message + n, " must not be null") == 0)
+			snprintf(field, len, "%.*s", (int) n, message);
+	}
 }
 
 static void
@@ -101,7 +109,7 @@ respond_pg_error(RemoraRequest *req, const PGresult *res, PGconn *conn)
 							 NULL);
 		return;
 	}
-	if (strcmp(sqlstate, "22023") == 0)
+	if (strcmp(sqlstate, "22023") == 0 || strcmp(sqlstate, "22004") == 0)
 		field_of(message, field, sizeof(field));
 	remora_respond_error(
 		req, status_for(sqlstate), sqlstate, message ? message : "error",

@@ -118,8 +118,11 @@ remora_export(PG_FUNCTION_ARGS)
 	if (!remora_bucket_name_valid(bucket, err, sizeof(err)))
 		invalid("bucket", sentence(err));
 	if (PG_ARGISNULL(2))
-		invalid("prefix", "An export needs a target prefix ('' for the "
-						  "bucket's root).");
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("prefix must not be null"),
+				 errhint("An export needs a target prefix ('' for the bucket's "
+						 "root).")));
 	norm = remora_prefix_normalize(text_to_cstring(PG_GETARG_TEXT_PP(2)), err,
 								   sizeof(err));
 	if (norm == NULL)
@@ -172,10 +175,10 @@ remora_export_resolve(PG_FUNCTION_ARGS)
 	Datum state;
 
 	not_null(fcinfo, 0, "export");
+	not_null(fcinfo, 1, "action");
 	args[0] = ObjectIdGetDatum(GetUserId());
 	args[1] = PG_GETARG_DATUM(0);
-	args[2] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
-	nulls[2] = PG_ARGISNULL(1);
+	args[2] = PG_GETARG_DATUM(1);
 	state = remora_call_internal("_export_resolve", 3, argtypes, args, nulls,
 								 &resnull);
 	remora_note_submit(); /* a verify or retry was queued */

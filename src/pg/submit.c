@@ -481,7 +481,8 @@ remora_submit(PG_FUNCTION_ARGS)
 	Datum job;
 
 	if (PG_ARGISNULL(0))
-		invalid_field("source", "The source must not be null.", NULL);
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("source must not be null")));
 	if (!remora_source_uri_parse(text_to_cstring(PG_GETARG_TEXT_PP(0)), &uri,
 								 err, sizeof(err)))
 		invalid_field("source", sentence(err),

@@ -351,7 +351,7 @@ check_eq "export: an unknown field: 400" "$(xa POST "/api/jobs/$JOB/export" -d '
 check_eq "export: a bucket that is not a string: 400 naming it" \
 	"$(xa POST "/api/jobs/$JOB/export" -d '{"bucket":7,"prefix":"webx"}') $(field .field)" "400 bucket"
 check_eq "export: no prefix: 400 naming it" \
-	"$(xa POST "/api/jobs/$JOB/export" -d '{"bucket":"target"}') $(field .sqlstate) $(field .field)" "400 22023 prefix"
+	"$(xa POST "/api/jobs/$JOB/export" -d '{"bucket":"target"}') $(field .sqlstate) $(field .field)" "400 22004 prefix"
 check_eq "export: a prefix with .. in it: 400" \
 	"$(xa POST "/api/jobs/$JOB/export" -d '{"bucket":"target","prefix":"a/../../b"}') $(field .sqlstate)" "400 22023"
 check_eq "export: a bucket without a target grant: 403 42501" \

@@ -179,6 +179,7 @@ SET ROLE regress_exp_ann;
 SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, 'retry')$$, :ex2));
 SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, 'fail')$$, :ex2));
 SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, 'guess')$$, :ex2));
+SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, NULL)$$, :ex2));
 SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, 'verify')$$, 999));
 SELECT pg_temp.try(format($$SELECT remora_export_resolve(%s, 'verify')$$, :job));
 SELECT remora_export_resolve(:ex2, 'verify');
