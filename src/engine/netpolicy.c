@@ -370,17 +370,23 @@ remora_netpolicy_allows(const RemoraNetPolicy *policy,
 						  port);
 		return false;
 	}
-	if (sa->sa_family == AF_INET)
-		return decide(policy, AF_INET,
-					  (const unsigned char *) &((const struct sockaddr_in *) sa)
-						  ->sin_addr,
-					  why, whylen);
-	if (sa->sa_family == AF_INET6)
-		return decide(
-			policy, AF_INET6,
-			(const unsigned char *) &((const struct sockaddr_in6 *) sa)
-				->sin6_addr,
-			why, whylen);
+	if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)
+	{
+		const void *raw =
+			sa->sa_family == AF_INET
+				? (const void *) &((const struct sockaddr_in *) sa)->sin_addr
+				: (const void *) &((const struct sockaddr_in6 *) sa)->sin6_addr;
+		char reason[192];
+		char text[INET6_ADDRSTRLEN];
+
+		if (decide(policy, sa->sa_family, raw, reason, sizeof(reason)))
+			return true;
+		/* a name's address is not in the URL: say which one was refused */
+		if (inet_ntop(sa->sa_family, raw, text, sizeof(text)) == NULL)
+			text[0] = '\0';
+		remora_errbuf_set(why, whylen, "%s (%s)", reason, text);
+		return false;
+	}
 	remora_errbuf_set(why, whylen,
 					  "only IPv4 and IPv6 connections are allowed");
 	return false;

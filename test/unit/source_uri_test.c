@@ -245,6 +245,8 @@ test_netpolicy(void)
 	CHECK(
 		!remora_netpolicy_allows(p, (struct sockaddr *) &sa6, err, sizeof(err)),
 		"sockaddr ::1 denied");
+	CHECK(strstr(err, "reserved range (::1)") != NULL,
+		  "the refusal names the address: %s", err);
 	remora_netpolicy_free(p);
 
 	/* a deny entry wins over an allow entry */
