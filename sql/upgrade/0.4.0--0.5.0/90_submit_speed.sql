@@ -120,7 +120,9 @@ BEGIN
 		  FROM remora.jobs WHERE owner = caller AND idempotency_key = idem_key;
 		IF FOUND THEN
 			IF existing.request_hash <> req_hash THEN
-				RAISE EXCEPTION 'idempotency key "%" was already used for job %', idem_key, existing.job_id
+				RAISE EXCEPTION 'idempotency key "%" was already used for %', idem_key,
+						(SELECT CASE WHEN e.source_kind = 'export' THEN 'export ' ELSE 'job ' END || e.job_id
+						   FROM remora.jobs e WHERE e.job_id = existing.job_id)
 					USING ERRCODE = 'unique_violation',
 						  DETAIL = 'The key was reused for another request; the existing job is unchanged.',
 						  HINT = 'Use a new idempotency key for a different request.';
@@ -272,7 +274,9 @@ BEGIN
 				USING ERRCODE = 'serialization_failure';
 		END IF;
 		IF existing.request_hash <> req_hash THEN
-			RAISE EXCEPTION 'idempotency key "%" was already used for job %', idem_key, existing.job_id
+			RAISE EXCEPTION 'idempotency key "%" was already used for %', idem_key,
+					(SELECT CASE WHEN e.source_kind = 'export' THEN 'export ' ELSE 'job ' END || e.job_id
+					   FROM remora.jobs e WHERE e.job_id = existing.job_id)
 				USING ERRCODE = 'unique_violation',
 					  DETAIL = 'The key was reused for another request; the existing job is unchanged.',
 					  HINT = 'Use a new idempotency key for a different request.';
