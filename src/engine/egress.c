@@ -395,6 +395,30 @@ remora_curl_is_tls_failure(CURLcode rc, const char *detail)
 }
 
 /*
+ * What kind of TLS failure (one remora_curl_is_tls_failure accepts) this
+ * is, for its message's advice: a certificate that did not verify (trust
+ * its CA), a server that answered without TLS (check the URL), or no
+ * protocol version or cipher the two sides share.
+ */
+RemoraTlsFailure
+remora_tls_failure_kind(CURLcode rc, const char *detail)
+{
+	static const char *const plain[] = {"wrong version number",
+										"packet length too long",
+										"record layer failure"};
+
+	if (rc != CURLE_SSL_CONNECT_ERROR && rc != CURLE_SSL_CIPHER)
+		return REMORA_TLS_CERTIFICATE;
+	if (detail && (strcasestr(detail, "certificate") != NULL ||
+				   strcasestr(detail, "unknown ca") != NULL))
+		return REMORA_TLS_CERTIFICATE;
+	for (size_t i = 0; detail && i < sizeof(plain) / sizeof(plain[0]); i++)
+		if (strcasestr(detail, plain[i]) != NULL)
+			return REMORA_TLS_PLAIN;
+	return REMORA_TLS_PROTOCOL;
+}
+
+/*
  * Replace the user information of proxy_url ("user:password"), wherever it
  * appears in text, with "(redacted)"; text keeps its length or shrinks.
  */
@@ -455,15 +479,27 @@ remora_req_transport_error(const Request *req, CURLcode rc,
 		snprintf(host, sizeof(host), "the server");
 	if (remora_curl_is_tls_failure(rc, req->curl_error))
 	{
+		RemoraTlsFailure kind = remora_tls_failure_kind(rc, req->curl_error);
+
 		err->class = REMORA_ERR_TLS;
 		err->retryable = false;
-		snprintf(err->message, sizeof(err->message),
-				 "%.60s: TLS with %.100s failed: %.180s (a private CA: "
-				 "trust it with %.90s)",
-				 what, host, detail,
-				 trust        ? trust
-				 : req->trust ? req->trust
-							  : "remora.ca_file");
+		if (kind == REMORA_TLS_CERTIFICATE)
+			snprintf(err->message, sizeof(err->message),
+					 "%.60s: TLS with %.100s failed: %.180s (a private CA: "
+					 "trust it with %.90s)",
+					 what, host, detail,
+					 trust        ? trust
+					 : req->trust ? req->trust
+								  : "remora.ca_file");
+		else
+			snprintf(err->message, sizeof(err->message),
+					 "%.60s: TLS with %.100s failed: %.180s (%s)", what, host,
+					 detail,
+					 kind == REMORA_TLS_PLAIN
+						 ? "the server did not answer in TLS: is it an "
+						   "http:// URL, or another port?"
+						 : "the server and Remora share no TLS version or "
+						   "cipher");
 	}
 	else
 	{

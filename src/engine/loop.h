@@ -143,7 +143,16 @@ extern void     remora_req_transport_error(const Request *req, CURLcode rc,
 										   const char *trust);
 
 /* Pure helpers, for the unit tests too. */
+typedef enum RemoraTlsFailure
+{
+	REMORA_TLS_CERTIFICATE, /* did not verify: trust its CA */
+	REMORA_TLS_PLAIN,       /* the server answered without TLS */
+	REMORA_TLS_PROTOCOL     /* no version or cipher in common */
+} RemoraTlsFailure;
+
 extern bool remora_curl_is_tls_failure(CURLcode rc, const char *detail);
+extern RemoraTlsFailure remora_tls_failure_kind(CURLcode    rc,
+												const char *detail);
 extern bool remora_no_proxy_matches(const char *no_proxy, const char *host);
 extern void remora_redact_userinfo(char *text, const char *proxy_url);
 

@@ -72,7 +72,9 @@ j=$(q "SELECT remora_submit('$HTTPS/small.bin')")
 fails_as_tls "$j" "an HTTPS source signed by an unknown CA" remora.ca_file
 check "the reason is curl's: the issuer is unknown" says "$j" "local issuer certificate"
 j=$(q "SELECT remora_submit('https://127.0.0.1:$NGINX_PORT/small.bin')")
-fails_as_tls "$j" "https:// to a plain-HTTP port (no TLS)" remora.ca_file
+fails_as_tls "$j" "https:// to a plain-HTTP port (no TLS)" "did not answer in TLS"
+check "  and it does not send the user to remora.ca_file" \
+	bash -c "[[ \"\$1\" != *remora.ca_file* ]]" _ "$(message "$j")"
 
 q "ALTER SYSTEM SET remora.ca_file = '$CA/ca1.pem'" >/dev/null
 check "the workers take remora.ca_file" reload_workers

@@ -53,6 +53,29 @@ test_tls_classes(void)
 		  "a refused connection is not a TLS failure");
 	CHECK(!remora_curl_is_tls_failure(CURLE_OPERATION_TIMEDOUT, ""),
 		  "a timeout is not a TLS failure");
+
+	/* and what its message advises */
+	CHECK(remora_tls_failure_kind(
+			  CURLE_PEER_FAILED_VERIFICATION,
+			  "SSL certificate problem: unable to get local issuer "
+			  "certificate") == REMORA_TLS_CERTIFICATE,
+		  "an unknown CA: trust it");
+	CHECK(remora_tls_failure_kind(CURLE_SSL_CONNECT_ERROR,
+								  "error:0A000086:SSL routines::certificate "
+								  "verify failed") == REMORA_TLS_CERTIFICATE,
+		  "a certificate refused in the handshake: trust its CA");
+	CHECK(remora_tls_failure_kind(CURLE_SSL_CONNECT_ERROR,
+								  "error:0A00010B:SSL routines::wrong "
+								  "version number") == REMORA_TLS_PLAIN,
+		  "TLS to a plain-HTTP port: check the URL, not the CA");
+	CHECK(remora_tls_failure_kind(CURLE_SSL_CONNECT_ERROR,
+								  "error:0A00042E:SSL routines::tlsv1 "
+								  "alert protocol version") ==
+			  REMORA_TLS_PROTOCOL,
+		  "a protocol version mismatch: nothing in common");
+	CHECK(remora_tls_failure_kind(CURLE_SSL_CIPHER, NULL) ==
+			  REMORA_TLS_PROTOCOL,
+		  "no shared cipher: nothing in common");
 }
 
 /* no_proxy: names with their subdomains, addresses, '*'. */
