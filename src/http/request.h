@@ -26,6 +26,7 @@ typedef struct RemoraRequest
 	char                   address[64]; /* the client's */
 	RemoraBuf              body;
 	bool                   too_large;
+	size_t                 dropped; /* bytes of a too large body, unkept */
 	bool                   tls;
 
 	/* who asks */

@@ -14,13 +14,14 @@
  * sockets of the connections past that deadline (see "connections"
  * below).  One client address holds at most the connection limit less a
  * reserve (a quarter), so that other addresses can still be served while
- * one fills its share with slow connections.  A request
- * body is refused with 413 when its Content-Length is above
- * remora.http_max_body, and when a chunked body grows past it (read to
- * its end, unkept).  Who asks is decided by auth.c once the request has
- * arrived whole; then /api/ goes to api.c, /metrics to api_admin.c,
- * anything else to the static files.  Static files come from a table compiled
- *into the library (assets.c): there is no file system path to escape from.
+ * one fills its share with slow connections.  A request body is refused
+ * with 413 when its Content-Length is above remora.http_max_body, and when
+ * a chunked body grows past it (read to its end, unkept; the connection
+ * closed past eight times the limit).  Who asks is decided by auth.c once
+ * the request has arrived whole; then /api/ goes to api.c, /metrics to
+ * api_admin.c, anything else to the static files.  Static files come from
+ * a table compiled into the library (assets.c): there is no file system
+ * path to escape from.
  *
  * The top of the folder: it calls the others, none calls it.  Nothing
  * here calls PostgreSQL's server code; see http.h.
@@ -296,15 +297,21 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
 		/*
 		 * A body past the limit (chunked, or longer than declared) is read
 		 * to its end and dropped, then answered 413: libmicrohttpd queues
-		 * no answer before the request has arrived whole.  Reading it is
-		 * bounded by remora.http_client_timeout.
+		 * no answer before the request has arrived whole.  One that goes
+		 * on past eight times the limit is hung up on: reading it would
+		 * only cost us, up to remora.http_client_timeout.
 		 */
 		if (req->too_large ||
 			req->body.len + *upload_data_size > (size_t) max_body)
+		{
 			req->too_large = true;
+			req->dropped += *upload_data_size;
+		}
 		else
 			remora_buf_append(&req->body, upload_data, *upload_data_size);
 		*upload_data_size = 0;
+		if (req->dropped > 8 * (size_t) max_body)
+			return MHD_NO;
 		return req->body.failed ? MHD_NO : MHD_YES;
 	}
 	if (req->too_large)

@@ -437,6 +437,10 @@ check_eq "a body above remora.http_max_body: 413" \
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -b "$COOKIE" -H "X-CSRF-Token: $CSRF" \
 	-H 'Transfer-Encoding: chunked' --data-binary @"$T/big" "$H/api/jobs" || true)
 check_eq "a chunked body above the limit: 413" "$code" 413
+head -c 1000000 /dev/zero | tr '\0' 'a' >"$T/huge" # 15 times the limit
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -b "$COOKIE" -H "X-CSRF-Token: $CSRF" \
+	-H 'Transfer-Encoding: chunked' --data-binary @"$T/huge" "$H/api/jobs" || true)
+check_eq "a chunked body past eight times the limit: the connection is closed" "$code" 000
 check_eq "a huge declared body is refused before it is sent" \
 	"$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Length: 10000000000' -H 'Expect:' -X POST "$H/api/session" --max-time 5 || true)" 413
 check_eq "a made-up session cookie: 401" "$(call GET /api/jobs -b "remora_session=$(printf '%064d' 0)")" 401
