@@ -153,13 +153,12 @@ DECLARE
 	acc_digest	text;
 BEGIN
 	IF idem_key IS NOT NULL THEN
-		SELECT job_id, request_hash INTO existing
+		SELECT job_id, request_hash, source_kind INTO existing
 		  FROM remora.jobs WHERE owner = caller AND idempotency_key = idem_key;
 		IF FOUND THEN
 			IF existing.request_hash <> req_hash THEN
-				RAISE EXCEPTION 'idempotency key "%" was already used for %', idem_key,
-						(SELECT CASE WHEN e.source_kind = 'export' THEN 'export ' ELSE 'job ' END || e.job_id
-						   FROM remora.jobs e WHERE e.job_id = existing.job_id)
+				RAISE EXCEPTION 'idempotency key "%" was already used for % %', idem_key,
+					CASE WHEN existing.source_kind = 'export' THEN 'export' ELSE 'job' END, existing.job_id
 					USING ERRCODE = 'unique_violation',
 						  DETAIL = 'The key was reused for another request; the existing job is unchanged.',
 						  HINT = 'Use a new idempotency key for a different request.';
@@ -304,16 +303,15 @@ BEGIN
 
 	IF new_id IS NULL THEN
 		-- A concurrent submit with the same key won the insert.
-		SELECT job_id, request_hash INTO existing
+		SELECT job_id, request_hash, source_kind INTO existing
 		  FROM remora.jobs WHERE owner = caller AND idempotency_key = idem_key;
 		IF NOT FOUND THEN
 			RAISE EXCEPTION 'could not serialize access due to concurrent submit'
 				USING ERRCODE = 'serialization_failure';
 		END IF;
 		IF existing.request_hash <> req_hash THEN
-			RAISE EXCEPTION 'idempotency key "%" was already used for %', idem_key,
-					(SELECT CASE WHEN e.source_kind = 'export' THEN 'export ' ELSE 'job ' END || e.job_id
-					   FROM remora.jobs e WHERE e.job_id = existing.job_id)
+			RAISE EXCEPTION 'idempotency key "%" was already used for % %', idem_key,
+				CASE WHEN existing.source_kind = 'export' THEN 'export' ELSE 'job' END, existing.job_id
 				USING ERRCODE = 'unique_violation',
 					  DETAIL = 'The key was reused for another request; the existing job is unchanged.',
 					  HINT = 'Use a new idempotency key for a different request.';

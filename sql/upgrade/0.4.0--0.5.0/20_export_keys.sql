@@ -200,13 +200,12 @@ BEGIN
 
 	-- a replayed key returns the export, whatever has happened since
 	IF idem_key IS NOT NULL THEN
-		SELECT jb.job_id, jb.request_hash INTO existing
+		SELECT jb.job_id, jb.request_hash, jb.source_kind INTO existing
 		  FROM remora.jobs jb WHERE jb.owner = caller AND jb.idempotency_key = idem_key;
 		IF FOUND THEN
 			IF existing.request_hash <> remora._sha256(request::text) THEN
-				RAISE EXCEPTION 'idempotency key "%" was already used for %', idem_key,
-						(SELECT CASE WHEN e.source_kind = 'export' THEN 'export ' ELSE 'job ' END || e.job_id
-						   FROM remora.jobs e WHERE e.job_id = existing.job_id)
+				RAISE EXCEPTION 'idempotency key "%" was already used for % %', idem_key,
+					CASE WHEN existing.source_kind = 'export' THEN 'export' ELSE 'job' END, existing.job_id
 					USING ERRCODE = 'unique_violation',
 						  DETAIL = 'The key was reused for another request; the existing export or job is unchanged.',
 						  HINT = 'Use a new idempotency key for a different request.';
