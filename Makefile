@@ -6,7 +6,7 @@
 # from the caller (COPT=-Werror), not from here.
 
 EXTENSION = remora
-EXTVERSION = 0.5.0
+EXTVERSION = 0.6.0
 
 MODULE_big = remora
 PG_OBJS = \
@@ -103,13 +103,13 @@ OBJS = $(PG_OBJS) $(RUNNER_OBJS) $(ENGINE_OBJS) $(HTTP_OBJS)
 # sql/remora/, the upgrade from the last release from
 # sql/upgrade/$(UPGRADE)/.  At a release the upgrade script is built once
 # more, committed and frozen: it moves to DATA and its folder goes.
-PREVIOUS = 0.4.0
+PREVIOUS = 0.5.0
 UPGRADE = $(PREVIOUS)--$(EXTVERSION)
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql sql/$(EXTENSION)--$(UPGRADE).sql
 # the upgrade path from every earlier release; their install scripts are
 # in the repository's history (test/e2e/upgrade.sh installs 0.1.0 from it)
 DATA = sql/$(EXTENSION)--0.1.0--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql \
-	sql/$(EXTENSION)--0.3.0--0.4.0.sql
+	sql/$(EXTENSION)--0.3.0--0.4.0.sql sql/$(EXTENSION)--0.4.0--0.5.0.sql
 EXTRA_CLEAN = results regression.diffs regression.out output_iso \
 	$(addsuffix .tmp,$(DATA_built)) \
 	$(WORKER_OBJS) $(WORKER_PROGRAM) \

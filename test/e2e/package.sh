@@ -22,6 +22,7 @@ e2e_begin package
 PKG=postgresql-15-remora
 SYS_CONFIG=$SYSPG/bin/pg_config
 VERSION=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" remora.control)
+PREVIOUS=$(sed -n 's/^PREVIOUS = //p' Makefile)
 
 # the system's remora files now (the build's installation)
 system_files() {
@@ -72,12 +73,12 @@ contents=$(dpkg-deb -c "$DEB" | awk '{print $6}')
 for f in "$SYSPG/lib/remora.so" "$SYSPG/bin/remora-worker" \
 	"/usr/share/postgresql/15/extension/remora.control" \
 	"/usr/share/postgresql/15/extension/remora--$VERSION.sql" \
-	"/usr/share/postgresql/15/extension/remora--0.4.0--$VERSION.sql"; do
+	"/usr/share/postgresql/15/extension/remora--$PREVIOUS--$VERSION.sql"; do
 	grep -qxF ".$f" <<<"$contents" || not_ok "the package holds $f"
 done
 check_eq "it holds the library, remora-worker, the control file and the install and upgrade scripts" \
 	"$(grep -c '^\./usr/share/postgresql/15/extension/remora--.*\.sql$' <<<"$contents")" \
-	"$(ls sql/remora--*.sql | wc -l)"
+	"$(($(git ls-files 'sql/remora--*--*.sql' | wc -l) + 2))"
 
 # the build's installation goes: what is there next is the package's alone
 make -s uninstall PG_CONFIG="$SYS_CONFIG" >"$T/uninstall.log" 2>&1

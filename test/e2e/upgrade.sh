@@ -5,12 +5,13 @@
 # with a fresh install of the current version: tables, columns, defaults,
 # constraints, indexes, functions (bodies included), views, policies and
 # privileges must be identical, and the data must survive.  Until the
-# update the launcher refuses to run transfers, and says why.
+# update the launcher refuses to run transfers, and says why.  The last
+# release (the Makefile's PREVIOUS) is updated and compared so too.
 #
 # sql/ no longer holds 0.1.0's install script: it comes from the
 # repository's history (test/lib/history.sh), into the extension directory
 # of a private copy of the PostgreSQL installation, so the installation
-# itself never offers 0.1.0.
+# itself never offers 0.1.0, nor the last release.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_begin upgrade
@@ -20,6 +21,9 @@ PGBIN=$(cluster_private_install "$T/install") ||
 first="$("$PGBIN/pg_config" --sharedir)/extension/remora--0.1.0.sql"
 history_show sql/remora--0.1.0.sql "$first" ||
 	{ not_ok "0.1.0's install script from the repository's history"; exit 1; }
+previous=$(sed -n 's/^PREVIOUS = //p' Makefile)
+history_show "sql/remora--$previous.sql" "$(dirname "$first")/remora--$previous.sql" ||
+	{ not_ok "$previous's install script from the repository's history"; exit 1; }
 
 e2e_cluster <<CONF
 remora.default_bucket = 'target'
@@ -29,7 +33,8 @@ remora.s3_secret_access_key = 'not-a-real-secret'
 CONF
 current=$(grep -oP "^default_version = '\K[^']+" remora.control)
 
-psql -X -q -c "CREATE DATABASE upgraded" -c "CREATE DATABASE fresh"
+psql -X -q -c "CREATE DATABASE upgraded" -c "CREATE DATABASE fresh" -c "CREATE DATABASE previous"
+E2E_DB=previous q "CREATE EXTENSION remora VERSION '$previous'" >/dev/null
 E2E_DB=upgraded q "CREATE EXTENSION remora VERSION '0.1.0'" >/dev/null
 check_eq "0.1.0 installs" "$(E2E_DB=upgraded q "SELECT extversion FROM pg_extension WHERE extname = 'remora'")" "0.1.0"
 check_eq "the new library says the schema is old" \
@@ -95,6 +100,14 @@ if diff "$T/fresh.txt" "$T/upgraded.txt" >"$T/catalog.diff"; then
 else
 	not_ok "the upgraded catalog differs from a fresh install"
 	head -40 "$T/catalog.diff"
+fi
+E2E_DB=previous q "ALTER EXTENSION remora UPDATE" >/dev/null
+E2E_DB=previous q "$CATALOG" >"$T/previous.txt"
+if diff "$T/fresh.txt" "$T/previous.txt" >"$T/previous.diff"; then
+	ok "$previous updated equals a fresh install of $current"
+else
+	not_ok "$previous updated differs from a fresh install of $current"
+	head -40 "$T/previous.diff"
 fi
 check_eq "the update leaves remora_worker no privilege on a table, column or sequence" \
 	"$(E2E_DB=upgraded q "SELECT count(*) FROM pg_class c

@@ -1,1 +1,0 @@
-../../remora/45_rate_limits.sql

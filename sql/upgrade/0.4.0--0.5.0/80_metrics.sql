@@ -1,1 +1,0 @@
-../../remora/97_metrics.sql

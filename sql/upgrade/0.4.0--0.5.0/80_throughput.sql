@@ -1,1 +1,0 @@
-../../remora/93_throughput_view.sql

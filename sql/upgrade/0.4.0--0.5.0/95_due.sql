@@ -1,1 +1,0 @@
-../../remora/46_due.sql
