@@ -98,11 +98,14 @@ HTTP_OBJS = \
 	src/http/assets.o
 OBJS = $(PG_OBJS) $(RUNNER_OBJS) $(ENGINE_OBJS) $(HTTP_OBJS)
 
-# The scripts of the version under way are made, each from the parts in
-# its folder in the order of their names: the install script from
-# sql/remora/, the upgrade from the last release from
-# sql/upgrade/$(UPGRADE)/.  At a release the upgrade script is built once
-# more, committed and frozen: it moves to DATA and its folder goes.
+# The scripts of the version under way are made from parts, each folder's
+# in the order of their names (sql/README.md): the install script from
+# the catalog, sql/schema/, then every function, trigger, view and
+# privilege, sql/functions/; the upgrade from the last release from the
+# changes to the catalog since, sql/upgrade/$(UPGRADE)/, then the same
+# sql/functions/, so that each function is written once.  At a release
+# both are built once more, committed and frozen: the upgrade moves to
+# DATA and its folder goes.
 PREVIOUS = 0.5.0
 UPGRADE = $(PREVIOUS)--$(EXTVERSION)
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql sql/$(EXTENSION)--$(UPGRADE).sql
@@ -138,10 +141,13 @@ include $(PGXS)
 
 # A script depends on its folder as well, so that a part removed or
 # renamed makes it again.
-INSTALL_PARTS = $(sort $(wildcard $(srcdir)/sql/$(EXTENSION)/*.sql))
+SCHEMA_PARTS = $(sort $(wildcard $(srcdir)/sql/schema/*.sql))
+FUNCTION_PARTS = $(sort $(wildcard $(srcdir)/sql/functions/*.sql))
 UPGRADE_PARTS = $(sort $(wildcard $(srcdir)/sql/upgrade/$(UPGRADE)/*.sql))
-sql/$(EXTENSION)--$(EXTVERSION).sql: $(INSTALL_PARTS) $(srcdir)/sql/$(EXTENSION)
-sql/$(EXTENSION)--$(UPGRADE).sql: $(UPGRADE_PARTS) $(srcdir)/sql/upgrade/$(UPGRADE)
+sql/$(EXTENSION)--$(EXTVERSION).sql: $(SCHEMA_PARTS) $(FUNCTION_PARTS) \
+	$(srcdir)/sql/schema $(srcdir)/sql/functions
+sql/$(EXTENSION)--$(UPGRADE).sql: $(UPGRADE_PARTS) $(FUNCTION_PARTS) \
+	$(srcdir)/sql/upgrade/$(UPGRADE) $(srcdir)/sql/functions
 $(DATA_built):
 	@test -n "$(filter %.sql,$^)" || { echo "no parts for $@" >&2; exit 1; }
 	cat $(filter %.sql,$^) >$@.tmp

@@ -2,12 +2,11 @@
 #
 # The model and the code kept together.  proof/remora.pml lists its
 # transitions ("@transition Name function"); each SQL function that
-# implements one says so in the comment block above its CREATE FUNCTION in
-# the install script's parts, sql/remora/*.sql ("-- Model: Name
-# (proof/remora.pml)"), and doc/protocol.md
-# has a table row for each.  This script checks, and prints TAP lines:
+# implements one says so in the comment block above its CREATE OR REPLACE
+# FUNCTION in sql/functions/*.sql ("-- Model: Name (proof/remora.pml)"),
+# and doc/protocol.md has a table row for each.  This script checks, and prints TAP lines:
 #   - every transition is defined in the model (an inline of that name)
-#     and its function in sql/remora/ names it;
+#     and its function in sql/functions/ names it;
 #   - every "Model:" comment names a transition the model lists, for the
 #     function the model says;
 #   - every protocol function (those granted to remora_worker, and the
@@ -18,7 +17,7 @@
 set -Euo pipefail
 cd "$(dirname "$0")/.." || exit 1
 PML=proof/remora.pml
-SQL=(sql/remora/*.sql)	# in the order the Makefile joins them
+SQL=(sql/functions/*.sql)	# in the order the Makefile joins them
 DOC=doc/protocol.md
 failed=0
 ok() { echo "ok - map: $*"; }
@@ -59,8 +58,8 @@ done < <(awk '
 	/^--/ { if (match($0, /^-- Model: [A-Za-z]+ \(proof\/remora\.pml\)/)) {
 				split($0, w, " "); model = w[3] }
 			next }
-	/^CREATE FUNCTION / { fn = $3; sub(/\(.*/, "", fn);
-						  if (model != "") print fn, model; model = ""; next }
+	/^CREATE OR REPLACE FUNCTION / { fn = $5; sub(/\(.*/, "", fn);
+									 if (model != "") print fn, model; model = ""; next }
 	{ model = "" }' "${SQL[@]}")
 
 for fn in "${!T_OF[@]}"; do
@@ -69,7 +68,7 @@ for fn in "${!T_OF[@]}"; do
 	if [ "${M_OF[$fn]:-}" = "$name" ]; then
 		ok "$name is $fn"
 	else
-		not_ok "$fn does not say \"-- Model: $name (proof/remora.pml)\" above its CREATE FUNCTION"
+		not_ok "$fn does not say \"-- Model: $name (proof/remora.pml)\" above its CREATE OR REPLACE FUNCTION"
 	fi
 	grep -qE "^\| *\`?$name\`? *\|" "$DOC" || not_ok "doc/protocol.md has no row for transition $name"
 done

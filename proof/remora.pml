@@ -1,6 +1,6 @@
 /*
  * remora.pml: a Promela model of Remora's job and export protocols, as
- * the install script (sql/remora/) implements them.  Checked with Spin by
+ * the install script (sql/functions/) implements them.  Checked with Spin by
  * proof/check.sh; doc/reliability.md says what is proven and with which
  * bounds.
  *
@@ -10,7 +10,7 @@
  * atomic by its lease reservation, src/pg/leases.c), so one atomic step per
  * call is the code's own granularity.  Each transition names the
  * function that implements it ("Model: <Transition>" in the comment above
- * that function in sql/remora/); proof/map.sh checks that the two lists
+ * that function in sql/functions/); proof/map.sh checks that the two lists
  * agree.  remora.commit_many is Commit for several jobs in one transaction:
  * it holds every one of their job locks to its end, so its effect is that
  * of the same Commits one after another with nothing in between, one of

@@ -9,7 +9,7 @@
  * remora._export and remora._export_resolve with the caller's role, so
  * that the role cannot be forged.  The options, the job, the target grant
  * and the idempotency key's request are judged there
- * (sql/remora/60_export.sql).
+ * (sql/functions/60_export.sql).
  *
  *-------------------------------------------------------------------------
  */

@@ -658,7 +658,7 @@ remora_delete(PG_FUNCTION_ARGS)
  * (rotate false) or replaced (rotate true) with 32 bytes from
  * pg_strong_random, the HMAC key of the caller's webhooks; users see it as
  * 'whsec_' and their base64.
- * remora._webhook_secret keeps it (sql/remora/97_events.sql).  ERROR if
+ * remora._webhook_secret keeps it (sql/functions/97_events.sql).  ERROR if
  * the system has no strong randomness.
  */
 static Datum

@@ -88,6 +88,14 @@ UNION ALL
 SELECT 'policy ' || tablename || ' ' || policyname || ' ' || cmd || ' ' || coalesce(qual, '')
   FROM pg_policies WHERE schemaname = 'remora'
 UNION ALL
+SELECT 'trigger ' || pg_get_triggerdef(t.oid)
+  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+ WHERE c.relnamespace = 'remora'::regnamespace AND NOT t.tgisinternal
+UNION ALL
+SELECT 'dumped ' || c::regclass || ' ' || coalesce(w, '')
+  FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS x(c, w)
+ WHERE e.extname = 'remora'
+UNION ALL
 SELECT 'member ' || pg_describe_object(classid, objid, objsubid)
   FROM pg_depend WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
    AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'remora')

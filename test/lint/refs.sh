@@ -25,7 +25,7 @@ else
 	nok "test/lint/refs.py finds the 3 broken citations of a file made to have them" "found $n"
 fi
 
-# the built install script is made of sql/remora/*.sql, read there; this
+# the built install script is made of sql/schema/ and sql/functions/, read there; this
 # check's own files name broken citations on purpose
 if ! files=$(git ls-files | grep -vE '\.(png|json)$|^sql/remora--[0-9.]+\.sql$|^test/lint/refs\.') || [ -z "$files" ]; then
 	nok "the repository's citations hold (git ls-files lists nothing)"

@@ -115,6 +115,9 @@ CREATE INDEX jobs_priority_idx ON remora.jobs (priority, job_id)
 -- hard deletes waiting to be carried out (remora.staging_to_clean)
 CREATE INDEX jobs_doomed_idx ON remora.jobs (hard_delete_requested_at)
 	WHERE hard_delete_requested_at IS NOT NULL AND hard_deleted_at IS NULL;
+-- the jobs that ended, by when (remora_throughput reads the last hour's)
+CREATE INDEX jobs_finished_idx ON remora.jobs (finished_at)
+	WHERE finished_at IS NOT NULL;
 
 CREATE TABLE remora.incarnations (
 	incarnation		uuid PRIMARY KEY,
@@ -347,27 +350,18 @@ CREATE UNLOGGED TABLE remora.queue (
 );
 CREATE INDEX queue_owner_idx ON remora.queue (owner, priority DESC, job_id);
 
--- Every path that queues a job (export, retry, resolve, reconcile) names
--- the job alone; its owner comes from the job row, so that no path can
--- queue a job under another owner.  remora._submit alone names the owner:
--- the one it wrote into the job's row a statement before; the trigger is
--- not called then (a call a submit, with its executor start, saved).
--- Like the protocol's private helpers it pins no search_path (every name
--- in it is qualified): only the extension's functions write the queue,
--- and they pinned it; a SET clause cost each submit a save and restore
--- of the setting.
-CREATE FUNCTION remora._queue_owner() RETURNS trigger
-LANGUAGE plpgsql
-AS $$
-BEGIN
-	NEW.owner := (SELECT jb.owner FROM remora.jobs jb
-				   WHERE jb.job_id OPERATOR(pg_catalog.=) NEW.job_id);
-	RETURN NEW;
-END
-$$;
-CREATE TRIGGER queue_owner BEFORE INSERT ON remora.queue
-	FOR EACH ROW WHEN (NEW.owner IS NULL)
-	EXECUTE FUNCTION remora._queue_owner();
+-- (the next job due: remora.next_due)
+-- The queued jobs that wait for a time later than when they were queued:
+-- retries and the jobs reconcile queues again for later, never a submit's
+-- (queued due at once, not_before = enqueued_at).  A job outside the index
+-- was due when it was queued; the earliest one not yet due is the index's
+-- first entry past now: one descent, however long the queue.  Without an
+-- index every idle poll of every worker would scan the queue (100,000 rows
+-- and more); an index of every row would cost each submit an insert into
+-- it (a third more time to insert queue rows, measured), where this one
+-- costs a submit its predicate alone (bench/submit.sh).
+CREATE INDEX queue_later_idx ON remora.queue (not_before)
+	WHERE not_before > enqueued_at;
 
 -- A live lease is also the deployment-wide permit: their count is bounded
 -- by remora.max_active_leases.
@@ -390,42 +384,6 @@ CREATE INDEX leases_expiry_idx ON remora.leases (expires_at);
 CREATE UNLOGGED TABLE remora.coordination (
 	intact			boolean PRIMARY KEY DEFAULT true CHECK (intact)
 );
-
--- Model: CoordinationLost (proof/remora.pml)
-CREATE FUNCTION remora._coordination_lost() RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-	DELETE FROM remora.coordination;
-	RETURN NULL;
-END
-$$;
-CREATE TRIGGER queue_truncated AFTER TRUNCATE ON remora.queue
-	FOR EACH STATEMENT EXECUTE FUNCTION remora._coordination_lost();
-CREATE TRIGGER leases_truncated AFTER TRUNCATE ON remora.leases
-	FOR EACH STATEMENT EXECUTE FUNCTION remora._coordination_lost();
-
--- External workers (remora-worker) LISTEN on remora_jobs: a job queued
--- (submit, export, retry, reconcile) says 'claim', a cancel request 'cancel'.
--- NOTIFY is sent when the transaction commits, so a worker never looks for
--- a job before it is visible, and one rolled back wakes nobody.  No
--- search_path of its own, as _queue_owner.
-CREATE FUNCTION remora._notify_workers() RETURNS trigger
-LANGUAGE plpgsql
-AS $$
-BEGIN
-	PERFORM pg_catalog.pg_notify('remora_jobs', TG_ARGV[0]);
-	RETURN NULL;
-END
-$$;
-CREATE TRIGGER queue_notify AFTER INSERT ON remora.queue
-	FOR EACH STATEMENT EXECUTE FUNCTION remora._notify_workers('claim');
-CREATE TRIGGER cancel_notify AFTER UPDATE OF cancel_requested_at ON remora.jobs
-	FOR EACH ROW WHEN (OLD.cancel_requested_at IS NULL
-					   AND NEW.cancel_requested_at IS NOT NULL
-					   AND NEW.state = 'running')
-	EXECUTE FUNCTION remora._notify_workers('cancel');
 
 -- The lock that renew and reconcile hold when they re-create a lost lease:
 -- this one row, locked FOR UPDATE.  No role but the extension's owner may
@@ -503,4 +461,3 @@ GRANT SELECT ON remora.jobs, remora.attempts, remora.checkpoints,
 GRANT SELECT ON remora.exports, remora.export_refs TO remora_user;
 GRANT SELECT ON remora.incarnations, remora.target_grants TO remora_admin;
 GRANT SELECT ON remora.source_grants TO remora_admin;
-

@@ -3,7 +3,7 @@
 -- "members": [{path, bucket, key, size, sha256, etag, source}]}; every key
 -- is optional.  Repeating a call records nothing new.
 -- Model: Checkpoint (proof/remora.pml)
-CREATE FUNCTION remora.checkpoint(attempt_id uuid, fencing_token bigint,
+CREATE OR REPLACE FUNCTION remora.checkpoint(attempt_id uuid, fencing_token bigint,
 								  checkpoint jsonb)
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
@@ -62,7 +62,7 @@ $$;
 -- offers as resume state must be what the workers can read back.  An
 -- object's state names its multipart upload (upload_key, upload_id) and
 -- the validated parts of it, in order.
-CREATE FUNCTION remora._check_checkpoint(cp jsonb) RETURNS void
+CREATE OR REPLACE FUNCTION remora._check_checkpoint(cp jsonb) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 DECLARE
@@ -111,7 +111,7 @@ $$;
 -- Is v absent (SQL NULL) or a non-negative integer that fits in a bigint?
 -- Judged by its text: a number written with a fraction (2.0) keeps it,
 -- and would not cast to bigint.
-CREATE FUNCTION remora._is_count(v jsonb) RETURNS boolean
+CREATE OR REPLACE FUNCTION remora._is_count(v jsonb) RETURNS boolean
 LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -124,7 +124,7 @@ $$;
 -- Validate a member array before anything is written.  One statement
 -- over the array (the terms of the OR are evaluated in order, so a size is
 -- only cast once its text is known to be an integer's: 2.0 is not).
-CREATE FUNCTION remora._check_members(members jsonb) RETURNS void
+CREATE OR REPLACE FUNCTION remora._check_members(members jsonb) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 BEGIN
@@ -155,7 +155,7 @@ $$;
 -- The paths of a (validated) member array that the attempt recorded
 -- already with other content.  Plain SQL, so that a commit's verdict
 -- inlines it.
-CREATE FUNCTION remora._member_clashes(p_attempt uuid, p_members jsonb)
+CREATE OR REPLACE FUNCTION remora._member_clashes(p_attempt uuid, p_members jsonb)
 RETURNS SETOF text
 LANGUAGE sql STABLE
 AS $$
@@ -168,7 +168,7 @@ $$;
 
 -- Record members of an attempt; recording the same member again is a
 -- no-op, recording a path again with other content is an error.
-CREATE FUNCTION remora._record_members(attempt uuid, members jsonb)
+CREATE OR REPLACE FUNCTION remora._record_members(attempt uuid, members jsonb)
 RETURNS void
 LANGUAGE plpgsql
 AS $$
@@ -215,7 +215,7 @@ $$;
 -- with the count and bytes of that member set.  Plain SQL, so that it is
 -- inlined into its callers' statements; each row is looked up by key in a
 -- subquery of its own (OFFSET 0), so that no plan joins whole tables.
-CREATE FUNCTION remora._commit_verdict(p_attempt uuid, p_token bigint, d jsonb)
+CREATE OR REPLACE FUNCTION remora._commit_verdict(p_attempt uuid, p_token bigint, d jsonb)
 RETURNS TABLE (verdict text, recorded_members bigint, recorded_bytes numeric)
 LANGUAGE sql STABLE
 AS $$
@@ -269,7 +269,7 @@ $$;
 -- Publish the results of attempts whose verdict is 'ok' (the caller holds
 -- their jobs' locks): record each descriptor's entries and its result, and
 -- end attempt and job succeeded, one statement for them all.
-CREATE FUNCTION remora._publish(p_attempts uuid[], p_tokens bigint[],
+CREATE OR REPLACE FUNCTION remora._publish(p_attempts uuid[], p_tokens bigint[],
 								p_descriptors jsonb[])
 RETURNS void
 LANGUAGE plpgsql
@@ -323,7 +323,7 @@ $$;
 -- of the members recorded for the attempt plus its "entries", exactly.
 -- remora._commit_verdict decides; this acts on its verdict.
 -- Model: Commit (proof/remora.pml)
-CREATE FUNCTION remora.commit(attempt_id uuid, fencing_token bigint,
+CREATE OR REPLACE FUNCTION remora.commit(attempt_id uuid, fencing_token bigint,
 							  manifest jsonb)
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
@@ -385,7 +385,7 @@ $$;
 -- which settles, refuses or repeats it.  A descriptor that is not valid
 -- raises, and the call changes nothing.
 -- Model: Commit (proof/remora.pml), once per item, in one transaction
-CREATE FUNCTION remora.commit_many(attempt_ids uuid[], fencing_tokens bigint[],
+CREATE OR REPLACE FUNCTION remora.commit_many(attempt_ids uuid[], fencing_tokens bigint[],
 								   manifests jsonb[])
 RETURNS TABLE (attempt_id uuid, committed boolean)
 LANGUAGE plpgsql SECURITY DEFINER
@@ -496,7 +496,7 @@ END
 $$;
 
 -- Validate and normalise a manifest descriptor (sha256 to lower case).
-CREATE FUNCTION remora._check_manifest(manifest jsonb) RETURNS jsonb
+CREATE OR REPLACE FUNCTION remora._check_manifest(manifest jsonb) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 DECLARE
@@ -532,7 +532,7 @@ $$;
 -- from an attempt that no longer exists (pruned) returns NULL, so that a
 -- late report never wedges the worker that sends it.
 -- Model: Fail (proof/remora.pml)
-CREATE FUNCTION remora.fail(attempt_id uuid, fencing_token bigint,
+CREATE OR REPLACE FUNCTION remora.fail(attempt_id uuid, fencing_token bigint,
 							error jsonb, retryable boolean)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER

@@ -3,7 +3,7 @@
  * ------------------------------------------------------------------------ */
 
 -- A target pattern as a LIKE pattern: '*' is any continuation.
-CREATE FUNCTION remora._glob_like(pattern text) RETURNS text
+CREATE OR REPLACE FUNCTION remora._glob_like(pattern text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT replace(replace(replace(replace(pattern, '\', '\\'), '%', '\%'), '_', '\_'), '*', '%') $$;
@@ -12,7 +12,7 @@ AS $$ SELECT replace(replace(replace(replace(pattern, '\', '\\'), '%', '\%'), '_
 -- anything else needs a target grant (or remora_admin).  Only
 -- remora._submit calls it, with search_path pinned: no SET clause of its
 -- own, which cost every submit a save and restore of the setting.
-CREATE FUNCTION remora._may_write(caller oid, spec jsonb) RETURNS boolean
+CREATE OR REPLACE FUNCTION remora._may_write(caller oid, spec jsonb) RETURNS boolean
 LANGUAGE plpgsql STABLE
 AS $$
 BEGIN
@@ -30,7 +30,7 @@ END
 $$;
 
 -- A target prefix as the directory its jobs' areas are in: '' or 'p/'.
-CREATE FUNCTION remora._prefix_dir(prefix text) RETURNS text
+CREATE OR REPLACE FUNCTION remora._prefix_dir(prefix text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT CASE WHEN rtrim(prefix, '/') = '' THEN '' ELSE rtrim(prefix, '/') || '/' END $$;
@@ -48,7 +48,7 @@ AS $$ SELECT CASE WHEN rtrim(prefix, '/') = '' THEN '' ELSE rtrim(prefix, '/') |
 --
 -- remora.hf_token is superuser-only: this is called by remora._submit,
 -- which runs as the extension's owner.
-CREATE FUNCTION remora._may_read(caller oid, spec jsonb) RETURNS boolean
+CREATE OR REPLACE FUNCTION remora._may_read(caller oid, spec jsonb) RETURNS boolean
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -86,7 +86,7 @@ $$;
 -- prefix or of an exact target grant, and anything that overlaps a target
 -- grant ending in '*' (jobs may be created anywhere under it).  Returns the
 -- area reached (as '<dir><job id>/' or '<dir>…/<job id>/'), or NULL.
-CREATE FUNCTION remora._job_area_reached(spec jsonb) RETURNS text
+CREATE OR REPLACE FUNCTION remora._job_area_reached(spec jsonb) RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -132,7 +132,7 @@ $$;
 -- request the idempotency key stands for; source_url is the whole URL when
 -- it has a query string.
 -- Model: Submit (proof/remora.pml)
-CREATE FUNCTION remora._submit(caller oid, spec jsonb, request jsonb,
+CREATE OR REPLACE FUNCTION remora._submit(caller oid, spec jsonb, request jsonb,
 							   idem_key text, source_url text)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER
@@ -330,7 +330,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION remora._job_for(caller oid, job bigint) RETURNS remora.jobs
+CREATE OR REPLACE FUNCTION remora._job_for(caller oid, job bigint) RETURNS remora.jobs
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -350,7 +350,7 @@ $$;
 -- durable request that its attempt observes at its next protocol call (or
 -- its lease expiry).  Terminal jobs are unchanged.  Returns the state.
 -- Model: Cancel (proof/remora.pml)
-CREATE FUNCTION remora._cancel(caller oid, job bigint) RETURNS text
+CREATE OR REPLACE FUNCTION remora._cancel(caller oid, job bigint) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -373,7 +373,7 @@ $$;
 -- Delete: tombstone (the job leaves the default views; objects stay).  An
 -- unfinished job is cancelled first.  hard also records the request to
 -- delete the job's objects, which the workers carry out.
-CREATE FUNCTION remora._delete(caller oid, job bigint, hard boolean)
+CREATE OR REPLACE FUNCTION remora._delete(caller oid, job bigint, hard boolean)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -400,7 +400,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION remora_submit(source text, bucket text DEFAULT NULL,
+CREATE OR REPLACE FUNCTION remora_submit(source text, bucket text DEFAULT NULL,
 							  prefix text DEFAULT NULL,
 							  options jsonb DEFAULT '{}',
 							  idempotency_key text DEFAULT NULL)
@@ -408,18 +408,18 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'remora_submit'
 LANGUAGE C VOLATILE;
 
-CREATE FUNCTION remora_cancel(job bigint) RETURNS text
+CREATE OR REPLACE FUNCTION remora_cancel(job bigint) RETURNS text
 AS 'MODULE_PATHNAME', 'remora_cancel'
 LANGUAGE C VOLATILE;
 
-CREATE FUNCTION remora_delete(job bigint, hard boolean DEFAULT false)
+CREATE OR REPLACE FUNCTION remora_delete(job bigint, hard boolean DEFAULT false)
 RETURNS void
 AS 'MODULE_PATHNAME', 'remora_delete'
 LANGUAGE C VOLATILE;
 
 -- Members of the committed manifest only; runs as the caller, so
 -- row-level security decides what exists.
-CREATE FUNCTION remora_result(job bigint)
+CREATE OR REPLACE FUNCTION remora_result(job bigint)
 RETURNS TABLE (path text, bucket text, key text, size bigint, sha256 text,
 			   etag text)
 LANGUAGE plpgsql STABLE

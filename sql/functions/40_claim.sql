@@ -3,7 +3,7 @@
  * ------------------------------------------------------------------------ */
 
 -- Take the lease lock (see remora.lease_lock) until the transaction ends.
-CREATE FUNCTION remora._lock_leases() RETURNS void
+CREATE OR REPLACE FUNCTION remora._lock_leases() RETURNS void
 LANGUAGE plpgsql
 AS $$
 BEGIN
@@ -23,7 +23,7 @@ $$;
 -- been lost and not yet re-created: every running job counts too, read
 -- through its running attempt (no index names the jobs' state: remora.jobs).
 -- Model: LeasesInUse (proof/remora.pml)
-CREATE FUNCTION remora._leases_in_use() RETURNS bigint
+CREATE OR REPLACE FUNCTION remora._leases_in_use() RETURNS bigint
 LANGUAGE plpgsql STABLE
 AS $$
 BEGIN
@@ -41,7 +41,7 @@ $$;
 -- them: the lease rows while coordination state is whole, every running
 -- job too while it is not.  A small read (the leases and their jobs, by
 -- key), for the claim's share and the owners' max_running.
-CREATE FUNCTION remora._running_by_owner()
+CREATE OR REPLACE FUNCTION remora._running_by_owner()
 RETURNS TABLE (owner oid, running bigint)
 LANGUAGE plpgsql STABLE
 AS $$
@@ -66,13 +66,13 @@ $$;
 -- Lease reservations of claims in flight (src/pg/leases.c): the word to
 -- compare, a reservation made only if the word is still the one read, and
 -- room given back.  Only claim calls them.
-CREATE FUNCTION remora._lease_reservations() RETURNS bigint
+CREATE OR REPLACE FUNCTION remora._lease_reservations() RETURNS bigint
 AS 'MODULE_PATHNAME', 'remora_lease_reservations'
 LANGUAGE C VOLATILE STRICT;
-CREATE FUNCTION remora._reserve_leases(seen bigint, n integer) RETURNS boolean
+CREATE OR REPLACE FUNCTION remora._reserve_leases(seen bigint, n integer) RETURNS boolean
 AS 'MODULE_PATHNAME', 'remora_reserve_leases'
 LANGUAGE C VOLATILE STRICT;
-CREATE FUNCTION remora._release_leases(n integer) RETURNS void
+CREATE OR REPLACE FUNCTION remora._release_leases(n integer) RETURNS void
 AS 'MODULE_PATHNAME', 'remora_release_leases'
 LANGUAGE C VOLATILE STRICT;
 
@@ -93,7 +93,7 @@ LANGUAGE C VOLATILE STRICT;
 -- queue and job rows others hold.  A lease runs from when it is written
 -- (clock_timestamp()), not from a transaction start.
 -- Model: Claim (proof/remora.pml)
-CREATE FUNCTION remora.claim(incarnation uuid, max_jobs integer DEFAULT 1)
+CREATE OR REPLACE FUNCTION remora.claim(incarnation uuid, max_jobs integer DEFAULT 1)
 RETURNS TABLE (job_id bigint, attempt_id uuid, fencing_token bigint,
 			   spec jsonb, resume jsonb, lease_expires_at timestamptz)
 LANGUAGE plpgsql SECURITY DEFINER
@@ -314,7 +314,7 @@ $$;
 
 -- Plain SQL, so that the statements of claim and commit inline it for
 -- each of their jobs.
-CREATE FUNCTION remora._staging_prefix(prefix text, job bigint, attempt uuid)
+CREATE OR REPLACE FUNCTION remora._staging_prefix(prefix text, job bigint, attempt uuid)
 RETURNS text
 LANGUAGE sql IMMUTABLE
 AS $$
@@ -328,7 +328,7 @@ $$;
 -- job lock never writes a lease that has already lapsed; a lease lost with
 -- coordination state is re-created under the lease lock.
 -- Model: Renew (proof/remora.pml)
-CREATE FUNCTION remora.renew(attempt_id uuid, fencing_token bigint)
+CREATE OR REPLACE FUNCTION remora.renew(attempt_id uuid, fencing_token bigint)
 RETURNS TABLE (ok boolean, cancel_requested boolean,
 			   lease_expires_at timestamptz)
 LANGUAGE plpgsql SECURITY DEFINER

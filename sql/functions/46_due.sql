@@ -6,25 +6,13 @@
  * claims again then (src/runner/round.c).
  * ------------------------------------------------------------------------ */
 
--- The queued jobs that wait for a time later than when they were queued:
--- retries and the jobs reconcile queues again for later, never a submit's
--- (queued due at once, not_before = enqueued_at).  A job outside the index
--- was due when it was queued; the earliest one not yet due is the index's
--- first entry past now: one descent, however long the queue.  Without an
--- index every idle poll of every worker would scan the queue (100,000 rows
--- and more); an index of every row would cost each submit an insert into
--- it (a third more time to insert queue rows, measured), where this one
--- costs a submit its predicate alone (bench/submit.sh).
-CREATE INDEX queue_later_idx ON remora.queue (not_before)
-	WHERE not_before > enqueued_at;
-
 -- Milliseconds until the next queued job becomes due, by the server's
 -- clock (a worker's own may be off): 0 when none is due later but one is
 -- queued (due now, and left to claim's rules: an owner at its max_running,
 -- leases at remora.max_active_leases, a row another claim holds); NULL
 -- when nothing is queued, or the incarnation was stopped (it claims
 -- nothing).  Reads, locks and changes nothing.
-CREATE FUNCTION remora.next_due(incarnation uuid) RETURNS bigint
+CREATE OR REPLACE FUNCTION remora.next_due(incarnation uuid) RETURNS bigint
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$

@@ -1,5 +1,5 @@
 -- Administration of target grants (remora_admin).
-CREATE FUNCTION remora.grant_target(role name, bucket text,
+CREATE OR REPLACE FUNCTION remora.grant_target(role name, bucket text,
 									prefix text DEFAULT '*')
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER
@@ -30,7 +30,7 @@ $$;
 -- Register (or change) an S3-compatible store that s3:// sources may name
 -- with options.endpoint.  Its credentials are readable only by the
 -- extension's own functions and the workers: no view shows them.
-CREATE FUNCTION remora.register_source_endpoint(name text, url text,
+CREATE OR REPLACE FUNCTION remora.register_source_endpoint(name text, url text,
 		region text DEFAULT 'us-east-1', path_style boolean DEFAULT true,
 		access_key_id text DEFAULT NULL, secret_access_key text DEFAULT NULL)
 RETURNS void
@@ -75,7 +75,7 @@ $$;
 -- Trust a private CA for a registered source endpoint: PEM certificates
 -- its TLS certificate may chain to (besides remora.ca_file); NULL forgets
 -- them.  Only the workers read them: no view shows them.
-CREATE FUNCTION remora.set_source_endpoint_ca(name text, ca_pem text)
+CREATE OR REPLACE FUNCTION remora.set_source_endpoint_ca(name text, ca_pem text)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -95,7 +95,7 @@ END
 $$;
 
 -- Forget a source endpoint; jobs that name it fail when next claimed.
-CREATE FUNCTION remora.drop_source_endpoint(name text)
+CREATE OR REPLACE FUNCTION remora.drop_source_endpoint(name text)
 RETURNS boolean
 LANGUAGE sql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -105,7 +105,7 @@ AS $$
 $$;
 
 -- The registered endpoints without their credentials.
-CREATE FUNCTION remora._source_endpoints()
+CREATE OR REPLACE FUNCTION remora._source_endpoints()
 RETURNS TABLE(name text, url text, region text, path_style boolean,
 			  has_credentials boolean, created_at timestamptz)
 LANGUAGE sql STABLE SECURITY DEFINER
@@ -116,7 +116,7 @@ AS $$
 	  FROM remora.source_endpoints e
 $$;
 
-CREATE FUNCTION remora.revoke_target(role name, bucket text,
+CREATE OR REPLACE FUNCTION remora.revoke_target(role name, bucket text,
 									 prefix text DEFAULT '*')
 RETURNS boolean
 LANGUAGE sql SECURITY DEFINER
@@ -134,7 +134,7 @@ $$;
 -- s3:// and hf:// sources.  endpoint NULL is the target store, a name is a
 -- registered source endpoint, 'hf' is the Hugging Face Hub (bucket
 -- 'models' or 'datasets', a pattern over owner/name).
-CREATE FUNCTION remora.grant_source(role name, bucket text,
+CREATE OR REPLACE FUNCTION remora.grant_source(role name, bucket text,
 									prefix text DEFAULT '*',
 									endpoint text DEFAULT NULL)
 RETURNS void
@@ -184,7 +184,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION remora.revoke_source(role name, bucket text,
+CREATE OR REPLACE FUNCTION remora.revoke_source(role name, bucket text,
 									 prefix text DEFAULT '*',
 									 endpoint text DEFAULT NULL)
 RETURNS boolean
@@ -202,7 +202,7 @@ AS $$
 $$;
 
 -- A time-limited GET URL for one member of the committed manifest.
-CREATE FUNCTION remora_presign(job bigint, path text,
+CREATE OR REPLACE FUNCTION remora_presign(job bigint, path text,
 							   ttl interval DEFAULT '15 minutes')
 RETURNS text
 AS 'MODULE_PATHNAME', 'remora_presign'

@@ -10,36 +10,13 @@
  * role given the same oid does not inherit them.
  * ------------------------------------------------------------------------ */
 
-ALTER TABLE remora.role_limits ENABLE ROW LEVEL SECURITY;
--- a user reads their own row (through remora_role_limits), an admin all
-CREATE POLICY role_limits_visible ON remora.role_limits FOR SELECT
-	USING (role_id = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
-		   OR pg_catalog.pg_has_role(current_user, 'remora_admin', 'USAGE'));
-GRANT SELECT ON remora.role_limits TO remora_user;
-SELECT pg_catalog.pg_extension_config_dump('remora.role_limits', '');
-
--- One row per owner that submitted under a max_queued limit, locked by
--- each such submit until its transaction ends: the owner's submits and
--- exports then count their queued jobs one at a time, and the count is
--- exact.  A row lock and not an advisory lock, which any user could take
--- and hold to stall another's submits; no role but the extension's owner
--- may lock these rows.  The update of the counter is what a REPEATABLE
--- READ transaction that started before another submit committed trips on
--- (40001, retried by the client) instead of counting without that job.
--- Coordination only: a crash empties it, and the next submit re-creates
--- its row.
-CREATE UNLOGGED TABLE remora.submit_gates (
-	role_id			oid PRIMARY KEY,
-	submits			bigint NOT NULL DEFAULT 0
-);
-
 -- Refuse a new job of caller (remora._submit: a submit or an export) when
 -- the caller already has its max_queued jobs queued or waiting to retry:
 -- 53400, naming the limit and the count.  No limit (0) costs nothing and
 -- takes no lock.  idem_key: the new job's idempotency key; a submit with
 -- the same key that committed while this one waited is returned by the
 -- caller, never refused.
-CREATE FUNCTION remora._check_queue_limit(caller oid, idem_key text)
+CREATE OR REPLACE FUNCTION remora._check_queue_limit(caller oid, idem_key text)
 RETURNS void
 LANGUAGE plpgsql
 AS $$
@@ -84,7 +61,7 @@ END
 $$;
 
 -- The oid of an existing role; 22004 for NULL, 42704 naming an unknown one.
-CREATE FUNCTION remora._role_oid(role name) RETURNS oid
+CREATE OR REPLACE FUNCTION remora._role_oid(role name) RETURNS oid
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -105,7 +82,7 @@ $$;
 -- Set a role's own limits; a NULL argument leaves that limit as it is
 -- (its own value, or the default).  reset_role_limits returns them all to
 -- the defaults.
-CREATE FUNCTION remora.set_role_limits(role name, weight integer DEFAULT NULL,
+CREATE OR REPLACE FUNCTION remora.set_role_limits(role name, weight integer DEFAULT NULL,
 									   max_running integer DEFAULT NULL,
 									   max_queued integer DEFAULT NULL,
 									   max_bytes_per_second bigint DEFAULT NULL)
@@ -151,7 +128,7 @@ END
 $$;
 
 -- A role's limits back to the defaults (remora.default_role_*).
-CREATE FUNCTION remora.reset_role_limits(role name)
+CREATE OR REPLACE FUNCTION remora.reset_role_limits(role name)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

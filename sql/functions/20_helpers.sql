@@ -2,22 +2,22 @@
  * Internal helpers (run inside the SECURITY DEFINER functions)
  * ------------------------------------------------------------------------ */
 
-CREATE FUNCTION remora._sha256(t text) RETURNS text
+CREATE OR REPLACE FUNCTION remora._sha256(t text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT encode(sha256(convert_to(t, 'UTF8')), 'hex') $$;
 
-CREATE FUNCTION remora._may_act(caller oid, job_owner oid) RETURNS boolean
+CREATE OR REPLACE FUNCTION remora._may_act(caller oid, job_owner oid) RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT caller = job_owner OR pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE') $$;
 
-CREATE FUNCTION remora._setting_interval(name text) RETURNS interval
+CREATE OR REPLACE FUNCTION remora._setting_interval(name text) RETURNS interval
 LANGUAGE plpgsql STABLE
 AS $$ BEGIN RETURN current_setting(name)::interval; END $$;
 
 -- Exponential backoff with equal jitter, never shorter than a Retry-After.
-CREATE FUNCTION remora._backoff(attempt_no integer, retry_after numeric)
+CREATE OR REPLACE FUNCTION remora._backoff(attempt_no integer, retry_after numeric)
 RETURNS interval
 LANGUAGE plpgsql VOLATILE
 AS $$
@@ -43,7 +43,7 @@ $$;
 -- settles): every call of the protocol that needs authority, commit and
 -- commit_many included, judges by this one rule.  Plain SQL, so that it is
 -- inlined into the statements that use it.
-CREATE FUNCTION remora._authority(j remora.jobs, a remora.attempts,
+CREATE OR REPLACE FUNCTION remora._authority(j remora.jobs, a remora.attempts,
 								  p_token bigint, lease_expires timestamptz)
 RETURNS text
 LANGUAGE sql STABLE
@@ -64,7 +64,7 @@ $$;
 -- lease expired or cancellation requested and settled the attempt.
 -- A missing lease row is coordination loss, not expiry: it never revokes.
 -- Model: Authorize (proof/remora.pml)
-CREATE FUNCTION remora._authorize(p_attempt uuid, p_token bigint,
+CREATE OR REPLACE FUNCTION remora._authorize(p_attempt uuid, p_token bigint,
 								  OUT verdict text, OUT j remora.jobs,
 								  OUT a remora.attempts)
 LANGUAGE plpgsql
@@ -105,7 +105,7 @@ $$;
 -- stopping worker handed it back, class 'worker') and an export being
 -- verified end outcome_unknown instead: never retried.
 -- Model: Settle (proof/remora.pml)
-CREATE FUNCTION remora._settle(j remora.jobs, a remora.attempts, outcome text,
+CREATE OR REPLACE FUNCTION remora._settle(j remora.jobs, a remora.attempts, outcome text,
 							   err jsonb, retryable boolean)
 RETURNS text
 LANGUAGE plpgsql

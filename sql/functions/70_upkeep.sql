@@ -2,7 +2,7 @@
 -- Returns the number of repairs made.  Safe to run at any time, by any
 -- number of callers.
 -- Model: Reconcile (proof/remora.pml)
-CREATE FUNCTION remora.reconcile() RETURNS integer
+CREATE OR REPLACE FUNCTION remora.reconcile() RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -98,7 +98,7 @@ $$;
 -- paused for longer may still write afterwards; commit refuses it, and its
 -- objects are left to the store's lifecycle rules.)
 -- Model: StagingToClean (proof/remora.pml)
-CREATE FUNCTION remora.staging_to_clean(max_rows integer DEFAULT 1)
+CREATE OR REPLACE FUNCTION remora.staging_to_clean(max_rows integer DEFAULT 1)
 RETURNS TABLE (attempt_id uuid, job_id bigint, bucket text, prefix text)
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -163,7 +163,7 @@ $$;
 
 -- Record a hard delete's objects gone (or a failed try, retried after a
 -- backoff that doubles up to an hour).  The job row stays as a tombstone.
-CREATE FUNCTION remora.job_objects_deleted(job_id bigint, ok boolean DEFAULT true)
+CREATE OR REPLACE FUNCTION remora.job_objects_deleted(job_id bigint, ok boolean DEFAULT true)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -186,7 +186,7 @@ $$;
 -- Record a cleanup: done, or failed (tried again after a backoff that
 -- doubles up to an hour).
 -- Model: StagingCleaned (proof/remora.pml)
-CREATE FUNCTION remora.staging_cleaned(attempt_id uuid, ok boolean DEFAULT true)
+CREATE OR REPLACE FUNCTION remora.staging_cleaned(attempt_id uuid, ok boolean DEFAULT true)
 RETURNS void
 LANGUAGE sql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -204,7 +204,7 @@ $$;
 -- job row stays as a tombstone (its state, owner, idempotency key, last
 -- error); the attempts go, except the one whose result is still offered.
 -- A job whose staging or hard delete is not finished waits.
-CREATE FUNCTION remora.prune(max_jobs integer DEFAULT 100) RETURNS integer
+CREATE OR REPLACE FUNCTION remora.prune(max_jobs integer DEFAULT 100) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$

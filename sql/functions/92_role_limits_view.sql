@@ -7,7 +7,7 @@
 -- failed attempt), the ones max_queued limits; bytes_per_second is the
 -- current rate of the role's running attempts, as remora_progress shows
 -- them.  A role dropped since is not shown.
-CREATE VIEW remora_role_limits WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW remora_role_limits WITH (security_invoker = true) AS
 SELECT r.rolname AS role,
 	   coalesce(l.weight,
 				nullif(current_setting('remora.default_role_weight', true), '')::integer,

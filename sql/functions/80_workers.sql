@@ -1,5 +1,5 @@
 -- Checkpoint-writer statistics since the server started, from shared memory.
-CREATE FUNCTION remora._checkpoint_stats()
+CREATE OR REPLACE FUNCTION remora._checkpoint_stats()
 RETURNS TABLE (transactions bigint, checkpoints bigint, max_batch bigint,
 			   commit_ms_total double precision, commit_ms_max double precision,
 			   refusals bigint)
@@ -8,7 +8,7 @@ LANGUAGE C VOLATILE;
 
 -- Live progress of running attempts, from shared memory: the caller's own
 -- jobs (an administrator's: all).
-CREATE FUNCTION remora._progress()
+CREATE OR REPLACE FUNCTION remora._progress()
 RETURNS TABLE (job_id bigint, attempt_id uuid, fencing_token bigint,
 			   bytes_done bigint, bytes_total bigint, rate double precision,
 			   restarted boolean, started_at timestamptz,
@@ -21,7 +21,7 @@ LANGUAGE C VOLATILE;
 -- Secrets: executable by remora_worker only (and checked again inside);
 -- not SECURITY DEFINER: the C function reads the settings (and the secret
 -- key file) itself.  doc/security.md: connect with sslmode=verify-full.
-CREATE FUNCTION remora.worker_settings(
+CREATE OR REPLACE FUNCTION remora.worker_settings(
 	OUT s3_endpoint text, OUT s3_region text, OUT s3_path_style boolean,
 	OUT s3_access_key_id text, OUT s3_secret_access_key text,
 	OUT default_bucket text, OUT default_prefix text, OUT part_size bigint,
@@ -48,7 +48,7 @@ LANGUAGE C VOLATILE;
 -- 'external' (remora-worker, which says on which host it runs, under which
 -- label, and its version).  An incarnation already recorded is an error:
 -- each is new.
-CREATE FUNCTION remora.start_incarnation(incarnation uuid, pid integer,
+CREATE OR REPLACE FUNCTION remora.start_incarnation(incarnation uuid, pid integer,
 										 kind text, host text, label text,
 										 version text)
 RETURNS void
@@ -71,7 +71,7 @@ $$;
 
 -- The incarnation is alive: true if recorded, false if it has been ended
 -- (the worker then starts another; its claims would be refused).
-CREATE FUNCTION remora.heartbeat(incarnation uuid) RETURNS boolean
+CREATE OR REPLACE FUNCTION remora.heartbeat(incarnation uuid) RETURNS boolean
 LANGUAGE sql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -84,7 +84,7 @@ $$;
 
 -- Record the end of an incarnation, unless already recorded (true: ended
 -- now).  remora.reconcile then takes its leases as lapsed.
-CREATE FUNCTION remora.end_incarnation(incarnation uuid) RETURNS boolean
+CREATE OR REPLACE FUNCTION remora.end_incarnation(incarnation uuid) RETURNS boolean
 LANGUAGE sql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -98,7 +98,7 @@ $$;
 -- The launcher, first in a server lifetime: every background worker
 -- incarnation of the previous lifetime has ended.  Not for remora_worker
 -- (an external worker cannot know that); returns how many were recorded.
-CREATE FUNCTION remora.end_previous_lifetime() RETURNS integer
+CREATE OR REPLACE FUNCTION remora.end_previous_lifetime() RETURNS integer
 LANGUAGE sql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -113,7 +113,7 @@ $$;
 -- attempt_id to reuse: for each of paths (pos: its place in paths, from 1,
 -- the first if repeated), the copy of the newest other attempt, in the
 -- job's bucket.  Paths with none are absent.
-CREATE FUNCTION remora.earlier_members(job_id bigint, attempt_id uuid, paths text[])
+CREATE OR REPLACE FUNCTION remora.earlier_members(job_id bigint, attempt_id uuid, paths text[])
 RETURNS TABLE (pos integer, path text, key text, etag text, sha256 text,
 			   size bigint, source jsonb)
 LANGUAGE sql STABLE SECURITY DEFINER
@@ -133,7 +133,7 @@ $$;
 -- secret (a worker signs its requests with it): no row if there is none.
 -- region, access_key_id and secret_access_key are '' rather than null; ca_pem
 -- is null when the endpoint has no CAs of its own.
-CREATE FUNCTION remora.source_endpoint_settings(name text)
+CREATE OR REPLACE FUNCTION remora.source_endpoint_settings(name text)
 RETURNS TABLE (url text, region text, path_style boolean,
 			   access_key_id text, secret_access_key text, ca_pem text)
 LANGUAGE sql STABLE SECURITY DEFINER

@@ -18,7 +18,7 @@
 -- its own (every name in it is qualified): only the extension's
 -- functions, which pinned it, write the jobs, and a SET clause cost every
 -- submit a save and restore of the setting.
-CREATE FUNCTION remora._notify_event() RETURNS trigger
+CREATE OR REPLACE FUNCTION remora._notify_event() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
 BEGIN
@@ -28,76 +28,18 @@ BEGIN
 	RETURN NULL;
 END
 $$;
-CREATE TRIGGER jobs_event_insert AFTER INSERT ON remora.jobs
+CREATE OR REPLACE TRIGGER jobs_event_insert AFTER INSERT ON remora.jobs
 	FOR EACH ROW EXECUTE FUNCTION remora._notify_event();
-CREATE TRIGGER jobs_event_state AFTER UPDATE OF state ON remora.jobs
+CREATE OR REPLACE TRIGGER jobs_event_state AFTER UPDATE OF state ON remora.jobs
 	FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state)
 	EXECUTE FUNCTION remora._notify_event();
-
--- Each role's webhook secret: 32 random bytes, the HMAC key; users see it
--- as 'whsec_' || base64 (remora_webhook_secret).  No role may read the
--- table: the owner's functions hand a role its own, and a worker the
--- secret of the delivery it claimed.
-CREATE TABLE remora.webhook_secrets (
-	owner			oid PRIMARY KEY,
-	secret			bytea NOT NULL CHECK (pg_catalog.length(secret) = 32),
-	created_at		timestamptz NOT NULL DEFAULT now()
-);
-
--- A webhook owed: one per terminal state a job with options.notify_url
--- reached.  The body is fixed when the job ends, so that every try sends
--- the same bytes under the same webhook_id.  Tried until delivered (a 2xx
--- answer), refused (another answer that is not worth repeating) or
--- give_up_at, with backoff between tries (remora.webhook_tried).  No
--- foreign key to remora.jobs: a job's row is never deleted (retention
--- prunes its history, not the row), and the webhooks are a log that a
--- TRUNCATE of the jobs need not cascade to.
-CREATE TABLE remora.webhooks (
-	webhook_id		text PRIMARY KEY,
-	job_id			bigint NOT NULL,
-	state			text NOT NULL,
-	finished_at		timestamptz,
-	url				text NOT NULL,
-	body			text NOT NULL,
-	created_at		timestamptz NOT NULL DEFAULT now(),
-	give_up_at		timestamptz NOT NULL,
-	next_try_at		timestamptz NOT NULL DEFAULT now(),
-	tries			integer NOT NULL DEFAULT 0,	-- tries handed out so far
-	claimed_until	timestamptz,	-- a worker is trying it until then
-	delivered_at	timestamptz,
-	ended_at		timestamptz,	-- delivered, refused or given up
-	UNIQUE NULLS NOT DISTINCT (job_id, state, finished_at)
-);
-CREATE INDEX webhooks_job_idx ON remora.webhooks (job_id);
-CREATE INDEX webhooks_due_idx ON remora.webhooks (next_try_at)
-	WHERE ended_at IS NULL;
-
--- Each try of a webhook, as the worker that made it reported it.
-CREATE TABLE remora.webhook_tries (
-	webhook_id		text NOT NULL,
-	attempt			integer NOT NULL,
-	http_status		integer,
-	error			text,
-	tried_at		timestamptz NOT NULL DEFAULT now(),
-	next_try_at		timestamptz,	-- NULL: not tried again
-	delivered		boolean NOT NULL,
-	PRIMARY KEY (webhook_id, attempt)
-);
-
-ALTER TABLE remora.webhook_secrets ENABLE ROW LEVEL SECURITY;
-ALTER TABLE remora.webhooks ENABLE ROW LEVEL SECURITY;
-CREATE POLICY webhooks_visible ON remora.webhooks FOR SELECT
-	USING (EXISTS (SELECT 1 FROM remora.jobs j WHERE j.job_id = webhooks.job_id));
-ALTER TABLE remora.webhook_tries ENABLE ROW LEVEL SECURITY;
-CREATE POLICY webhook_tries_visible ON remora.webhook_tries FOR SELECT
-	USING (EXISTS (SELECT 1 FROM remora.webhooks w WHERE w.webhook_id = webhook_tries.webhook_id));
 
 -- The caller's secret as 'whsec_' || base64, created from fresh (32 random
 -- bytes from remora_webhook_secret, C) on first use, or replaced by it
 -- when rotate.  Called by remora_webhook_secret, remora_rotate_webhook_secret
 -- and by remora_submit and remora_export for a notify_url, so that a
 -- webhook owed always has a secret to sign with.
-CREATE FUNCTION remora._webhook_secret(caller oid, fresh bytea, rotate boolean)
+CREATE OR REPLACE FUNCTION remora._webhook_secret(caller oid, fresh bytea, rotate boolean)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -123,10 +65,10 @@ $$;
 
 -- The caller's webhook secret, created on first use; and a new one in its
 -- place (C: 32 bytes from pg_strong_random, then remora._webhook_secret).
-CREATE FUNCTION remora_webhook_secret() RETURNS text
+CREATE OR REPLACE FUNCTION remora_webhook_secret() RETURNS text
 AS 'MODULE_PATHNAME', 'remora_webhook_secret'
 LANGUAGE C VOLATILE;
-CREATE FUNCTION remora_rotate_webhook_secret() RETURNS text
+CREATE OR REPLACE FUNCTION remora_rotate_webhook_secret() RETURNS text
 AS 'MODULE_PATHNAME', 'remora_rotate_webhook_secret'
 LANGUAGE C VOLATILE;
 
@@ -135,7 +77,7 @@ LANGUAGE C VOLATILE;
 -- recorded, and a job that changed state again before COMMIT owes one
 -- webhook, for its last state.  Runs as the extension's owner: a cancel
 -- commits in the user's own transaction.
-CREATE FUNCTION remora._webhook_owed() RETURNS trigger
+CREATE OR REPLACE FUNCTION remora._webhook_owed() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -169,12 +111,23 @@ BEGIN
 	RETURN NULL;
 END
 $$;
-CREATE CONSTRAINT TRIGGER jobs_webhook AFTER UPDATE OF state ON remora.jobs
-	DEFERRABLE INITIALLY DEFERRED
-	FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state
-					   AND NEW.state IN ('succeeded', 'failed', 'cancelled',
-										 'outcome_unknown'))
-	EXECUTE FUNCTION remora._webhook_owed();
+-- PostgreSQL cannot replace a constraint trigger (CREATE OR REPLACE
+-- CONSTRAINT TRIGGER is refused): it is created when missing, and an
+-- upgrade that changes it drops it first (sql/README.md).
+DO $jobs_webhook$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
+					WHERE tgrelid = 'remora.jobs'::pg_catalog.regclass
+					  AND tgname = 'jobs_webhook') THEN
+		CREATE CONSTRAINT TRIGGER jobs_webhook AFTER UPDATE OF state ON remora.jobs
+			DEFERRABLE INITIALLY DEFERRED
+			FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state
+							   AND NEW.state IN ('succeeded', 'failed', 'cancelled',
+												 'outcome_unknown'))
+			EXECUTE FUNCTION remora._webhook_owed();
+	END IF;
+END
+$jobs_webhook$;
 
 -- Worker protocol: claim up to max_webhooks webhooks due now, for a
 -- minute (a try's request must end well within it), with the secret of
@@ -182,7 +135,7 @@ CREATE CONSTRAINT TRIGGER jobs_webhook AFTER UPDATE OF state ON remora.jobs
 -- never sends one user's job to another user's receiver.  attempt numbers
 -- the try (1, 2, ...): a try that outlives its claim is recorded, but the
 -- schedule follows the latest.
-CREATE FUNCTION remora.webhooks_due(incarnation uuid, max_webhooks integer)
+CREATE OR REPLACE FUNCTION remora.webhooks_due(incarnation uuid, max_webhooks integer)
 RETURNS TABLE (webhook_id text, job_id bigint, url text, body text,
 			   secret bytea, attempt integer)
 LANGUAGE plpgsql SECURITY DEFINER
@@ -223,7 +176,7 @@ $$;
 -- 24 hours after the job ended.  Anything else (a 4xx answer, a URL the
 -- outbound-source policy refuses at connect time) ends the webhook.
 -- Returns when it is tried next, NULL if not.
-CREATE FUNCTION remora.webhook_tried(webhook_id text, attempt integer,
+CREATE OR REPLACE FUNCTION remora.webhook_tried(webhook_id text, attempt integer,
 									 http_status integer, error text,
 									 retry boolean)
 RETURNS timestamptz
@@ -270,15 +223,11 @@ END
 $$;
 
 -- Each try of each webhook of the caller's jobs (row-level security).
-CREATE VIEW remora_webhook_deliveries WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW remora_webhook_deliveries WITH (security_invoker = true) AS
 SELECT w.job_id, t.webhook_id, t.attempt, t.http_status, t.error,
 	   t.tried_at, t.next_try_at, t.delivered
   FROM remora.webhook_tries t
   JOIN remora.webhooks w ON w.webhook_id = t.webhook_id;
-
-SELECT pg_catalog.pg_extension_config_dump('remora.webhook_secrets', '');
-SELECT pg_catalog.pg_extension_config_dump('remora.webhooks', '');
-SELECT pg_catalog.pg_extension_config_dump('remora.webhook_tries', '');
 
 REVOKE ALL ON FUNCTION remora._notify_event(), remora._webhook_secret(oid, bytea, boolean),
 	remora._webhook_owed(), remora.webhooks_due(uuid, integer),
@@ -289,6 +238,5 @@ GRANT EXECUTE ON FUNCTION remora_webhook_secret(), remora_rotate_webhook_secret(
 	TO remora_user;
 GRANT EXECUTE ON FUNCTION remora.webhooks_due(uuid, integer),
 	remora.webhook_tried(text, integer, integer, text, boolean) TO remora_worker;
-GRANT SELECT ON remora.webhooks, remora.webhook_tries, remora_webhook_deliveries
-	TO remora_user;
+GRANT SELECT ON remora_webhook_deliveries TO remora_user;
 REVOKE ALL ON remora_webhook_deliveries FROM PUBLIC;

@@ -12,10 +12,7 @@
 -- a long history: only jobs unfinished (jobs_unfinished_idx) or finished in
 -- the hour (jobs_finished_idx) are read.  Exports are not jobs here, as
 -- in remora_stats; deleted jobs are (they ran).
-CREATE INDEX jobs_finished_idx ON remora.jobs (finished_at)
-	WHERE finished_at IS NOT NULL;
-
-CREATE VIEW remora_throughput WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW remora_throughput WITH (security_invoker = true) AS
 WITH recent AS (
 	SELECT j.job_id, j.state, j.submitted_at, j.started_at, j.finished_at,
 		   j.current_attempt

@@ -10,7 +10,7 @@
 -- Not the members: the worker reads them a page at a time
 -- (remora.export_members), so that neither the spec nor the worker's
 -- memory grows with their number.
-CREATE FUNCTION remora._export_spec(export bigint) RETURNS jsonb
+CREATE OR REPLACE FUNCTION remora._export_spec(export bigint) RETURNS jsonb
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -33,7 +33,7 @@ $$;
 -- current running attempt with its token, not cancelled, its lease not
 -- expired, is answered; any other gets no rows (its checkpoint and commit
 -- would be refused).  It locks nothing and changes nothing.
-CREATE FUNCTION remora.export_members(attempt_id uuid, fencing_token bigint,
+CREATE OR REPLACE FUNCTION remora.export_members(attempt_id uuid, fencing_token bigint,
 									  after text DEFAULT NULL,
 									  max_rows integer DEFAULT 1000)
 RETURNS TABLE (path text, bucket text, key text, size bigint, sha256 text,
@@ -88,7 +88,7 @@ $$;
 
 -- Record conclusive per-member answers of an export: [{path, key, etag,
 -- version_id, size, outcome}], by path (a later answer replaces one).
-CREATE FUNCTION remora._record_refs(export bigint, p_refs jsonb) RETURNS void
+CREATE OR REPLACE FUNCTION remora._record_refs(export bigint, p_refs jsonb) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -136,7 +136,7 @@ $$;
 -- sha256 the export's output digest; the references and the success are
 -- one transaction.  The exact repeat of a successful call is true.
 -- Model: CommitExport (proof/remora.pml)
-CREATE FUNCTION remora._commit_export(p_attempt uuid, p_token bigint,
+CREATE OR REPLACE FUNCTION remora._commit_export(p_attempt uuid, p_token bigint,
 									  manifest jsonb)
 RETURNS boolean
 LANGUAGE plpgsql
@@ -191,7 +191,7 @@ $$;
 -- the area where Remora keeps its jobs, or a key another role's export
 -- published or is publishing (remora.export_keys).
 -- Model: Export (proof/remora.pml)
-CREATE FUNCTION remora._export(caller oid, job bigint, bucket text,
+CREATE OR REPLACE FUNCTION remora._export(caller oid, job bigint, bucket text,
 							   prefix text, options jsonb, idem_key text)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER
@@ -393,7 +393,7 @@ $$;
 -- 'fail' are an administrator's decisions.  Each is recorded with who
 -- decided.  Returns the export's state after the call.
 -- Model: Resolve (proof/remora.pml)
-CREATE FUNCTION remora._export_resolve(caller oid, export bigint, action text)
+CREATE OR REPLACE FUNCTION remora._export_resolve(caller oid, export bigint, action text)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -454,14 +454,14 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION remora_export(job bigint, bucket text, prefix text,
+CREATE OR REPLACE FUNCTION remora_export(job bigint, bucket text, prefix text,
 							  options jsonb DEFAULT '{}',
 							  idempotency_key text DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'remora_export'
 LANGUAGE C VOLATILE;
 
-CREATE FUNCTION remora_export_resolve(export bigint, action text)
+CREATE OR REPLACE FUNCTION remora_export_resolve(export bigint, action text)
 RETURNS text
 AS 'MODULE_PATHNAME', 'remora_export_resolve'
 LANGUAGE C VOLATILE;

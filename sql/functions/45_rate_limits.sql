@@ -17,7 +17,7 @@
 -- A shared cap divides evenly, at least a byte a second each: an attempt
 -- that takes less than its share leaves the rest unused until the count
 -- changes.
-CREATE FUNCTION remora.rate_limits(attempt_ids uuid[])
+CREATE OR REPLACE FUNCTION remora.rate_limits(attempt_ids uuid[])
 RETURNS TABLE (attempt_id uuid, max_bytes_per_second bigint)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

@@ -2,7 +2,7 @@
  * Views (security_invoker: row-level security applies to the reader)
  * ------------------------------------------------------------------------ */
 
-CREATE VIEW remora_jobs WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW remora_jobs WITH (security_invoker = true) AS
 SELECT j.job_id,
 	   pg_catalog.pg_get_userbyid(j.owner) AS owner,
 	   j.source,
@@ -61,7 +61,7 @@ SELECT j.job_id,
 			AND j.state = 'running'
  WHERE j.deleted_at IS NULL AND j.source_kind <> 'export';
 
-CREATE VIEW remora_progress WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW remora_progress WITH (security_invoker = true) AS
 SELECT p.job_id,
 	   p.attempt_id,
 	   p.fencing_token,
@@ -82,7 +82,7 @@ SELECT p.job_id,
   JOIN remora.jobs j ON j.job_id = p.job_id AND j.current_attempt = p.attempt_id
   LEFT JOIN remora.attempts a ON a.attempt_id = p.attempt_id;
 
-CREATE VIEW remora_attempts WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW remora_attempts WITH (security_invoker = true) AS
 SELECT a.attempt_id,
 	   a.job_id,
 	   a.attempt_no,
@@ -105,7 +105,7 @@ SELECT a.attempt_id,
   LEFT JOIN remora.leases l ON l.attempt_id = a.attempt_id
  WHERE NOT EXISTS (SELECT 1 FROM remora.exports e WHERE e.export_id = a.job_id);
 
-CREATE VIEW remora_workers WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW remora_workers WITH (security_invoker = true) AS
 SELECT i.incarnation,
 	   i.pid,
 	   i.kind,
@@ -125,7 +125,7 @@ SELECT i.incarnation,
 			ELSE 'running' END AS state
   FROM remora.incarnations i;
 
-CREATE VIEW remora_stats WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW remora_stats WITH (security_invoker = true) AS
 SELECT count(*) FILTER (WHERE state = 'queued') AS queued,
 	   count(*) FILTER (WHERE state = 'running') AS running,
 	   count(*) FILTER (WHERE state = 'retrying') AS retrying,
@@ -148,7 +148,7 @@ SELECT count(*) FILTER (WHERE state = 'queued') AS queued,
   FROM remora.jobs
  WHERE deleted_at IS NULL AND source_kind <> 'export';
 
-CREATE VIEW remora_exports WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW remora_exports WITH (security_invoker = true) AS
 SELECT j.job_id AS export_id,
 	   e.job_id,
 	   pg_catalog.pg_get_userbyid(j.owner) AS owner,
@@ -181,7 +181,7 @@ SELECT j.job_id AS export_id,
   JOIN remora.exports e ON e.export_id = j.job_id
  WHERE j.deleted_at IS NULL;
 
-CREATE VIEW remora_export_attempts WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW remora_export_attempts WITH (security_invoker = true) AS
 SELECT a.attempt_id,
 	   a.job_id AS export_id,
 	   a.attempt_no,
@@ -201,7 +201,7 @@ SELECT a.attempt_id,
   JOIN remora.exports e ON e.export_id = a.job_id
   LEFT JOIN remora.leases l ON l.attempt_id = a.attempt_id;
 
-CREATE VIEW remora_target_grants WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW remora_target_grants WITH (security_invoker = true) AS
 SELECT pg_catalog.pg_get_userbyid(g.grantee) AS role,
 	   g.bucket,
 	   g.prefix_pattern,
@@ -209,7 +209,7 @@ SELECT pg_catalog.pg_get_userbyid(g.grantee) AS role,
 	   g.granted_at
   FROM remora.target_grants g;
 
-CREATE VIEW remora_source_grants WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW remora_source_grants WITH (security_invoker = true) AS
 SELECT pg_catalog.pg_get_userbyid(g.grantee) AS role,
 	   g.bucket,
 	   g.prefix_pattern,
@@ -218,10 +218,10 @@ SELECT pg_catalog.pg_get_userbyid(g.grantee) AS role,
 	   g.granted_at
   FROM remora.source_grants g;
 
-CREATE VIEW remora_source_endpoints WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW remora_source_endpoints WITH (security_invoker = true) AS
 SELECT * FROM remora._source_endpoints();
 
-CREATE VIEW remora_checkpoint_stats WITH (security_invoker = true) AS
+CREATE OR REPLACE VIEW remora_checkpoint_stats WITH (security_invoker = true) AS
 SELECT s.transactions,
 	   s.checkpoints,
 	   round(s.checkpoints::numeric / nullif(s.transactions, 0), 2) AS mean_batch,

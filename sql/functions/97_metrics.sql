@@ -7,7 +7,7 @@
 -- backslash, double quote and line feed escaped (the format's only
 -- escapes; anything else, a carriage return included, may stand as it is).
 -- Worker labels and error classes come from workers: never trusted.
-CREATE FUNCTION remora._metric_label(v text) RETURNS text
+CREATE OR REPLACE FUNCTION remora._metric_label(v text) RETURNS text
 LANGUAGE sql IMMUTABLE
 AS $$
 	SELECT pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
@@ -16,7 +16,7 @@ $$;
 
 -- The HELP and TYPE lines of one metric family, then its samples (lines
 -- each ending in a line feed; none: the family is announced all the same).
-CREATE FUNCTION remora._metric_family(name text, kind text, help text,
+CREATE OR REPLACE FUNCTION remora._metric_family(name text, kind text, help text,
 									  samples text) RETURNS text
 LANGUAGE sql IMMUTABLE
 AS $$
@@ -29,7 +29,7 @@ $$;
 -- Counters are counts over the tables (attempts, results): they go down
 -- only when remora.retention prunes history, which Prometheus takes for a
 -- counter reset.  Label values are escaped by remora._metric_label.
-CREATE FUNCTION remora.metrics_text() RETURNS text
+CREATE OR REPLACE FUNCTION remora.metrics_text() RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
