@@ -63,3 +63,13 @@ if [ -n "$control" ] && [ "$meta $provided $make $deb" = "$control $control $con
 else
 	nok "one version everywhere" "remora.control $control, META.json $meta (provides $provided), Makefile $make, debian/changelog $deb"
 fi
+
+# one license everywhere: the PostgreSQL License (LICENSE, META.json,
+# debian/copyright's every Files paragraph)
+license=$(jq -r .license META.json)
+if [ "$license" = postgresql ] && head -1 LICENSE 2>/dev/null | grep -qx 'PostgreSQL License' &&
+	! awk '/^Files:/ { f = 1 } f && /^License:/ { print; f = 0 }' debian/copyright | grep -vqx 'License: PostgreSQL'; then
+	ok "LICENSE, META.json and debian/copyright give the PostgreSQL License"
+else
+	nok "LICENSE, META.json and debian/copyright give the PostgreSQL License" "META.json: $license"
+fi
