@@ -128,13 +128,23 @@ xx000_records() {
 	END { flush() }' "$1"
 }
 
+# PostgreSQL's parser and planner: the source files (src/backend/parser/,
+# src/backend/optimizer/) whose errors a statement meets before anything
+# it calls runs
+PG_FRONT='(parse_[a-z_]+|analyze|parser|gram|scan|scansup|planner|planmain|planagg|createplan|setrefs|subselect|initsplan|analyzejoins|prepjointree|prepqual|preptlist|prepunion|prepagg|clauses|pathnode|allpaths|costsize|indxpath|joinpath|joinrels|equivclass|pathkeys|tidpath|plancat|relnode|restrictinfo|tlist|var|appendinfo|inherit|paramassign|placeholder|orclauses)\.[cly]'
+
 # remora_errors LOG: the XX000 errors of LOG that come from Remora, their
 # ERROR and LOCATION lines: raised in its C code, inside one of its SQL
 # functions or triggers (CONTEXT), or by a statement that called one of
 # its functions.  Not one that PostgreSQL raised in a function the
 # statement called itself, or in a statement that only named Remora's
 # tables: sqlsmith calls pg_catalog.intervaltypmodout(13), say, in an
-# UPDATE of remora.checkpoints, and that XX000 is PostgreSQL's.
+# UPDATE of remora.checkpoints, and that XX000 is PostgreSQL's.  Nor one
+# that PostgreSQL's parser or planner raised outside Remora's functions
+# (no CONTEXT names one): the statement failed before it called any,
+# however many it names (coerce_type's "failed to find conversion
+# function from unknown to text", for a value sqlsmith built with
+# pg_catalog.unknownin beside a call of remora.reconcile()).
 remora_errors() {
 	local err loc ctx stmt fn
 	xx000_records "$1" | while IFS=$'\037' read -r err loc ctx stmt; do
@@ -142,6 +152,7 @@ remora_errors() {
 		if { [ -n "$loc" ] && ours "$loc"; } ||
 			grep -qE 'CONTEXT: .*function "?remora' <<<"$ctx" ||
 			{ grep -qE 'remora(_|\.)[A-Za-z_0-9]+ *\(' <<<"$stmt" &&
+				! grep -qE "LOCATION: *[A-Za-z_0-9]+, $PG_FRONT:" <<<"$loc" &&
 				! { [ -n "$fn" ] && grep -qE "(^|[^A-Za-z_0-9])$fn *\(" <<<"$stmt"; }; }; then
 			printf '%s %s\n' "$err" "${loc#*LOCATION: }"
 		fi
@@ -176,6 +187,11 @@ check "the judge: an XX000 raised inside one of Remora's SQL functions is Remora
 		'pg_catalog.intervaltypmodout(13)')"
 check "the judge: an XX000 that PostgreSQL raised below a call of Remora's is Remora's" \
 	grep -q 'numeric_in, numeric.c' <<<"$(judged 'numeric_in, numeric.c:100' '' 'remora_result(1)')"
+check_eq "the judge: nor one that PostgreSQL's parser raised in a statement that calls one of Remora's" \
+	"$(judged 'coerce_type, parse_coerce.c:542' '' 'remora.reconcile(), pg_catalog.unknownin(cast(null as cstring))')" ""
+check "the judge: but one the parser raised inside one of Remora's SQL functions is Remora's" \
+	grep -q 'parse_coerce.c' <<<"$(judged 'coerce_type, parse_coerce.c:542' \
+		'SQL function "remora_result" during inlining' 'remora_result(1)')"
 
 server_up() { q "SELECT 1" >/dev/null; }
 
