@@ -129,6 +129,9 @@ SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS) $(HTTP_PKG_LIBS)) -lpthread
 REGRESS = submit protocol commit_many commit_verdict security coordination retention views \
 	source_grants hardening export worker_privileges role_limits fair_claim rate_limits events
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
+# pg_isolation_regress finds test/isolation/specs/<name>.spec and, as
+# ./expected/ holds no <name>.out (it looks there first),
+# test/isolation/expected/<name>.out: each suite's outputs in one place
 ISOLATION = claim-race claim-order fair-claim lease-limit cancel-commit stale-token \
 	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss \
 	export-cancel export-replace export-keys commit-many queue-limit \
