@@ -883,35 +883,6 @@ TXT
 cat "$REPORT"
 
 if [ "$WRITE" = 1 ]; then
-	DOC=$ROOT/doc/benchmarks.md
-	if [ ! -f "$DOC" ]; then
-		cat >"$DOC" <<'HEAD'
-# Benchmarks
-
-Measurements of Remora's transfer engine on the project's test machine.
-Each section is written by the script it names (see `bench/README.md`):
-rerun the script with `--write` rather than editing its numbers by hand.
-Ratios and medians from one run of the script are the result; absolute
-seconds depend on the machine and on the test S3 server.
-
-HEAD
-		cat "$REPORT" >>"$DOC"
-	else
-		# replace our section (up to the next "## " heading), or append it
-		awk -v sect="$REPORT" -v title="$SECTION" '
-			BEGIN { skip = 0; done = 0 }
-			/^## / {
-				if (skip) skip = 0
-				if ($0 == title) {
-					while ((getline l < sect) > 0) print l
-					print ""
-					skip = 1; done = 1; next
-				}
-			}
-			!skip { print }
-			END { if (!done) { print ""; while ((getline l < sect) > 0) print l } }
-		' "$DOC" >"$WORK/doc.new"
-		cat "$WORK/doc.new" >"$DOC"
-	fi
-	log "wrote $DOC"
+	put_section "$REPORT"
+	log "wrote $ROOT/doc/benchmarks.md"
 fi

@@ -17,6 +17,8 @@
 #include "postmaster/bgworker.h"
 #include "utils/guc.h"
 
+#include "pg/bgw_common.h"
+
 /*
  * A background worker of this library that the postmaster starts once
  * recovery has finished and restarts 5 s after it exits (the launcher, the

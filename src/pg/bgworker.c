@@ -49,6 +49,8 @@
 #include "utils/uuid.h"
 
 #include "engine/engine.h"
+#include "pg/bgw_common.h"
+#include "pg/guc.h"
 #include "pg/shmem.h"
 #include "pg/spi_host.h"
 #include "pg/xact.h"

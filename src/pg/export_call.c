@@ -26,7 +26,9 @@
 #include "utils/jsonb.h"
 
 #include "engine/source_uri.h"
+#include "pg/guc.h"
 #include "pg/shmem.h"
+#include "pg/submit.h"
 
 PG_FUNCTION_INFO_V1(remora_export);
 PG_FUNCTION_INFO_V1(remora_export_resolve);

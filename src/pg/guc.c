@@ -16,15 +16,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "executor/spi.h"
 #include "storage/fd.h"
 #include "utils/memutils.h"
 #include "utils/guc.h"
-#include "utils/timeout.h"
 
 #include "engine/engine.h"
 #include "engine/netpolicy.h"
 #include "engine/source_uri.h"
+#include "pg/guc.h"
 
 char *remora_database = NULL;
 int   remora_max_workers = 2;
@@ -498,28 +497,6 @@ remora_pin_session(void)
 	SetConfigOption("lock_timeout", buf, PGC_SUSET, PGC_S_OVERRIDE);
 	snprintf(buf, sizeof(buf), "%d", remora_protocol_statement_timeout_ms());
 	SetConfigOption("statement_timeout", buf, PGC_SUSET, PGC_S_OVERRIDE);
-}
-
-/* Run one statement through SPI with the protocol's statement timeout. */
-int
-remora_spi_execute(const char *query, int nargs, Oid *types, Datum *values,
-				   const char *nulls, bool read_only, long count)
-{
-	volatile int rc = -1;
-
-	enable_timeout_after(STATEMENT_TIMEOUT,
-						 remora_protocol_statement_timeout_ms());
-	PG_TRY();
-	{
-		rc = SPI_execute_with_args(query, nargs, types, values, nulls,
-								   read_only, count);
-	}
-	PG_FINALLY();
-	{
-		disable_timeout(STATEMENT_TIMEOUT, false);
-	}
-	PG_END_TRY();
-	return rc;
 }
 
 /*

@@ -44,6 +44,8 @@
 
 #include "engine/netpolicy.h"
 #include "http/http.h"
+#include "pg/bgw_common.h"
+#include "pg/guc.h"
 #include "pg/httpd.h"
 
 PGDLLEXPORT void remora_http_main(Datum main_arg);

@@ -47,10 +47,12 @@
 
 #include <signal.h>
 
-#include "pg/launcher_sql.h"
-#include "pg/xact.h"
-#include "pg/shmem.h"
+#include "pg/bgw_common.h"
+#include "pg/guc.h"
 #include "pg/launcher.h"
+#include "pg/launcher_sql.h"
+#include "pg/shmem.h"
+#include "pg/xact.h"
 
 PGDLLEXPORT void remora_launcher_main(Datum main_arg);
 

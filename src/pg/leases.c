@@ -42,6 +42,7 @@
 #include "access/xact.h"
 #include "fmgr.h"
 
+#include "pg/leases.h"
 #include "pg/shmem.h"
 
 PG_FUNCTION_INFO_V1(remora_lease_reservations);

@@ -44,6 +44,8 @@
 #include "utils/memutils.h"
 
 #include "http/http.h"
+#include "pg/bgw_common.h"
+#include "pg/guc.h"
 #include "pg/metricsd.h"
 #include "pg/xact.h"
 

@@ -24,6 +24,7 @@
 #include "utils/timestamp.h"
 
 #include "engine/engine.h"
+#include "pg/guc.h"
 
 PG_FUNCTION_INFO_V1(remora_presign);
 

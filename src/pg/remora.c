@@ -24,10 +24,12 @@
 
 #include <curl/curl.h>
 
+#include "pg/guc.h"
 #include "pg/httpd.h"
+#include "pg/launcher.h"
+#include "pg/leases.h"
 #include "pg/metricsd.h"
 #include "pg/shmem.h"
-#include "pg/launcher.h"
 
 PG_MODULE_MAGIC;
 

@@ -80,7 +80,4 @@ extern void remora_note_cancel(void);
 extern void remora_wake_workers(void);
 extern void remora_note_checkpoints(int batch, int refused, uint64 commit_us);
 
-/* leases.c */
-extern void remora_leases_init(void);
-
 #endif /* REMORA_SHMEM_H */

@@ -27,6 +27,7 @@
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
+#include "pg/guc.h"
 #include "pg/shmem.h"
 #include "pg/spi_host.h"
 #include "pg/xact.h"

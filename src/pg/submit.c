@@ -36,8 +36,10 @@
 
 #include "engine/netpolicy.h"
 #include "engine/source_uri.h"
+#include "pg/guc.h"
 #include "pg/jobdef.h"
 #include "pg/shmem.h"
+#include "pg/submit.h"
 
 PG_FUNCTION_INFO_V1(remora_submit);
 PG_FUNCTION_INFO_V1(remora_cancel);

@@ -44,6 +44,7 @@
 #include "utils/builtins.h"
 
 #include "engine/engine.h"
+#include "pg/guc.h"
 
 PG_FUNCTION_INFO_V1(remora_worker_settings);
 

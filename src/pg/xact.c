@@ -39,6 +39,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timeout.h"
 
+#include "pg/guc.h"
 #include "pg/xact.h"
 
 /* ----------------------------------------------------------- transactions */
@@ -245,4 +246,26 @@ remora_tx_call(const char *what, int64 job_id, RemoraCallFn fn, void *arg)
 	GuardedCall g = {what, job_id, fn, arg, false};
 
 	return remora_tx_run(what, guarded_call, &g) && g.ok;
+}
+
+/* Run one statement through SPI with the protocol's statement timeout. */
+int
+remora_spi_execute(const char *query, int nargs, Oid *types, Datum *values,
+				   const char *nulls, bool read_only, long count)
+{
+	volatile int rc = -1;
+
+	enable_timeout_after(STATEMENT_TIMEOUT,
+						 remora_protocol_statement_timeout_ms());
+	PG_TRY();
+	{
+		rc = SPI_execute_with_args(query, nargs, types, values, nulls,
+								   read_only, count);
+	}
+	PG_FINALLY();
+	{
+		disable_timeout(STATEMENT_TIMEOUT, false);
+	}
+	PG_END_TRY();
+	return rc;
 }

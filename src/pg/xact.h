@@ -28,4 +28,9 @@ extern bool remora_tx_call(const char *what, int64 job_id, RemoraCallFn fn,
 extern bool remora_tx_in_progress(void);
 extern void remora_tx_set_idle(const char *activity);
 
+/* one statement through SPI, under the protocol's statement timeout */
+extern int remora_spi_execute(const char *query, int nargs, Oid *types,
+							  Datum *values, const char *nulls, bool read_only,
+							  long count);
+
 #endif /* REMORA_XACT_H */

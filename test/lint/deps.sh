@@ -179,4 +179,21 @@ if tsort_check "the folders of src/" "$tmp/folder_edges" "$tmp/folder_details"; 
 	echo "ok - no cycle between the folders of src/"
 fi
 
+# ---------------------------------------------------------------- (d)
+# src/pg/: a header declares the functions of the file of its name, so
+# that no header is a catch-all for others' (remora.h declares none)
+misplaced=$(for h in src/pg/*.h; do
+	own=${h%.h}.c
+	tr '\n' ' ' <"$h" | grep -oE 'extern [^;]*\(' | grep -oE 'remora_[a-z_0-9]+ *\($' |
+		tr -d '( ' | while read -r fn; do
+			def=$(grep -lE "^$fn\(" src/pg/*.c | head -1)
+			[ "$def" = "$own" ] || echo "$h declares $fn of ${def:-no file}"
+		done
+done)
+if [ -z "$misplaced" ]; then
+	echo "ok - each header of src/pg/ declares the functions of the file of its name"
+else
+	fail "a header of src/pg/ declares another file's functions: $(paste -sd ';' <<<"$misplaced")"
+fi
+
 exit $status
