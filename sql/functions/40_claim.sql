@@ -48,12 +48,12 @@ AS $$
 BEGIN
 	IF EXISTS (SELECT 1 FROM remora.coordination) THEN
 		RETURN QUERY
-		SELECT jb.owner, count(*)
+		SELECT jb.owner::oid, count(*)
 		  FROM remora.leases l JOIN remora.jobs jb ON jb.job_id = l.job_id
 		 GROUP BY jb.owner;
 	ELSE
 		RETURN QUERY
-		SELECT jb.owner, count(*)
+		SELECT jb.owner::oid, count(*)
 		  FROM remora.jobs jb
 		 WHERE jb.job_id IN (SELECT a.job_id FROM remora.attempts a WHERE a.state = 'running'
 							 UNION
@@ -303,7 +303,7 @@ BEGIN
 		   expires
 	  FROM go g
 	 CROSS JOIN LATERAL (SELECT g.spec || jsonb_build_object(
-				'job_id', g.job_id, 'attempt_no', g.attempts_used + 1, 'owner', g.owner,
+				'job_id', g.job_id, 'attempt_no', g.attempts_used + 1, 'owner', g.owner::oid,
 				'staging_prefix', remora._staging_prefix(g.prefix, g.job_id, g.new_attempt))
 				AS spec) s
 	 ORDER BY g.priority DESC, g.job_id;

@@ -54,7 +54,7 @@ GRANT USAGE ON SCHEMA remora TO remora_user, remora_worker;
 
 CREATE TABLE remora.jobs (
 	job_id			bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-	owner			oid NOT NULL,
+	owner			regrole NOT NULL,	-- by name in pg_dump (below)
 	source			text NOT NULL,		-- canonical source, never a secret
 	source_kind		text NOT NULL,
 	bucket			text NOT NULL,
@@ -249,10 +249,10 @@ CREATE TABLE remora.source_urls (
 -- defaults.  A pattern is a prefix, or a prefix ending in '*' (any
 -- continuation); '*' alone allows every prefix of the bucket.
 CREATE TABLE remora.target_grants (
-	grantee			oid NOT NULL,
+	grantee			regrole NOT NULL,
 	bucket			text NOT NULL,
 	prefix_pattern	text NOT NULL DEFAULT '*',
-	granted_by		oid NOT NULL,
+	granted_by		regrole NOT NULL,
 	granted_at		timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (grantee, bucket, prefix_pattern)
 );
@@ -268,11 +268,11 @@ CREATE TABLE remora.target_grants (
 -- endpoint row: the Hub is no registered S3 store, and 'hf' can never be
 -- registered as one.
 CREATE TABLE remora.source_grants (
-	grantee			oid NOT NULL,
+	grantee			regrole NOT NULL,
 	bucket			text NOT NULL,
 	prefix_pattern	text NOT NULL DEFAULT '*',
 	endpoint		text REFERENCES remora.source_endpoints ON DELETE CASCADE,
-	granted_by		oid NOT NULL,
+	granted_by		regrole NOT NULL,
 	granted_at		timestamptz NOT NULL DEFAULT now(),
 	hub				boolean NOT NULL DEFAULT false,
 	CONSTRAINT source_grants_hub_check
@@ -327,7 +327,7 @@ CREATE TABLE remora.export_refs (
 CREATE TABLE remora.export_keys (
 	bucket			text NOT NULL,
 	key				text NOT NULL,
-	owner			oid NOT NULL,
+	owner			regrole NOT NULL,
 	export_id		bigint NOT NULL,	-- the export that wrote or reserved it
 	published		boolean NOT NULL,
 	PRIMARY KEY (bucket, key)
@@ -346,7 +346,7 @@ CREATE UNLOGGED TABLE remora.queue (
 	priority		integer NOT NULL,
 	not_before		timestamptz NOT NULL,
 	enqueued_at		timestamptz NOT NULL DEFAULT now(),
-	owner			oid NOT NULL
+	owner			regrole NOT NULL
 );
 CREATE INDEX queue_owner_idx ON remora.queue (owner, priority DESC, job_id);
 
@@ -394,7 +394,14 @@ CREATE TABLE remora.lease_lock (
 );
 INSERT INTO remora.lease_lock VALUES (true);
 
+-- What pg_dump and pg_restore carry: every table that is not
+-- reconstructible, and the job id's sequence (an identity's sequence is
+-- dumped only if it is named too), so that ids continue after a restore.
+-- A role is recorded as regrole, which pg_dump writes by name: restored
+-- into a cluster whose roles have other OIDs, each row is still its own
+-- role's (doc/operator-guide.md, "Backup and restore").
 SELECT pg_catalog.pg_extension_config_dump('remora.jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('remora.jobs_job_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.incarnations', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.attempts', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.checkpoints', '');

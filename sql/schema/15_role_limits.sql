@@ -2,7 +2,7 @@
 -- takes the default from the setting remora.default_role_<column>.  One row
 -- per role that has any.
 CREATE TABLE remora.role_limits (
-	role_id oid PRIMARY KEY,
+	role_id regrole PRIMARY KEY,
 	weight integer CHECK (weight BETWEEN 1 AND 1000),
 	max_running integer CHECK (max_running >= 0),
 	max_queued integer CHECK (max_queued >= 0),
@@ -29,6 +29,6 @@ SELECT pg_catalog.pg_extension_config_dump('remora.role_limits', '');
 -- Coordination only: a crash empties it, and the next submit re-creates
 -- its row.
 CREATE UNLOGGED TABLE remora.submit_gates (
-	role_id			oid PRIMARY KEY,
+	role_id			regrole PRIMARY KEY,
 	submits			bigint NOT NULL DEFAULT 0
 );

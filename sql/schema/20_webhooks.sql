@@ -8,7 +8,7 @@
 -- table: the owner's functions hand a role its own, and a worker the
 -- secret of the delivery it claimed.
 CREATE TABLE remora.webhook_secrets (
-	owner			oid PRIMARY KEY,
+	owner			regrole PRIMARY KEY,
 	secret			bytea NOT NULL CHECK (pg_catalog.length(secret) = 32),
 	created_at		timestamptz NOT NULL DEFAULT now()
 );
