@@ -3,10 +3,10 @@
 -- as the role's name, where an oid column was written as a number that
 -- another cluster may give to nobody or to another role.  The same four
 -- bytes: no table is rewritten (the small partial index of the
--- unfinished jobs is rebuilt).  The views and the policies that read
--- these columns are dropped first and made again (the views and the
--- queue's trigger by sql/functions/); the job id's sequence is dumped too, so that ids
--- continue after a restore.
+-- unfinished jobs is rebuilt).  The views, the policies and the queue's
+-- trigger that read these columns are dropped first and made again (the
+-- views and the trigger by sql/functions/).  The job id's sequence is
+-- dumped too, so that ids continue after a restore.
 DROP VIEW remora_jobs, remora_exports, remora_target_grants,
 	remora_source_grants, remora_role_limits;
 DROP TRIGGER queue_owner ON remora.queue;
