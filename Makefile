@@ -20,6 +20,7 @@ PG_OBJS = \
 	src/pg/xact.o \
 	src/pg/launcher_sql.o \
 	src/pg/presign.o \
+	src/pg/sweep.o \
 	src/pg/jobdef.o \
 	src/pg/leases.o \
 	src/pg/export_call.o \
@@ -56,6 +57,7 @@ ENGINE_OBJS = \
 	src/engine/assemble.o \
 	src/engine/manifest.o \
 	src/engine/cleanup.o \
+	src/engine/sweep.o \
 	src/engine/webhook.o \
 	src/engine/export.o \
 	src/engine/export_pages.o \

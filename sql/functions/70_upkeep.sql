@@ -245,3 +245,75 @@ BEGIN
 END
 $$;
 
+/* ------------------------------------------------------------------------
+ * Orphans after a restore (doc/operator-guide.md, "Backup and restore"):
+ * objects in Remora's staging area of attempts the database does not know,
+ * which a point-in-time recovery forgot.  remora.sweep_orphans (C,
+ * src/pg/sweep.c) lists the staging area of each place jobs write to and
+ * asks _sweep_judge, a page at a time, which objects are orphans.
+ * ------------------------------------------------------------------------ */
+
+-- Where staging objects may be: the bucket and prefix of every job (an
+-- export writes to stable keys, never to a staging area), and the
+-- deployment's defaults; those of one bucket when bucket is not NULL.
+-- As one array, bucket and prefix after bucket and prefix.
+CREATE OR REPLACE FUNCTION remora._sweep_areas(bucket text)
+RETURNS text[]
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT coalesce(array_agg(x ORDER BY a.bucket, a.prefix, o), '{}')
+	  FROM (SELECT j.bucket, j.prefix FROM remora.jobs j
+			 WHERE j.source_kind <> 'export' AND ($1 IS NULL OR j.bucket = $1)
+			UNION
+			SELECT current_setting('remora.default_bucket'),
+				   current_setting('remora.default_prefix')
+			 WHERE current_setting('remora.default_bucket') <> ''
+			   AND ($1 IS NULL OR current_setting('remora.default_bucket') = $1)) a
+	 CROSS JOIN LATERAL (VALUES (1, a.bucket), (2, a.prefix)) v(o, x)
+$$;
+
+-- Which of a page of objects listed under the staging area of (bucket,
+-- prefix) are orphans, by their position in keys (1-based): a key
+-- <prefix>/<job id>/<attempt id>/... whose attempt the database does not
+-- know, last modified before now() - older_than.  Never a key of another
+-- shape (nothing Remora wrote), one an export published or reserved, one
+-- whose last modification cannot be read, nor an object of a job deleted
+-- without its objects (remora_delete(job) keeps them; retention may
+-- forget the job's attempts, never its objects).
+CREATE OR REPLACE FUNCTION remora._sweep_judge(bucket text, prefix text,
+	keys text[], modified text[], older_than interval)
+RETURNS integer[]
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH page AS (
+		SELECT k.i, k.key, m.modified,
+			   regexp_match(substr(k.key, length($2) + (CASE WHEN $2 = '' THEN 1 ELSE 2 END)),
+				   '^([0-9]{1,18})/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/.')
+				   AS staged
+		  FROM unnest($3) WITH ORDINALITY AS k(key, i)
+		  JOIN unnest($4) WITH ORDINALITY AS m(modified, i) USING (i)
+		 WHERE $2 = '' OR left(k.key, length($2) + 1) = $2 || '/'
+	)
+	SELECT coalesce(array_agg(p.i::integer ORDER BY p.i), '{}') FROM page p
+	 WHERE p.staged IS NOT NULL
+	   -- (a CASE: the cast only of what the pattern let through)
+	   AND CASE WHEN p.modified ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z$'
+				THEN p.modified::timestamptz < now() - $5 ELSE false END
+	   AND NOT EXISTS (SELECT 1 FROM remora.attempts a
+						WHERE a.attempt_id = p.staged[2]::uuid)
+	   AND NOT EXISTS (SELECT 1 FROM remora.jobs j
+						WHERE j.job_id = p.staged[1]::bigint
+						  AND j.deleted_at IS NOT NULL
+						  AND j.hard_delete_requested_at IS NULL)
+	   AND NOT EXISTS (SELECT 1 FROM remora.export_keys k
+						WHERE k.bucket = $1 AND k.key = p.key)
+$$;
+
+-- Administrators only (REVOKE below, remora_admin in 95_privileges.sql).
+CREATE OR REPLACE FUNCTION remora.sweep_orphans(bucket text DEFAULT NULL,
+	older_than interval DEFAULT '1 day', dry_run boolean DEFAULT true)
+RETURNS TABLE (bucket text, key text, size bigint, deleted boolean)
+AS 'MODULE_PATHNAME', 'remora_sweep_orphans'
+LANGUAGE C VOLATILE;

@@ -44,6 +44,8 @@ GRANT EXECUTE ON FUNCTION remora.set_source_endpoint_ca(text, text) TO remora_ad
 GRANT EXECUTE ON FUNCTION remora.grant_source(name, text, text, text),
 	remora.revoke_source(name, text, text, text) TO remora_admin;
 GRANT EXECUTE ON FUNCTION remora.reconcile() TO remora_admin;
+GRANT EXECUTE ON FUNCTION remora.sweep_orphans(text, interval, boolean)
+	TO remora_admin;
 
 GRANT SELECT ON remora_jobs, remora_attempts, remora_progress, remora_stats
 	TO remora_user;

@@ -376,6 +376,29 @@ remora_lookup_queue_page(RemoraEngine *engine, RemoraTask *task, void *host_arg,
 	return &l->pub;
 }
 
+/* Queue a lookup of which objects of a sweep's page to delete. */
+RemoraLookup *
+remora_lookup_queue_sweep(RemoraEngine *engine, RemoraTask *task,
+						  void *host_arg, const RemoraSweepObject *objects,
+						  int n, RemoraLookupAnswered answered)
+{
+	bool          *doomed = calloc(n > 0 ? n : 1, sizeof(bool));
+	PendingLookup *l = doomed
+						   ? lookup_append(engine, task, host_arg,
+										   REMORA_LOOKUP_SWEEP_PAGE, answered)
+						   : NULL;
+
+	if (l == NULL)
+	{
+		free(doomed);
+		return NULL;
+	}
+	l->pub.objects = objects;
+	l->pub.n = n;
+	l->pub.doomed = doomed;
+	return &l->pub;
+}
+
 void
 remora_export_member_free(RemoraExportMember *m)
 {
@@ -469,6 +492,7 @@ lookup_free(PendingLookup *l)
 	lookup_drop_members(l);
 	free(l->members);
 	free(l->pub.out);
+	free(l->pub.doomed);
 	free(l);
 }
 
@@ -523,6 +547,8 @@ remora_engine_lookup_done(RemoraEngine *engine, RemoraLookup *lookup, bool ok)
 			*p = l->next;
 			if (!ok && l->pub.out)
 				memset(l->pub.out, 0, l->pub.n * sizeof(RemoraPrior));
+			if (!ok && l->pub.doomed)
+				memset(l->pub.doomed, 0, l->pub.n * sizeof(bool));
 			if (!ok)
 				lookup_drop_members(l);
 			l->answered(l->task, &l->pub, ok);

@@ -460,12 +460,26 @@ extern void   remora_engine_run(RemoraEngine *engine);
  * recorded for it, handed over one by one with remora_lookup_add_member
  * (which copies it).  One handed back with ok = false, or with fewer
  * members than the export still has, fails the export (retryable).
+ *
+ * REMORA_LOOKUP_SWEEP_PAGE (a sweep): a page of the objects under the
+ * sweep's prefix; the host sets doomed[i] for each of objects[i] that is
+ * to be deleted.  One handed back with ok = false deletes nothing and
+ * fails the sweep.
  */
 typedef enum RemoraLookupKind
 {
 	REMORA_LOOKUP_PRIOR,
-	REMORA_LOOKUP_EXPORT_PAGE
+	REMORA_LOOKUP_EXPORT_PAGE,
+	REMORA_LOOKUP_SWEEP_PAGE
 } RemoraLookupKind;
+
+/* An object a sweep listed (see RemoraLookup): as the listing says it */
+typedef struct RemoraSweepObject
+{
+	const char *key;
+	int64_t     size;
+	const char *last_modified; /* ISO 8601, as sent; "" if none */
+} RemoraSweepObject;
 
 typedef struct RemoraLookup
 {
@@ -480,6 +494,11 @@ typedef struct RemoraLookup
 	/* REMORA_LOOKUP_EXPORT_PAGE */
 	const char *after; /* NULL: the first page */
 	int         max;   /* members asked for, <= REMORA_EXPORT_PAGE */
+
+	/* REMORA_LOOKUP_SWEEP_PAGE (n objects) */
+	const RemoraSweepObject *objects;
+	bool                    *doomed; /* doomed[i] for objects[i]; false on
+									  * entry */
 } RemoraLookup;
 
 extern RemoraLookup *remora_engine_lookup_next(RemoraEngine *engine);
@@ -516,6 +535,15 @@ extern void remora_task_free(RemoraTask *task);
  */
 extern void remora_task_set_max_rate(RemoraTask *task,
 									 int64_t     bytes_per_second);
+
+/*
+ * List every object under a prefix of the target bucket and delete those
+ * its host dooms, a page at a time (lookups of kind
+ * REMORA_LOOKUP_SWEEP_PAGE, each with host_arg): sweep.c.
+ */
+extern RemoraTask *remora_sweep_start(RemoraEngine *engine, const char *bucket,
+									  const char *prefix, void *host_arg,
+									  char *errbuf, size_t errlen);
 
 /* Delete every object under a prefix of the target bucket (cleanup). */
 extern RemoraTask *remora_cleanup_start(RemoraEngine *engine,

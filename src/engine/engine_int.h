@@ -121,6 +121,13 @@ extern RemoraLookup *remora_lookup_queue_page(RemoraEngine *engine,
 											  RemoraTask *task, void *host_arg,
 											  const char *after, int max,
 											  RemoraLookupAnswered answered);
+/* a sweep's page: objects are not copied (valid until answered or
+ * cancelled) */
+extern RemoraLookup *remora_lookup_queue_sweep(RemoraEngine *engine,
+											   RemoraTask *task, void *host_arg,
+											   const RemoraSweepObject *objects,
+											   int                      n,
+											   RemoraLookupAnswered answered);
 /*
  * The members the host added to an export page, in order; the caller owns
  * the array and their strings from then on (free each field, then the

@@ -500,6 +500,55 @@ remora_pin_session(void)
 }
 
 /*
+ * The engine's configuration as the settings give it: the target store,
+ * part sizes, the outbound policy, TLS trust and proxies.  No log hook.
+ * May ERROR (see remora_target_secret).  The strings are the settings'
+ * own: the engine copies them.
+ */
+void
+remora_engine_config(RemoraEngineConfig *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	remora_target_config(&cfg->target);
+	cfg->part_size = (size_t) remora_part_size_kb * 1024;
+	cfg->max_upload_parts = remora_max_upload_parts;
+	cfg->export_copy_cutoff = (int64_t) remora_export_copy_cutoff_kb * 1024;
+	cfg->allow_networks = remora_allow_networks;
+	cfg->deny_networks = remora_deny_networks;
+	cfg->allow_ports = remora_allow_ports;
+	cfg->connect_timeout_ms = 10000;
+	cfg->stall_timeout_ms = remora_stall_timeout_ms;
+	cfg->user_agent = "remora/" REMORA_VERSION;
+	cfg->ca_file = remora_ca_file;
+	cfg->ca_path = remora_ca_path;
+	cfg->http_proxy = remora_http_proxy;
+	cfg->https_proxy = remora_https_proxy;
+	cfg->no_proxy = remora_no_proxy;
+	cfg->max_connections_per_host = remora_max_connections_per_host;
+}
+
+/*
+ * A transfer engine made from cfg; ERROR, naming who, when it cannot be
+ * (the settings are wrong).  The caller frees it (remora_engine_free), on
+ * an ERROR too.
+ */
+RemoraEngine *
+remora_engine_from_config(const RemoraEngineConfig *cfg, const char *who)
+{
+	char          err[256];
+	RemoraEngine *e = remora_engine_new(cfg, err, sizeof(err));
+
+	if (e == NULL)
+		ereport(
+			ERROR,
+			(errcode(ERRCODE_CONFIG_FILE_ERROR),
+			 errmsg("%s cannot start its transfer engine", who),
+			 errdetail("%s", err),
+			 errhint("Check remora.s3_endpoint and the network settings.")));
+	return e;
+}
+
+/*
  * The target store as the settings name it, for the workers' engine and
  * for remora_presign.  May ERROR (see remora_target_secret).
  */

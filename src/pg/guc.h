@@ -12,6 +12,8 @@
 
 #include "pg/remora.h"
 
+#include "engine/engine.h"
+
 /* see doc/operator-guide.md for meaning and defaults */
 extern char *remora_database;
 extern int   remora_max_workers;
@@ -54,13 +56,15 @@ extern char *remora_http_proxy;
 extern char *remora_https_proxy;
 extern char *remora_no_proxy;
 
-extern void        remora_define_gucs(void);
-extern int         remora_protocol_lock_timeout_ms(void);
-extern int         remora_protocol_statement_timeout_ms(void);
-extern void        remora_pin_session(void);
-extern const char *remora_target_secret(void);
-struct RemoraTargetConfig;
-extern void        remora_target_config(struct RemoraTargetConfig *out);
-extern const char *remora_target_secret_loaded;
+extern void          remora_define_gucs(void);
+extern int           remora_protocol_lock_timeout_ms(void);
+extern int           remora_protocol_statement_timeout_ms(void);
+extern void          remora_pin_session(void);
+extern const char   *remora_target_secret(void);
+extern void          remora_target_config(RemoraTargetConfig *out);
+extern void          remora_engine_config(RemoraEngineConfig *cfg);
+extern RemoraEngine *remora_engine_from_config(const RemoraEngineConfig *cfg,
+											   const char               *who);
+extern const char   *remora_target_secret_loaded;
 
 #endif /* REMORA_GUC_H */

@@ -170,36 +170,10 @@ static RemoraEngine *
 spi_new_engine(void *host)
 {
 	RemoraEngineConfig cfg;
-	char               err[256];
-	RemoraEngine      *e;
 
-	memset(&cfg, 0, sizeof(cfg));
-	remora_target_config(&cfg.target);
-	cfg.part_size = (size_t) remora_part_size_kb * 1024;
-	cfg.max_upload_parts = remora_max_upload_parts;
-	cfg.export_copy_cutoff = (int64_t) remora_export_copy_cutoff_kb * 1024;
-	cfg.allow_networks = remora_allow_networks;
-	cfg.deny_networks = remora_deny_networks;
-	cfg.allow_ports = remora_allow_ports;
-	cfg.connect_timeout_ms = 10000;
-	cfg.stall_timeout_ms = remora_stall_timeout_ms;
-	cfg.user_agent = "remora/" REMORA_VERSION;
-	cfg.ca_file = remora_ca_file;
-	cfg.ca_path = remora_ca_path;
-	cfg.http_proxy = remora_http_proxy;
-	cfg.https_proxy = remora_https_proxy;
-	cfg.no_proxy = remora_no_proxy;
-	cfg.max_connections_per_host = remora_max_connections_per_host;
+	remora_engine_config(&cfg);
 	cfg.log = spi_log; /* the engine's own decisions, as the runner's */
-	e = remora_engine_new(&cfg, err, sizeof(err));
-	if (e == NULL)
-		ereport(
-			ERROR,
-			(errcode(ERRCODE_CONFIG_FILE_ERROR),
-			 errmsg("remora worker cannot start its transfer engine"),
-			 errdetail("%s", err),
-			 errhint("Check remora.s3_endpoint and the network settings.")));
-	return e;
+	return remora_engine_from_config(&cfg, "remora worker");
 }
 
 /* A new incarnation: in this worker's shared-memory slot first. */
