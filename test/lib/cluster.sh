@@ -159,9 +159,11 @@ cluster_promote() {
 # (hard links where possible) beside links to the real share entries and
 # library directory; only the extension directory is a directory of its
 # own, of links to the real files, where the test may add or replace one.
-# The copy goes with DIR.
+# With a second argument "lib", the library directory is one of its own
+# too (links to the real files), where a test may install another
+# remora.so.  The copy goes with DIR.
 cluster_private_install() {
-	local dir=$1 bin share lib prefix entry
+	local dir=$1 own=${2:-} bin share lib prefix entry
 	bin=$("$PGBIN/pg_config" --bindir) || return 1
 	share=$("$PGBIN/pg_config" --sharedir)
 	lib=$("$PGBIN/pg_config" --pkglibdir)
@@ -177,7 +179,12 @@ cluster_private_install() {
 		rm -rf "$dir${bin#"$prefix"}"
 		cp -r "$bin" "$dir${bin#"$prefix"}" || return 1
 	}
-	ln -s "$lib" "$dir${lib#"$prefix"}"
+	if [ "$own" = lib ]; then
+		mkdir -p "$dir${lib#"$prefix"}"
+		ln -s "$lib"/* "$dir${lib#"$prefix"}/"
+	else
+		ln -s "$lib" "$dir${lib#"$prefix"}"
+	fi
 	for entry in "$share"/*; do
 		[ "${entry##*/}" = extension ] || ln -s "$entry" "$dir${share#"$prefix"}/"
 	done
