@@ -199,11 +199,62 @@ AS $$
 	 WHERE a.attempt_id = $1 AND a.cleaned_at IS NULL
 $$;
 
+-- The rows of roles that were dropped (DROP ROLE cannot be hooked) go to
+-- nobody: jobs and export keys to role 0 ('-'), which no role has; grants,
+-- limits and webhook secrets are deleted.  Otherwise they keep the dropped
+-- role's OID, which pg_dump writes as a number (regrole of no role), and a
+-- restore would hand them to whichever role has that OID in the other
+-- cluster.  A dropped role's idempotency keys go with it: nobody can
+-- replay them.  The owners of jobs are found by a loose scan of the index
+-- that leads with owner, one descent each, whatever the history.  Called
+-- by remora.prune; returns the jobs handed to nobody.
+CREATE OR REPLACE FUNCTION remora._forget_dropped_roles() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	gone	oid[];
+	n		integer;
+BEGIN
+	WITH RECURSIVE owners (owner) AS (
+		(SELECT j.owner::oid FROM remora.jobs j WHERE j.owner::oid > 0
+		  ORDER BY j.owner LIMIT 1)
+		UNION ALL
+		SELECT (SELECT j.owner::oid FROM remora.jobs j WHERE j.owner::oid > o.owner
+				 ORDER BY j.owner LIMIT 1)
+		  FROM owners o WHERE o.owner IS NOT NULL
+	)
+	SELECT coalesce(array_agg(o.owner), '{}') INTO gone FROM owners o
+	 WHERE o.owner IS NOT NULL
+	   AND NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = o.owner);
+	UPDATE remora.jobs j SET owner = 0, idempotency_key = NULL
+	 WHERE j.owner::oid = ANY (gone);
+	GET DIAGNOSTICS n = ROW_COUNT;
+	UPDATE remora.queue q SET owner = 0 WHERE q.owner::oid = ANY (gone);
+	UPDATE remora.export_keys k SET owner = 0
+	 WHERE k.owner::oid > 0 AND NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = k.owner);
+	DELETE FROM remora.target_grants g
+	 WHERE NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = g.grantee);
+	UPDATE remora.target_grants g SET granted_by = 0
+	 WHERE g.granted_by::oid > 0 AND NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = g.granted_by);
+	DELETE FROM remora.source_grants g
+	 WHERE NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = g.grantee);
+	UPDATE remora.source_grants g SET granted_by = 0
+	 WHERE g.granted_by::oid > 0 AND NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = g.granted_by);
+	DELETE FROM remora.role_limits l
+	 WHERE NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = l.role_id);
+	DELETE FROM remora.webhook_secrets w
+	 WHERE NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = w.owner);
+	RETURN n;
+END
+$$;
+
 -- Retention: the history of jobs that ended more than remora.retention ago
 -- is pruned, a batch at a time (the launcher calls this every minute).  The
 -- job row stays as a tombstone (its state, owner, idempotency key, last
 -- error); the attempts go, except the one whose result is still offered.
--- A job whose staging or hard delete is not finished waits.
+-- A job whose staging or hard delete is not finished waits.  First, the
+-- rows of dropped roles go to nobody (remora._forget_dropped_roles).
 CREATE OR REPLACE FUNCTION remora.prune(max_jobs integer DEFAULT 100) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -213,6 +264,7 @@ DECLARE
 	n		integer := 0;
 	j		record;
 BEGIN
+	PERFORM remora._forget_dropped_roles();
 	IF keep <= interval '0' THEN
 		RETURN 0;
 	END IF;

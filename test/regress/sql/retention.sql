@@ -62,3 +62,28 @@ SELECT path FROM remora_result(1);
 -- a pruned job still answers its idempotency key, cancel and delete
 SELECT remora_cancel(2);
 SELECT remora_delete(1);
+
+-- A role dropped with jobs, grants, limits, a webhook secret and an
+-- exported key: prune hands its jobs and key to nobody (role 0, '-', which
+-- pg_dump cannot give to another role) and deletes the rest.  Its
+-- idempotency key goes with it.
+CREATE ROLE regress_gone LOGIN IN ROLE remora_user;
+SELECT remora.grant_target('regress_gone', 'target', 'gone/*'),
+	   remora.grant_source('regress_gone', 'target', 'in/*'),
+	   remora.set_role_limits('regress_gone', weight => 2);
+SET ROLE regress_gone;
+SELECT remora_submit('https://example.com/gone.bin', 'target', idempotency_key => 'gone-1') AS gone_job \gset
+SELECT remora_webhook_secret() IS NOT NULL AS has_secret;
+RESET ROLE;
+INSERT INTO remora.export_keys VALUES ('target', 'gone/a.bin', 'regress_gone', :gone_job, true);
+DROP ROLE regress_gone;
+SELECT remora.prune() >= 0 AS pruned;
+SELECT owner::text, idempotency_key FROM remora.jobs WHERE job_id = :gone_job;
+SELECT owner::text FROM remora.export_keys WHERE key = 'gone/a.bin';
+SELECT (SELECT count(*) FROM remora.target_grants WHERE prefix_pattern = 'gone/*') AS target_grants,
+	   (SELECT count(*) FROM remora.source_grants WHERE prefix_pattern = 'in/*') AS source_grants,
+	   (SELECT count(*) FROM remora.role_limits WHERE role_id::oid NOT IN (SELECT oid FROM pg_roles)) AS limits,
+	   (SELECT count(*) FROM remora.webhook_secrets WHERE owner::oid NOT IN (SELECT oid FROM pg_roles)) AS secrets;
+-- every other job keeps its owner
+SELECT count(*) AS owned_by_nobody FROM remora.jobs WHERE owner::oid = 0;
+DELETE FROM remora.export_keys WHERE key = 'gone/a.bin';
