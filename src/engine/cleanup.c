@@ -305,29 +305,6 @@ cleanup_state(const RemoraTask *t)
 	return ((const Cleanup *) t)->status.state;
 }
 
-static void
-cleanup_progress(const RemoraTask *t, int64_t *done, int64_t *total)
-{
-	(void) t;
-	*done = *total = 0;
-}
-
-static bool
-cleanup_restarted(const RemoraTask *t, const char **why)
-{
-	(void) t;
-	*why = "";
-	return false;
-}
-
-static bool
-cleanup_checkpoint(RemoraTask *t, RemoraTaskCheckpoint *out)
-{
-	(void) t;
-	(void) out;
-	return false;
-}
-
 static const RemoraTaskResult *
 cleanup_result(const RemoraTask *t)
 {
@@ -370,12 +347,13 @@ cleanup_free(RemoraTask *t)
 	free(task->upload_marker);
 }
 
-static const RemoraTaskKind cleanup_kind = {
-	"cleanup",         NULL,
-	cleanup_state,     cleanup_progress,
-	cleanup_restarted, cleanup_checkpoint,
-	cleanup_result,    cleanup_error,
-	cleanup_abort,     cleanup_free};
+/* (it moves no bytes: no progress, restart or checkpoint) */
+static const RemoraTaskKind cleanup_kind = {.name = "cleanup",
+											.state = cleanup_state,
+											.result = cleanup_result,
+											.error = cleanup_error,
+											.abort = cleanup_abort,
+											.free = cleanup_free};
 
 /*
  * Delete every object under prefix (which must be a staging prefix or a

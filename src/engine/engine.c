@@ -227,16 +227,23 @@ remora_task_state(const RemoraTask *task)
 	return task->kind->state(task);
 }
 
+/* (a kind that moves no bytes has no progress, restart or checkpoint) */
 void
 remora_task_progress(const RemoraTask *task, int64_t *done, int64_t *total)
 {
-	task->kind->progress(task, done, total);
+	if (task->kind->progress)
+		task->kind->progress(task, done, total);
+	else
+		*done = *total = 0;
 }
 
 bool
 remora_task_restarted(const RemoraTask *task, const char **why)
 {
-	return task->kind->restarted(task, why);
+	if (task->kind->restarted)
+		return task->kind->restarted(task, why);
+	*why = "";
+	return false;
 }
 
 /*
@@ -246,7 +253,7 @@ remora_task_restarted(const RemoraTask *task, const char **why)
 bool
 remora_task_checkpoint(RemoraTask *task, RemoraTaskCheckpoint *out)
 {
-	return task->kind->checkpoint(task, out);
+	return task->kind->checkpoint && task->kind->checkpoint(task, out);
 }
 
 const RemoraTaskResult *

@@ -24,7 +24,11 @@
 #include "engine/s3.h"
 #include "engine/util.h"
 
-/* What a kind of job does; every entry but pump is required. */
+/*
+ * What a kind of job does.  pump, progress, restarted and checkpoint may
+ * be NULL (a kind that moves no bytes: nothing, none, no restart, no
+ * checkpoint); every other entry is required.
+ */
 typedef struct RemoraTaskKind
 {
 	const char *name;

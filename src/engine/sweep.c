@@ -238,29 +238,6 @@ sweep_state(const RemoraTask *t)
 	return ((const Sweep *) t)->status.state;
 }
 
-static void
-sweep_progress(const RemoraTask *t, int64_t *done, int64_t *total)
-{
-	(void) t;
-	*done = *total = 0;
-}
-
-static bool
-sweep_restarted(const RemoraTask *t, const char **why)
-{
-	(void) t;
-	*why = "";
-	return false;
-}
-
-static bool
-sweep_checkpoint(RemoraTask *t, RemoraTaskCheckpoint *out)
-{
-	(void) t;
-	(void) out;
-	return false;
-}
-
 static const RemoraTaskResult *
 sweep_result(const RemoraTask *t)
 {
@@ -301,11 +278,13 @@ sweep_free(RemoraTask *t)
 	free(task->list_token);
 }
 
-static const RemoraTaskKind sweep_kind = {"sweep",         NULL,
-										  sweep_state,     sweep_progress,
-										  sweep_restarted, sweep_checkpoint,
-										  sweep_result,    sweep_error,
-										  sweep_abort,     sweep_free};
+/* (it moves no bytes: no progress, restart or checkpoint) */
+static const RemoraTaskKind sweep_kind = {.name = "sweep",
+										  .state = sweep_state,
+										  .result = sweep_result,
+										  .error = sweep_error,
+										  .abort = sweep_abort,
+										  .free = sweep_free};
 
 /*
  * List every object under prefix of bucket (prefix ends in '/', or is ""

@@ -203,6 +203,11 @@ serve_one(FakeS3 *s3, int c)
 		__atomic_add_fetch(&s3->aborts, 1, __ATOMIC_SEQ_CST);
 		answer_with(c, "204 No Content", NULL, "");
 	}
+	else if (strncmp(req, "DELETE /bkt/src/", 16) == 0)
+	{
+		__atomic_add_fetch(&s3->deletes, 1, __ATOMIC_SEQ_CST);
+		answer_with(c, "204 No Content", NULL, "");
+	}
 	else if (strncmp(req, "GET /bkt/out/present.bin ", 25) == 0)
 		answer_with(c, "200 OK", OBJ_ETAG, OBJ_BODY);
 	else if (strncmp(req, "GET /bkt/src/a.bin", 18) == 0)

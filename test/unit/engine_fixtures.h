@@ -10,7 +10,8 @@
  * "mpuamb": the completion never answered; "amb/": a PUT never answered;
  * copies from "slo/" with x-amz-copy-source-if-match refused with 412, as
  * Swift refuses them for every object a multipart upload made, and their
- * HEAD: SLO_ETAG, "slo/changed.bin" another ETag).
+ * HEAD: SLO_ETAG, "slo/changed.bin" another ETag); DELETE of what is under
+ * "src/", answered and counted, not done.
  * One request per connection; it counts what it is asked, by kind.
  */
 #ifndef REMORA_ENGINE_FIXTURES_H
@@ -48,6 +49,7 @@ typedef struct FakeS3
 	int  aborts;
 	char ranges[256]; /* the parts' x-amz-copy-source-range, in order */
 	int  heads;       /* HEADs of slo/ */
+	int  deletes;     /* DELETEs of src/ objects (a sweep's) */
 	int  refused;     /* copies from slo/ refused for their condition */
 } FakeS3;
 

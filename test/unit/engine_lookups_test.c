@@ -2,7 +2,10 @@
  * Unit tests of the lookups a set asks its host (whether an earlier
  * attempt holds a member): queued, handed out once, waited for, answered
  * as found or not answerable, and withdrawn with a set that goes away;
- * against the minimal S3 store of engine_fixtures.c.
+ * and of a sweep's (which objects of a page to delete): the doomed ones
+ * deleted, none when the host cannot answer, the lookup withdrawn with a
+ * sweep that goes away; against the minimal S3 store of
+ * engine_fixtures.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,11 +178,109 @@ lookup_not_answerable(FakeS3 *s3)
 	lookup_answered(s3, false);
 }
 
+/* Run until the task is no longer running (or UNIT_WAIT_MS pass). */
+static RemoraTaskState
+until_ended(RemoraEngine *engine, RemoraTask *task)
+{
+	for (int64_t end = remora_now_ms() + UNIT_WAIT_MS;
+		 remora_now_ms() < end &&
+		 remora_task_state(task) == REMORA_TASK_RUNNING;)
+		turn(engine);
+	return remora_task_state(task);
+}
+
+/*
+ * A sweep of src/ asks about its page (one object); answered with the
+ * object doomed it is deleted, answered with nothing doomed nothing is,
+ * and one the host cannot answer fails the sweep and deletes nothing.
+ */
+static void
+sweep_answered(FakeS3 *s3, bool doom, bool ok)
+{
+	RemoraEngine *engine;
+	RemoraTask   *task;
+	RemoraLookup *l;
+	char          endpoint[64], err[256];
+	int           deletes0 = s3->deletes;
+	const char   *how = !ok ? "not answerable" : doom ? "doomed" : "spared";
+
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", s3->port);
+	engine = engine_for(endpoint, true);
+	task = remora_sweep_start(engine, "bkt", "src/", &host_marker, err,
+							  sizeof(err));
+	CHECK(task != NULL, "a sweep starts (%s)", how);
+	if (task == NULL)
+		return;
+	CHECK(until_lookup(engine), "the sweep asks about its page (%s)", how);
+	l = remora_engine_lookup_next(engine);
+	CHECK(l && l->kind == REMORA_LOOKUP_SWEEP_PAGE && l->n == 1 &&
+			  strcmp(l->objects[0].key, "src/a.bin") == 0 &&
+			  l->objects[0].size == 5 && !l->doomed[0] &&
+			  l->host_arg == &host_marker,
+		  "the page holds the listed object, not doomed yet (%s)", how);
+	CHECK(remora_engine_lookup_next(engine) == NULL,
+		  "a lookup is handed out once (%s)", how);
+	if (l)
+	{
+		l->doomed[0] = doom;
+		remora_engine_lookup_done(engine, l, ok);
+	}
+	CHECK(until_ended(engine, task) ==
+			  (ok ? REMORA_TASK_SUCCEEDED : REMORA_TASK_FAILED),
+		  "the sweep %s (%s)", ok ? "succeeds" : "fails", how);
+	CHECK(s3->deletes - deletes0 == (ok && doom ? 1 : 0),
+		  "%d object deleted (%s)", ok && doom ? 1 : 0, how);
+	remora_task_free(task);
+	remora_engine_free(engine);
+}
+
+static void
+sweep_doomed(FakeS3 *s3)
+{
+	sweep_answered(s3, true, true);
+}
+
+static void
+sweep_spared(FakeS3 *s3)
+{
+	sweep_answered(s3, false, true);
+}
+
+static void
+sweep_not_answerable(FakeS3 *s3)
+{
+	sweep_answered(s3, true, false);
+}
+
+/* A sweep freed while its lookup waits withdraws it. */
+static void
+sweep_withdrawn(FakeS3 *s3)
+{
+	RemoraEngine *engine;
+	RemoraTask   *task;
+	char          endpoint[64], err[256];
+
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", s3->port);
+	engine = engine_for(endpoint, true);
+	task = remora_sweep_start(engine, "bkt", "src/", &host_marker, err,
+							  sizeof(err));
+	CHECK(task && until_lookup(engine), "a sweep asks about its page");
+	remora_task_free(task);
+	CHECK(remora_engine_lookup_next(engine) == NULL,
+		  "a freed sweep's lookup is withdrawn");
+	CHECK(remora_sweep_start(engine, "bkt", "src", &host_marker, err,
+							 sizeof(err)) == NULL &&
+			  strstr(err, "ending in '/'") != NULL,
+		  "a sweep of a prefix without its '/' is refused");
+	remora_engine_free(engine);
+}
+
 int
 main(void)
 {
 	static void (*const tests[])(FakeS3 *) = {
-		lookup_found, lookup_not_answerable, lookup_withdrawn};
+		lookup_found, lookup_not_answerable, lookup_withdrawn, sweep_doomed,
+		sweep_spared, sweep_not_answerable,  sweep_withdrawn};
 
 	if (!fake_s3_run(tests, sizeof(tests) / sizeof(tests[0])))
 		CHECK(false, "the test store starts");
