@@ -109,10 +109,9 @@ judge_page(SweepHost *h, RemoraLookup *lookup)
 static void
 sweep_area(RemoraEngine *engine, SweepHost *h)
 {
-	char          err[256];
-	char         *prefix = h->prefix[0] ? psprintf("%s/", h->prefix) : "";
-	RemoraTask   *task;
-	RemoraLookup *lookup;
+	char        err[256];
+	char       *prefix = h->prefix[0] ? psprintf("%s/", h->prefix) : "";
+	RemoraTask *task;
 
 	task = h->task =
 		remora_sweep_start(engine, h->bucket, prefix, h, err, sizeof(err));
@@ -123,6 +122,7 @@ sweep_area(RemoraEngine *engine, SweepHost *h)
 	for (;;)
 	{
 		RemoraTaskState state;
+		RemoraLookup   *lookup;
 
 		remora_engine_run(engine);
 		while ((lookup = remora_engine_lookup_next(engine)) != NULL)
