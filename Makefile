@@ -78,6 +78,7 @@ RUNNER_OBJS = \
 	src/runner/encode.o \
 	src/runner/calls.o \
 	src/runner/attempts.o \
+	src/runner/start.o \
 	src/runner/webhooks.o \
 	src/runner/round.o
 # the web client and API, run in libmicrohttpd's threads of the worker
@@ -129,7 +130,8 @@ SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS) $(HTTP_PKG_LIBS)) -lpthread
 
 # pg_regress finds test/regress/sql/<name>.sql and ./expected/<name>.out
 REGRESS = submit protocol commit_many commit_verdict security coordination retention views \
-	source_grants hardening export worker_privileges role_limits fair_claim rate_limits events
+	source_grants hardening export worker_privileges role_limits fair_claim rate_limits events \
+	time_slices
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 # pg_isolation_regress finds test/isolation/specs/<name>.spec and, as
 # ./expected/ holds no <name>.out (it looks there first),

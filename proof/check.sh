@@ -40,11 +40,14 @@ failed=0
 
 # The configurations: name, then -D definitions for spin.  Each keeps the
 # defaults of remora.pml for the rest (2 workers, 2 attempts of budget, one
-# coordination loss, one late delivery, one decision, lease limit 1).
+# coordination loss, one late delivery, one decision, one yield a job,
+# lease limit 1).  The two-job one leaves yields out: with them its search
+# outgrows its bounds (the one-job ones hold every yield's properties:
+# fencing, the budget, the lease rows, a late repeat).
 CONFIGS=(
-	"jobs|1 download job, 2 workers, budget 2|-DNJ=1 -DEXPORTJOB=9"
+	"jobs|1 download job, 2 workers, budget 2, 1 yield|-DNJ=1 -DEXPORTJOB=9"
 	"export|1 export, 2 workers, budget 2, 1 decision|-DNJ=1 -DEXPORTJOB=0"
-	"limit|2 download jobs, 2 workers, budget 2, max_active_leases 1, no staging sweep|-DNJ=2 -DEXPORTJOB=9 -DNOCLEAN"
+	"limit|2 download jobs, 2 workers, budget 2, max_active_leases 1, no staging sweep, no yield|-DNJ=2 -DEXPORTJOB=9 -DNOCLEAN -DMAXYIELD=0"
 )
 
 # run NAME DEFINES MODE: build and run the verifier in $W/NAME; MODE is
@@ -101,6 +104,7 @@ if [ "${1:-}" = --broken ]; then
 		"BROKEN_BUDGET|jobs|safety|a replacement of a lost attempt that does not consume budget"
 		"BROKEN_LEASES|limit|safety|claim counting only lease rows while the marker is gone"
 		"BROKEN_EXPORT|export|safety|a lost export attempt retried without a decision"
+		"BROKEN_YIELD|jobs|safety|a yield that leaves its lease row behind"
 		"BROKEN_STUCK|jobs|liveness|reconcile that leaves expired leases alone"
 	)
 	for b in "${BROKEN[@]}"; do

@@ -27,6 +27,7 @@
  *   @transition Commit            remora.commit_many
  *   @transition CommitExport      remora._commit_export
  *   @transition Fail              remora.fail
+ *   @transition Yield             remora.yield
  *   @transition Cancel            remora._cancel
  *   @transition Reconcile         remora.reconcile
  *   @transition Resolve           remora._export_resolve
@@ -45,7 +46,9 @@
  *   (crash, failover, TRUNCATE of the queue or the leases) [1]; MAXDUP
  *   late or duplicated deliveries of a request [1]; MAXRESOLVE explicit
  *   decisions on an export in outcome_unknown [1]; MAXSTEPS renewals or
- *   checkpoints per attempt (an attempt's work is finite) [1]; NOCLEAN
+ *   checkpoints per attempt (an attempt's work is finite) [1]; MAXYIELD
+ *   yields per job [1] (a job yields only after a time slice of progress,
+ *   and its work is finite); NOCLEAN
  *   leaves the staging sweep out.  proof/check.sh runs three
  *   configurations (1 download job; 1 export; 2 download jobs under a
  *   lease limit of 1) and prints each one's states and time;
@@ -81,6 +84,7 @@
  *   BROKEN_EXPORT  a lost export attempt is retried like a job's
  *   BROKEN_BUDGET  a claim does not consume budget when it replaces an
  *                  attempt that was lost without a word
+ *   BROKEN_YIELD   a yield leaves its lease row behind (the permit leaks)
  *   BROKEN_STUCK   reconcile leaves expired leases alone (only the
  *                  attempt's own next call would settle it): a job whose
  *                  worker died never ends (the liveness property)
@@ -110,10 +114,13 @@
 #ifndef MAXSTEPS
 #define MAXSTEPS 1
 #endif
+#ifndef MAXYIELD
+#define MAXYIELD 1
+#endif
 #ifndef EXPORTJOB
 #define EXPORTJOB 1		/* which job is an export; NJ or more: none */
 #endif
-#define MAXTOK (MAXATT + MAXRESOLVE)
+#define MAXTOK (MAXATT + MAXRESOLVE + MAXYIELD)
 #define AT(j, t) ((j) * (MAXTOK + 1) + (t))
 
 /* job states (remora.jobs.state) */
@@ -131,6 +138,7 @@
 #define A_FAILED 3
 #define A_LOST 4
 #define A_CANCELLED 5
+#define A_YIELDED 6
 
 /* lease rows (remora.leases) */
 #define L_NONE 0
@@ -177,6 +185,7 @@ bool written[NJ];		/* the exported member is at its key */
 /* ---- ghosts ---- */
 byte g_commits[NJ];		/* successful commits */
 byte g_claims[NJ];		/* attempts created */
+byte g_yields[NJ];		/* attempts that yielded */
 bool g_cancel_won[NJ];	/* a remora_cancel committed before the job ended */
 bool g_pending[NJ];		/* a write may have been sent without an answer, and
 						   nobody decided since */
@@ -188,7 +197,7 @@ byte g_dups;			/* late deliveries so far */
 byte g_resolves;		/* explicit decisions so far */
 
 /* a worker's last protocol request as the network holds it, for a late
- * duplicate: kind (0 none, 1 commit, 2 fail), job, token, and for a
+ * duplicate: kind (0 none, 1 commit, 2 fail, 3 yield), job, token, and for a
  * commit whether it carried the export's answer */
 byte net_kind[NW];
 byte net_job[NW];
@@ -229,8 +238,9 @@ inline Invariants() {
 		/* at most one committed result per job */
 		assert(g_commits[k] <= 1);
 		assert(result[k] == 0 || js[k] == SUCCEEDED);
-		/* the budget counts every attempt created, lost ones included */
-		assert(used[k] == g_claims[k]);
+		/* the budget counts every attempt created, lost ones included,
+		 * but those that yielded */
+		assert(used[k] + g_yields[k] == g_claims[k]);
 		assert(used[k] <= maxa[k]);
 		assert(ftok[k] == g_claims[k]);
 		/* while the marker is there every running attempt has its lease
@@ -426,6 +436,24 @@ inline Fail(j, t, retryable, cls) {
 	fi
 }
 
+/* remora.yield: the job back in the queue, its claim's budget given back;
+ * never an export's */
+inline Yield(j, t) {
+	Authorize(j, t, v);
+	if
+	:: v == V_OK && !is_export(j) ->
+		att[AT(j, t)] = A_YIELDED;
+#ifndef BROKEN_YIELD
+		lease[j] = L_NONE;
+#endif
+		used[j]--;
+		g_yields[j]++;
+		js[j] = QUEUED;
+		q[j] = true
+	:: else -> skip
+	fi
+}
+
 /* remora._cancel (remora_cancel, and remora_delete of an unfinished job) */
 inline Cancel(j) {
 	if
@@ -585,6 +613,13 @@ proctype Worker(byte w) {
 		Sent(2, false);
 		Idle()
 	   }
+	/* asked to yield at a renewal (another owner waits, the time slice
+	 * passed): the job handed back at a checkpoint */
+	:: atomic {
+		t != 0 && !is_export(j) && g_yields[j] < MAXYIELD -> Yield(j, t); Invariants(); v = 0;
+		Sent(3, false);
+		Idle()
+	   }
 	/* SIGTERM: the attempt handed back */
 	:: atomic { t != 0 -> Fail(j, t, true, C_WORKER); Invariants(); v = 0; Idle() }
 	/* kill -9 (the next claim is a new incarnation): nothing said, the
@@ -617,6 +652,11 @@ active proctype Network() {
 			assert(k == 0 || result[j] == k)
 		:: net_kind[w] == 1 && is_export(j) -> CommitExport(j, t, net_refs[w], ok)
 		:: net_kind[w] == 2 -> Fail(j, t, true, C_OTHER)
+		:: net_kind[w] == 3 ->
+			k = used[j];
+			Yield(j, t);
+			/* a late yield changes nothing: the attempt is over */
+			assert(used[j] == k)
 		fi;
 		Invariants();
 		/* no further late delivery: forget every copy */

@@ -109,6 +109,13 @@ BEGIN
 		RAISE EXCEPTION 'invalid max_bytes_per_second: %', $5 USING ERRCODE = 'invalid_parameter_value',
 			DETAIL = 'max_bytes_per_second is a number of bytes per second, 0 for no limit, or NULL to leave it as it is.';
 	END IF;
+	-- a cap below the floor would let the role's jobs hold workers for ever
+	IF $5 > 0 AND $5 < current_setting('remora.min_bytes_per_second')::bigint THEN
+		RAISE EXCEPTION 'invalid max_bytes_per_second: %', $5 USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = format('The cap is below remora.min_bytes_per_second (%s).',
+							current_setting('remora.min_bytes_per_second')),
+			HINT = 'Cap the role at remora.min_bytes_per_second or more, or lower that setting.';
+	END IF;
 	DELETE FROM remora.role_limits l
 	 WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles a WHERE a.oid = l.role_id);
 	IF num_nulls($2, $3, $4, $5) = 4 THEN

@@ -260,12 +260,13 @@ BEGIN
 		   AND h.attempts_used < h.max_attempts
 	), attempt AS (
 		-- an export stages nothing to clean up, and records what it is to
-		-- publish before it runs
+		-- publish before it runs.  Attempts are numbered by their token:
+		-- a yield gives its budget back (remora.yield), not its number.
 		INSERT INTO remora.attempts
 			(attempt_id, job_id, attempt_no, fencing_token, incarnation,
 			 definition_hash, request_hash, access_digest, provenance,
 			 resumed_from, cleaned_at, export_ledger)
-		SELECT g.new_attempt, g.job_id, g.attempts_used + 1, g.fencing_token + 1,
+		SELECT g.new_attempt, g.job_id, g.fencing_token + 1, g.fencing_token + 1,
 			   p_incarnation, g.definition_hash, g.request_hash, g.access_digest,
 			   g.provenance, (g.cp).attempt_id,
 			   CASE WHEN (g.ex).export_id IS NOT NULL THEN now() END,
@@ -303,7 +304,7 @@ BEGIN
 		   expires
 	  FROM go g
 	 CROSS JOIN LATERAL (SELECT g.spec || jsonb_build_object(
-				'job_id', g.job_id, 'attempt_no', g.attempts_used + 1, 'owner', g.owner::oid,
+				'job_id', g.job_id, 'attempt_no', g.fencing_token + 1, 'owner', g.owner::oid,
 				'staging_prefix', remora._staging_prefix(g.prefix, g.job_id, g.new_attempt))
 				AS spec) s
 	 ORDER BY g.priority DESC, g.job_id;
@@ -323,14 +324,16 @@ AS $$
 $$;
 
 -- Extend the lease of the current attempt and token.  ok is false once the
--- attempt has lost authority; cancel_requested tells it to stop.  The new
--- expiry counts from when it is written, so a renewal that waited on the
--- job lock never writes a lease that has already lapsed; a lease lost with
--- coordination state is re-created under the lease lock.
+-- attempt has lost authority; cancel_requested tells it to stop;
+-- yield_requested asks it to hand its job back at its next checkpoint
+-- (remora._should_yield, remora.yield).  The new expiry counts from when
+-- it is written, so a renewal that waited on the job lock never writes a
+-- lease that has already lapsed; a lease lost with coordination state is
+-- re-created under the lease lock.
 -- Model: Renew (proof/remora.pml)
 CREATE OR REPLACE FUNCTION remora.renew(attempt_id uuid, fencing_token bigint)
 RETURNS TABLE (ok boolean, cancel_requested boolean,
-			   lease_expires_at timestamptz)
+			   lease_expires_at timestamptz, yield_requested boolean)
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -341,6 +344,7 @@ DECLARE
 	expires		timestamptz;
 BEGIN
 	v := remora._authorize(p_attempt, p_token);
+	yield_requested := false;
 	IF v.verdict <> 'ok' THEN
 		ok := false;
 		cancel_requested := coalesce((v.j).cancel_requested_at IS NOT NULL, false);
@@ -361,7 +365,116 @@ BEGIN
 	ok := true;
 	cancel_requested := false;
 	lease_expires_at := expires;
+	yield_requested := remora._should_yield(v.j, v.a);
 	RETURN NEXT;
+END
+$$;
+
+-- Time slices (doc/operator-guide.md, "Time slices"): should this running
+-- attempt hand its job back?  Only when it has run longer than
+-- remora.time_slice, another owner has a job waiting that its
+-- max_running lets run, and the attempt's owner holds more than its
+-- weighted share of the running attempts: the owners with running or
+-- waiting jobs share them by weight (remora.claim's order), and of the
+-- attempts an owner holds beyond its share (rounded up), those that have
+-- run longest yield first.  Never an export's (a dispatch cut short has an
+-- unknown outcome).  Reads, locks and changes nothing.
+CREATE OR REPLACE FUNCTION remora._should_yield(j remora.jobs, a remora.attempts)
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+	dweight		integer := current_setting('remora.default_role_weight')::integer;
+	dcap		integer := current_setting('remora.default_role_max_running')::integer;
+	total		numeric;
+	weights		numeric;
+	mine_running	numeric;	-- the owner's
+	mine_weight	numeric;
+	older		bigint;
+BEGIN
+	IF j.source_kind = 'export'
+		OR a.started_at > now() - remora._setting_interval('remora.time_slice') THEN
+		RETURN false;
+	END IF;
+	WITH RECURSIVE waiting (owner) AS (
+		(SELECT q.owner FROM remora.queue q ORDER BY q.owner LIMIT 1)
+		UNION ALL
+		SELECT (SELECT q.owner FROM remora.queue q
+				 WHERE q.owner > w.owner ORDER BY q.owner LIMIT 1)
+		  FROM waiting w WHERE w.owner IS NOT NULL
+	), running AS MATERIALIZED (
+		SELECT r.owner, r.running FROM remora._running_by_owner() r
+	), owners AS (
+		SELECT o.owner, coalesce(l.weight, dweight) AS weight,
+			   coalesce(r.running, 0) AS running,
+			   coalesce(nullif(coalesce(l.max_running, dcap), 0), 2147483647) AS cap
+		  FROM (SELECT w.owner::oid AS owner FROM waiting w WHERE w.owner IS NOT NULL
+				UNION SELECT r.owner FROM running r) o
+		  LEFT JOIN remora.role_limits l ON l.role_id = o.owner
+		  LEFT JOIN running r ON r.owner = o.owner
+	), active AS MATERIALIZED (
+		-- the owners that run, and those that wait and may run more
+		SELECT o.*, o.running < o.cap
+					AND EXISTS (SELECT 1 FROM remora.queue q
+								 WHERE q.owner = o.owner AND q.not_before <= now())
+					AS waits
+		  FROM owners o
+	)
+	SELECT sum(x.running), sum(x.weight),
+		   sum(x.running) FILTER (WHERE x.owner = j.owner::oid),
+		   sum(x.weight) FILTER (WHERE x.owner = j.owner::oid)
+	  INTO total, weights, mine_running, mine_weight
+	  FROM active x
+	 WHERE x.running > 0 OR x.waits
+	HAVING bool_or(x.waits AND x.owner <> j.owner::oid);
+	IF mine_running IS NULL OR mine_running <= total * mine_weight / weights THEN
+		RETURN false;
+	END IF;
+	-- the owner's running attempts that started before this one
+	SELECT count(*) INTO older
+	  FROM remora.attempts x JOIN remora.jobs y ON y.job_id = x.job_id
+	 WHERE x.state = 'running' AND y.owner = j.owner AND x.started_at < a.started_at;
+	RETURN older < ceil(mine_running - total * mine_weight / weights);
+END
+$$;
+
+-- Hand a running attempt's job back to the queue (the worker does so at
+-- a checkpoint after remora.renew asked it to yield): the attempt ends
+-- 'yielded', the job is queued again with its checkpoint, due a second
+-- later, so that the claim that follows takes the waiting owner's job it
+-- yields to, and the next attempt resumes from it.  A yield is not a
+-- failure and costs no budget: the attempt's claim is given back.  Never
+-- an export's (nothing changes).  Returns the job's state (a stale or
+-- repeated call changes nothing).
+-- Model: Yield (proof/remora.pml)
+CREATE OR REPLACE FUNCTION remora.yield(attempt_id uuid, fencing_token bigint)
+RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	v	record;
+BEGIN
+	IF $1 IS NULL OR $2 IS NULL THEN
+		RAISE EXCEPTION 'attempt_id and fencing_token must not be null'
+			USING ERRCODE = '22004';
+	END IF;
+	v := remora._authorize($1, $2);
+	IF v.verdict <> 'ok' OR (v.j).source_kind = 'export' THEN
+		-- unknown (pruned by retention, or never issued): NULL, nothing to do
+		RETURN (v.j).state;
+	END IF;
+	UPDATE remora.attempts x SET state = 'yielded', finished_at = now()
+	 WHERE x.attempt_id = $1;
+	DELETE FROM remora.leases l WHERE l.attempt_id = $1;
+	UPDATE remora.jobs jb
+	   SET state = 'queued', attempts_used = jb.attempts_used - 1,
+		   not_before = now() + interval '1 second'
+	 WHERE jb.job_id = (v.j).job_id;
+	INSERT INTO remora.queue (job_id, priority, not_before)
+	VALUES ((v.j).job_id, (v.j).priority, now() + interval '1 second')
+	ON CONFLICT (job_id) DO UPDATE SET not_before = EXCLUDED.not_before;
+	RETURN 'queued';
 END
 $$;
 

@@ -15,7 +15,7 @@ GRANT EXECUTE ON FUNCTION remora_submit(text, text, text, jsonb, text),
 -- database is a call of one of them (test/regress/sql/worker_privileges.sql).
 GRANT EXECUTE ON FUNCTION remora.claim(uuid, integer),
 	remora.renew(uuid, bigint), remora.checkpoint(uuid, bigint, jsonb),
-	remora.commit(uuid, bigint, jsonb),
+	remora.commit(uuid, bigint, jsonb), remora.yield(uuid, bigint),
 	remora.commit_many(uuid[], bigint[], jsonb[]),
 	remora.fail(uuid, bigint, jsonb, boolean),
 	remora.export_members(uuid, bigint, text, integer),

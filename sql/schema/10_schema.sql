@@ -141,7 +141,8 @@ CREATE TABLE remora.attempts (
 	fencing_token	bigint NOT NULL,
 	incarnation		uuid NOT NULL REFERENCES remora.incarnations,
 	state			text NOT NULL DEFAULT 'running'
-		CHECK (state IN ('running', 'succeeded', 'failed', 'lost', 'cancelled')),
+		CHECK (state IN ('running', 'succeeded', 'failed', 'lost', 'cancelled',
+						 'yielded')),
 	definition_hash text NOT NULL,
 	request_hash	text NOT NULL,
 	access_digest	text NOT NULL,

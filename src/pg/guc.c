@@ -34,6 +34,8 @@ int   remora_default_role_max_running = 0;
 int   remora_default_role_max_queued = 0;
 int   remora_default_role_max_bytes_per_second = 0;
 int   remora_max_bytes_per_second = 0;
+int   remora_min_bytes_per_second = 65536;
+int   remora_time_slice_s = 300;
 int   remora_lease_duration_ms = 30000;
 int   remora_max_attempts = 5;
 int   remora_retry_base_delay_ms = 10000;
@@ -258,6 +260,25 @@ remora_define_gucs(void)
 		"Bytes per second the whole deployment may move; 0 means no limit.",
 		NULL, &remora_max_bytes_per_second, 0, 0, INT_MAX, PGC_SIGHUP, 0, NULL,
 		NULL, NULL);
+
+	/*
+	 * Sharing under abuse (doc/operator-guide.md, "Time slices"): a cap
+	 * below this is refused, so that no capped job holds a worker for ever;
+	 * and an attempt whose owner holds more than its share hands its job
+	 * back after a slice when another owner waits.
+	 */
+	DefineCustomIntVariable(
+		"remora.min_bytes_per_second",
+		"The lowest byte-rate cap a job or a role may be given; 0 means none.",
+		NULL, &remora_min_bytes_per_second, 65536, 0, INT_MAX, PGC_SIGHUP, 0,
+		NULL, NULL, NULL);
+
+	DefineCustomIntVariable(
+		"remora.time_slice",
+		"How long an attempt runs before it may have to hand its job back to "
+		"another owner's waiting jobs.",
+		NULL, &remora_time_slice_s, 300, 1, 86400, PGC_SIGHUP, GUC_UNIT_S,
+		NULL, NULL, NULL);
 
 	DefineCustomIntVariable(
 		"remora.lease_duration",

@@ -133,6 +133,25 @@ option_positive_int64(const char *key, JsonbValue *v)
 	return val;
 }
 
+/*
+ * A byte-rate cap below remora.min_bytes_per_second would let a job hold
+ * a worker for ever (doc/operator-guide.md, "Time slices"): refused, naming
+ * the setting.
+ */
+static void
+below_min_rate(const char *key, int64 rate)
+{
+	if (rate < remora_min_bytes_per_second)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid option \"%s\"", key),
+				 errdetail("The cap %lld is below remora.min_bytes_per_second "
+						   "(%d).",
+						   (long long) rate, remora_min_bytes_per_second),
+				 errhint("Cap the job at remora.min_bytes_per_second or more, "
+						 "or ask an administrator to lower it.")));
+}
+
 /* A glob list: a JSON array of non-empty strings. */
 static char **
 option_patterns(const char *key, JsonbValue *v, int *n)
@@ -208,6 +227,7 @@ parse_options(Jsonb *jb, RemoraSourceKind kind, RemoraJobOptions *o)
 		{
 			o->has_max_bytes_per_second = true;
 			o->max_bytes_per_second = option_positive_int64(key, &v);
+			below_min_rate(key, o->max_bytes_per_second);
 		}
 		else if (strcmp(key, "max_attempts") == 0)
 		{

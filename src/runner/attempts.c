@@ -14,6 +14,9 @@
  *	    |                  |    cancelled: stopped (the sweep cleans up)
  *	    |                  |--> its lease could not be renewed in time:
  *	    |                  |    stopped (fenced, below)
+ *	    |                  |--> asked to yield by a renewal: at its next
+ *	    |                  |    recorded checkpoint, yielded (its job queued
+ *	    |                  |    again, resuming from it; no budget spent)
  *	    |                  `--> stop of the worker: handed back (fail,
  *	    |                       retryable)
  *	    `--> spec unreadable, endpoint gone, engine refuses: failed at once
@@ -53,6 +56,7 @@
 
 #include "engine/util.h"
 #include "runner/codec.h"
+#include "runner/attempt.h"
 #include "runner/attempts.h"
 #include "runner/state.h"
 
@@ -61,28 +65,7 @@
 #define CALL_BACKOFF_MS     100
 #define CALL_BACKOFF_MAX_MS 5000
 
-typedef struct Attempt
-{
-	RemoraTask    *task;
-	RemoraWorkKind kind;
-	int64_t        job_id;
-	char           attempt_id[REMORA_UUID_LEN];
-	int64_t        token;
-	int64_t        owner;
-	char          *bucket;
-	char          *file_name;
-	const char    *forced_restart; /* a constant string */
-	bool           restart_reported;
-	bool           renew_blocked; /* the last renewal failed: renew it last */
-	int            call_failures;
-	int64_t        first_call_failure_ms;
-	int64_t        next_call_ms; /* a failed commit or fail call: when again */
-	char          *commit_doc;
-	RemoraDocs     unsent; /* members or references not yet recorded */
-	int64_t        fence_ms;
-	void          *host_slot;
-	int64_t        max_rate; /* the byte-rate cap applied; 0: none */
-} Attempt;
+typedef RemoraAttempt Attempt;
 
 static Attempt *attempts[REMORA_RUNNER_MAX_ATTEMPTS];
 static int      nattempts;
@@ -94,8 +77,8 @@ remora_attempts_count(void)
 	return nattempts;
 }
 
-static int64_t
-fence_after(int64_t sent_ms)
+int64_t
+remora_attempt_fence_after(int64_t sent_ms)
 {
 	int lease = remora_runner.cfg.lease_ms;
 	int margin = lease / 4 > 500 ? lease / 4 : 500;
@@ -125,8 +108,8 @@ remora_attempts_view(RemoraAttemptView *out, int max)
 	return n;
 }
 
-static void
-free_attempt(Attempt *a)
+void
+remora_attempt_free(Attempt *a)
 {
 	remora_task_free(a->task);
 	free(a->bucket);
@@ -144,7 +127,7 @@ forget_attempt(int i)
 	attempts[i] = attempts[--nattempts];
 	if (remora_runner.ops->attempt_ended)
 		remora_runner.ops->attempt_ended(remora_runner.host, a->host_slot);
-	free_attempt(a);
+	remora_attempt_free(a);
 }
 
 static void
@@ -207,13 +190,18 @@ remora_attempts_renew(void)
 	{
 		Attempt *a = attempts[i];
 		int64_t  sent = remora_clock_ms();
-		bool     ok;
+		bool     ok, yield;
 		bool called = remora_call_renew(a->job_id, a->attempt_id, a->token, &ok,
-										&cancelled[i]);
+										&cancelled[i], &yield);
 
 		a->renew_blocked = !called;
 		if (called && ok)
-			a->fence_ms = fence_after(sent);
+			a->fence_ms = remora_attempt_fence_after(sent);
+		if (called && ok && yield && !a->yield_asked)
+			remora_rlog("job %" PRId64 " attempt %s: asked to yield to another "
+						"owner's jobs at its next checkpoint",
+						a->job_id, a->attempt_id);
+		a->yield_asked = a->yield_asked || (called && ok && yield);
 		/* one whose result is ready is left to remora.commit */
 		stop[i] = called && !ok &&
 				  remora_task_state(a->task) != REMORA_TASK_SUCCEEDED;
@@ -327,7 +315,7 @@ checkpoint_doc(Attempt *a)
  * stop).  Returns how many were sent.
  */
 static int
-checkpoint_batch(int from, int to, bool *refused)
+checkpoint_batch(int from, int to, bool *refused, bool *recorded)
 {
 	char   *docs[REMORA_RUNNER_MAX_ATTEMPTS] = {0};
 	bool    sent[REMORA_RUNNER_MAX_ATTEMPTS] = {0};
@@ -363,6 +351,8 @@ checkpoint_batch(int from, int to, bool *refused)
 			refused[i] = false; /* nothing was decided: tried again */
 		else if (sent[i])
 			remora_docs_clear(&attempts[i]->unsent);
+		if (recorded)
+			recorded[i] = committed && sent[i] && !refused[i];
 		nrefused += refused[i];
 	}
 	if (remora_runner.ops->checkpoints_done)
@@ -373,20 +363,46 @@ checkpoint_batch(int from, int to, bool *refused)
 }
 
 /*
- * Record validated progress of every attempt that has new.  Job rows are
- * locked in job id order everywhere, as remora.reconcile does.
+ * An attempt asked to yield whose checkpoint was just recorded: its task
+ * stops (its staging kept for the next attempt) and its job goes back to
+ * the queue (remora.yield); one whose call failed is left to its lease.
+ */
+static void
+yield_attempt(int i)
+{
+	Attempt *a = attempts[i];
+	char    *state;
+
+	remora_task_abort(a->task, false);
+	state = remora_call_yield(a->job_id, a->attempt_id, a->token);
+	remora_rlog("job %" PRId64 " attempt %s yielded%s%s", a->job_id,
+				a->attempt_id,
+				state ? ": the job is now " : " (failed: its lease lapses)",
+				state ? state : "");
+	free(state);
+	forget_attempt(i);
+}
+
+/*
+ * Record validated progress of every attempt that has new, and yield those
+ * asked to once theirs is recorded.  Job rows are locked in job id order
+ * everywhere, as remora.reconcile does.
  */
 void
 remora_attempts_checkpoint(void)
 {
 	bool refused[REMORA_RUNNER_MAX_ATTEMPTS] = {0};
+	bool recorded[REMORA_RUNNER_MAX_ATTEMPTS] = {0};
 
 	qsort(attempts, nattempts, sizeof(Attempt *), by_job);
-	if (checkpoint_batch(0, nattempts, refused) == 0)
+	if (checkpoint_batch(0, nattempts, refused, recorded) == 0)
 		return;
 	for (int i = nattempts - 1; i >= 0; i--)
 		if (refused[i])
 			stop_attempt(i, "its checkpoint was refused");
+		else if (recorded[i] && attempts[i]->yield_asked &&
+				 remora_task_state(attempts[i]->task) == REMORA_TASK_RUNNING)
+			yield_attempt(i);
 }
 
 /*
@@ -399,7 +415,7 @@ export_flush(int i)
 {
 	bool refused[REMORA_RUNNER_MAX_ATTEMPTS] = {0};
 
-	(void) checkpoint_batch(i, i + 1, refused);
+	(void) checkpoint_batch(i, i + 1, refused, NULL);
 }
 
 /* ------------------------------------------------------------- finish */
@@ -551,11 +567,11 @@ commit_succeeded(const bool *committing, Outcome *outcome)
 static void
 commit_refused(Attempt *a)
 {
-	bool  ok = false, cancelled;
+	bool  ok = false, cancelled, yield;
 	char *doc, *state;
 
-	if (!remora_call_renew(a->job_id, a->attempt_id, a->token, &ok,
-						   &cancelled) ||
+	if (!remora_call_renew(a->job_id, a->attempt_id, a->token, &ok, &cancelled,
+						   &yield) ||
 		!ok)
 	{
 		remora_rlog("job %" PRId64 " attempt %s: commit refused; it no longer "
@@ -668,178 +684,10 @@ remora_attempts_answer_lookups(void)
 	}
 }
 
-static void
-refuse(const RemoraClaimRow *row, const char *class, bool retryable,
-	   const char *msg)
-{
-	char *doc = remora_codec_error(class, msg, 0, 0, NULL, -1);
-	char *state = remora_call_fail(row->job_id, row->attempt_id, row->token,
-								   doc, retryable);
-
-	remora_rlog("job %" PRId64 " attempt %s refused: %s (the job is now %s)",
-				row->job_id, row->attempt_id, msg, state ? state : "unknown");
-	free(doc);
-	free(state);
-}
-
-/*
- * Start the engine's task for a work: the one start function of every
- * kind.  NULL with err set when the engine refuses.
- */
-static RemoraTask *
-start_task(RemoraWork *w, const RemoraClaimRow *row, Attempt *a,
-		   RemoraResume *resume, const RemoraEndpoint *ep, char *err,
-		   size_t errlen)
-{
-	const RemoraRunnerConfig *cfg = &remora_runner.cfg;
-	RemoraEngine             *engine = remora_runner.engine;
-	/*
-	 * the job's own number, pinned; else from the setting's (one: a
-	 * single GET), as many as pay
-	 */
-	int connections = w->connections > 0 ? (int) w->connections
-					  : cfg->connections > 1
-						  ? REMORA_CONNECTIONS_ADAPT(cfg->connections)
-						  : 1;
-
-	switch (w->kind)
-	{
-		case REMORA_WORK_EXPORT:
-			w->u.export.host_arg = a;
-			return remora_export_start(engine, &w->u.export, err, errlen);
-		case REMORA_WORK_SET:
-			if (ep)
-				w->u.set.source_store = &ep->cfg;
-			w->u.set.hub_url = cfg->hub_url;
-			w->u.set.token =
-				cfg->hf_token && cfg->hf_token[0] ? cfg->hf_token : NULL;
-			w->u.set.job_id = row->job_id;
-			w->u.set.attempt_id = row->attempt_id;
-			w->u.set.fencing_token = row->token;
-			w->u.set.earlier_attempts = w->attempt_no > 1;
-			w->u.set.host_arg = a;
-			w->u.set.connections = connections;
-			return remora_set_start(engine, &w->u.set, err, errlen);
-		case REMORA_WORK_OBJECT:
-			w->u.object.resume = resume;
-			w->u.object.job_id = row->job_id;
-			w->u.object.attempt_id = row->attempt_id;
-			w->u.object.fencing_token = row->token;
-			w->u.object.connections = connections;
-			return remora_task_start(engine, &w->u.object, err, errlen);
-	}
-	remora_errbuf_set(err, errlen, "unknown kind of work");
-	return NULL;
-}
-
-/*
- * The source endpoint an s3 set names, or NULL when it needs none; false
- * (the attempt refused) when it cannot be read or is gone.
- */
-static bool
-endpoint_of(const RemoraWork *w, const RemoraClaimRow *row, RemoraEndpoint *ep,
-			bool *found)
-{
-	memset(ep, 0, sizeof(*ep));
-	*found = false;
-	if (w->kind != REMORA_WORK_SET || w->u.set.kind != REMORA_SET_S3 ||
-		w->endpoint == NULL)
-		return true;
-	if (!remora_call_endpoint(w->endpoint, ep, found))
-	{
-		refuse(row, REMORA_ERR_INTERNAL, true,
-			   "the job's source endpoint could not be read");
-		return false;
-	}
-	if (!*found)
-	{
-		refuse(row, REMORA_ERR_SOURCE, false,
-			   "the job's source endpoint is no longer registered");
-		return false;
-	}
-	return true;
-}
-
-static Attempt *
-new_attempt(const RemoraWork *w, const RemoraClaimRow *row, const char *why,
-			int64_t claim_sent_ms)
-{
-	Attempt *a = calloc(1, sizeof(Attempt));
-
-	if (a == NULL)
-		return NULL;
-	a->bucket = strdup(w->bucket);
-	a->file_name = strdup(w->file_name);
-	if (a->bucket == NULL || a->file_name == NULL)
-	{
-		free_attempt(a);
-		return NULL;
-	}
-	a->kind = w->kind;
-	a->job_id = row->job_id;
-	snprintf(a->attempt_id, sizeof(a->attempt_id), "%s", row->attempt_id);
-	a->token = row->token;
-	a->owner = w->owner;
-	a->forced_restart = why;
-	a->fence_ms = fence_after(claim_sent_ms);
-	return a;
-}
-
-/*
- * Start the attempt a claim handed out, or fail it at once (its spec
- * cannot be read, its endpoint is gone, the engine refuses it).  The row's
- * texts are the caller's.
- */
+/* A started attempt joins the table (start.c). */
 void
-remora_attempts_start(RemoraClaimRow *row, int64_t claim_sent_ms)
+remora_attempts_add(Attempt *a)
 {
-	RemoraWork     w;
-	char           err[512];
-	RemoraResume  *resume = NULL;
-	const char    *why = NULL;
-	RemoraEndpoint ep;
-	bool           ep_found;
-	Attempt       *a;
-
-	if (row->spec == NULL ||
-		!remora_codec_decode_spec(row->spec, &w, err, sizeof(err)))
-	{
-		char msg[600];
-
-		snprintf(msg, sizeof(msg),
-				 "the job's specification could not be read: %s",
-				 row->spec ? err : "the claim handed out none");
-		refuse(row, REMORA_ERR_INTERNAL, true, msg);
-		return;
-	}
-	if (!endpoint_of(&w, row, &ep, &ep_found))
-	{
-		remora_codec_work_free(&w);
-		return;
-	}
-	if (w.kind == REMORA_WORK_OBJECT)
-	{
-		resume = remora_codec_decode_resume(row->resume, &why);
-		if (why)
-			remora_rlog("job %" PRId64 " attempt %s starts from zero: %s",
-						row->job_id, row->attempt_id, why);
-	}
-	a = new_attempt(&w, row, why, claim_sent_ms);
-	if (a == NULL)
-		snprintf(err, sizeof(err), "out of memory");
-	else
-		a->task = start_task(&w, row, a, resume, ep_found ? &ep : NULL, err,
-							 sizeof(err));
-	remora_endpoint_free(&ep);
-	if (a == NULL || a->task == NULL)
-	{
-		remora_resume_free(resume);
-		refuse(row, REMORA_ERR_INTERNAL, true, err);
-		if (a)
-			free_attempt(a);
-		remora_codec_work_free(&w);
-		return;
-	}
 	attempts[nattempts++] = a;
 	if (remora_runner.ops->attempt_started)
 	{
@@ -849,11 +697,6 @@ remora_attempts_start(RemoraClaimRow *row, int64_t claim_sent_ms)
 		a->host_slot =
 			remora_runner.ops->attempt_started(remora_runner.host, &v);
 	}
-	remora_rlog("job %" PRId64 " attempt %s started (%s, token %" PRId64 ")%s",
-				a->job_id, a->attempt_id, w.source_kind, a->token,
-				resume ? ", resuming from a checkpoint" : "");
-	remora_resume_free(resume);
-	remora_codec_work_free(&w);
 }
 
 /*

@@ -215,15 +215,20 @@ attempt_ok(const char *what, int64_t job, const char *sql, const char *attempt,
 	return true;
 }
 
+/*
+ * Renew a lease: *ok, and whether the job was cancelled or the attempt is
+ * asked to yield (every column, so that a server before time slices, whose
+ * answer has no yield_requested, is read as never asking).
+ */
 bool
 remora_call_renew(int64_t job, const char *attempt, int64_t token, bool *ok,
-				  bool *cancelled)
+				  bool *cancelled, bool *yield)
 {
 	RemoraRows res;
 
-	*ok = *cancelled = false;
+	*ok = *cancelled = *yield = false;
 	if (!attempt_call("renewing the lease", job,
-					  "SELECT ok, cancel_requested FROM "
+					  "SELECT * FROM "
 					  "remora.renew($1::pg_catalog.uuid, $2::pg_catalog.int8)",
 					  2, attempt, token, NULL, false, &res))
 		return false;
@@ -231,6 +236,7 @@ remora_call_renew(int64_t job, const char *attempt, int64_t token, bool *ok,
 	{
 		*ok = col_bool(&res, 0, "ok");
 		*cancelled = col_bool(&res, 0, "cancel_requested");
+		*yield = col_bool(&res, 0, "yield_requested");
 	}
 	remora_rows_free(&res);
 	return true;
@@ -379,6 +385,26 @@ remora_call_fail(int64_t job, const char *attempt, int64_t token,
 					  "$2::pg_catalog.int8, $3::pg_catalog.jsonb, "
 					  "$4::pg_catalog.bool) AS state",
 					  4, attempt, token, error, retryable, &res))
+		return NULL;
+	state =
+		strdup(res.nrows == 1 && col(&res, 0, "state") ? col(&res, 0, "state")
+													   : "unknown");
+	remora_rows_free(&res);
+	return state;
+}
+
+/* Hand the attempt's job back (remora.yield): the job's state, malloc'd,
+ * or NULL when the call failed. */
+char *
+remora_call_yield(int64_t job, const char *attempt, int64_t token)
+{
+	RemoraRows res;
+	char      *state;
+
+	if (!attempt_call("yielding an attempt", job,
+					  "SELECT remora.yield($1::pg_catalog.uuid, "
+					  "$2::pg_catalog.int8) AS state",
+					  2, attempt, token, NULL, false, &res))
 		return NULL;
 	state =
 		strdup(res.nrows == 1 && col(&res, 0, "state") ? col(&res, 0, "state")

@@ -48,7 +48,7 @@ extern void remora_call_end_incarnation(const char *inc);
 extern int  remora_call_claim(const char *inc, int room, RemoraClaimRow *out);
 extern int64_t remora_call_next_due(const char *inc);
 extern bool  remora_call_renew(int64_t job, const char *attempt, int64_t token,
-							   bool *ok, bool *cancelled);
+							   bool *ok, bool *cancelled, bool *yield);
 extern bool  remora_call_rate_limits(int n, const char *const *attempts,
 									 int64_t *caps, bool *known);
 extern bool  remora_call_checkpoint(int64_t job, const char *attempt,
@@ -60,6 +60,7 @@ extern bool  remora_call_commit_many(int n, const char *const *attempts,
 									 const char *const *docs, bool *ok);
 extern char *remora_call_fail(int64_t job, const char *attempt, int64_t token,
 							  const char *error, bool retryable);
+extern char *remora_call_yield(int64_t job, const char *attempt, int64_t token);
 extern bool  remora_call_lookup(int64_t job, const char *attempt,
 								const char *const *paths, int n,
 								RemoraPrior *out);

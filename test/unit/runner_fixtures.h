@@ -56,6 +56,7 @@ typedef enum Answer
 	ANSWER_OK,
 	ANSWER_REFUSED,
 	ANSWER_CANCELLED, /* a renewal: refused, the job cancelled */
+	ANSWER_YIELD,     /* a renewal: ok, and asked to yield */
 	ANSWER_EXEC_FAILS /* the statement fails (the next one) */
 } Answer;
 
@@ -224,7 +225,8 @@ static bool
 fake_exec(void *host, const char *what, const char *sql, int nparams,
 		  const char *const *params, RemoraRows *out)
 {
-	static const char *renew_cols[2] = {"ok", "cancel_requested"};
+	static const char *renew_cols[3] = {"ok", "cancel_requested",
+										"yield_requested"};
 	static const char *ok_col[1] = {"ok"};
 	static const char *alive_col[1] = {"alive"};
 	static const char *state_col[1] = {"state"};
@@ -272,9 +274,11 @@ fake_exec(void *host, const char *what, const char *sql, int nparams,
 		answer_claim(atoi(params[1]), out);
 	else if (strcmp(c->fn, "renew") == 0)
 	{
-		v[0] = tf(h.renew[c->job] == ANSWER_OK);
+		v[0] =
+			tf(h.renew[c->job] == ANSWER_OK || h.renew[c->job] == ANSWER_YIELD);
 		v[1] = tf(h.renew[c->job] == ANSWER_CANCELLED);
-		answer(out, 1, 2, renew_cols, v);
+		v[2] = tf(h.renew[c->job] == ANSWER_YIELD);
+		answer(out, 1, 3, renew_cols, v);
 	}
 	else if (strcmp(c->fn, "commit") == 0)
 	{

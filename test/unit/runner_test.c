@@ -121,6 +121,16 @@ test_claim_and_renew(FakeS3 *s3)
 			  h.slots[3].started == 1 && remora_runner_count() == 2,
 		  "room after a full batch: claimed at once, for what is left (1)");
 
+	/* asked to yield: it runs on until a checkpoint of it is recorded (this
+	 * source sends nothing: none is), and is asked once */
+	h.renew[2] = ANSWER_YIELD;
+	mark_log = h.nlog;
+	(void) round_with(true, false);
+	(void) round_with(true, false);
+	CHECK(h.slots[2].ended == 0 && count("yield", 2) == 0 &&
+			  logged_from(mark_log, "asked to yield"),
+		  "a renewal that asks to yield stops nothing before a checkpoint");
+
 	h.renew[2] = ANSWER_CANCELLED;
 	mark_log = h.nlog;
 	(void) round_with(true, false);

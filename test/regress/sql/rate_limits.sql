@@ -34,6 +34,17 @@ CREATE ROLE regress_rl_worker LOGIN;
 GRANT remora_user TO regress_rl_ann, regress_rl_ben;
 GRANT remora_worker TO regress_rl_worker;
 
+-- small caps, to count them: no floor here (time_slices.sql shows it)
+\getenv abs_srcdir PG_ABS_SRCDIR
+\set rl_wait :abs_srcdir '/sql/rate_limits_wait.psql'
+ALTER SYSTEM SET remora.min_bytes_per_second = 0;
+SELECT pg_reload_conf();
+SELECT 'remora.min_bytes_per_second' AS rl_name, '0' AS rl_want,
+	   clock_timestamp() + interval '60 s' AS rl_deadline \gset
+\set ECHO none
+\i :rl_wait
+\set ECHO all
+
 -- a job's own cap: a positive whole number of bytes a second, else 22023
 SET ROLE regress_rl_ann;
 SELECT pg_temp.try(format($$SELECT remora_submit('https://example.com/x.bin', options => %L)$$, o))
@@ -70,8 +81,6 @@ SELECT * FROM caps;
 SELECT remora.set_role_limits('regress_rl_ann', max_bytes_per_second => 4000);
 SELECT * FROM caps;
 
-\getenv abs_srcdir PG_ABS_SRCDIR
-\set rl_wait :abs_srcdir '/sql/rate_limits_wait.psql'
 -- the deployment's cap shared by all three; a role without its own takes
 -- the default
 ALTER SYSTEM SET remora.max_bytes_per_second = 3000;
@@ -107,7 +116,13 @@ RESET ROLE;
 -- clean up
 ALTER SYSTEM RESET remora.max_bytes_per_second;
 ALTER SYSTEM RESET remora.default_role_max_bytes_per_second;
+ALTER SYSTEM RESET remora.min_bytes_per_second;
 SELECT pg_reload_conf();
+SELECT 'remora.min_bytes_per_second' AS rl_name, '65536' AS rl_want,
+	   clock_timestamp() + interval '60 s' AS rl_deadline \gset
+\set ECHO none
+\i :rl_wait
+\set ECHO all
 SELECT 'remora.default_role_max_bytes_per_second' AS rl_name, '0' AS rl_want,
 	   clock_timestamp() + interval '60 s' AS rl_deadline \gset
 \set ECHO none
