@@ -16,7 +16,9 @@
 -- attempt that is not (or no longer) its job's running attempt has no row.
 -- A shared cap divides evenly, at least a byte a second each: an attempt
 -- that takes less than its share leaves the rest unused until the count
--- changes.
+-- changes.  A job's own cap is at least remora.min_bytes_per_second, which
+-- a submit enforces: one submitted before the floor existed is raised to
+-- it, so that its attempts reach checkpoints, and yield, in time.
 CREATE OR REPLACE FUNCTION remora.rate_limits(attempt_ids uuid[])
 RETURNS TABLE (attempt_id uuid, max_bytes_per_second bigint)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -25,6 +27,7 @@ AS $$
 DECLARE
 	deployment	bigint := coalesce(nullif(current_setting('remora.max_bytes_per_second', true), '')::bigint, 0);
 	role_default bigint := coalesce(nullif(current_setting('remora.default_role_max_bytes_per_second', true), '')::bigint, 0);
+	floor		bigint := coalesce(nullif(current_setting('remora.min_bytes_per_second', true), '')::bigint, 0);
 BEGIN
 	IF $1 IS NULL THEN
 		RAISE EXCEPTION 'attempt_ids must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -42,7 +45,9 @@ BEGIN
 		SELECT count(*) AS n FROM running
 	), caps AS (
 		SELECT r.current_attempt,
-			   nullif((r.options ->> 'max_bytes_per_second')::bigint, 0) AS own,
+			   CASE WHEN (r.options ->> 'max_bytes_per_second')::bigint > 0
+					THEN greatest((r.options ->> 'max_bytes_per_second')::bigint, floor)
+			   END AS own,
 			   CASE WHEN coalesce(l.max_bytes_per_second, role_default) > 0
 					THEN greatest(1, coalesce(l.max_bytes_per_second, role_default) / o.n)
 			   END AS role_share,

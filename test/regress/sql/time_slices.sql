@@ -89,3 +89,9 @@ SELECT c.job_id = :a1 AS yielded_one, (c.spec ->> 'attempt_no')::integer AS atte
   FROM remora.claim('5a5a5a5a-0000-4000-8000-000000000001', 1) c;
 SELECT attempt_no, state FROM remora_attempts WHERE job_id = :a1 ORDER BY attempt_no;
 SELECT state, attempts_used, max_attempts FROM remora.jobs WHERE job_id = :a1;
+-- a job capped below the floor before the floor existed runs at the floor
+UPDATE remora.jobs SET spec = jsonb_set(spec, '{options,max_bytes_per_second}', '1')
+ WHERE job_id = :a1;
+SELECT r.max_bytes_per_second
+  FROM remora.jobs j, remora.rate_limits(ARRAY[j.current_attempt]) r
+ WHERE j.job_id = :a1;
