@@ -130,7 +130,8 @@ $$;
 -- Record a validated job.  spec is the canonical definition with defaults
 -- applied (its source without a query string); request is the canonical
 -- request the idempotency key stands for; source_url is the whole URL when
--- it has a query string.
+-- it has a query string.  A notify_url's query string goes the same way:
+-- into remora.notify_urls, out of the options.
 -- Model: Submit (proof/remora.pml)
 CREATE OR REPLACE FUNCTION remora._submit(caller oid, spec jsonb, request jsonb,
 							   idem_key text, source_url text)
@@ -151,6 +152,7 @@ DECLARE
 	cron_runs	oid;
 	def_hash	text;
 	acc_digest	text;
+	notify		text := spec #>> '{options,notify_url}';
 BEGIN
 	IF idem_key IS NOT NULL THEN
 		SELECT job_id, request_hash, source_kind INTO existing
@@ -266,7 +268,13 @@ BEGIN
 		'cron_run_id', cron_run,
 		'submitted_at', now()));
 
-	def_hash := encode(sha256(convert_to(spec::text || coalesce(source_url, ''), 'UTF8')), 'hex');
+	IF strpos(notify, '?') > 0 THEN
+		spec := jsonb_set(spec, '{options,notify_url}', to_jsonb(split_part(notify, '?', 1)));
+	ELSE
+		notify := NULL;
+	END IF;
+	def_hash := encode(sha256(convert_to(spec::text || coalesce(source_url, '')
+										 || coalesce(notify, ''), 'UTF8')), 'hex');
 	acc_digest := encode(sha256(convert_to(jsonb_build_object(
 		'owner', caller, 'role', pg_get_userbyid(caller),
 		'bucket', spec ->> 'bucket', 'prefix', spec ->> 'prefix',
@@ -321,6 +329,9 @@ BEGIN
 
 	IF source_url IS NOT NULL THEN
 		INSERT INTO remora.source_urls (job_id, url) VALUES (new_id, source_url);
+	END IF;
+	IF notify IS NOT NULL THEN
+		INSERT INTO remora.notify_urls (job_id, url) VALUES (new_id, notify);
 	END IF;
 	-- the owner is the job's, just written: named, so that the queue's
 	-- trigger need not look it up

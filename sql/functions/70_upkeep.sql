@@ -253,8 +253,10 @@ $$;
 -- is pruned, a batch at a time (the launcher calls this every minute).  The
 -- job row stays as a tombstone (its state, owner, idempotency key, last
 -- error); the attempts go, except the one whose result is still offered.
--- A job whose staging or hard delete is not finished waits.  First, the
--- rows of dropped roles go to nobody (remora._forget_dropped_roles).
+-- A job whose staging or hard delete is not finished waits, and one whose
+-- webhooks are not all delivered or given up; then its webhooks and their
+-- tries go too.  First, the rows of dropped roles go to nobody
+-- (remora._forget_dropped_roles).
 CREATE OR REPLACE FUNCTION remora.prune(max_jobs integer DEFAULT 100) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -278,12 +280,18 @@ BEGIN
 		   AND (jb.hard_delete_requested_at IS NULL OR jb.hard_deleted_at IS NOT NULL)
 		   AND NOT EXISTS (SELECT 1 FROM remora.attempts a
 							WHERE a.job_id = jb.job_id AND a.cleaned_at IS NULL)
+		   AND NOT EXISTS (SELECT 1 FROM remora.webhooks w
+							WHERE w.job_id = jb.job_id AND w.ended_at IS NULL)
 		 ORDER BY jb.finished_at
 		 LIMIT greatest(max_jobs, 0)
 		   FOR UPDATE SKIP LOCKED
 	LOOP
 		DELETE FROM remora.checkpoints c WHERE c.job_id = j.job_id;
 		DELETE FROM remora.source_urls u WHERE u.job_id = j.job_id;
+		DELETE FROM remora.notify_urls n WHERE n.job_id = j.job_id;
+		DELETE FROM remora.webhook_tries t USING remora.webhooks w
+		 WHERE t.webhook_id = w.webhook_id AND w.job_id = j.job_id;
+		DELETE FROM remora.webhooks w WHERE w.job_id = j.job_id;
 		IF j.gone THEN
 			DELETE FROM remora.results r WHERE r.job_id = j.job_id;
 		END IF;

@@ -134,7 +134,8 @@ $jobs_webhook$;
 -- each one's job owner: the URL and body are the job's own, so a worker
 -- never sends one user's job to another user's receiver.  attempt numbers
 -- the try (1, 2, ...): a try that outlives its claim is recorded, but the
--- schedule follows the latest.
+-- schedule follows the latest.  The URL is the whole one, query string
+-- included (remora.notify_urls).
 CREATE OR REPLACE FUNCTION remora.webhooks_due(incarnation uuid, max_webhooks integer)
 RETURNS TABLE (webhook_id text, job_id bigint, url text, body text,
 			   secret bytea, attempt integer)
@@ -166,7 +167,10 @@ BEGIN
 	  FROM due, remora.jobs j, remora.webhook_secrets s
 	 WHERE w.webhook_id = due.webhook_id AND j.job_id = w.job_id
 	   AND s.owner = j.owner
-	RETURNING w.webhook_id, w.job_id, w.url, w.body, s.secret, w.tries;
+	RETURNING w.webhook_id, w.job_id,
+			  coalesce((SELECT n.url FROM remora.notify_urls n WHERE n.job_id = w.job_id),
+					   w.url),
+			  w.body, s.secret, w.tries;
 END
 $$;
 

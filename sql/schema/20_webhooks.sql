@@ -65,3 +65,14 @@ SELECT pg_catalog.pg_extension_config_dump('remora.webhook_secrets', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.webhooks', '');
 SELECT pg_catalog.pg_extension_config_dump('remora.webhook_tries', '');
 GRANT SELECT ON remora.webhooks, remora.webhook_tries TO remora_user;
+
+-- The whole notify_url of a job whose notify_url has a query string
+-- (which may carry a token), kept as a source URL's is (remora.source_urls):
+-- the job's options and its webhooks name it without the query, and only
+-- the extension's functions read this table, to hand the URL to a worker.
+CREATE TABLE remora.notify_urls (
+	job_id			bigint PRIMARY KEY REFERENCES remora.jobs ON DELETE CASCADE,
+	url				text NOT NULL
+);
+ALTER TABLE remora.notify_urls ENABLE ROW LEVEL SECURITY;
+SELECT pg_catalog.pg_extension_config_dump('remora.notify_urls', '');

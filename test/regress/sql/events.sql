@@ -70,12 +70,16 @@ SELECT count(*) AS jobs FROM remora_jobs;
 RESET ROLE;
 SELECT count(*) AS secrets FROM remora.webhook_secrets;
 
--- a good one is kept in its canonical form, in the job's options
+-- a good one is kept in its canonical form, in the job's options, and its
+-- query string where no role reads it (as a source URL's): only a worker
+-- is handed it with the webhook (below)
 SET ROLE regress_wh_ann;
 SELECT remora_submit('https://example.com/a1.bin',
 					 options => '{"notify_url": "HTTPS://Example.COM:443/hook?t=1"}') AS a1 \gset
-RESET ROLE;
 SELECT spec #>> '{options,notify_url}' AS notify_url FROM remora.jobs WHERE job_id = :a1;
+SELECT pg_temp.try($$SELECT * FROM remora.notify_urls$$);
+RESET ROLE;
+SELECT url AS kept FROM remora.notify_urls WHERE job_id = :a1;
 
 -- and ann has a secret now: whsec_ and the base64 of 32 bytes, the same
 -- on every call until rotated; ben's is his own
@@ -152,7 +156,9 @@ RESET ROLE;
 SELECT d.job_id, d.attempt, pg_get_userbyid(j.owner) AS owner,
 	   'whsec_' || encode(d.secret, 'base64') = CASE pg_get_userbyid(j.owner)
 			WHEN 'regress_wh_ann' THEN :'s2' ELSE :'sb' END AS owners_secret,
-	   d.url = j.spec #>> '{options,notify_url}' AS own_url
+	   d.url = coalesce((SELECT n.url FROM remora.notify_urls n WHERE n.job_id = d.job_id),
+						j.spec #>> '{options,notify_url}') AS own_url,
+	   strpos(d.url, '?') > 0 AS with_query
   FROM due d JOIN remora.jobs j USING (job_id) ORDER BY d.job_id;
 -- claimed: not handed out again until the claim lapses
 SET ROLE regress_wh_worker;
@@ -197,6 +203,16 @@ SELECT count(*) AS all_tries FROM remora_webhook_deliveries;
 
 -- the webhooks never changed a job
 SELECT job_id, state FROM remora.jobs ORDER BY job_id;
+
+-- retention prunes a job's webhooks and their tries with the job, and its
+-- notify_url's query string, once every webhook of it has ended
+UPDATE remora.webhooks SET ended_at = NULL WHERE job_id = :b1;
+UPDATE remora.jobs SET finished_at = now() - interval '31 days' WHERE finished_at IS NOT NULL;
+UPDATE remora.attempts SET cleaned_at = now();
+SELECT remora.prune() AS pruned;
+SELECT w.job_id, count(t.*) AS tries FROM remora.webhooks w
+  LEFT JOIN remora.webhook_tries t USING (webhook_id) GROUP BY w.job_id ORDER BY 1;
+SELECT count(*) AS notify_urls FROM remora.notify_urls;
 
 -- clean up
 DROP TABLE due;
