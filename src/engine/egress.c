@@ -44,6 +44,8 @@ opensocket_cb(void *clientp, curlsocktype purpose,
 								 req->policy_why, sizeof(req->policy_why)))
 	{
 		req->policy_denied = true;
+		remora_netpolicy_address(&address->addr, req->policy_addr,
+								 sizeof(req->policy_addr));
 		return CURL_SOCKET_BAD;
 	}
 	req->policy_passed = true;
@@ -82,6 +84,8 @@ prereq_cb(void *clientp, char *primary_ip, char *local_ip, int primary_port,
 								 req->policy_why, sizeof(req->policy_why)))
 	{
 		req->policy_denied = true;
+		remora_netpolicy_address((struct sockaddr *) &ss, req->policy_addr,
+								 sizeof(req->policy_addr));
 		return CURL_PREREQFUNC_ABORT;
 	}
 	return CURL_PREREQFUNC_OK;
@@ -263,7 +267,11 @@ proxied_allowed(Request *req, const char *host, int port)
 	for (const struct addrinfo *ai = res; ai && ok; ai = ai->ai_next)
 		if (!remora_netpolicy_allows(req->loop->policy, ai->ai_addr,
 									 req->policy_why, sizeof(req->policy_why)))
+		{
 			ok = false;
+			remora_netpolicy_address(ai->ai_addr, req->policy_addr,
+									 sizeof(req->policy_addr));
+		}
 	freeaddrinfo(res);
 	if (!ok)
 		req->policy_denied = true;

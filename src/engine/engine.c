@@ -144,6 +144,22 @@ remora_engine_log(const RemoraEngine *engine, const char *fmt, ...)
 }
 
 /*
+ * A source request the outbound-source policy refused: the host's log says
+ * which address (the task's error, which users read, names only the
+ * rule).  Returns the rule, for that error.
+ */
+const char *
+remora_engine_refused(const RemoraEngine *engine, const Request *req)
+{
+	if (req->policy_addr[0])
+		remora_engine_log(engine,
+						  "the outbound-source policy refused the address %s "
+						  "(%s)",
+						  req->policy_addr, req->policy_why);
+	return req->policy_why;
+}
+
+/*
  * Free the engine.  Jobs not yet freed lose their requests with it and
  * may then only be freed.
  */

@@ -101,6 +101,10 @@ extern void remora_engine_log(const RemoraEngine *engine, const char *fmt, ...)
 extern void remora_task_register(RemoraEngine *engine, RemoraTask *task,
 								 const RemoraTaskKind *kind);
 
+/* A source request the policy refused: logged with its address; the rule */
+extern const char *remora_engine_refused(const RemoraEngine *engine,
+										 const Request      *req);
+
 /* A signed request to the target store, not started. */
 extern Request *remora_target_request(RemoraEngine *engine, void *owner,
 									  const S3Call *call, RequestDone done,

@@ -69,12 +69,13 @@ struct Request
 
 	/* streaming: when set, receives the body instead of the buffer above */
 	size_t (*on_data)(Request *req, char *ptr, size_t len);
-	bool        policy_denied; /* a connection was refused by policy */
-	bool        policy_passed; /* and one to an address it allows was tried */
-	char        policy_why[256];
-	bool        proxied; /* sent through an egress proxy */
-	const char *trust;   /* the setting that trusts its CA, for messages */
-	const char *region;  /* an S3 request's region (its endpoint's), or NULL */
+	bool        policy_denied;   /* a connection was refused by policy */
+	bool        policy_passed;   /* and one to an address it allows was tried */
+	char        policy_why[256]; /* the rule that refused it */
+	char        policy_addr[64]; /* the address it refused, for the log */
+	bool        proxied;         /* sent through an egress proxy */
+	const char *trust;  /* the setting that trusts its CA, for messages */
+	const char *region; /* an S3 request's region (its endpoint's), or NULL */
 	char        curl_error[CURL_ERROR_SIZE]; /* curl's own words on a failure */
 	RemoraRate *rate;        /* the cap on its body, or NULL; not owned */
 	bool        rate_paused; /* paused by that cap (not by its owner) */

@@ -377,19 +377,38 @@ remora_netpolicy_allows(const RemoraNetPolicy *policy,
 				? (const void *) &((const struct sockaddr_in *) sa)->sin_addr
 				: (const void *) &((const struct sockaddr_in6 *) sa)->sin6_addr;
 		char reason[192];
-		char text[INET6_ADDRSTRLEN];
 
 		if (decide(policy, sa->sa_family, raw, reason, sizeof(reason)))
 			return true;
-		/* a name's address is not in the URL: say which one was refused */
-		if (inet_ntop(sa->sa_family, raw, text, sizeof(text)) == NULL)
-			text[0] = '\0';
-		remora_errbuf_set(why, whylen, "%s (%s)", reason, text);
+		/*
+		 * The rule, not the address: a name's address is not the user's to
+		 * learn (who resolves names inside the network); the caller logs it
+		 * (remora_netpolicy_address).
+		 */
+		remora_errbuf_set(why, whylen, "%s", reason);
 		return false;
 	}
 	remora_errbuf_set(why, whylen,
 					  "only IPv4 and IPv6 connections are allowed");
 	return false;
+}
+
+/* The address of sa as text (for the log), "" when it has none. */
+void
+remora_netpolicy_address(const struct sockaddr *sa, char *out, size_t outlen)
+{
+	const void *raw =
+		sa->sa_family == AF_INET
+			? (const void *) &((const struct sockaddr_in *) sa)->sin_addr
+		: sa->sa_family == AF_INET6
+			? (const void *) &((const struct sockaddr_in6 *) sa)->sin6_addr
+			: NULL;
+
+	if (outlen == 0)
+		return;
+	if (raw == NULL ||
+		inet_ntop(sa->sa_family, raw, out, (socklen_t) outlen) == NULL)
+		out[0] = '\0';
 }
 
 /*

@@ -63,9 +63,15 @@ extern RemoraNetPolicy *remora_netpolicy_new(const char *allow,
 extern bool remora_netpolicy_port_allowed(const RemoraNetPolicy *policy,
 										  int                    port);
 extern void remora_netpolicy_free(RemoraNetPolicy *policy);
+/*
+ * Is a connection to sa allowed?  When not, why names the rule (never the
+ * address: remora_netpolicy_address gives that, for the log).
+ */
 extern bool remora_netpolicy_allows(const RemoraNetPolicy *policy,
 									const struct sockaddr *sa, char *why,
 									size_t whylen);
+extern void remora_netpolicy_address(const struct sockaddr *sa, char *out,
+									 size_t outlen);
 extern bool remora_netpolicy_allows_text(const RemoraNetPolicy *policy,
 										 const char *address, char *why,
 										 size_t whylen);

@@ -201,7 +201,7 @@ source_done(Request *req, CURLcode rc)
 	{
 		remora_fail(&task->status, REMORA_ERR_POLICY, false, 0,
 					"the outbound-source policy refused the connection: %s",
-					req->policy_why);
+					remora_engine_refused(task->base.engine, req));
 		remora_xfer_settle(task);
 		return;
 	}

@@ -69,7 +69,7 @@ remora_xfer_source_request(Transfer *task, RequestDone done)
 		/* a proxied source whose host resolves to a denied address */
 		remora_fail(&task->status, REMORA_ERR_POLICY, false, 0,
 					"the outbound-source policy refused the connection: %s",
-					req->policy_why);
+					remora_engine_refused(task->base.engine, req));
 		remora_req_cancel(req);
 		return NULL;
 	}
@@ -450,7 +450,7 @@ range_done(Request *req, CURLcode rc)
 	if (remora_req_policy_refused(req, rc))
 		remora_fail(&task->status, REMORA_ERR_POLICY, false, 0,
 					"the outbound-source policy refused the connection: %s",
-					req->policy_why);
+					remora_engine_refused(task->base.engine, req));
 	else if (rc != CURLE_OK)
 	{
 		RemoraTaskError err;

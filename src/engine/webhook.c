@@ -30,11 +30,12 @@
 
 struct RemoraWebhook
 {
-	Request *req;  /* NULL once ended */
-	bool     done; /* ended: the fields below are set */
-	long     status;
-	bool     retry;
-	char     error[256];
+	const RemoraEngine *engine; /* its log, for a policy's refusal */
+	Request            *req;    /* NULL once ended */
+	bool                done;   /* ended: the fields below are set */
+	long                status;
+	bool                retry;
+	char                error[256];
 };
 
 /*
@@ -106,7 +107,7 @@ post_done(Request *req, CURLcode rc)
 
 		snprintf(error, sizeof(error),
 				 "the outbound-source policy refused the connection: %.200s",
-				 req->policy_why);
+				 remora_engine_refused(w->engine, req));
 		ended(w, 0, false, error);
 	}
 	else
@@ -142,6 +143,7 @@ remora_webhook_post(RemoraEngine *engine, const char *url, const char *id,
 		return NULL;
 	}
 	req->data = w;
+	w->engine = engine;
 	w->req = req;
 	if (!remora_webhook_signature(key, keylen, id, timestamp, body, sig,
 								  sizeof(sig)) ||
@@ -171,7 +173,7 @@ remora_webhook_post(RemoraEngine *engine, const char *url, const char *id,
 		bool denied = req->policy_denied;
 
 		remora_errbuf_set(errbuf, errlen, "%s",
-						  denied ? req->policy_why
+						  denied ? remora_engine_refused(engine, req)
 								 : "the request could not be started");
 		remora_req_cancel(req);
 		free(w);

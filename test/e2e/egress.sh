@@ -81,4 +81,20 @@ check_eq "its ETag is recorded as valid text, invalid bytes and controls as '?'"
 	"$(q "SELECT m.source ->> 'etag' FROM remora.members m JOIN remora.results r USING (attempt_id) WHERE r.job_id = $j")" \
 	'"???[31m"'
 
+# --- a refusal names the rule, not the address a name resolved to (who
+# resolves names inside the network is not a user's to learn); the
+# server's log keeps the address.  localhost is denied here as a whole.
+q "ALTER SYSTEM SET remora.deny_networks = '127.0.0.1/32'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+j=$(q "SELECT remora_submit('http://localhost:$CLOSED_PORT/small.bin')")
+policy_failed() { [ "$(q "SELECT state || ' ' || (last_error ->> 'class') FROM remora_jobs WHERE job_id = $j")" = "failed policy" ]; }
+check "a name that resolves only to denied addresses: refused by the policy" wait_for 30 policy_failed
+msg=$(q "SELECT last_error ->> 'message' FROM remora_jobs WHERE job_id = $j")
+check "the job's error names the rule (remora.deny_networks, or the reserved ranges)" \
+	grep -qE "deny_networks|reserved range" <<<"$msg"
+check_eq "and not the address" "$(grep -cE '127\.0\.0\.1|::1' <<<"$msg")" 0
+check "the server's log names it" grep -qE "refused the address (127\.0\.0\.1|::1)" "$LOG"
+q "ALTER SYSTEM RESET remora.deny_networks" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+
 e2e_finish

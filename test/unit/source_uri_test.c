@@ -185,6 +185,7 @@ test_netpolicy(void)
 	int                      n;
 	char                     err[REMORA_ERRBUF_LEN];
 	struct sockaddr_in6      sa6;
+	char                     addr[64];
 	static const char *const denied[] = {"127.0.0.1",
 										 "127.255.0.1",
 										 "10.1.2.3",
@@ -245,8 +246,10 @@ test_netpolicy(void)
 	CHECK(
 		!remora_netpolicy_allows(p, (struct sockaddr *) &sa6, err, sizeof(err)),
 		"sockaddr ::1 denied");
-	CHECK(strstr(err, "reserved range (::1)") != NULL,
-		  "the refusal names the address: %s", err);
+	CHECK(strstr(err, "reserved range") != NULL && strstr(err, "::1") == NULL,
+		  "the refusal names the rule, not the address: %s", err);
+	remora_netpolicy_address((struct sockaddr *) &sa6, addr, sizeof(addr));
+	CHECK(strcmp(addr, "::1") == 0, "the address, for the log: %s", addr);
 	remora_netpolicy_free(p);
 
 	/* a deny entry wins over an allow entry */
