@@ -36,6 +36,7 @@ typedef struct RemoraRequest
 	PGconn     *db; /* lent by the pool for this request, or NULL */
 
 	bool answered;
+	bool close;       /* the answer closes the connection */
 	int  retry_after; /* seconds for a 429's or 503's Retry-After; 0: 5 */
 } RemoraRequest;
 

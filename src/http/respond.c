@@ -54,6 +54,8 @@ remora_respond_response(RemoraRequest *req, int status,
 		return;
 	}
 	req->answered = true;
+	if (req->close)
+		MHD_add_response_header(response, "Connection", "close");
 	MHD_queue_response(req->conn, status, response);
 	MHD_destroy_response(response);
 }

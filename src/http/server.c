@@ -252,6 +252,68 @@ completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	connection_reading(conn, true);
 }
 
+/* --- requests RFC 9112 calls ambiguous -----------------------------------
+ *
+ * A request that a proxy in front of us could read another way is answered
+ * 400 and its connection closed (RFC 9112, section 6.3): two
+ * Content-Length headers (libmicrohttpd takes the first), Content-Length
+ * with Transfer-Encoding (it takes the chunks), a NUL in the request line
+ * (it ends the URI there, and takes the rest as absent).  (A NUL in a
+ * header's value ends it too, and leaves no trace to find: the value is
+ * taken as it ends.)
+ * libmicrohttpd 0.9.75 hands out the request line's URI as a C string, so
+ * a NUL in it shows only as a gap: the URI (as the URI log callback sees
+ * it, before decoding) ends before the space that precedes the version,
+ * both pointers into the request as read.
+ */
+static __thread const char *request_uri;
+static __thread size_t      request_uri_len;
+
+static void *
+log_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	request_uri = uri;
+	request_uri_len = strlen(uri);
+	return NULL;
+}
+
+typedef struct Framing
+{
+	int  lengths;  /* Content-Length headers */
+	bool transfer; /* a Transfer-Encoding header */
+} Framing;
+
+static enum MHD_Result
+framing_of(void *cls, enum MHD_ValueKind kind, const char *key,
+		   const char *value)
+{
+	Framing *f = cls;
+
+	if (strcasecmp(key, "Content-Length") == 0)
+		f->lengths++;
+	else if (strcasecmp(key, "Transfer-Encoding") == 0)
+		f->transfer = true;
+	return MHD_YES;
+}
+
+/* Why the request is ambiguous, or NULL. */
+static const char *
+ambiguous(struct MHD_Connection *conn, const char *version)
+{
+	Framing f = {0};
+
+	if (request_uri && version > request_uri &&
+		(size_t) (version - request_uri) < 65536 &&
+		(size_t) (version - request_uri) != request_uri_len + 1)
+		return "The request line holds a NUL byte.";
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_of, &f);
+	if (f.lengths > 1)
+		return "The request has more than one Content-Length header.";
+	if (f.lengths > 0 && f.transfer)
+		return "The request has both Content-Length and Transfer-Encoding.";
+	return NULL;
+}
+
 static enum MHD_Result
 handle(void *cls, struct MHD_Connection *conn, const char *url,
 	   const char *method, const char *version, const char *upload_data,
@@ -264,6 +326,7 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
 	{
 		const union MHD_ConnectionInfo *ci;
 		const char                     *length;
+		const char                     *why;
 
 		req = calloc(1, sizeof(RemoraRequest));
 		if (req == NULL)
@@ -281,6 +344,15 @@ handle(void *cls, struct MHD_Connection *conn, const char *url,
 		ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 		client_address(req, ci ? ci->client_addr : NULL);
 		*con_cls = req;
+		if ((why = ambiguous(conn, version)) != NULL)
+		{
+			req->close = true;
+			remora_respond_error(req, 400, "08P01", "ambiguous request", why,
+								 "Send one framing of the body, and no NUL "
+								 "byte.",
+								 NULL);
+			return MHD_YES;
+		}
 		length = remora_req_header(req, "Content-Length");
 		if (length &&
 			strtoull(length, NULL, 10) > (unsigned long long) max_body)
@@ -413,6 +485,8 @@ remora_http_start(char *err, size_t errlen)
 										(intptr_t) completed, NULL};
 	opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK,
 										(intptr_t) unescape, NULL};
+	opts[n++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK,
+										(intptr_t) log_uri, NULL};
 	opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER,
 										(intptr_t) log_error, NULL};
 	opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};

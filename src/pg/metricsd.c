@@ -110,6 +110,17 @@ answer(struct MHD_Connection *conn, int status, const char *type,
 	return r;
 }
 
+/*
+ * The path as sent, undecoded: the one path served is /metrics, and
+ * libmicrohttpd's own decoding would make "/metrics%00" (a NUL, where a C
+ * string ends) that path too.
+ */
+static size_t
+as_sent(void *cls, struct MHD_Connection *conn, char *s)
+{
+	return strlen(s);
+}
+
 static enum MHD_Result
 handle(void *cls, struct MHD_Connection *conn, const char *url,
 	   const char *method, const char *version, const char *upload_data,
@@ -257,7 +268,8 @@ start_daemon(const RemoraHttpConfig *cfg)
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned int) 32,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) 32 * 1024,
 		MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-		MHD_OPTION_EXTERNAL_LOGGER, log_error, NULL, MHD_OPTION_END);
+		MHD_OPTION_UNESCAPE_CALLBACK, as_sent, NULL, MHD_OPTION_EXTERNAL_LOGGER,
+		log_error, NULL, MHD_OPTION_END);
 }
 
 /* The address to serve, or exit (logged) when it is invalid or not loopback. */

@@ -145,6 +145,21 @@ req "GET /api/jobs HTTP/1.1" "Host: x" "NoColonHere" | raw_case "a header withou
 # libmicrohttpd ends a header's value at a NUL; the request goes on
 printf 'GET /api/jobs HTTP/1.1\r\nHost: x\r\nX-Nul: a\0b\r\n\r\n' | raw_case "a NUL byte in a header" json
 printf 'GET /api/j\0obs HTTP/1.1\r\nHost: x\r\n\r\n' | raw_case "a NUL byte in the request line" http
+# ambiguous_case NAME < REQUEST: a request a proxy could read another way
+# (RFC 9112, 6.3), followed on the same connection by a good one: one
+# answer, 400, and the connection closed (the good one is never answered)
+ambiguous_case() {
+	local name=$1
+	check_eq "$name: 400, and the connection closed" \
+		"$(cat - <(req "GET /api/openapi.json HTTP/1.1" "Host: x") | python3 test/e2e/http_answers.py "$PORT")" \
+		"400 closed"
+	alive || not_ok "  the server no longer answers after: $name"
+}
+printf 'GET /api/j\0obs HTTP/1.1\r\nHost: x\r\n\r\n' | ambiguous_case "a NUL byte in the request line"
+req "POST /api/session HTTP/1.1" "Host: x" "Content-Length: 12" "Content-Length: 12" | { cat; printf '{"user":"x"}'; } |
+	ambiguous_case "two equal Content-Length headers"
+req "POST /api/session HTTP/1.1" "Host: x" "Content-Length: 12" "Transfer-Encoding: chunked" |
+	{ cat; printf 'c\r\n{"user":"x"}\r\n0\r\n\r\n'; } | ambiguous_case "Content-Length with Transfer-Encoding"
 req "GET /api/jobs HTTP/1.1" "Host: x" "Authorization: Basic $(b64 "alice:alice-pw")"$'\r' | raw_case "a stray CR in a header" http
 req "GARBAGE" | raw_case "a request line that is not HTTP" http
 req "GET /api/jobs HTTP/9.9" "Host: x" | raw_case "an unknown HTTP version" http

@@ -119,6 +119,7 @@ check_eq "  the same jobs as the web server shows" \
 	"$(value "$B" 'remora_jobs{state="succeeded"}')" "$(value "$T/after" 'remora_jobs{state="succeeded"}')"
 check_eq "  HEAD: 200" "$(get "$M/metrics" -I)" 200
 check_eq "  another path: 404" "$(get "$M/")" 404
+check_eq "  /metrics%00 is another path: 404" "$(get "$M/metrics%00")" 404
 check_eq "  POST: 405" "$(get "$M/metrics" -X POST)" 405
 pids=()
 for i in $(seq 16); do
