@@ -16,6 +16,43 @@ RETURNS TABLE (job_id bigint, attempt_id uuid, fencing_token bigint,
 AS 'MODULE_PATHNAME', 'remora_progress'
 LANGUAGE C VOLATILE;
 
+-- host:port of an http(s) URL (the scheme's port when none is written),
+-- the host in lower case, an IPv6 address in brackets; NULL for anything
+-- else.
+CREATE OR REPLACE FUNCTION remora._origin(url text) RETURNS text
+LANGUAGE sql IMMUTABLE
+AS $$
+	SELECT lower(m[2]) || ':' || coalesce(m[3], CASE lower(m[1]) WHEN 'https' THEN '443' ELSE '80' END)
+	  FROM pg_catalog.regexp_match($1, '^(https?)://(?:[^@/]*@)?(\[[^]/]*\]|[^:/?#\[]+)(?::([0-9]+))?') m
+$$;
+
+-- The origins (host:port, comma-separated) that no http(s) source,
+-- redirect or webhook may reach, whatever remora.allow_networks says
+-- (doc/security.md, "In 0.6.0"): the target store (remora.s3_endpoint,
+-- when one is set), every registered source endpoint, and Remora's own
+-- listeners (remora.http_listen, remora.metrics_listen; one that listens
+-- on every address, on the loopback ones too).  Judged at submit as
+-- written (src/pg/submit.c), and by the workers on the addresses their
+-- engine resolved these to (remora.worker_settings, src/pg/spi_host.c).
+CREATE OR REPLACE FUNCTION remora._blocked_origins() RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT string_agg(DISTINCT o, ',' ORDER BY o)
+	  FROM (SELECT remora._origin(nullif(current_setting('remora.s3_endpoint', true), ''))
+			UNION ALL
+			SELECT remora._origin(e.url) FROM remora.source_endpoints e
+			UNION ALL
+			SELECT unnest(CASE WHEN w.l ~ '^(0\.0\.0\.0|\[::\]|\*):'
+							   THEN ARRAY['127.0.0.1:' || w.p, '[::1]:' || w.p]
+							   ELSE ARRAY[w.l] END)
+			  FROM (SELECT v.l, (pg_catalog.regexp_match(v.l, ':([0-9]+)$'))[1] AS p
+					  FROM (VALUES (lower(nullif(current_setting('remora.http_listen', true), ''))),
+								   (lower(nullif(current_setting('remora.metrics_listen', true), '')))) v(l)
+					 WHERE v.l IS NOT NULL) w) x(o)
+	 WHERE o IS NOT NULL
+$$;
+
 -- What an external worker (remora-worker) needs of the server's settings:
 -- the target store with its credentials, the outbound policy and the lease.
 -- Secrets: executable by remora_worker only (and checked again inside);
@@ -31,7 +68,8 @@ CREATE OR REPLACE FUNCTION remora.worker_settings(
 	OUT hf_token text, OUT ca_file text, OUT ca_path text,
 	OUT http_proxy text, OUT https_proxy text, OUT no_proxy text,
 	OUT object_connections integer, OUT max_connections_per_host integer,
-	OUT export_copy_cutoff bigint, OUT max_upload_parts integer)
+	OUT export_copy_cutoff bigint, OUT max_upload_parts integer,
+	OUT blocked_origins text)
 RETURNS record
 AS 'MODULE_PATHNAME', 'remora_worker_settings'
 LANGUAGE C VOLATILE;

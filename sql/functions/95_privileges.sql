@@ -22,7 +22,8 @@ GRANT EXECUTE ON FUNCTION remora.claim(uuid, integer),
 	remora.reconcile(), remora.staging_to_clean(integer),
 	remora.staging_cleaned(uuid, boolean),
 	remora.job_objects_deleted(bigint, boolean) TO remora_worker;
-GRANT EXECUTE ON FUNCTION remora.worker_settings() TO remora_worker;
+GRANT EXECUTE ON FUNCTION remora.worker_settings(),
+	remora._blocked_origins() TO remora_worker;
 GRANT EXECUTE ON FUNCTION
 	remora.start_incarnation(uuid, integer, text, text, text, text),
 	remora.heartbeat(uuid), remora.end_incarnation(uuid),

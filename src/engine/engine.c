@@ -104,7 +104,9 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 	engine->policy =
 		remora_netpolicy_new(cfg->allow_networks, cfg->deny_networks,
 							 cfg->allow_ports, errbuf, errlen);
-	if (engine->policy == NULL)
+	if (engine->policy == NULL ||
+		!remora_netpolicy_block(engine->policy, cfg->blocked_origins, errbuf,
+								errlen))
 	{
 		remora_engine_free(engine);
 		return NULL;

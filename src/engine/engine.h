@@ -85,6 +85,13 @@ typedef struct RemoraEngineConfig
 	const char *allow_networks; /* outbound policy for sources */
 	const char *deny_networks;
 	const char *allow_ports; /* NULL or "": REMORA_DEFAULT_PORTS */
+
+	/*
+	 * Origins ("host:port", comma-separated) no source request may reach,
+	 * whatever the networks allowed: the target store, the registered
+	 * endpoints, Remora's own listeners.  NULL or "": none.
+	 */
+	const char *blocked_origins;
 	long        connect_timeout_ms;
 	long        stall_timeout_ms; /* no byte for this long: the source failed */
 	const char *user_agent;

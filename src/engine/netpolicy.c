@@ -14,6 +14,7 @@
 #include "engine/util.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,7 +271,119 @@ remora_netpolicy_free(RemoraNetPolicy *policy)
 	free(policy->allow);
 	free(policy->deny);
 	free(policy->ports);
+	free(policy->blocked);
 	free(policy);
+}
+
+static bool
+block_addresses(RemoraNetPolicy *policy, const char *host, int port)
+{
+	struct addrinfo  hints;
+	struct addrinfo *res = NULL;
+	bool             ok = true;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	if (getaddrinfo(host, NULL, &hints, &res) != 0)
+		return true;
+	for (const struct addrinfo *ai = res; ai && ok; ai = ai->ai_next)
+	{
+		RemoraBlocked *b;
+
+		if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
+			continue;
+		b = realloc(policy->blocked,
+					(policy->nblocked + 1) * sizeof(RemoraBlocked));
+		if (b == NULL)
+		{
+			ok = false;
+			break;
+		}
+		policy->blocked = b;
+		b = &b[policy->nblocked++];
+		memset(b, 0, sizeof(*b));
+		b->family = ai->ai_family;
+		b->port = port;
+		if (ai->ai_family == AF_INET)
+			memcpy(b->addr, &((struct sockaddr_in *) ai->ai_addr)->sin_addr, 4);
+		else
+			memcpy(b->addr, &((struct sockaddr_in6 *) ai->ai_addr)->sin6_addr,
+				   16);
+	}
+	freeaddrinfo(res);
+	return ok;
+}
+
+bool
+remora_netpolicy_block(RemoraNetPolicy *policy, const char *origins,
+					   char *errbuf, size_t errlen)
+{
+	char *copy = origins ? strdup(origins) : NULL;
+	char *save = NULL;
+	bool  ok = true;
+
+	if (origins && copy == NULL)
+	{
+		remora_errbuf_set(errbuf, errlen, "out of memory");
+		return false;
+	}
+	for (char *o = copy ? strtok_r(copy, ",", &save) : NULL; o && ok;
+		 o = strtok_r(NULL, ",", &save))
+	{
+		char *colon = strrchr(o, ':');
+		char *host = o;
+
+		while (*host == ' ')
+			host++;
+		if (*host == '\0')
+			continue;
+		if (colon == NULL || atoi(colon + 1) <= 0)
+		{
+			remora_errbuf_set(errbuf, errlen,
+							  "the origin \"%.100s\" has no port", host);
+			ok = false;
+			break;
+		}
+		*colon = '\0';
+		if (host[0] == '[' && colon > host && colon[-1] == ']')
+		{
+			colon[-1] = '\0';
+			host++;
+		}
+		if (!block_addresses(policy, host, atoi(colon + 1)))
+		{
+			remora_errbuf_set(errbuf, errlen, "out of memory");
+			ok = false;
+		}
+	}
+	free(copy);
+	return ok;
+}
+
+/* Is (family, addr, port) one of Remora's own, which no source may reach? */
+static bool
+blocked(const RemoraNetPolicy *policy, int family, const unsigned char *addr,
+		int port)
+{
+	static const unsigned char mapped[12] = {0, 0, 0, 0, 0,    0,
+											 0, 0, 0, 0, 0xff, 0xff};
+
+	/* an IPv4 address written as IPv6 (::ffff:a.b.c.d) is that address */
+	if (family == AF_INET6 && memcmp(addr, mapped, 12) == 0)
+	{
+		family = AF_INET;
+		addr += 12;
+	}
+	for (int i = 0; policy && i < policy->nblocked; i++)
+	{
+		const RemoraBlocked *b = &policy->blocked[i];
+
+		if (b->family == family && b->port == port &&
+			memcmp(b->addr, addr, family == AF_INET ? 4 : 16) == 0)
+			return true;
+	}
+	return false;
 }
 
 static bool
@@ -378,6 +491,14 @@ remora_netpolicy_allows(const RemoraNetPolicy *policy,
 				: (const void *) &((const struct sockaddr_in6 *) sa)->sin6_addr;
 		char reason[192];
 
+		if (blocked(policy, sa->sa_family, raw, port))
+		{
+			remora_errbuf_set(why, whylen,
+							  "the address and port are Remora's own target "
+							  "store, a registered endpoint or a listener of "
+							  "Remora's");
+			return false;
+		}
 		if (decide(policy, sa->sa_family, raw, reason, sizeof(reason)))
 			return true;
 		/*

@@ -40,6 +40,14 @@ typedef struct RemoraPortRange
 	int hi;
 } RemoraPortRange;
 
+/* An address and port no source may reach (remora_netpolicy_block) */
+typedef struct RemoraBlocked
+{
+	int           family;
+	unsigned char addr[16];
+	int           port;
+} RemoraBlocked;
+
 typedef struct RemoraNetPolicy
 {
 	RemoraCidr      *allow;
@@ -48,6 +56,8 @@ typedef struct RemoraNetPolicy
 	int              ndeny;
 	RemoraPortRange *ports; /* allowed destination ports */
 	int              nports;
+	RemoraBlocked   *blocked; /* Remora's own store and listeners */
+	int              nblocked;
 } RemoraNetPolicy;
 
 #define REMORA_DEFAULT_PORTS "80,443,1024-65535"
@@ -63,6 +73,16 @@ extern RemoraNetPolicy *remora_netpolicy_new(const char *allow,
 extern bool remora_netpolicy_port_allowed(const RemoraNetPolicy *policy,
 										  int                    port);
 extern void remora_netpolicy_free(RemoraNetPolicy *policy);
+/*
+ * Refuse every source connection to the addresses (as resolved now) and
+ * ports of origins, "host:port" separated by commas ([v6]:port for IPv6),
+ * whatever the networks allowed: Remora's own store, endpoints and
+ * listeners (doc/security.md).  A name that does not resolve blocks
+ * nothing.  False, with errbuf, only when out of memory or for an origin
+ * without a port.
+ */
+extern bool remora_netpolicy_block(RemoraNetPolicy *policy, const char *origins,
+								   char *errbuf, size_t errlen);
 /*
  * Is a connection to sa allowed?  When not, why names the rule (never the
  * address: remora_netpolicy_address gives that, for the log).

@@ -277,8 +277,8 @@ remora_define_gucs(void)
 		"remora.time_slice",
 		"How long an attempt runs before it may have to hand its job back to "
 		"another owner's waiting jobs.",
-		NULL, &remora_time_slice_s, 300, 1, 86400, PGC_SIGHUP, GUC_UNIT_S,
-		NULL, NULL, NULL);
+		NULL, &remora_time_slice_s, 300, 1, 86400, PGC_SIGHUP, GUC_UNIT_S, NULL,
+		NULL, NULL);
 
 	DefineCustomIntVariable(
 		"remora.lease_duration",

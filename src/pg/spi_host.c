@@ -166,14 +166,31 @@ spi_log(void *host, const char *line)
 	ereport(LOG, (errmsg("remora %s", line)));
 }
 
+/*
+ * An engine from the settings, its sources kept from Remora's own store,
+ * endpoints and listeners (remora._blocked_origins, read in a transaction
+ * of its own: an endpoint registered later is judged at submit, and here
+ * from the next engine on, after a reload).
+ */
 static RemoraEngine *
 spi_new_engine(void *host)
 {
 	RemoraEngineConfig cfg;
+	RemoraRows         rows = {0};
+	RemoraEngine      *e;
+	bool               read;
 
+	read =
+		spi_exec(host, "reading the origins sources may not reach",
+				 "SELECT remora._blocked_origins() AS origins", 0, NULL, &rows);
 	remora_engine_config(&cfg);
 	cfg.log = spi_log; /* the engine's own decisions, as the runner's */
-	return remora_engine_from_config(&cfg, "remora worker");
+	cfg.blocked_origins =
+		read && rows.nrows == 1 ? remora_rows_get(&rows, 0, "origins") : NULL;
+	e = remora_engine_from_config(&cfg, "remora worker");
+	if (read)
+		remora_rows_free(&rows);
+	return e;
 }
 
 /* A new incarnation: in this worker's shared-memory slot first. */

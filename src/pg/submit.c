@@ -30,6 +30,7 @@
 #include "nodes/value.h"
 #include "parser/parse_func.h"
 #include "utils/builtins.h"
+#include "utils/formatting.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
@@ -398,6 +399,38 @@ sentence(const char *s)
 }
 
 /*
+ * Is the source's host and port one of Remora's own (remora._blocked_origins:
+ * the target store, a registered endpoint, a listener), which no source may
+ * be, whatever remora.allow_networks says (doc/security.md)?  A palloc'd
+ * reason, or NULL.  As written here; the worker judges the address it
+ * reaches too.
+ */
+static char *
+own_origin(const RemoraSourceUri *uri)
+{
+	bool  isnull;
+	Datum list =
+		remora_call_internal("_blocked_origins", 0, NULL, NULL, NULL, &isnull);
+	char *origin;
+	char *bracketed;
+	char *all;
+
+	if (isnull)
+		return NULL;
+	all = psprintf(",%s,", TextDatumGetCString(list));
+	origin = psprintf(",%s:%d,", asc_tolower(uri->host, strlen(uri->host)),
+					  uri->port);
+	bracketed = psprintf(",[%s]:%d,", asc_tolower(uri->host, strlen(uri->host)),
+						 uri->port);
+	if (strstr(all, origin) == NULL && strstr(all, bracketed) == NULL)
+		return NULL;
+	return psprintf("%s:%d is Remora's own target store, a registered source "
+					"endpoint or one of Remora's listeners, which no source "
+					"or webhook may reach.",
+					uri->host, uri->port);
+}
+
+/*
  * Does the outbound-source policy refuse this source already, by its port
  * or its address literal (numeric spellings are normalised by the URL
  * parser)?  A palloc'd reason, or NULL.  Names are judged when the worker
@@ -408,11 +441,13 @@ policy_denial(const RemoraSourceUri *uri)
 {
 	char             err[REMORA_ERRBUF_LEN];
 	char             why[REMORA_ERRBUF_LEN];
-	RemoraNetPolicy *policy =
-		remora_netpolicy_new(remora_allow_networks, remora_deny_networks,
-							 remora_allow_ports, err, sizeof(err));
-	char *reason = NULL;
+	RemoraNetPolicy *policy;
+	char            *reason = NULL;
 
+	if ((reason = own_origin(uri)) != NULL)
+		return reason;
+	policy = remora_netpolicy_new(remora_allow_networks, remora_deny_networks,
+								  remora_allow_ports, err, sizeof(err));
 	if (policy == NULL)
 		return psprintf("The outbound-source policy cannot be read: %s.", err);
 	if (!remora_netpolicy_port_allowed(policy, uri->port))
@@ -460,13 +495,15 @@ remora_notify_url(const char *url)
 	}
 	PG_END_TRY();
 	if (denied)
-		ereport(ERROR,
-				(errcode(ERRCODE_REMORA_POLICY_DENIED),
-				 errmsg("the outbound-source policy does not allow this "
-						"notify_url"),
-				 errdetail("%s", denied),
-				 errhint("An administrator can allow it with "
-						 "remora.allow_networks or remora.allow_ports.")));
+		ereport(
+			ERROR,
+			(errcode(ERRCODE_REMORA_POLICY_DENIED),
+			 errmsg("the outbound-source policy does not allow this "
+					"notify_url"),
+			 errdetail("%s", denied),
+			 errhint("An administrator can allow other addresses with "
+					 "remora.allow_networks or remora.allow_ports; Remora's "
+					 "own store, endpoints and listeners never.")));
 	/* a webhook owed must have a secret to be signed with */
 	(void) webhook_secret(false);
 	return canonical;
@@ -537,8 +574,10 @@ remora_submit(PG_FUNCTION_ARGS)
 			(errcode(ERRCODE_REMORA_POLICY_DENIED),
 			 errmsg("the outbound-source policy does not allow this source"),
 			 errdetail("%s", denied),
-			 errhint("An administrator can allow it with remora.allow_networks "
-					 "or remora.allow_ports.")));
+			 errhint(
+				 "An administrator can allow other addresses with "
+				 "remora.allow_networks or remora.allow_ports; Remora's own "
+				 "store, endpoints and listeners never.")));
 
 	bucket = bucket_arg ? bucket_arg : remora_default_bucket;
 	if (bucket == NULL || bucket[0] == '\0')

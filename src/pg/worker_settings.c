@@ -45,10 +45,11 @@
 
 #include "engine/engine.h"
 #include "pg/guc.h"
+#include "pg/submit.h"
 
 PG_FUNCTION_INFO_V1(remora_worker_settings);
 
-#define NCOLS 25
+#define NCOLS 26
 
 static char *
 int_text(int64 v)
@@ -130,6 +131,8 @@ remora_worker_settings(PG_FUNCTION_ARGS)
 	HeapTuple          tuple;
 	int                i = 0;
 	char               host[NI_MAXHOST];
+	Datum              blocked;
+	bool               isnull;
 
 	if (!OidIsValid(worker) || !has_privs_of_role(GetUserId(), worker))
 		ereport(ERROR,
@@ -189,6 +192,9 @@ remora_worker_settings(PG_FUNCTION_ARGS)
 	values[i++] = int_text(remora_max_connections_per_host);
 	values[i++] = int_text((int64) remora_export_copy_cutoff_kb * 1024);
 	values[i++] = int_text(remora_max_upload_parts);
+	blocked =
+		remora_call_internal("_blocked_origins", 0, NULL, NULL, NULL, &isnull);
+	values[i++] = isnull ? NULL : TextDatumGetCString(blocked);
 	Assert(i == NCOLS);
 
 	meta = TupleDescGetAttInMetadata(BlessTupleDesc(desc));

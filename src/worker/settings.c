@@ -43,7 +43,8 @@ static const char *const names[REMORA_WSETTINGS_N] = {
 	"object_connections",
 	"max_connections_per_host",
 	"export_copy_cutoff",
-	"max_upload_parts"};
+	"max_upload_parts",
+	"blocked_origins"};
 
 void
 remora_settings_free(RemoraWorkerSettings *s)
@@ -159,4 +160,5 @@ remora_settings_engine_config(const RemoraWorkerSettings *s,
 	cfg->export_copy_cutoff =
 		strtoll(remora_setting(s, "export_copy_cutoff"), NULL, 10);
 	cfg->max_upload_parts = atoi(remora_setting(s, "max_upload_parts"));
+	cfg->blocked_origins = remora_setting(s, "blocked_origins");
 }

@@ -11,7 +11,7 @@
 #include "engine/engine.h"
 #include "worker/conn.h"
 
-#define REMORA_WSETTINGS_N 25
+#define REMORA_WSETTINGS_N 26
 
 /* remora.worker_settings(), column by column (malloc'd strings) */
 typedef struct RemoraWorkerSettings

@@ -81,6 +81,27 @@ check_eq "its ETag is recorded as valid text, invalid bytes and controls as '?'"
 	"$(q "SELECT m.source ->> 'etag' FROM remora.members m JOIN remora.results r USING (attempt_id) WHERE r.job_id = $j")" \
 	'"???[31m"'
 
+# --- Remora's own store and endpoints are never a source, whatever
+# remora.allow_networks and allow_ports say (they allow 127.0.0.1 and the
+# port of the endpoint "redirecting" here): a worker takes the endpoints
+# registered into its engine at the next reload.  Under another name
+# (localhost for 127.0.0.1) a URL of the endpoint passes the submit, and
+# the worker refuses the address it reaches; a redirect to it is refused
+# so too; a webhook to it is refused at submit (RM001).
+settings_taken() { [ "$(grep -c "new settings in effect" "$LOG")" -gt "$1" ]; }
+before=$(grep -c "new settings in effect" "$LOG")
+q "SELECT pg_reload_conf()" >/dev/null
+check "after a reload the worker has the endpoint among the origins it refuses" wait_for 30 settings_taken "$before"
+j=$(q "SELECT remora_submit('http://localhost:$S3_PROXY/target/$key')")
+fails_as_policy "$j" "a registered endpoint under another name"
+rule "$SRC_PROXY" "match=GET%20/to-store.bin&action=redirect:http://127.0.0.1:$S3_PROXY/target/$key"
+j=$(q "SELECT remora_submit('$FLAKY/to-store.bin')")
+fails_as_policy "$j" "a redirect to a registered endpoint"
+check "  refused as Remora's own" grep -q "Remora's own" \
+	<<<"$(q "SELECT last_error ->> 'message' FROM remora_jobs WHERE job_id = $j")"
+check_eq "a webhook to it is refused at submit (RM001)" \
+	"$(psql -X -q -t -A -v VERBOSITY=verbose -c "SELECT remora_submit('$SRC/small.bin', options => '{\"notify_url\": \"http://127.0.0.1:$S3_PROXY/hook\"}')" 2>&1 | grep -oE 'ERROR: +RM001' | grep -oE 'RM001')" RM001
+
 # --- a refusal names the rule, not the address a name resolved to (who
 # resolves names inside the network is not a user's to learn); the
 # server's log keeps the address.  localhost is denied here as a whole.

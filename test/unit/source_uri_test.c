@@ -252,6 +252,38 @@ test_netpolicy(void)
 	CHECK(strcmp(addr, "::1") == 0, "the address, for the log: %s", addr);
 	remora_netpolicy_free(p);
 
+	/* Remora's own origins are refused whatever the networks allowed */
+	p = remora_netpolicy_new("127.0.0.1/32", "", "", err, sizeof(err));
+	CHECK(p && remora_netpolicy_block(p, "127.0.0.1:9000, [::1]:8080", err,
+									  sizeof(err)),
+		  "origins to block are taken");
+	{
+		struct sockaddr_in sa4;
+
+		memset(&sa4, 0, sizeof(sa4));
+		sa4.sin_family = AF_INET;
+		inet_pton(AF_INET, "127.0.0.1", &sa4.sin_addr);
+		sa4.sin_port = htons(9000);
+		CHECK(!remora_netpolicy_allows(p, (struct sockaddr *) &sa4, err,
+									   sizeof(err)) &&
+				  strstr(err, "Remora's own") != NULL,
+			  "an allowed address at a blocked origin's port is refused: %s",
+			  err);
+		sa4.sin_port = htons(9001);
+		CHECK(remora_netpolicy_allows(p, (struct sockaddr *) &sa4, err,
+									  sizeof(err)),
+			  "at another port it is allowed");
+		inet_pton(AF_INET6, "::ffff:127.0.0.1", &sa6.sin6_addr);
+		sa6.sin6_port = htons(9000);
+		CHECK(!remora_netpolicy_allows(p, (struct sockaddr *) &sa6, err,
+									   sizeof(err)) &&
+				  strstr(err, "Remora's own") != NULL,
+			  "so is the same address written as IPv6: %s", err);
+	}
+	CHECK(!remora_netpolicy_block(p, "host-without-port", err, sizeof(err)),
+		  "an origin without a port is refused: %s", err);
+	remora_netpolicy_free(p);
+
 	/* a deny entry wins over an allow entry */
 	p = remora_netpolicy_new("10.0.0.0/8", "10.1.0.0/16", "", err, sizeof(err));
 	CHECK(!allowed(p, "10.1.2.3") && allowed(p, "10.2.0.1"),

@@ -204,6 +204,25 @@ SELECT count(*) AS settings FROM remora.worker_settings();
 \c contrib_regression postgres :regress_socket
 DROP ROLE regress_wsw;
 
+-- Remora's own store, endpoints and listeners are never a source nor a
+-- webhook's destination (RM001), whatever the networks allowed: here a
+-- registered endpoint's host and port, as written, in any case, with its
+-- scheme's port written or not; the workers judge the addresses reached
+-- (test/e2e/egress.sh)
+SET remora.default_bucket = 'target';
+SELECT remora.register_source_endpoint('partner', 'https://s3.partner.example');
+SELECT remora._blocked_origins();
+\set VERBOSITY default
+SELECT remora_submit('https://S3.Partner.Example/bucket/key.bin');
+SELECT remora_submit('https://s3.partner.example:443/bucket/key.bin');
+SELECT remora_submit('https://www.partner.example/key.bin',
+					 options => '{"notify_url": "https://s3.partner.example/hook"}');
+\set VERBOSITY terse
+-- another port of the same host is another origin
+SELECT remora_submit('https://s3.partner.example:8443/key.bin') > 0 AS taken;
+SELECT remora.drop_source_endpoint('partner');
+SELECT remora_submit('https://s3.partner.example/key.bin') > 0 AS taken_once_dropped;
+
 -- clean up
 TRUNCATE remora.jobs, remora.incarnations RESTART IDENTITY CASCADE;
 TRUNCATE remora.queue, remora.leases;
