@@ -28,12 +28,13 @@ $$;
 
 -- The origins (host:port, comma-separated) that no http(s) source,
 -- redirect or webhook may reach, whatever remora.allow_networks says
--- (doc/security.md, "In 0.6.0"): the target store (remora.s3_endpoint,
--- when one is set), every registered source endpoint, and Remora's own
--- listeners (remora.http_listen, remora.metrics_listen; one that listens
--- on every address, on the loopback ones too).  Judged at submit as
--- written (src/pg/submit.c), and by the workers on the addresses their
--- engine resolved these to (remora.worker_settings, src/pg/spi_host.c).
+-- (doc/security.md, "In 0.6.0: restores, and sharing under abuse"): the
+-- target store (remora.s3_endpoint, when one is set), every registered
+-- source endpoint, and Remora's own listeners (remora.http_listen,
+-- remora.metrics_listen; one that listens on every address, on the
+-- loopback ones too).  Judged at submit as written (src/pg/submit.c), and
+-- by the workers on the addresses their engine resolved these to
+-- (remora.worker_settings, src/pg/spi_host.c).
 CREATE OR REPLACE FUNCTION remora._blocked_origins() RETURNS text
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

@@ -1,5 +1,6 @@
 -- Remora's own store, endpoints and listeners are never a source
--- (doc/security.md, "In 0.6.0"): remora.worker_settings hands remora-worker
--- them in one more column, blocked_origins; its result changes, so it is
--- dropped and made again (sql/functions/).
+-- (doc/security.md, "In 0.6.0: restores, and sharing under abuse"):
+-- remora.worker_settings hands remora-worker them in one more column,
+-- blocked_origins; its result changes, so it is dropped and made again
+-- (sql/functions/).
 DROP FUNCTION remora.worker_settings();
