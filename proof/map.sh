@@ -39,6 +39,7 @@ declare -A NOT_MODELLED=(
 	[remora.source_endpoint_settings]="hands a worker the settings of the endpoint its job names: no state of the protocol at all"
 	[remora.next_due]="tells a worker how long until the next queued job is due: reads, locks and changes nothing, and only says when to claim (claim judges what is due)"
 	[remora.rate_limits]="hands a worker the byte-rate caps of its running attempts: reads, locks and changes nothing, and a cap only slows a transfer"
+	[remora._blocked_origins]="lists the target store's, the registered endpoints' and the listeners' host and port, which no source may reach: reads, locks and changes nothing"
 	[remora.webhooks_due]="claims webhooks owed for jobs that already ended: no job, attempt or lease changes"
 	[remora.webhook_tried]="records a webhook's try and its next one: no job, attempt or lease changes (a delivery never changes a job's outcome)"
 )

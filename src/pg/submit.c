@@ -403,18 +403,24 @@ sentence(const char *s)
  * the target store, a registered endpoint, a listener), which no source may
  * be, whatever remora.allow_networks says (doc/security.md)?  A palloc'd
  * reason, or NULL.  As written here; the worker judges the address it
- * reaches too.
+ * reaches too.  Between a restart with this library and ALTER EXTENSION
+ * UPDATE the schema of 0.5.0 has no such function: submits are still taken
+ * then, judged as 0.5.0 judged them ("Upgrading without downtime").
  */
 static char *
 own_origin(const RemoraSourceUri *uri)
 {
+	List *fname =
+		list_make2(makeString("remora"), makeString("_blocked_origins"));
 	bool  isnull;
-	Datum list =
-		remora_call_internal("_blocked_origins", 0, NULL, NULL, NULL, &isnull);
+	Datum list;
 	char *origin;
 	char *bracketed;
 	char *all;
 
+	if (!OidIsValid(LookupFuncName(fname, 0, NULL, true)))
+		return NULL;
+	list = call_internal("_blocked_origins", 0, NULL, NULL, NULL, &isnull);
 	if (isnull)
 		return NULL;
 	all = psprintf(",%s,", TextDatumGetCString(list));
