@@ -139,7 +139,7 @@ REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 ISOLATION = claim-race claim-order fair-claim lease-limit cancel-commit stale-token \
 	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss \
 	export-cancel export-replace export-keys commit-many queue-limit \
-	events-notify webhook-claim
+	events-notify webhook-claim webhook-turns
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=. --load-extension=remora
 
 PG_CONFIG ?= pg_config

@@ -129,19 +129,28 @@ BEGIN
 END
 $jobs_webhook$;
 
--- Worker protocol: claim up to max_webhooks webhooks due now, for a
--- minute (a try's request must end well within it), with the secret of
--- each one's job owner: the URL and body are the job's own, so a worker
--- never sends one user's job to another user's receiver.  attempt numbers
--- the try (1, 2, ...): a try that outlives its claim is recorded, but the
--- schedule follows the latest.  The URL is the whole one, query string
--- included (remora.notify_urls).
+-- Worker protocol: claim up to max_webhooks webhooks due now, with the
+-- secret of each one's job owner: the URL and body are the job's own, so a
+-- worker never sends one user's job to another user's receiver.  Owners
+-- are served round-robin, each at most remora.webhook_max_in_flight_per_role
+-- at once across every worker (the claims of an owner's webhooks lock its
+-- secret's row, so that two claims count each other's), so that one
+-- user's slow receivers never hold up another's webhooks.  A try may take
+-- remora.webhook_timeout (timeout_ms, which the worker applies); it is
+-- claimed for that and a minute more.  attempt numbers the try (1, 2,
+-- ...): a try that outlives its claim is recorded, but the schedule
+-- follows the latest.  The URL is the whole one, query string included
+-- (remora.notify_urls).
 CREATE OR REPLACE FUNCTION remora.webhooks_due(incarnation uuid, max_webhooks integer)
 RETURNS TABLE (webhook_id text, job_id bigint, url text, body text,
-			   secret bytea, attempt integer)
+			   secret bytea, attempt integer, timeout_ms integer)
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+	per_role	integer := current_setting('remora.webhook_max_in_flight_per_role')::integer;
+	timeout		interval := remora._setting_interval('remora.webhook_timeout');
+	owners		oid[];
 BEGIN
 	IF $1 IS NULL OR $2 IS NULL OR $2 < 1 THEN
 		RAISE EXCEPTION 'incarnation and a positive max_webhooks are required'
@@ -152,25 +161,49 @@ BEGIN
 					WHERE i.incarnation = $1 AND i.stopped_at IS NULL) THEN
 		RETURN;
 	END IF;
+	-- the owners with webhooks due, their secrets' rows locked in order
+	owners := ARRAY(SELECT DISTINCT j.owner::oid
+					  FROM remora.webhooks w JOIN remora.jobs j ON j.job_id = w.job_id
+					 WHERE w.ended_at IS NULL AND w.next_try_at <= now()
+					   AND (w.claimed_until IS NULL OR w.claimed_until <= now())
+					 ORDER BY 1);
+	IF cardinality(owners) = 0 THEN
+		RETURN;
+	END IF;
+	PERFORM 1 FROM remora.webhook_secrets s
+	 WHERE s.owner::oid = ANY (owners) ORDER BY s.owner FOR UPDATE;
 	RETURN QUERY
-	WITH due AS (
-		SELECT w.webhook_id
-		  FROM remora.webhooks w
+	WITH in_flight AS (
+		SELECT j.owner, count(*) AS n
+		  FROM remora.webhooks w JOIN remora.jobs j ON j.job_id = w.job_id
+		 WHERE w.ended_at IS NULL AND w.claimed_until > now()
+		   AND j.owner::oid = ANY (owners)
+		 GROUP BY j.owner
+	), due AS (
+		SELECT w.webhook_id, w.next_try_at,
+			   row_number() OVER (PARTITION BY j.owner ORDER BY w.next_try_at, w.webhook_id)
+			   + coalesce(f.n, 0) AS turn
+		  FROM remora.webhooks w JOIN remora.jobs j ON j.job_id = w.job_id
+		  LEFT JOIN in_flight f ON f.owner = j.owner
 		 WHERE w.ended_at IS NULL AND w.next_try_at <= now()
 		   AND (w.claimed_until IS NULL OR w.claimed_until <= now())
-		 ORDER BY w.next_try_at
+		   AND j.owner::oid = ANY (owners)
+	), picked AS (
+		SELECT d.webhook_id FROM due d
+		 WHERE d.turn <= per_role
+		 ORDER BY d.turn, d.next_try_at, d.webhook_id
 		 LIMIT $2
-		 FOR UPDATE SKIP LOCKED
 	)
 	UPDATE remora.webhooks w
-	   SET tries = w.tries + 1, claimed_until = now() + interval '1 minute'
-	  FROM due, remora.jobs j, remora.webhook_secrets s
-	 WHERE w.webhook_id = due.webhook_id AND j.job_id = w.job_id
+	   SET tries = w.tries + 1, claimed_until = now() + timeout + interval '1 minute'
+	  FROM picked, remora.jobs j, remora.webhook_secrets s
+	 WHERE w.webhook_id = picked.webhook_id AND j.job_id = w.job_id
 	   AND s.owner = j.owner
 	RETURNING w.webhook_id, w.job_id,
 			  coalesce((SELECT n.url FROM remora.notify_urls n WHERE n.job_id = w.job_id),
 					   w.url),
-			  w.body, s.secret, w.tries;
+			  w.body, s.secret, w.tries,
+			  (extract(epoch FROM timeout) * 1000)::integer;
 END
 $$;
 

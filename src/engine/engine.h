@@ -570,8 +570,8 @@ extern RemoraWebhook *remora_webhook_post(RemoraEngine *engine, const char *url,
 										  const char          *id,
 										  const unsigned char *key,
 										  size_t keylen, long long timestamp,
-										  const char *body, char *errbuf,
-										  size_t errlen);
+										  const char *body, long timeout_ms,
+										  char *errbuf, size_t errlen);
 extern bool           remora_webhook_ended(const RemoraWebhook *w, long *status,
 										   bool *retry, const char **error);
 extern void           remora_webhook_free(RemoraWebhook *w);

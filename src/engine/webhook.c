@@ -25,7 +25,7 @@
 
 #include "engine/engine_int.h"
 
-/* A receiver has this long to answer; well within a claim's minute. */
+/* A receiver has this long to answer unless told (remora.webhook_timeout) */
 #define WEBHOOK_TIMEOUT_MS 30000L
 
 struct RemoraWebhook
@@ -128,8 +128,8 @@ post_done(Request *req, CURLcode rc)
 RemoraWebhook *
 remora_webhook_post(RemoraEngine *engine, const char *url, const char *id,
 					const unsigned char *key, size_t keylen,
-					long long timestamp, const char *body, char *errbuf,
-					size_t errlen)
+					long long timestamp, const char *body, long timeout_ms,
+					char *errbuf, size_t errlen)
 {
 	RemoraWebhook *w = calloc(1, sizeof(RemoraWebhook));
 	Request       *req = w ? remora_req_new(&engine->loop, w, post_done) : NULL;
@@ -166,7 +166,8 @@ remora_webhook_post(RemoraEngine *engine, const char *url, const char *id,
 	req->headers = curl_slist_append(req->headers, "Expect:");
 	curl_easy_setopt(req->easy, CURLOPT_URL, url);
 	curl_easy_setopt(req->easy, CURLOPT_COPYPOSTFIELDS, body);
-	curl_easy_setopt(req->easy, CURLOPT_TIMEOUT_MS, WEBHOOK_TIMEOUT_MS);
+	curl_easy_setopt(req->easy, CURLOPT_TIMEOUT_MS,
+					 timeout_ms > 0 ? timeout_ms : WEBHOOK_TIMEOUT_MS);
 	if (req->headers == NULL || !remora_req_set_source_options(req, url) ||
 		!remora_req_start(req))
 	{

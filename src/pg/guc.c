@@ -36,6 +36,8 @@ int   remora_default_role_max_bytes_per_second = 0;
 int   remora_max_bytes_per_second = 0;
 int   remora_min_bytes_per_second = 65536;
 int   remora_time_slice_s = 300;
+int   remora_webhook_max_in_flight_per_role = 2;
+int   remora_webhook_timeout_ms = 10000;
 int   remora_lease_duration_ms = 30000;
 int   remora_max_attempts = 5;
 int   remora_retry_base_delay_ms = 10000;
@@ -279,6 +281,20 @@ remora_define_gucs(void)
 		"another owner's waiting jobs.",
 		NULL, &remora_time_slice_s, 300, 1, 86400, PGC_SIGHUP, GUC_UNIT_S, NULL,
 		NULL, NULL);
+
+	/* webhooks: one owner's slow receivers do not hold up another's */
+	DefineCustomIntVariable(
+		"remora.webhook_max_in_flight_per_role",
+		"Webhook tries of one role's jobs in flight at once, across every "
+		"worker.",
+		NULL, &remora_webhook_max_in_flight_per_role, 2, 1, 1000, PGC_SIGHUP, 0,
+		NULL, NULL, NULL);
+
+	DefineCustomIntVariable(
+		"remora.webhook_timeout",
+		"How long a webhook's receiver has to answer one try.", NULL,
+		&remora_webhook_timeout_ms, 10000, 1000, 300 * 1000, PGC_SIGHUP,
+		GUC_UNIT_MS, NULL, NULL, NULL);
 
 	DefineCustomIntVariable(
 		"remora.lease_duration",

@@ -26,6 +26,8 @@ extern int   remora_default_role_max_bytes_per_second;
 extern int   remora_max_bytes_per_second;
 extern int   remora_min_bytes_per_second;
 extern int   remora_time_slice_s;
+extern int   remora_webhook_max_in_flight_per_role;
+extern int   remora_webhook_timeout_ms;
 extern int   remora_lease_duration_ms;
 extern int   remora_max_attempts;
 extern int   remora_retry_base_delay_ms;

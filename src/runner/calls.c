@@ -749,8 +749,9 @@ remora_call_webhooks_due(const char *inc, int room, RemoraWebhookRow *out)
 	if (!query("claiming webhooks",
 			   "SELECT w.webhook_id, w.job_id, w.url, w.body, "
 			   "pg_catalog.encode(w.secret, 'hex') AS secret, "
-			   "w.attempt FROM remora.webhooks_due($1::pg_catalog.uuid, "
-			   "$2::pg_catalog.int4) w",
+			   "w.attempt, w.timeout_ms FROM "
+			   "remora.webhooks_due($1::pg_catalog.uuid, $2::pg_catalog.int4) "
+			   "w",
 			   2, params, &res))
 		return -1;
 	for (int i = 0; i < res.nrows && got < room; i++)
@@ -760,6 +761,7 @@ remora_call_webhooks_due(const char *inc, int room, RemoraWebhookRow *out)
 		memset(r, 0, sizeof(*r));
 		r->job_id = col_int(&res, i, "job_id");
 		r->attempt = (int) col_int(&res, i, "attempt");
+		r->timeout_ms = (long) col_int(&res, i, "timeout_ms");
 		r->id = dup_str(col(&res, i, "webhook_id"));
 		r->url = dup_str(col(&res, i, "url"));
 		r->body = dup_str(col(&res, i, "body"));

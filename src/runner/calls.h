@@ -39,6 +39,7 @@ typedef struct RemoraWebhookRow
 	char         *body;
 	unsigned char key[32]; /* the job owner's secret */
 	int           attempt;
+	long          timeout_ms; /* for the try; 0: the engine's */
 } RemoraWebhookRow;
 
 extern bool remora_call_start_incarnation(const char *inc, const char *kind,

@@ -5,7 +5,8 @@
  *	  (doc/user-guide.md, "Webhooks").
  *
  * Once a second, while there is room, the round claims the webhooks due
- * (remora.webhooks_due: each with its job owner's secret, for a minute)
+ * (remora.webhooks_due: each with its job owner's secret and how long its
+ * receiver has, round-robin between owners)
  * and starts one try of each on the engine (remora_webhook_post); each
  * try that ended is recorded (remora.webhook_tried), which says when it is
  * due again.  A try's result that could not be recorded is kept and
@@ -105,10 +106,10 @@ start(RemoraEngine *engine, const char *incarnation)
 
 		memset(t, 0, sizeof(*t));
 		t->row = rows[i];
-		t->post = remora_webhook_post(engine, t->row.url, t->row.id, t->row.key,
-									  sizeof(t->row.key),
-									  (long long) remora_engine_wall_time(),
-									  t->row.body, err, sizeof(err));
+		t->post = remora_webhook_post(
+			engine, t->row.url, t->row.id, t->row.key, sizeof(t->row.key),
+			(long long) remora_engine_wall_time(), t->row.body,
+			t->row.timeout_ms, err, sizeof(err));
 		if (t->post == NULL)
 		{
 			/* not sent: recorded as a try that failed, not repeated */

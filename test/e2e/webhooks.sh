@@ -14,6 +14,9 @@
 #   - a host name is judged when the worker connects: once loopback is no
 #     longer allowed, a webhook to localhost is refused then, recorded as
 #     a try, not repeated, and never reaches the receiver;
+#   - one user's slow receivers do not hold up another's webhooks: at most
+#     remora.webhook_max_in_flight_per_role of a user's tries at once, each
+#     cut at remora.webhook_timeout;
 #   - remora-worker (the same runner over libpq) delivers them as well.
 #
 . "$(dirname "$0")/../lib/e2e.sh"
@@ -24,12 +27,33 @@ stack_up
 RECV=$(free_port)
 HOOKS=$T/hooks.jsonl
 cat >"$T/receiver.py" <<'PY'
-import http.server, json, sys
+import http.server, json, sys, threading
 port, out = int(sys.argv[1]), sys.argv[2]
 failed = set()
+slow = {"now": 0, "most": 0}
+lock = threading.Lock()
 class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # /most-slow: the most /slow tries seen at once
+        data = str(slow["most"]).encode()
+        self.send_response(200)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        if self.path.endswith("/slow"):  # never answers; counts open tries
+            with lock:
+                slow["now"] += 1
+                slow["most"] = max(slow["most"], slow["now"])
+            # until the worker hangs up (EOF), or 60 s
+            self.connection.settimeout(60)
+            try:
+                self.connection.recv(1)
+            except OSError:
+                pass
+            with lock:
+                slow["now"] -= 1
+            return
         first = self.path.endswith("/fail-once") and self.path not in failed
         with open(out, "a") as f:
             f.write(json.dumps({"path": self.path,
@@ -56,6 +80,7 @@ wait_port "$RECV" || { not_ok "the receiver starts"; exit 1; }
 cluster_stop "$T/pg" fast
 cat >>"$T/pg/data/postgresql.conf" <<CONF
 remora.allow_ports = '$NGINX_PORT,$RECV'
+remora.webhook_timeout = '3s'
 CONF
 cluster_start "$T/pg"
 q "CREATE ROLE alice LOGIN; CREATE ROLE bob LOGIN;
@@ -128,6 +153,27 @@ case $out in
 *) not_ok "a notify_url to the metadata address is refused at submit (got: $out)" ;;
 esac
 check_eq "and no job was recorded" "$(q "SELECT count(*) FROM remora.jobs")" "2"
+
+# one user's slow receivers do not hold up another user's webhooks:
+# twenty of alice's jobs notify a receiver that never answers (it counts
+# the tries open at once); each try is cut at remora.webhook_timeout (3 s)
+# and tried again, at most
+# remora.webhook_max_in_flight_per_role (2) of alice's at once across both
+# workers; bob's webhook is delivered meanwhile
+for i in $(seq 20); do as alice "SELECT remora_submit('$SRC/hooked.bin', options => '{\"notify_url\": \"http://127.0.0.1:$RECV/alice/slow\"}')" >/dev/null; done
+slow_tried() { [ "$(q "SELECT count(*) FROM remora.webhook_tries t JOIN remora.webhooks w USING (webhook_id) WHERE w.url LIKE '%/alice/slow'")" -ge 4 ]; }
+check "alice's slow webhooks are tried" wait_for 120 slow_tried
+jf=$(as bob "SELECT remora_submit('$SRC/hooked.bin', options => '{\"notify_url\": \"http://127.0.0.1:$RECV/bob/fair\"}')")
+bob_fair() { grep -q '"/bob/fair"' "$HOOKS"; }
+check "bob's webhook is delivered while alice's are tried" wait_for 60 bob_fair
+check_eq "  and alice's are still waiting: none delivered" \
+	"$(q "SELECT count(*) FROM remora.webhooks WHERE url LIKE '%/alice/slow' AND delivered_at IS NOT NULL")" 0
+most=$(curl -s "http://127.0.0.1:$RECV/most-slow")
+check "at most 2 of alice's tries were in flight at once ($most)" test "$most" -ge 1 -a "$most" -le 2
+check "a try the receiver did not answer in time is cut at remora.webhook_timeout" \
+	grep -qi "timeout\|timed out" <<<"$(q "SELECT string_agg(t.error, ' ') FROM remora.webhook_tries t JOIN remora.webhooks w USING (webhook_id) WHERE w.url LIKE '%/alice/slow'")"
+# (alice's slow webhooks end here, so that they take no turn of hers later)
+q "UPDATE remora.webhooks SET ended_at = now() WHERE url LIKE '%/alice/slow'" >/dev/null
 
 # a name passes at submit; the address it reaches is judged at connect
 settled=$(grep -c "new settings in effect" "$LOG" || true)
