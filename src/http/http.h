@@ -38,17 +38,20 @@ typedef struct RemoraHttpConfig
 	socklen_t               addrlen;
 	char                   *tls_cert_pem; /* both NULL: plain HTTP */
 	char                   *tls_key_pem;
-	char                   *pg_host;   /* socket directory (or address) */
-	int                     pg_port;   /* the server's port */
-	char                   *database;  /* remora.database */
-	int                     pool_size; /* connections per role */
-	int                     client_timeout_s; /* idle connection */
-	int                     max_connections;
-	atomic_int              session_idle_s;
-	atomic_int              session_max_age_s;
-	atomic_int              max_body;       /* bytes */
-	atomic_int              login_failures; /* before a lockout */
-	atomic_int              login_lockout_s;
+	char                   *pg_host;     /* socket directory (or address) */
+	int                     pg_port;     /* the server's port */
+	char                   *database;    /* remora.database */
+	char                   *places_file; /* the sign-in throttle's known
+										  * places, kept across restarts;
+										  * NULL: not kept */
+	int        pool_size;                /* connections per role */
+	int        client_timeout_s;         /* idle connection */
+	int        max_connections;
+	atomic_int session_idle_s;
+	atomic_int session_max_age_s;
+	atomic_int max_body;       /* bytes */
+	atomic_int login_failures; /* before a lockout */
+	atomic_int login_lockout_s;
 } RemoraHttpConfig;
 
 extern RemoraHttpConfig remora_http_config;
@@ -111,6 +114,8 @@ extern int  remora_signin_admit(const char *user, const char *address,
 								time_t now);
 extern void remora_signin_done(const char *user, const char *address,
 							   RemoraAuthResult r, time_t now);
+extern void remora_signin_load(time_t now);
+extern void remora_signin_save(void);
 
 /* assets.c (generated from web/ by src/http/embed.sh) */
 typedef struct RemoraAsset

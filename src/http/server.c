@@ -522,4 +522,5 @@ remora_http_tick(void)
 {
 	connections_expire();
 	remora_sessions_tick();
+	remora_signin_save();
 }

@@ -28,9 +28,16 @@
  * the answer comes.  Many wrong passwords sent at once therefore reach the
  * server at most L times for one pair, however they interleave.
  *
- * One mutex guards both tables; nothing waits on the network while
- * holding it.  Calls only config.c (the limits); session.c asks it before
- * and after each try.
+ * The known places outlive a restart of "remora http": they are written to
+ * remora_http_config.places_file (in the data directory, readable by the
+ * server's OS user alone) by the server's tick when they changed, a line
+ * "seconds<TAB>address role" each, and read back at start; otherwise the
+ * failures of a shared address after a restart would lock every role there
+ * out again.  The failure counts are not kept: a restart forgives them.
+ *
+ * One mutex guards both tables; nothing waits on the network or the disk
+ * while holding it.  Calls only config.c (the limits); session.c asks it
+ * before and after each try.
  *
  *-------------------------------------------------------------------------
  */
@@ -38,7 +45,10 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_THROTTLE     4096
 #define MAX_KNOWN_PLACES 4096
@@ -62,6 +72,7 @@ typedef struct KnownPlace
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static Throttle        throttle[MAX_THROTTLE];
 static KnownPlace      known_places[MAX_KNOWN_PLACES];
+static bool            places_changed; /* not yet written to places_file */
 
 /*
  * The entry of key, or with create a new one (NULL if every entry has
@@ -176,8 +187,89 @@ remember_place(const char *place, time_t now)
 				k = c;
 		}
 		snprintf(k->key, sizeof(k->key), "%s", place);
+		places_changed = true;
 	}
+	/* a known place's time is written again once an hour at most */
+	if (now - k->last_success >= 3600)
+		places_changed = true;
 	k->last_success = now;
+}
+
+/* Read the known places kept by an earlier server (none: a first start). */
+void
+remora_signin_load(time_t now)
+{
+	const char *path = remora_http_config.places_file;
+	FILE       *f = path ? fopen(path, "r") : NULL;
+	char        line[200];
+	int         n = 0;
+
+	if (f == NULL)
+		return;
+	pthread_mutex_lock(&lock);
+	while (fgets(line, sizeof(line), f) && n < MAX_KNOWN_PLACES)
+	{
+		char  *tab = strchr(line, '\t');
+		time_t at;
+
+		line[strcspn(line, "\r\n")] = '\0';
+		if (tab == NULL || tab[1] == '\0')
+			continue;
+		at = (time_t) strtoll(line, NULL, 10);
+		if (at <= 0 || at > now || now - at >= KNOWN_PLACE_S)
+			continue;
+		snprintf(known_places[n].key, sizeof(known_places[n].key), "%s",
+				 tab + 1);
+		known_places[n++].last_success = at;
+	}
+	pthread_mutex_unlock(&lock);
+	fclose(f);
+}
+
+/*
+ * Write the known places if they changed (the server's tick): a copy taken
+ * under the lock, written beside the file and renamed over it, so that a
+ * crash leaves the old one or the new one whole.
+ */
+void
+remora_signin_save(void)
+{
+	const char       *path = remora_http_config.places_file;
+	static KnownPlace copy[MAX_KNOWN_PLACES];
+	char              tmp[1100];
+	FILE             *f;
+	bool              ok;
+
+	if (path == NULL ||
+		snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int) sizeof(tmp))
+		return;
+	pthread_mutex_lock(&lock);
+	if (!places_changed)
+	{
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	memcpy(copy, known_places, sizeof(copy));
+	places_changed = false;
+	pthread_mutex_unlock(&lock);
+
+	f = fopen(tmp, "w");
+	if (f == NULL)
+		return;
+	(void) fchmod(fileno(f), S_IRUSR | S_IWUSR);
+	for (int i = 0; i < MAX_KNOWN_PLACES; i++)
+		if (copy[i].key[0])
+			fprintf(f, "%lld\t%s\n", (long long) copy[i].last_success,
+					copy[i].key);
+	ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+	ok = fclose(f) == 0 && ok;
+	if (!ok || rename(tmp, path) != 0)
+	{
+		unlink(tmp);
+		pthread_mutex_lock(&lock);
+		places_changed = true; /* tried again at the next tick */
+		pthread_mutex_unlock(&lock);
+	}
 }
 
 /*

@@ -320,6 +320,9 @@ remora_http_main(Datum main_arg)
 			read_pem("remora.http_tls_key_file", remora_http_tls_key_file);
 	}
 	local_server(cfg);
+	/* the sign-in throttle's known places, kept across restarts */
+	cfg->places_file = strdup(psprintf("%s/remora_http_places", DataDir));
+	remora_signin_load(time(NULL));
 	cfg->pool_size = remora_http_pool_size;
 	cfg->client_timeout_s = remora_http_client_timeout_s;
 	cfg->max_connections = remora_http_max_connections;

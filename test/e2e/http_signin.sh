@@ -139,6 +139,25 @@ check_eq "  a trusted proxy in the chain is skipped: 429" \
 check_eq "  junk in the header ends the walk: what is left of it is not believed (401 at the proxy's address)" \
 	"$(signin left24 guess "198.51.100.77, not-an-address")" 401
 
+# --- the known places outlive a restart of remora http ------------------------------
+# (the failure counts do not: a restart forgives them)
+http_pid=$(q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'remora http'")
+kill "$http_pid"
+restarted() {
+	[ -n "$(q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'remora http' AND pid <> $http_pid")" ] &&
+		[ "$(curl -s -o /dev/null -w '%{http_code}' "$H/api/openapi.json")" = 200 ]
+}
+check "remora http restarts" wait_for 30 restarted
+for i in $(seq 21 40); do
+	signin "again$i" guess 203.0.113.7 >/dev/null
+done
+check_eq "after the restart, 20 new failures from 203.0.113.7 lock a name new there out: 429" \
+	"$(signin again41 guess 203.0.113.7)" 429
+check_eq "  bob, who signed in from 203.0.113.7 before the restart, still signs in from there" \
+	"$(signin bob bob-pw 203.0.113.7)" 200
+check "  the known places are in the data directory, for the server's OS user alone" \
+	test "$(stat -c %a "$T/pg/data/remora_http_places" 2>/dev/null)" = 600
+
 # --- bad settings ------------------------------------------------------------------
 for v in 'not-a-network' '10.0.0.0/33' '192.0.2.1/' '10.0.0.0/8;1.2.3.4'; do
 	out=$(q "ALTER SYSTEM SET remora.http_trusted_proxies = '$v'" 2>&1 || true)
