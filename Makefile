@@ -35,6 +35,9 @@ ENGINE_OBJS = \
 	src/engine/sigv4_check.o \
 	src/engine/sigv4_canon.o \
 	src/engine/sigv4_sign.o \
+	src/engine/creds_cache.o \
+	src/engine/creds_chain.o \
+	src/engine/creds_fetch.o \
 	src/engine/s3xml_parse.o \
 	src/engine/s3xml_list.o \
 	src/engine/s3xml_body.o \
@@ -209,7 +212,7 @@ ENGINE_UNIT_TESTS = test/unit/source_uri_test test/unit/sigv4_vectors_test \
 	test/unit/reuse_resume_test test/unit/reuse_zombie_test \
 	test/unit/adapt_test test/unit/partsize_test \
 	test/unit/subranges_test test/unit/parts_memory_test \
-	test/unit/set_manifest_test
+	test/unit/set_manifest_test test/unit/creds_test
 UNIT_TESTS = $(ENGINE_UNIT_TESTS) test/unit/http_test \
 	test/unit/runner_codec_test test/unit/runner_test
 ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)

@@ -174,9 +174,19 @@ remora_xfer_start_assembly(Transfer *task)
 	if (task->phase == P_SINGLE)
 	{
 		Buffer *b = task->fill;
-		S3Call  call = {
-			 "PUT",   task->bucket, task->result.member_key, NULL, 0, NULL, 0,
-			 b->data, b->len,       task->sha_hex,           false};
+		S3Call  call = {"PUT",
+						task->bucket,
+						task->result.member_key,
+						NULL,
+						0,
+						NULL,
+						0,
+						b->data,
+						b->len,
+						task->sha_hex,
+						false,
+						task->storage_class,
+						false};
 
 		/* the body is the whole object: its SHA-256 is the member's */
 		remora_xfer_start_s3(task, &call, single_done, K_SINGLE, 0);
@@ -273,7 +283,18 @@ start_manifest(Transfer *task)
 	remora_sha256_hex(task->manifest, task->manifest_len, r->manifest_sha256);
 	snprintf(r->manifest_key, sizeof(r->manifest_key), "%smanifest.jsonl",
 			 task->staging);
-	call = (S3Call){"PUT", task->bucket,   r->manifest_key,    NULL, 0,    NULL,
-					0,     task->manifest, task->manifest_len, NULL, false};
+	call = (S3Call){"PUT",
+					task->bucket,
+					r->manifest_key,
+					NULL,
+					0,
+					NULL,
+					0,
+					task->manifest,
+					task->manifest_len,
+					NULL,
+					false,
+					task->storage_class,
+					false};
 	remora_xfer_start_s3(task, &call, manifest_done, K_MANIFEST, 0);
 }

@@ -119,6 +119,8 @@ cleanup_next(Cleanup *task)
 					   NULL,
 					   0,
 					   NULL,
+					   false,
+					   NULL,
 					   false};
 
 		task->deleting++;
@@ -208,8 +210,8 @@ cleanup_list(Cleanup *task)
 	q[nq++] = (RemoraKV){"prefix", task->staging};
 	if (task->list_token)
 		q[nq++] = (RemoraKV){"continuation-token", task->list_token};
-	call = (S3Call){"GET", task->bucket, NULL, q,    nq,   NULL,
-					0,     NULL,         0,    NULL, false};
+	call = (S3Call){"GET", task->bucket, NULL,  q,    nq,   NULL, 0, NULL,
+					0,     NULL,         false, NULL, false};
 	start_s3(task, &call, cleanup_list_done);
 }
 
@@ -292,8 +294,8 @@ cleanup_uploads_list(Cleanup *task)
 		q[nq++] = (RemoraKV){"key-marker", task->key_marker};
 	if (task->upload_marker)
 		q[nq++] = (RemoraKV){"upload-id-marker", task->upload_marker};
-	call = (S3Call){"GET", task->bucket, NULL, q,    nq,   NULL,
-					0,     NULL,         0,    NULL, false};
+	call = (S3Call){"GET", task->bucket, NULL,  q,    nq,   NULL, 0, NULL,
+					0,     NULL,         false, NULL, false};
 	start_s3(task, &call, cleanup_uploads_done);
 }
 

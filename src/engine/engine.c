@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/creds.h"
 #include "engine/engine_int.h"
 #include "engine/source_uri.h"
 
@@ -66,18 +67,27 @@ remora_engine_new(const RemoraEngineConfig *cfg, char *errbuf, size_t errlen)
 		return NULL;
 	}
 	engine->region = remora_xstrdup(cfg->target.region);
-	engine->access_key_id = remora_xstrdup(cfg->target.access_key_id);
-	engine->secret_access_key = remora_xstrdup(cfg->target.secret_access_key);
+	engine->target_cfg = remora_target_copy(&cfg->target);
+	engine->sse = remora_s3_sse_new(&cfg->sse, errbuf, errlen);
+	if (engine->target_cfg == NULL || engine->sse == NULL)
+	{
+		if (engine->target_cfg == NULL)
+			snprintf(errbuf, errlen, "out of memory");
+		remora_engine_free(engine);
+		return NULL;
+	}
+	engine->target_cfg->anonymous = false; /* the target is always signed */
 	engine->target = (S3Endpoint){engine->base_url,
 								  engine->host,
 								  https,
 								  cfg->target.path_style,
 								  engine->region,
-								  engine->access_key_id,
-								  engine->secret_access_key,
+								  engine->target_cfg,
 								  NULL,
 								  "remora.ca_file",
-								  false /* the target is always signed */};
+								  false,
+								  engine->sse};
+	remora_creds_set_tls(cfg->ca_file, cfg->ca_path);
 	engine->part_size = cfg->part_size;
 	engine->max_parts =
 		cfg->max_upload_parts == 0 ? REMORA_MAX_PARTS : cfg->max_upload_parts;
@@ -182,10 +192,8 @@ remora_engine_free(RemoraEngine *engine)
 	free(engine->base_url);
 	free(engine->host);
 	free(engine->region);
-	free(engine->access_key_id);
-	if (engine->secret_access_key)
-		memset(engine->secret_access_key, 0, strlen(engine->secret_access_key));
-	free(engine->secret_access_key);
+	remora_target_free(engine->target_cfg);
+	remora_s3_sse_free(engine->sse);
 	free(engine);
 }
 

@@ -68,12 +68,45 @@ typedef struct RemoraTargetConfig
 						 * remora.ca_file (a source endpoint's), or NULL */
 	bool anonymous;     /* a source endpoint without credentials: its
 						 * requests go unsigned (never the target) */
+
+	/*
+	 * Where the credentials come from (creds.h): NULL, "" or "static", the
+	 * keys above, with session_token when they are temporary; "chain", the
+	 * AWS credential chain of this process.  With role_arn, that role is
+	 * assumed on top of them (STS AssumeRole, external_id when given).
+	 * NULL or "" strings are unset: the session's name is then "remora",
+	 * STS is https://sts.<region>.amazonaws.com, IMDS
+	 * http://169.254.169.254.
+	 */
+	const char *session_token;
+	const char *credentials;
+	const char *role_arn;
+	const char *external_id;
+	const char *role_session_name;
+	const char *sts_endpoint;
+	const char *imds_endpoint;
 } RemoraTargetConfig;
+
+/*
+ * How the target store encrypts what Remora writes and in which storage
+ * class (NULL or "": the store's default).  sse: "AES256", "aws:kms"
+ * (with kms_key_id, or the store's default key) or "customer" (SSE-C:
+ * customer_key, the base64 of 32 bytes, sent with every request that
+ * writes or reads an object's data, never logged).
+ */
+typedef struct RemoraSseConfig
+{
+	const char *sse;
+	const char *kms_key_id;
+	const char *customer_key;
+	const char *storage_class;
+} RemoraSseConfig;
 
 typedef struct RemoraEngineConfig
 {
 	RemoraTargetConfig target;
-	size_t part_size; /* multipart part size, >= 5 MiB except in tests */
+	RemoraSseConfig    sse; /* of every object written to the target */
+	size_t part_size;       /* multipart part size, >= 5 MiB except in tests */
 
 	/*
 	 * The most parts the target store takes in one multipart upload
@@ -199,6 +232,9 @@ typedef struct RemoraTaskSpec
 	 * REMORA_ADAPT_MEMORY of part buffers.
 	 */
 	int connections;
+
+	/* The storage class of what it writes (NULL: the engine's). */
+	const char *storage_class;
 } RemoraTaskSpec;
 
 #define REMORA_CONNECTIONS_ADAPT(start) (-(start))
@@ -274,8 +310,9 @@ typedef struct RemoraSetSpec
 	const char        *attempt_id;
 	int64_t            fencing_token;
 	bool               earlier_attempts; /* false: never ask lookups */
-	int   connections; /* per large member, as RemoraTaskSpec.connections */
-	void *host_arg;    /* handed back in each RemoraLookup */
+	int connections; /* per large member, as RemoraTaskSpec.connections */
+	const char *storage_class; /* of what it writes; NULL: the engine's */
+	void       *host_arg;      /* handed back in each RemoraLookup */
 } RemoraSetSpec;
 
 /*

@@ -73,12 +73,12 @@ struct RemoraEngine
 	RemoraLoop loop;
 
 	/* the target store */
-	S3Endpoint target;
-	char      *base_url; /* scheme://host[:port] of the target */
-	char      *host;     /* host[:port] as sent and signed */
-	char      *region;
-	char      *access_key_id;
-	char      *secret_access_key;
+	S3Endpoint          target;
+	char               *base_url; /* scheme://host[:port] of the target */
+	char               *host;     /* host[:port] as sent and signed */
+	char               *region;
+	RemoraTargetConfig *target_cfg; /* the engine's copy: credentials */
+	S3Sse              *sse;        /* of what it writes there */
 
 	size_t  part_size;
 	int     max_parts; /* the store's part limit, 1..REMORA_MAX_PARTS */
@@ -92,6 +92,21 @@ struct RemoraEngine
 	RemoraTask    *tasks;   /* every job not yet freed */
 	PendingLookup *lookups; /* queued for the host, in order */
 };
+
+/*
+ * Are copies inside the target made in parts (UploadPartCopy), never with
+ * CopyObject?  With server-side encryption: Ceph RGW refuses CopyObject of
+ * an encrypted object (501) and, worse, copies a plain one into an
+ * encrypted object unencrypted, with 200; UploadPartCopy encrypts as
+ * asked on every store.  So an export copies in parts, and a set
+ * downloads what it would have copied with CopyObject (an earlier
+ * attempt's member, a source in the same store).
+ */
+static inline bool
+remora_engine_copies_in_parts(const RemoraEngine *engine)
+{
+	return engine->sse && engine->sse->sse;
+}
 
 /* A line for the host's log (printf-style), if it takes one. */
 extern void remora_engine_log(const RemoraEngine *engine, const char *fmt, ...)

@@ -166,8 +166,8 @@ head_done(Request *req, CURLcode rc)
 static void
 start_head(Export *x, Member *mb)
 {
-	S3Call call = {"HEAD", x->bucket, mb->target, NULL, 0,   NULL,
-				   0,      NULL,      0,          NULL, true};
+	S3Call call = {"HEAD", x->bucket, mb->target, NULL, 0,    NULL, 0,
+				   NULL,   0,         NULL,       true, NULL, false};
 	char   errbuf[256];
 
 	mb->req = remora_s3_start(&x->base.engine->loop, &x->base.engine->target, x,
@@ -305,7 +305,9 @@ copy_done(Request *req, CURLcode rc)
 static void
 start_copy(Export *x, Member *mb)
 {
-	if (mb->m.size > x->base.engine->export_copy_cutoff)
+	/* an encrypted copy only in parts (remora_engine_copies_in_parts) */
+	if (mb->m.size > x->base.engine->export_copy_cutoff ||
+		remora_engine_copies_in_parts(x->base.engine))
 		remora_export_start_multipart(x, mb);
 	else
 		start_single_copy(x, mb);
@@ -353,8 +355,9 @@ start_copy_object(Export *x, Member *mb, bool bare)
 		h[0] = (RemoraKV){"x-amz-copy-source", src};
 		h[1] = (RemoraKV){"x-amz-copy-source-if-match", mb->m.etag};
 		h[2] = (RemoraKV){"x-amz-copy-if-match", mb->m.etag}; /* RGW */
-		call = (S3Call){"PUT",        x->bucket, mb->target, NULL, 0,    h,
-						bare ? 1 : 3, NULL,      0,          NULL, false};
+		call = (S3Call){"PUT", x->bucket,    mb->target, NULL, 0,
+						h,     bare ? 1 : 3, NULL,       0,    NULL,
+						false, NULL,         true};
 		copy_request(x, mb, &call);
 	}
 	else
@@ -427,8 +430,8 @@ hash_done(Request *req, CURLcode rc)
 static void
 start_hash(Export *x, Member *mb)
 {
-	S3Call call = {"GET", x->bucket, mb->target, NULL, 0,    NULL,
-				   0,     NULL,      0,          NULL, false};
+	S3Call call = {"GET", x->bucket, mb->target, NULL,  0,    NULL, 0,
+				   NULL,  0,         NULL,       false, NULL, false};
 	char   errbuf[256] = "out of memory";
 
 	mb->hsha = remora_sha256_new();

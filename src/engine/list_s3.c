@@ -119,8 +119,13 @@ remora_list_s3_next(RemoraSet *set)
 	q[nq++] = (RemoraKV){"prefix", set->source_key};
 	if (set->list_token)
 		q[nq++] = (RemoraKV){"continuation-token", set->list_token};
-	call = (S3Call){
-		"GET", set->source_bucket, NULL, q, nq, NULL, 0, NULL, 0, NULL, false};
+	call = (S3Call){"GET", set->source_bucket,
+					NULL,  q,
+					nq,    NULL,
+					0,     NULL,
+					0,     NULL,
+					false, NULL,
+					false};
 	set->list_req =
 		remora_s3_start(&set->base.engine->loop, &set->source_ep, set, &call,
 						s3_list_done, errbuf, sizeof(errbuf));

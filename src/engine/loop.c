@@ -209,6 +209,8 @@ unlink_request(Request *req)
 static void
 free_request(Request *req)
 {
+	if (req->again_free)
+		req->again_free(req->again_arg);
 	curl_easy_cleanup(req->easy);
 	curl_slist_free_all(req->headers);
 	free(req->body);
@@ -233,6 +235,8 @@ complete_finished(RemoraLoop *loop)
 		if (req == NULL)
 			continue;
 		curl_easy_getinfo(req->easy, CURLINFO_RESPONSE_CODE, &req->status);
+		if (msg->data.result == CURLE_OK && req->again && req->again(req))
+			continue; /* sent again: done() waits for that answer */
 		{
 			CURLcode    rc = msg->data.result;
 			RequestDone done = req->done;
@@ -538,6 +542,32 @@ remora_req_start(Request *req)
 	loop->requests = req;
 	req->linked = true;
 	return true;
+}
+
+/*
+ * The request again, as it was but with headers (taken over): its answer
+ * so far is forgotten.  Its body, if any, is its caller's, still alive
+ * since done() has not been called.  False: it could not be, and it is
+ * off the loop (the caller ends it).
+ */
+bool
+remora_req_resend(Request *req, struct curl_slist *headers)
+{
+	RemoraLoop *loop = req->loop;
+
+	curl_multi_remove_handle(loop->multi, req->easy);
+	curl_slist_free_all(req->headers);
+	req->headers = headers;
+	curl_easy_setopt(req->easy, CURLOPT_HTTPHEADER, req->headers);
+	remora_http_headers_free(&req->hdr);
+	remora_http_headers_init(&req->hdr);
+	req->status = 0;
+	req->body_len = 0;
+	req->body_truncated = false;
+	if (req->body)
+		req->body[0] = '\0';
+	req->curl_error[0] = '\0';
+	return curl_multi_add_handle(loop->multi, req->easy) == CURLM_OK;
 }
 
 /* Stop a request (if running) and free it.  done() is not called. */

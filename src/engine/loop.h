@@ -80,6 +80,16 @@ struct Request
 	RemoraRate *rate;        /* the cap on its body, or NULL; not owned */
 	bool        rate_paused; /* paused by that cap (not by its owner) */
 
+	/*
+	 * Asked when the exchange ended, before done(): true if it sent the
+	 * request again instead (remora_req_resend), so that done() waits for
+	 * that answer (s3.c: a store that said the credentials had expired).
+	 * again_arg is freed with the request by again_free.  NULL: never.
+	 */
+	bool (*again)(Request *req);
+	void *again_arg;
+	void (*again_free)(void *arg);
+
 	bool     linked; /* on the multi handle and the list */
 	Request *prev;
 	Request *next;
@@ -129,19 +139,21 @@ extern void    remora_rate_set(RemoraRate *rate, int64_t max_rate);
 
 extern Request *remora_req_new(RemoraLoop *loop, void *owner, RequestDone done);
 extern bool     remora_req_start(Request *req);
-extern void     remora_req_cancel(Request *req);
-extern void     remora_req_cancel_owner(RemoraLoop *loop, const void *owner);
-extern bool     remora_loop_set_egress(RemoraLoop *loop, const char *ca_file,
-									   const char *ca_path, const char *http_proxy,
-									   const char *https_proxy,
-									   const char *no_proxy);
-extern bool     remora_req_set_source_options(Request *req, const char *url);
-extern bool     remora_req_policy_refused(const Request *req, CURLcode rc);
-extern void     remora_req_set_proxy(Request *req, const char *url);
-extern void     remora_req_set_ca_pem(Request *req, const char *pem);
-extern void     remora_req_transport_error(const Request *req, CURLcode rc,
-										   RemoraTaskError *err, const char *what,
-										   const char *trust);
+/* Send a finished request again with new headers (from its again hook). */
+extern bool remora_req_resend(Request *req, struct curl_slist *headers);
+extern void remora_req_cancel(Request *req);
+extern void remora_req_cancel_owner(RemoraLoop *loop, const void *owner);
+extern bool remora_loop_set_egress(RemoraLoop *loop, const char *ca_file,
+								   const char *ca_path, const char *http_proxy,
+								   const char *https_proxy,
+								   const char *no_proxy);
+extern bool remora_req_set_source_options(Request *req, const char *url);
+extern bool remora_req_policy_refused(const Request *req, CURLcode rc);
+extern void remora_req_set_proxy(Request *req, const char *url);
+extern void remora_req_set_ca_pem(Request *req, const char *pem);
+extern void remora_req_transport_error(const Request *req, CURLcode rc,
+									   RemoraTaskError *err, const char *what,
+									   const char *trust);
 
 /* Pure helpers, for the unit tests too. */
 typedef enum RemoraTlsFailure

@@ -49,12 +49,15 @@ remora_mpu_init(Multipart *mp, const char *bucket, const char *key)
 void
 remora_mpu_forget(Multipart *mp)
 {
+	const char *storage_class = mp->storage_class;
+
 	for (int i = 0; i < mp->nparts; i++)
 		free(mp->etags[i]);
 	free(mp->etags);
 	free(mp->upload_id);
 	free(mp->body);
 	remora_mpu_init(mp, mp->bucket, mp->key);
+	mp->storage_class = storage_class;
 }
 
 void
@@ -67,8 +70,9 @@ remora_mpu_call_free(MpuCall *c)
 static void
 mpu_call(const Multipart *mp, const char *method, int nquery, MpuCall *c)
 {
-	c->call = (S3Call){method, mp->bucket, mp->key, c->query, nquery, NULL,
-					   0,      NULL,       0,       NULL,     false};
+	c->call = (S3Call){
+		method, mp->bucket, mp->key, c->query,          nquery, NULL, 0, NULL,
+		0,      NULL,       false,   mp->storage_class, false};
 }
 
 /* partNumber and uploadId, the query of PART and COPY */
@@ -219,6 +223,7 @@ remora_mpu_copy(const Multipart *mp, int partno, const char *src_bucket,
 	c->headers[2] = (RemoraKV){"x-amz-copy-source-if-match", if_match};
 	c->call.headers = c->headers;
 	c->call.nheaders = if_match != NULL ? 3 : 2;
+	c->call.copy_source_ours = true; /* an attempt's part, or a member */
 	return true;
 }
 
@@ -358,8 +363,8 @@ void
 remora_copy_guard_head(const char *bucket, const char *key, MpuCall *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->call =
-		(S3Call){"HEAD", bucket, key, NULL, 0, NULL, 0, NULL, 0, NULL, true};
+	c->call = (S3Call){"HEAD", bucket, key,  NULL, 0,    NULL, 0,
+					   NULL,   0,      NULL, true, NULL, false};
 }
 
 /* Free what the guard holds; it starts again from the conditional copy. */

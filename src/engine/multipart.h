@@ -30,7 +30,9 @@ typedef struct Multipart
 	int         nparts;    /* slots in etags (recorded parts) */
 	char       *body;      /* CompleteMultipartUpload's part list, alive
 							* while that request runs */
-	size_t body_len;
+	size_t      body_len;
+	const char *storage_class; /* of the object; NULL: the engine's
+								* (borrowed; set after init) */
 } Multipart;
 
 /*

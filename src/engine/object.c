@@ -473,6 +473,7 @@ xfer_free(RemoraTask *t)
 	free(task->bucket);
 	free(task->staging);
 	free(task->expected_sha256);
+	free(task->storage_class);
 	free(task->attempt_id);
 	free(task->auth_header);
 	free(task->auth_host);
@@ -508,7 +509,9 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	task->file_name = remora_xstrdup(spec->file_name);
 	task->bucket = remora_xstrdup(spec->bucket);
 	task->staging = remora_xstrdup(spec->staging_prefix);
+	task->storage_class = remora_xstrdup(spec->storage_class);
 	remora_mpu_init(&task->mpu, task->bucket, task->result.member_key);
+	task->mpu.storage_class = task->storage_class;
 	remora_mpu_init(&task->lost, task->bucket, NULL);
 	task->expected_sha256 = remora_xstrdup(spec->expected_sha256);
 	task->attempt_id = remora_xstrdup(spec->attempt_id);

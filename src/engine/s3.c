@@ -19,31 +19,15 @@
 #include <strings.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "engine/creds.h"
 #include "engine/s3.h"
 #include "engine/s3xml.h"
 #include "engine/util.h"
 
 #define MAX_SIGNED_HEADERS 16
-
-static bool
-add_header(Request *req, const char *name, const char *value)
-{
-	size_t             n = strlen(name) + strlen(value) + 3;
-	char              *line = malloc(n);
-	struct curl_slist *l;
-
-	if (line == NULL)
-		return false;
-	snprintf(line, n, "%s: %s", name, value);
-	l = curl_slist_append(req->headers, line);
-	free(line);
-	if (l == NULL)
-		return false;
-	req->headers = l;
-	return true;
-}
 
 /* "k=v&k2" with SigV4 encoding, in the given order */
 static char *
@@ -207,6 +191,7 @@ remora_s3_presign_get(const RemoraTargetConfig *cfg, const char *bucket,
 	S3Address          addr;
 	RemoraKV           headers[1];
 	RemoraSigV4Creds   creds;
+	RemoraCreds        c;
 	RemoraSigV4Request req;
 	char              *query;
 	char              *url = NULL;
@@ -230,9 +215,16 @@ remora_s3_presign_get(const RemoraTargetConfig *cfg, const char *bucket,
 		free(host);
 		return url;
 	}
+	if (!remora_creds_get(cfg, now, &c, errbuf, errlen))
+	{
+		remora_s3_address_free(&addr);
+		free(base_url);
+		free(host);
+		return NULL;
+	}
 	headers[0] = (RemoraKV){"host", addr.host};
-	creds = (RemoraSigV4Creds){cfg->access_key_id, cfg->secret_access_key,
-							   cfg->region, "s3"};
+	creds = (RemoraSigV4Creds){c.access_key_id, c.secret_access_key,
+							   cfg->region, "s3", c.session_token};
 	req = (RemoraSigV4Request){"GET", addr.path,         NULL, 0, headers,
 							   1,     "UNSIGNED-PAYLOAD"};
 	query = remora_sigv4_presign(&req, &creds, now, expires, errbuf, errlen);
@@ -291,32 +283,436 @@ creates_upload(const S3Call *call)
 	return false;
 }
 
+/* ----------------------------------------------------------------
+ * Encryption and storage class of what is written to the target
+ * ----------------------------------------------------------------
+ */
+static const char *const storage_classes[] = {"STANDARD",
+											  "REDUCED_REDUNDANCY",
+											  "STANDARD_IA",
+											  "ONEZONE_IA",
+											  "INTELLIGENT_TIERING",
+											  "GLACIER",
+											  "DEEP_ARCHIVE",
+											  "OUTPOSTS",
+											  "GLACIER_IR",
+											  "SNOW",
+											  "EXPRESS_ONEZONE"};
+
+bool
+remora_storage_class_valid(const char *name)
+{
+	for (size_t i = 0; i < sizeof(storage_classes) / sizeof(storage_classes[0]);
+		 i++)
+		if (name && strcmp(name, storage_classes[i]) == 0)
+			return true;
+	return false;
+}
+
+static bool
+given(const char *s)
+{
+	return s && s[0];
+}
+
+S3Sse *
+remora_s3_sse_new(const RemoraSseConfig *cfg, char *errbuf, size_t errlen)
+{
+	S3Sse        *sse = calloc(1, sizeof(S3Sse));
+	unsigned char key[64];
+	unsigned char md5[EVP_MAX_MD_SIZE];
+	unsigned int  md5len = 0;
+	int           n;
+
+	if (sse == NULL)
+		goto oom;
+	if (given(cfg->storage_class) &&
+		!remora_storage_class_valid(cfg->storage_class))
+	{
+		snprintf(errbuf, errlen, "the storage class is not one S3 names");
+		goto fail;
+	}
+	if (given(cfg->storage_class) &&
+		(sse->storage_class = strdup(cfg->storage_class)) == NULL)
+		goto oom;
+	if (!given(cfg->sse))
+		return sse;
+	if (strcmp(cfg->sse, "AES256") != 0 && strcmp(cfg->sse, "aws:kms") != 0 &&
+		strcmp(cfg->sse, "customer") != 0)
+	{
+		snprintf(errbuf, errlen,
+				 "server-side encryption must be AES256, aws:kms or customer");
+		goto fail;
+	}
+	if ((sse->sse = strdup(cfg->sse)) == NULL)
+		goto oom;
+	if (strcmp(cfg->sse, "aws:kms") == 0 && given(cfg->kms_key_id) &&
+		(sse->kms_key_id = strdup(cfg->kms_key_id)) == NULL)
+		goto oom;
+	if (strcmp(cfg->sse, "customer") != 0)
+		return sse;
+	/* SSE-C: the base64 of a 256-bit key, and the base64 of its MD5 */
+	n = given(cfg->customer_key) && strlen(cfg->customer_key) == 44
+			? EVP_DecodeBlock(key, (const unsigned char *) cfg->customer_key,
+							  44)
+			: -1;
+	if (n != 33 || cfg->customer_key[43] != '=' || cfg->customer_key[42] == '=')
+	{
+		OPENSSL_cleanse(key, sizeof(key));
+		snprintf(errbuf, errlen,
+				 "the customer key must be the base64 of 32 bytes");
+		goto fail;
+	}
+	if (!EVP_Digest(key, 32, md5, &md5len, EVP_md5(), NULL) ||
+		(sse->customer_key = strdup(cfg->customer_key)) == NULL)
+	{
+		OPENSSL_cleanse(key, sizeof(key));
+		goto oom;
+	}
+	OPENSSL_cleanse(key, sizeof(key));
+	EVP_EncodeBlock((unsigned char *) sse->customer_md5, md5, (int) md5len);
+	return sse;
+
+oom:
+	snprintf(errbuf, errlen, "out of memory");
+fail:
+	remora_s3_sse_free(sse);
+	return NULL;
+}
+
+void
+remora_s3_sse_free(S3Sse *sse)
+{
+	if (sse == NULL)
+		return;
+	free(sse->sse);
+	free(sse->kms_key_id);
+	if (sse->customer_key)
+		OPENSSL_cleanse(sse->customer_key, strlen(sse->customer_key));
+	free(sse->customer_key);
+	free(sse->storage_class);
+	free(sse);
+}
+
+static bool
+has_query(const S3Call *call, const char *key)
+{
+	for (int i = 0; i < call->nquery; i++)
+		if (strcmp(call->query[i].key, key) == 0)
+			return true;
+	return false;
+}
+
+static bool
+has_header(const S3Call *call, const char *name)
+{
+	for (int i = 0; i < call->nheaders; i++)
+		if (strcasecmp(call->headers[i].key, name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * The encryption and storage-class headers call carries to a store with
+ * sse, into h (room for 8): what S3 asks of each kind of request.  An
+ * object created (PutObject, CopyObject, CreateMultipartUpload) names its
+ * encryption and storage class; with SSE-C, every request that writes or
+ * reads an object's data sends the key (UploadPart, UploadPartCopy, GET,
+ * HEAD), and a copy of an object Remora wrote sends it as the source's
+ * key as well.  Listings, deletes, aborts and CompleteMultipartUpload
+ * (which S3 does not ask it of) send nothing.
+ */
+static int
+sse_headers(const S3Sse *sse, const S3Call *call, RemoraKV *h)
+{
+	bool copy = has_header(call, "x-amz-copy-source");
+	bool part = has_query(call, "partNumber");
+	bool creates =
+		(strcmp(call->method, "PUT") == 0 && !part) ||
+		(strcmp(call->method, "POST") == 0 && has_query(call, "uploads"));
+	bool data = creates || part ||
+				((strcmp(call->method, "GET") == 0 ||
+				  strcmp(call->method, "HEAD") == 0) &&
+				 call->key && call->nquery == 0);
+	bool customer = sse->sse && strcmp(sse->sse, "customer") == 0;
+	int  n = 0;
+
+	if (creates && sse->sse && !customer)
+	{
+		h[n++] = (RemoraKV){"x-amz-server-side-encryption", sse->sse};
+		if (sse->kms_key_id)
+			h[n++] = (RemoraKV){"x-amz-server-side-encryption-aws-kms-key-id",
+								sse->kms_key_id};
+	}
+	if (creates && (call->storage_class || sse->storage_class))
+		h[n++] = (RemoraKV){"x-amz-storage-class", call->storage_class
+													   ? call->storage_class
+													   : sse->storage_class};
+	if (customer && data)
+	{
+		h[n++] = (RemoraKV){"x-amz-server-side-encryption-customer-algorithm",
+							"AES256"};
+		h[n++] = (RemoraKV){"x-amz-server-side-encryption-customer-key",
+							sse->customer_key};
+		h[n++] = (RemoraKV){"x-amz-server-side-encryption-customer-key-md5",
+							sse->customer_md5};
+	}
+	if (customer && copy && call->copy_source_ours)
+	{
+		h[n++] = (RemoraKV){
+			"x-amz-copy-source-server-side-encryption-customer-algorithm",
+			"AES256"};
+		h[n++] =
+			(RemoraKV){"x-amz-copy-source-server-side-encryption-customer-key",
+					   sse->customer_key};
+		h[n++] = (RemoraKV){
+			"x-amz-copy-source-server-side-encryption-customer-key-md5",
+			sse->customer_md5};
+	}
+	return n;
+}
+
+/* ----------------------------------------------------------------
+ * Signed requests
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * What a request is signed from, kept with it so that it can be signed
+ * again (with new credentials) and sent again: copies of everything its
+ * caller's S3Call pointed to, but the body.
+ */
+typedef struct S3Signing
+{
+	const S3Endpoint *ep;
+	char             *method;
+	char             *path;
+	char             *host;
+	char              payload_hash[65];
+	RemoraKV         *query;
+	int               nquery;
+	RemoraKV         *headers; /* the caller's and the encryption's */
+	int               nheaders;
+	char              signed_with[128]; /* the access key id used */
+	bool              resent;
+} S3Signing;
+
+static void
+signing_free(void *arg)
+{
+	S3Signing *s = arg;
+
+	if (s == NULL)
+		return;
+	for (int i = 0; i < s->nquery; i++)
+	{
+		free((char *) s->query[i].key);
+		free((char *) s->query[i].value);
+	}
+	for (int i = 0; i < s->nheaders; i++)
+	{
+		free((char *) s->headers[i].key);
+		/* an SSE-C key is among the values */
+		if (s->headers[i].value)
+			OPENSSL_cleanse((char *) s->headers[i].value,
+							strlen(s->headers[i].value));
+		free((char *) s->headers[i].value);
+	}
+	free(s->query);
+	free(s->headers);
+	free(s->method);
+	free(s->path);
+	free(s->host);
+	free(s);
+}
+
+static bool
+copy_kvs(const RemoraKV *from, int n, const RemoraKV *more, int nmore,
+		 RemoraKV **to, int *nto)
+{
+	*nto = 0;
+	*to = calloc(n + nmore + 1, sizeof(RemoraKV));
+	if (*to == NULL)
+		return false;
+	for (int i = 0; i < n + nmore; i++)
+	{
+		const RemoraKV *kv = i < n ? &from[i] : &more[i - n];
+
+		(*to)[i].key = strdup(kv->key);
+		(*to)[i].value = strdup(kv->value ? kv->value : "");
+		(*nto)++;
+		if ((*to)[i].key == NULL || (*to)[i].value == NULL)
+			return false;
+	}
+	return true;
+}
+
+static S3Signing *
+signing_new(const S3Endpoint *ep, const S3Call *call, const S3Address *addr)
+{
+	S3Signing *s = calloc(1, sizeof(S3Signing));
+	RemoraKV   sse[8];
+	int        nsse = ep->sse ? sse_headers(ep->sse, call, sse) : 0;
+
+	if (s == NULL)
+		return NULL;
+	s->ep = ep;
+	s->method = strdup(call->method);
+	s->path = strdup(addr->path);
+	s->host = strdup(addr->host);
+	if (call->payload_sha256)
+		snprintf(s->payload_hash, sizeof(s->payload_hash), "%s",
+				 call->payload_sha256);
+	else
+		remora_sha256_hex(call->body ? call->body : "", call->body_len,
+						  s->payload_hash);
+	if (!s->method || !s->path || !s->host ||
+		!copy_kvs(call->query, call->nquery, NULL, 0, &s->query, &s->nquery) ||
+		!copy_kvs(call->headers, call->nheaders, sse, nsse, &s->headers,
+				  &s->nheaders))
+	{
+		signing_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+static bool
+append_header(struct curl_slist **list, const char *name, const char *value)
+{
+	size_t             n = strlen(name) + strlen(value) + 3;
+	char              *line = malloc(n);
+	struct curl_slist *l;
+
+	if (line == NULL)
+		return false;
+	snprintf(line, n, "%s: %s", name, value);
+	l = curl_slist_append(*list, line);
+	OPENSSL_cleanse(line, n);
+	free(line);
+	if (l == NULL)
+		return false;
+	*list = l;
+	return true;
+}
+
+/*
+ * The request's headers, signed now with the credentials its endpoint has
+ * now (an anonymous endpoint's unsigned: neither an Authorization header
+ * nor x-amz-date, so that a public bucket reads it as anyone's).  NULL,
+ * errbuf set, when it cannot be signed.
+ */
+static struct curl_slist *
+signed_headers(S3Signing *s, char *errbuf, size_t errlen)
+{
+	const S3Endpoint  *ep = s->ep;
+	time_t             now = remora_engine_wall_time();
+	struct tm          tm;
+	char               amz_date[17];
+	RemoraKV           h[MAX_SIGNED_HEADERS];
+	int                nh = 0;
+	RemoraCreds        creds;
+	RemoraSigV4Creds   sc;
+	RemoraSigV4Request sreq;
+	RemoraSigV4Result  sig;
+	struct curl_slist *list = NULL;
+	bool               ok = true;
+
+	if (s->nheaders > MAX_SIGNED_HEADERS - 4)
+	{
+		snprintf(errbuf, errlen, "too many headers");
+		return NULL;
+	}
+	memset(&creds, 0, sizeof(creds));
+	if (!ep->anonymous &&
+		!remora_creds_get(ep->auth, now, &creds, errbuf, errlen))
+		return NULL;
+	gmtime_r(&now, &tm);
+	strftime(amz_date, sizeof(amz_date), "%Y%m%dT%H%M%SZ", &tm);
+	h[nh++] = (RemoraKV){"host", s->host};
+	if (!ep->anonymous)
+	{
+		h[nh++] = (RemoraKV){"x-amz-content-sha256", s->payload_hash};
+		h[nh++] = (RemoraKV){"x-amz-date", amz_date};
+		if (creds.session_token)
+			h[nh++] = (RemoraKV){"x-amz-security-token", creds.session_token};
+	}
+	for (int i = 0; i < s->nheaders; i++)
+		h[nh++] = s->headers[i];
+	if (!ep->anonymous)
+	{
+		sc = (RemoraSigV4Creds){creds.access_key_id, creds.secret_access_key,
+								ep->region, "s3", NULL};
+		sreq = (RemoraSigV4Request){
+			s->method, s->path, s->query, s->nquery, h, nh, s->payload_hash};
+		if (!remora_sigv4_sign(&sreq, &sc, now, &sig, errbuf, errlen))
+			return NULL;
+		snprintf(s->signed_with, sizeof(s->signed_with), "%s",
+				 creds.access_key_id);
+	}
+	for (int i = 0; i < nh && ok; i++)
+		ok = append_header(&list, h[i].key, h[i].value);
+	if (ok && !ep->anonymous)
+		ok = append_header(&list, "Authorization", sig.authorization);
+	ok = ok && append_header(&list, "Expect", "") &&
+		 append_header(&list, "Content-Type", "application/octet-stream");
+	if (!ok)
+	{
+		curl_slist_free_all(list);
+		snprintf(errbuf, errlen, "out of memory");
+		return NULL;
+	}
+	return list;
+}
+
+/*
+ * The store refused the credentials as expired (a clock that is off, or
+ * credentials revoked early): fetched again, the request is signed and
+ * sent once more, and its caller sees only the second answer.  Ceph RGW
+ * says AccessDenied of an expired session token, so that too, for
+ * credentials that are fetched (a denial of static keys stands).
+ */
+static bool
+resend_expired(Request *req)
+{
+	S3Signing         *s = req->again_arg;
+	RemoraS3Error      e;
+	struct curl_slist *headers;
+	char               err[256];
+	bool               expired;
+
+	if (s->resent || req->on_data ||
+		!(req->status == 400 || req->status == 403) || req->body == NULL)
+		return false;
+	memset(&e, 0, sizeof(e));
+	expired = remora_s3xml_error(req->body, req->body_len, &e) && e.code &&
+			  (strcmp(e.code, "ExpiredToken") == 0 ||
+			   strcmp(e.code, "TokenRefreshRequired") == 0 ||
+			   strcmp(e.code, "AccessDenied") == 0);
+	remora_s3xml_error_free(&e);
+	if (!expired || !remora_creds_expired(s->ep->auth, s->signed_with,
+										  remora_engine_wall_time()))
+		return false;
+	s->resent = true;
+	if ((headers = signed_headers(s, err, sizeof(err))) == NULL)
+		return false;
+	return remora_req_resend(req, headers);
+}
+
 /*
  * A request to a store given by ep (the target, or a source), signed with
- * ep's own keys; an anonymous endpoint's goes unsigned, with neither an
- * Authorization header nor x-amz-date (a public bucket reads it as anyone).
+ * ep's credentials, carrying what the target's encryption asks.
  */
 Request *
 remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
 				  const S3Call *call, RequestDone done, char *errbuf,
 				  size_t errlen)
 {
-	Request           *req = NULL;
-	S3Address          addr;
-	char              *url;
-	char              *path;
-	char              *host;
-	char               payload_hash[65];
-	char               amz_date[17];
-	time_t             now = remora_engine_wall_time();
-	struct tm          tm;
-	RemoraKV           signed_headers[MAX_SIGNED_HEADERS];
-	int                nh = 0;
-	RemoraSigV4Creds   creds;
-	RemoraSigV4Request sreq;
-	RemoraSigV4Result  sig;
+	Request   *req = NULL;
+	S3Address  addr;
+	S3Signing *s;
 
-	if (call->nheaders > MAX_SIGNED_HEADERS - 3)
+	if (call->nheaders > MAX_SIGNED_HEADERS - 12)
 	{
 		snprintf(errbuf, errlen, "too many headers");
 		return NULL;
@@ -327,43 +723,25 @@ remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
 		snprintf(errbuf, errlen, "out of memory");
 		return NULL;
 	}
-	url = addr.url;
-	path = addr.path;
-	host = addr.host;
-
-	if (call->payload_sha256)
-		snprintf(payload_hash, sizeof(payload_hash), "%s",
-				 call->payload_sha256);
-	else
-		remora_sha256_hex(call->body ? call->body : "", call->body_len,
-						  payload_hash);
-	gmtime_r(&now, &tm);
-	strftime(amz_date, sizeof(amz_date), "%Y%m%dT%H%M%SZ", &tm);
-
-	signed_headers[nh++] = (RemoraKV){"host", host};
-	if (!ep->anonymous)
-	{
-		signed_headers[nh++] = (RemoraKV){"x-amz-content-sha256", payload_hash};
-		signed_headers[nh++] = (RemoraKV){"x-amz-date", amz_date};
-	}
-	for (int i = 0; i < call->nheaders; i++)
-		signed_headers[nh++] = call->headers[i];
-
-	creds = (RemoraSigV4Creds){ep->access_key_id, ep->secret_access_key,
-							   ep->region, "s3"};
-	sreq = (RemoraSigV4Request){call->method,   path, call->query, call->nquery,
-								signed_headers, nh,   payload_hash};
-	if (!ep->anonymous &&
-		!remora_sigv4_sign(&sreq, &creds, now, &sig, errbuf, errlen))
-		goto fail;
-
-	req = remora_req_new(loop, owner, done);
+	s = signing_new(ep, call, &addr);
+	req = s ? remora_req_new(loop, owner, done) : NULL;
 	if (req == NULL)
 	{
 		snprintf(errbuf, errlen, "out of memory");
-		goto fail;
+		signing_free(s);
+		remora_s3_address_free(&addr);
+		return NULL;
 	}
-	curl_easy_setopt(req->easy, CURLOPT_URL, url);
+	req->again = resend_expired;
+	req->again_arg = s;
+	req->again_free = signing_free;
+	if ((req->headers = signed_headers(s, errbuf, errlen)) == NULL)
+	{
+		remora_req_cancel(req);
+		remora_s3_address_free(&addr);
+		return NULL;
+	}
+	curl_easy_setopt(req->easy, CURLOPT_URL, addr.url);
 	if (creates_upload(call))
 		curl_easy_setopt(req->easy, CURLOPT_FRESH_CONNECT, 1L);
 	/* the store is the administrator's: direct, with its own CAs if any */
@@ -371,14 +749,6 @@ remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
 	remora_req_set_ca_pem(req, ep->ca_pem);
 	req->trust = ep->trust;
 	req->region = ep->region;
-	for (int i = 0; i < nh; i++)
-		if (!add_header(req, signed_headers[i].key, signed_headers[i].value))
-			goto oom;
-	if ((!ep->anonymous &&
-		 !add_header(req, "Authorization", sig.authorization)) ||
-		!add_header(req, "Expect", "") ||
-		!add_header(req, "Content-Type", "application/octet-stream"))
-		goto oom;
 
 	if (call->head)
 		curl_easy_setopt(req->easy, CURLOPT_NOBODY, 1L);
@@ -395,13 +765,6 @@ remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep, void *owner,
 	}
 	remora_s3_address_free(&addr);
 	return req;
-
-oom:
-	snprintf(errbuf, errlen, "out of memory");
-	remora_req_cancel(req);
-fail:
-	remora_s3_address_free(&addr);
-	return NULL;
 }
 
 Request *
@@ -425,9 +788,11 @@ static bool
 retryable_s3_code(const char *code)
 {
 	static const char *const transient[] = {
-		"SlowDown",       "InternalError",        "ServiceUnavailable",
-		"RequestTimeout", "RequestTimeTooSkewed", "OperationAborted",
-		"Throttling",     "ThrottlingException",  "RequestLimitExceeded"};
+		"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout",
+		"RequestTimeTooSkewed", "OperationAborted", "Throttling",
+		"ThrottlingException", "RequestLimitExceeded",
+		/* temporary credentials fetched again may be good */
+		"ExpiredToken", "TokenRefreshRequired"};
 
 	for (size_t i = 0; i < sizeof(transient) / sizeof(transient[0]); i++)
 		if (strcmp(code, transient[i]) == 0)

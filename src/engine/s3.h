@@ -33,7 +33,35 @@ typedef struct S3Call
 	const char     *payload_sha256; /* the body's SHA-256 in hex, taken by
 									 * the caller; NULL: hashed here */
 	bool head;                      /* HEAD: no body expected */
+
+	/*
+	 * What the target's encryption needs to know (S3Sse): the storage
+	 * class of an object it creates (NULL: the engine's), and whether a
+	 * copy's source is an object Remora wrote there (with SSE-C, the
+	 * copy then sends that object's key too) rather than a user's.
+	 */
+	const char *storage_class;
+	bool        copy_source_ours;
 } S3Call;
+
+/*
+ * How the target encrypts what is written to it, and in which storage
+ * class (RemoraSseConfig, checked): the headers each kind of request
+ * carries follow from it (s3.c, sse_headers).  NULL fields: none.
+ */
+typedef struct S3Sse
+{
+	char *sse;              /* "AES256", "aws:kms", "customer" */
+	char *kms_key_id;       /* with aws:kms */
+	char *customer_key;     /* with customer: base64 of 32 bytes */
+	char  customer_md5[32]; /* base64 of the key's MD5 */
+	char *storage_class;
+} S3Sse;
+
+extern S3Sse *remora_s3_sse_new(const RemoraSseConfig *cfg, char *errbuf,
+								size_t errlen);
+extern void   remora_s3_sse_free(S3Sse *sse);
+extern bool   remora_storage_class_valid(const char *name);
 
 typedef struct S3Address
 {
@@ -45,16 +73,17 @@ typedef struct S3Address
 /* An S3 store other than the target (a source endpoint). */
 typedef struct S3Endpoint
 {
-	const char *base_url;
-	const char *host;
-	bool        https;
-	bool        path_style;
-	const char *region;
-	const char *access_key_id;
-	const char *secret_access_key;
-	const char *ca_pem; /* its own CAs (PEM) besides remora.ca_file, or NULL */
-	const char *trust;  /* the setting that trusts its CA, for messages */
-	bool        anonymous; /* no credentials: requests go unsigned */
+	const char               *base_url;
+	const char               *host;
+	bool                      https;
+	bool                      path_style;
+	const char               *region;
+	const RemoraTargetConfig *auth; /* where its credentials come from
+									 * (creds.h) */
+	const char  *ca_pem; /* its own CAs (PEM) besides remora.ca_file, or NULL */
+	const char  *trust;  /* the setting that trusts its CA, for messages */
+	bool         anonymous; /* no credentials: requests go unsigned */
+	const S3Sse *sse;       /* the target's encryption; NULL: a source's */
 } S3Endpoint;
 
 extern bool     remora_s3_target_parse(const RemoraTargetConfig *cfg,

@@ -31,6 +31,7 @@
 
 #include <openssl/rand.h>
 
+#include "engine/creds.h"
 #include "engine/set.h"
 #include "engine/source_uri.h"
 
@@ -153,42 +154,33 @@ set_source(RemoraSet *set, const RemoraSetSpec *spec, RemoraEngine *engine,
 		if (!remora_s3_target_parse(spec->source_store, &set->src_base_url,
 									&set->src_host, &https, errbuf, errlen))
 			return false;
-		set->src_endpoint = remora_xstrdup(spec->source_store->endpoint);
-		set->src_region = remora_xstrdup(spec->source_store->region);
-		set->src_akid = remora_xstrdup(spec->source_store->access_key_id);
-		set->src_secret = remora_xstrdup(spec->source_store->secret_access_key);
-		set->src_ca_pem = remora_xstrdup(spec->source_store->ca_pem);
+		if ((set->src_copy = remora_target_copy(spec->source_store)) == NULL)
+		{
+			snprintf(errbuf, errlen, "out of memory");
+			return false;
+		}
+		set->src_ca_pem = set->src_copy->ca_pem;
 		set->source_ep =
 			(S3Endpoint){set->src_base_url,
 						 set->src_host,
 						 https,
 						 spec->source_store->path_style,
-						 set->src_region,
-						 set->src_akid,
-						 set->src_secret,
+						 set->src_copy->region,
+						 set->src_copy,
 						 set->src_ca_pem,
 						 "the endpoint's CA (remora.set_source_endpoint_ca) or "
 						 "remora.ca_file",
-						 spec->source_store->anonymous};
-		set->source_cfg = (RemoraTargetConfig){set->src_endpoint,
-											   set->src_region,
-											   spec->source_store->path_style,
-											   set->src_akid,
-											   set->src_secret,
-											   set->src_ca_pem,
-											   spec->source_store->anonymous};
+						 spec->source_store->anonymous,
+						 NULL /* a source's objects are not Remora's */};
+		set->source_cfg = *set->src_copy;
 	}
 	else
 	{
 		set->same_store = true;
 		set->source_ep = engine->target;
-		set->source_cfg = (RemoraTargetConfig){engine->base_url,
-											   engine->region,
-											   engine->target.path_style,
-											   engine->access_key_id,
-											   engine->secret_access_key,
-											   NULL,
-											   false};
+		/* the user's objects there: not read with the target's SSE-C key */
+		set->source_ep.sse = NULL;
+		set->source_cfg = *engine->target_cfg;
 	}
 	return set->source_bucket && set->source_key &&
 		   (!set->single || set->file_name);
@@ -335,11 +327,7 @@ set_free(RemoraTask *t)
 	free(set->file_name);
 	free(set->src_base_url);
 	free(set->src_host);
-	free(set->src_endpoint);
-	free(set->src_region);
-	free(set->src_akid);
-	free(set->src_secret);
-	free(set->src_ca_pem);
+	remora_target_free(set->src_copy);
 	free(set->hub_url);
 	free(set->hub_host);
 	free(set->repo_type);
@@ -348,6 +336,7 @@ set_free(RemoraTask *t)
 	free(set->auth_header);
 	free(set->bucket);
 	free(set->staging);
+	free(set->storage_class);
 	free(set->attempt_id);
 }
 static const RemoraTaskKind set_kind = {
@@ -373,7 +362,9 @@ remora_set_start(RemoraEngine *engine, const RemoraSetSpec *spec, char *errbuf,
 	set->phase = spec->kind == REMORA_SET_HF ? S_RESOLVE : S_LIST;
 	set->display = remora_xstrdup(spec->display);
 	set->bucket = remora_xstrdup(spec->bucket);
+	set->storage_class = remora_xstrdup(spec->storage_class);
 	remora_mpu_init(&set->mpu, set->bucket, set->result.manifest_key);
+	set->mpu.storage_class = set->storage_class;
 	set->staging = remora_xstrdup(spec->staging_prefix);
 	set->attempt_id = remora_xstrdup(spec->attempt_id);
 	set->job_id = spec->job_id;

@@ -94,34 +94,37 @@ struct RemoraSet
 	RemoraTaskResult result;
 
 	/* the spec, copied */
-	char              *display;
-	char              *source_bucket;
-	char              *source_key;
-	bool               single;
-	bool               same_store; /* the source is the target store */
-	char              *file_name;
-	RemoraTargetConfig source_cfg; /* the presigning view of the source */
-	S3Endpoint         source_ep;
-	char *src_base_url, *src_host, *src_endpoint, *src_region, *src_akid,
-		*src_secret, *src_ca_pem;
-	char   *hub_url;
-	char   *hub_host;
-	char   *repo_type;
-	char   *repo;
-	char   *revision;
-	char   *auth_header; /* "Authorization: Bearer …", to the hub only */
-	char  **include;
-	int     ninclude;
-	char  **exclude;
-	int     nexclude;
-	char   *bucket;
-	char   *staging;
-	int64_t job_id;
-	char   *attempt_id;
-	int64_t fencing_token;
-	bool    earlier_attempts; /* ask lookups of listed pages */
-	int     connections;      /* ranged GETs of each large member */
-	void   *host_arg;
+	char               *display;
+	char               *source_bucket;
+	char               *source_key;
+	bool                single;
+	bool                same_store; /* the source is the target store */
+	char               *file_name;
+	RemoraTargetConfig  source_cfg; /* the presigning view of the source */
+	S3Endpoint          source_ep;
+	char               *src_base_url, *src_host;
+	RemoraTargetConfig *src_copy; /* a source endpoint's, owned; NULL: the
+								   * target's */
+	const char *src_ca_pem;       /* src_copy's */
+	char       *hub_url;
+	char       *hub_host;
+	char       *repo_type;
+	char       *repo;
+	char       *revision;
+	char       *auth_header; /* "Authorization: Bearer …", to the hub only */
+	char      **include;
+	int         ninclude;
+	char      **exclude;
+	int         nexclude;
+	char       *bucket;
+	char       *staging;
+	char       *storage_class; /* of what it writes; NULL: the engine's */
+	int64_t     job_id;
+	char       *attempt_id;
+	int64_t     fencing_token;
+	bool        earlier_attempts; /* ask lookups of listed pages */
+	int         connections;      /* ranged GETs of each large member */
+	void       *host_arg;
 
 	/* the lookup of the last page listed, while the host has it */
 	RemoraLookup *lookup;

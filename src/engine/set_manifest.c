@@ -295,10 +295,19 @@ remora_set_manifest_flush(RemoraSet *set)
 			remora_set_fail(set, REMORA_ERR_INTERNAL, true, 0, "out of memory");
 			return;
 		}
-		call =
-			(S3Call){"PUT", set->bucket, set->result.manifest_key, NULL, 0,
-					 NULL,  0,           set->part_body,           n,    NULL,
-					 false};
+		call = (S3Call){"PUT",
+						set->bucket,
+						set->result.manifest_key,
+						NULL,
+						0,
+						NULL,
+						0,
+						set->part_body,
+						n,
+						NULL,
+						false,
+						set->storage_class,
+						false};
 		set->mreq =
 			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
 							set, &call, mfinal_done, errbuf, sizeof(errbuf));

@@ -163,6 +163,7 @@ start_child(RemoraSet *set, Entry *e)
 	spec.expected_size = e->size;
 	spec.size_known = true;
 	spec.connections = set->connections;
+	spec.storage_class = set->storage_class;
 	e->child =
 		remora_task_start(set->base.engine, &spec, errbuf, sizeof(errbuf));
 	free(url);
@@ -242,8 +243,10 @@ start_reuse(RemoraSet *set, Entry *e)
 		snprintf(src, n, "/%s/%s", set->bucket, enc);
 		h[0] = (RemoraKV){"x-amz-copy-source", src};
 		h[1] = (RemoraKV){"x-amz-copy-source-if-match", e->prior->etag};
-		call = (S3Call){"PUT", set->bucket, e->key, NULL, 0,    h,
-						2,     NULL,        0,      NULL, false};
+		/* the earlier attempt's member: Remora's own object */
+		call = (S3Call){
+			"PUT", set->bucket,        e->key, NULL, 0, h, 2, NULL, 0, NULL,
+			false, set->storage_class, true};
 		req =
 			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
 							set, &call, reuse_done, errbuf, sizeof(errbuf));
@@ -331,6 +334,7 @@ static bool
 server_copy_fits(const RemoraSet *set, const Entry *e)
 {
 	return set->kind == REMORA_SET_S3 && set->same_store &&
+		   !remora_engine_copies_in_parts(set->base.engine) &&
 		   e->size >= (int64_t) set->base.engine->part_size &&
 		   e->size <= COPY_OBJECT_MAX && remora_etag_is_md5(e->src_etag);
 }
@@ -464,8 +468,10 @@ hash_done(Request *req, CURLcode rc)
 		snprintf(src, n, "/%s/%s", set->source_bucket, enc);
 		h[0] = (RemoraKV){"x-amz-copy-source", src};
 		h[1] = (RemoraKV){"x-amz-copy-source-if-match", e->src_etag};
-		call = (S3Call){"PUT", set->bucket, key, NULL, 0,    h,
-						2,     NULL,        0,   NULL, false};
+		/* the user's object in the same store: not Remora's */
+		call = (S3Call){
+			"PUT", set->bucket,        key,  NULL, 0, h, 2, NULL, 0, NULL,
+			false, set->storage_class, false};
 		e->copy = remora_s3_start(&set->base.engine->loop,
 								  &set->base.engine->target, set, &call,
 								  server_copy_done, errbuf, sizeof(errbuf));
@@ -552,7 +558,8 @@ remora_set_start_entries(RemoraSet *set)
 			continue;
 		if (large_member(e) && set->running_large >= REMORA_SET_CONCURRENCY)
 			continue;
-		if (e->prior)
+		/* a CopyObject, which encryption rules out: downloaded again */
+		if (e->prior && !remora_engine_copies_in_parts(set->base.engine))
 			start_reuse(set, e);
 		if (e->state == E_WAITING && server_copy_fits(set, e))
 			start_server_copy(set, e);

@@ -27,8 +27,12 @@ typedef struct RemoraSigV4Creds
 {
 	const char *access_key_id;
 	const char *secret_access_key;
-	const char *region;  /* e.g. "us-east-1" */
-	const char *service; /* "s3" */
+	const char *region;        /* e.g. "us-east-1" */
+	const char *service;       /* "s3" */
+	const char *session_token; /* temporary credentials' (NULL: none):
+								* presigning puts it in the URL; header
+								* signing leaves it to the caller, who
+								* signs x-amz-security-token */
 } RemoraSigV4Creds;
 
 typedef struct RemoraKV

@@ -187,8 +187,9 @@ static bool
 is_presign_param(const char *key)
 {
 	static const char *const reserved[] = {
-		"X-Amz-Algorithm", "X-Amz-Credential",    "X-Amz-Date",
-		"X-Amz-Expires",   "X-Amz-SignedHeaders", "X-Amz-Signature",
+		"X-Amz-Algorithm",      "X-Amz-Credential",    "X-Amz-Date",
+		"X-Amz-Expires",        "X-Amz-SignedHeaders", "X-Amz-Signature",
+		"X-Amz-Security-Token",
 	};
 
 	for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
@@ -229,7 +230,8 @@ remora_sigv4_presign(const RemoraSigV4Request *req,
 					 int expires_seconds, char *errbuf, size_t errlen)
 {
 	SignCtx   ctx;
-	RemoraKV  extra[5];
+	RemoraKV  extra[6];
+	int       nextra = 5;
 	char      expires[16];
 	char      sig[65];
 	char     *credential = NULL;
@@ -259,9 +261,13 @@ remora_sigv4_presign(const RemoraSigV4Request *req,
 	extra[2] = (RemoraKV){"X-Amz-Date", ctx.amz_date};
 	extra[3] = (RemoraKV){"X-Amz-Expires", expires};
 	extra[4] = (RemoraKV){"X-Amz-SignedHeaders", "host"};
+	/* temporary credentials: S3 signs the token with the rest */
+	if (creds->session_token && creds->session_token[0])
+		extra[nextra++] =
+			(RemoraKV){"X-Amz-Security-Token", creds->session_token};
 
-	if (!remora_sigv4_canonicalise(&ctx, req, extra, 5, true, SIGV4_UNSIGNED,
-								   errbuf, errlen))
+	if (!remora_sigv4_canonicalise(&ctx, req, extra, nextra, true,
+								   SIGV4_UNSIGNED, errbuf, errlen))
 		goto done;
 	if (!compute_signature(creds, ctx.date8, ctx.string_to_sign, sig))
 	{

@@ -118,6 +118,8 @@ sweep_next(Sweep *task)
 					   NULL,
 					   0,
 					   NULL,
+					   false,
+					   NULL,
 					   false};
 
 		if (!task->doomed[i])
@@ -225,8 +227,8 @@ sweep_list(Sweep *task)
 	q[nq++] = (RemoraKV){"prefix", task->prefix};
 	if (task->list_token)
 		q[nq++] = (RemoraKV){"continuation-token", task->list_token};
-	call = (S3Call){"GET", task->bucket, NULL, q,    nq,   NULL,
-					0,     NULL,         0,    NULL, false};
+	call = (S3Call){"GET", task->bucket, NULL,  q,    nq,   NULL, 0, NULL,
+					0,     NULL,         false, NULL, false};
 	start_s3(task, &call, sweep_list_done);
 }
 

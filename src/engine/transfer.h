@@ -91,6 +91,7 @@ typedef struct Transfer
 	char   *file_name;
 	char   *bucket;
 	char   *staging;
+	char   *storage_class; /* of what it writes; NULL: the engine's */
 	char   *expected_sha256;
 	char   *attempt_id;
 	int64_t job_id;

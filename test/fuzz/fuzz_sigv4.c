@@ -23,7 +23,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int                n = 0;
 	RemoraKV           query[2];
 	RemoraKV           headers[2];
-	RemoraSigV4Creds   creds = {"AKIDFUZZ", SECRET, "us-east-1", "s3"};
+	RemoraSigV4Creds   creds = {"AKIDFUZZ", SECRET, "us-east-1", "s3", NULL};
 	RemoraSigV4Request req;
 	RemoraSigV4Result  a, b;
 	char               err[256];

@@ -247,22 +247,27 @@ static void
 test_anonymous(void)
 {
 	RemoraEngine      *e = engine_for("http://127.0.0.1:9000", true);
-	RemoraTargetConfig anon = {
-		"http://127.0.0.1:9000", "us-east-1", true, "", "", NULL, true};
-	RemoraTargetConfig keyed = {"http://127.0.0.1:9000",
-								"us-east-1",
-								true,
-								"AKID",
-								"SECRET",
-								NULL,
-								false};
+	RemoraTargetConfig anon = {0};
+	RemoraTargetConfig keyed = {0};
 	RemoraKV           list[1] = {{"list-type", "2"}};
-	S3Call call = {"GET", "pub", NULL, list, 1, NULL, 0, NULL, 0, NULL, false};
-	S3Endpoint ep;
-	Request   *req;
-	char       err[256];
-	char      *url;
+	S3Call             call = {0};
+	S3Endpoint         ep;
+	Request           *req;
+	char               err[256];
+	char              *url;
 
+	anon = (RemoraTargetConfig){.endpoint = "http://127.0.0.1:9000",
+								.region = "us-east-1",
+								.path_style = true,
+								.access_key_id = "",
+								.secret_access_key = "",
+								.anonymous = true};
+	keyed = anon;
+	keyed.access_key_id = "AKID";
+	keyed.secret_access_key = "SECRET";
+	keyed.anonymous = false;
+	call =
+		(S3Call){.method = "GET", .bucket = "pub", .query = list, .nquery = 1};
 	url = remora_s3_presign_get(&anon, "pub", "a b.bin", 0, 3600, err,
 								sizeof(err));
 	CHECK_STR(url, "http://127.0.0.1:9000/pub/a%20b.bin",
@@ -276,7 +281,7 @@ test_anonymous(void)
 	free(url);
 
 	ep = e->target;
-	ep.access_key_id = ep.secret_access_key = "";
+	ep.auth = &anon;
 	ep.anonymous = true;
 	req = remora_s3_request(&e->loop, &ep, NULL, &call, NULL, err, sizeof(err));
 	CHECK(req != NULL, "an anonymous request is made: %s", err);
@@ -295,6 +300,220 @@ test_anonymous(void)
 	if (req)
 		remora_req_cancel(req);
 	remora_engine_free(e);
+}
+
+/* The value of the request's header name (any case), or NULL. */
+static const char *
+header_value(const Request *req, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const struct curl_slist *h = req->headers; h; h = h->next)
+		if (strncasecmp(h->data, name, n) == 0 && h->data[n] == ':')
+			return h->data + n + 2;
+	return NULL;
+}
+
+/*
+ * Temporary credentials: the token goes with every request, signed, and
+ * into presigned URLs, where S3 signs it with the rest.
+ */
+static void
+test_session_token(void)
+{
+	RemoraEngineConfig cfg;
+	RemoraEngine      *e;
+	char               err[256];
+	S3Call             call = {.method = "GET", .bucket = "b", .key = "k"};
+	Request           *req;
+	const char        *auth;
+	char              *url;
+
+	engine_config(&cfg, "http://127.0.0.1:9000", true);
+	cfg.target.session_token = "FQoG/token+x=";
+	e = remora_engine_new(&cfg, err, sizeof(err));
+	CHECK(e != NULL, "an engine with a session token: %s", err);
+	if (e == NULL)
+		return;
+	req = remora_s3_request(&e->loop, &e->target, NULL, &call, NULL, err,
+							sizeof(err));
+	CHECK(req != NULL, "a request is signed: %s", err);
+	if (req)
+	{
+		auth = header_value(req, "Authorization");
+		CHECK_STR(header_value(req, "x-amz-security-token"),
+				  "FQoG/token+x=", "the token is sent as x-amz-security-token");
+		CHECK(auth && strstr(auth, "x-amz-security-token"), "and signed: %s",
+			  auth ? auth : "(none)");
+		remora_req_cancel(req);
+	}
+	url =
+		remora_s3_presign_get(&cfg.target, "b", "k", 0, 3600, err, sizeof(err));
+	CHECK(url && strstr(url, "X-Amz-Security-Token=FQoG%2Ftoken%2Bx%3D"),
+		  "a presigned URL carries the token, encoded: %s", url ? url : err);
+	free(url);
+	cfg.target.session_token = NULL;
+	url =
+		remora_s3_presign_get(&cfg.target, "b", "k", 0, 3600, err, sizeof(err));
+	CHECK(url && !strstr(url, "X-Amz-Security-Token"), "and none without one");
+	free(url);
+	remora_engine_free(e);
+}
+
+/* The engine's request for call, its header name's value checked. */
+static void
+check_header(RemoraEngine *e, const S3Call *call, const char *name,
+			 const char *want, const char *what)
+{
+	char     err[256] = "";
+	Request *req = remora_s3_request(&e->loop, &e->target, NULL, call, NULL,
+									 err, sizeof(err));
+
+	CHECK(req != NULL, "%s: made (%s)", what, err);
+	if (req == NULL)
+		return;
+	if (want)
+		CHECK_STR(header_value(req, name), want, "%s", what);
+	else
+		CHECK(header_value(req, name) == NULL, "%s (got %s)", what,
+			  header_value(req, name));
+	remora_req_cancel(req);
+}
+
+static RemoraEngine *
+engine_sse(const char *sse, const char *kms, const char *key,
+		   const char *storage_class, char *err, size_t errlen)
+{
+	RemoraEngineConfig cfg;
+
+	engine_config(&cfg, "http://127.0.0.1:9000", true);
+	cfg.sse = (RemoraSseConfig){sse, kms, key, storage_class};
+	return remora_engine_new(&cfg, err, errlen);
+}
+
+/*
+ * What each request carries under each kind of server-side encryption:
+ * an object created names it (and its storage class), SSE-C's key goes
+ * with every request on an object's data, and a copy of Remora's own
+ * object sends it as the source's key too.
+ */
+static void
+test_sse(void)
+{
+	/* base64 of 32 bytes "0123456789abcdef0123456789abcdef", and its MD5 */
+	const char *key = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+	const char *md5 = "hRasmdxgYDKV3nvbahU1MA==";
+	RemoraKV    uploads[1] = {{"uploads", ""}};
+	RemoraKV    part[2] = {{"partNumber", "1"}, {"uploadId", "u"}};
+	RemoraKV    done[1] = {{"uploadId", "u"}};
+	RemoraKV    list[1] = {{"list-type", "2"}};
+	RemoraKV    copy[1] = {{"x-amz-copy-source", "/b/src"}};
+	S3Call      put = {.method = "PUT", .bucket = "b", .key = "k"};
+	S3Call      create = {.method = "POST",
+						  .bucket = "b",
+						  .key = "k",
+						  .query = uploads,
+						  .nquery = 1};
+	S3Call      upload = {
+			 .method = "PUT", .bucket = "b", .key = "k", .query = part, .nquery = 2};
+	S3Call complete = {.method = "POST",
+					   .bucket = "b",
+					   .key = "k",
+					   .query = done,
+					   .nquery = 1};
+	S3Call get = {.method = "GET", .bucket = "b", .key = "k"};
+	S3Call listing = {
+		.method = "GET", .bucket = "b", .query = list, .nquery = 1};
+	S3Call        del = {.method = "DELETE", .bucket = "b", .key = "k"};
+	S3Call        ours = {.method = "PUT",
+						  .bucket = "b",
+						  .key = "k",
+						  .headers = copy,
+						  .nheaders = 1,
+						  .copy_source_ours = true};
+	S3Call        theirs = ours;
+	char          err[256];
+	RemoraEngine *e;
+
+	theirs.copy_source_ours = false;
+	e = engine_sse("aws:kms", "key-1", NULL, "STANDARD_IA", err, sizeof(err));
+	CHECK(e != NULL, "SSE-KMS with a key id: %s", err);
+	if (e)
+	{
+		const char *kms = "x-amz-server-side-encryption-aws-kms-key-id";
+
+		check_header(e, &put, "x-amz-server-side-encryption", "aws:kms",
+					 "a PUT of an object names SSE-KMS");
+		check_header(e, &put, kms, "key-1", "and its key");
+		check_header(e, &put, "x-amz-storage-class", "STANDARD_IA",
+					 "and the storage class");
+		check_header(e, &create, "x-amz-server-side-encryption", "aws:kms",
+					 "CreateMultipartUpload names SSE-KMS");
+		check_header(e, &create, kms, "key-1", "and its key");
+		check_header(e, &theirs, "x-amz-server-side-encryption", "aws:kms",
+					 "CopyObject names SSE-KMS");
+		check_header(e, &upload, "x-amz-server-side-encryption", NULL,
+					 "UploadPart does not (S3 refuses it there)");
+		check_header(e, &get, "x-amz-server-side-encryption", NULL,
+					 "nor does a GET");
+		put.storage_class = "GLACIER_IR";
+		check_header(e, &put, "x-amz-storage-class", "GLACIER_IR",
+					 "a job's own storage class wins");
+		put.storage_class = NULL;
+		remora_engine_free(e);
+	}
+	e = engine_sse("customer", NULL, key, NULL, err, sizeof(err));
+	CHECK(e != NULL, "SSE-C with a key: %s", err);
+	if (e)
+	{
+		const char *alg = "x-amz-server-side-encryption-customer-algorithm";
+		const char *k = "x-amz-server-side-encryption-customer-key";
+		const char *m = "x-amz-server-side-encryption-customer-key-md5";
+		const char *ck =
+			"x-amz-copy-source-server-side-encryption-customer-key";
+
+		check_header(e, &put, alg, "AES256", "a PUT sends SSE-C's algorithm");
+		check_header(e, &put, k, key, "its key");
+		check_header(e, &put, m, md5, "and the key's MD5");
+		check_header(e, &put, "x-amz-server-side-encryption", NULL,
+					 "and not x-amz-server-side-encryption");
+		check_header(e, &create, k, key, "CreateMultipartUpload sends it");
+		check_header(e, &upload, k, key, "UploadPart sends it");
+		check_header(e, &complete, k, NULL,
+					 "CompleteMultipartUpload does not (S3 asks it not)");
+		check_header(e, &get, k, key, "a GET of an object too");
+		check_header(e, &listing, k, NULL, "a listing does not");
+		check_header(e, &del, k, NULL, "nor a DELETE");
+		check_header(e, &ours, ck, key,
+					 "a copy of Remora's object sends the source's key");
+		check_header(e, &theirs, ck, NULL,
+					 "a copy of a user's object does not");
+		check_header(e, &theirs, k, key, "but encrypts the copy with the key");
+		remora_engine_free(e);
+	}
+	e = engine_sse("AES256", NULL, NULL, NULL, err, sizeof(err));
+	CHECK(e != NULL, "SSE-S3: %s", err);
+	if (e)
+	{
+		check_header(e, &put, "x-amz-server-side-encryption", "AES256",
+					 "a PUT names AES256");
+		check_header(e, &put, "x-amz-storage-class", NULL,
+					 "no storage class unless one is set");
+		remora_engine_free(e);
+	}
+	CHECK(engine_sse("aws:kms:dsse", NULL, NULL, NULL, err, sizeof(err)) ==
+				  NULL &&
+			  strstr(err, "AES256, aws:kms or customer"),
+		  "another encryption is refused: %s", err);
+	CHECK(engine_sse("customer", NULL, "c2hvcnQ=", NULL, err, sizeof(err)) ==
+				  NULL &&
+			  strstr(err, "32 bytes") && !strstr(err, "c2hvcnQ"),
+		  "a customer key that is not 32 bytes is refused, unquoted: %s", err);
+	CHECK(engine_sse("customer", NULL, NULL, NULL, err, sizeof(err)) == NULL,
+		  "SSE-C without a key is refused");
+	CHECK(engine_sse(NULL, NULL, NULL, "COLD", err, sizeof(err)) == NULL &&
+			  strstr(err, "storage class"),
+		  "a storage class S3 does not name is refused: %s", err);
 }
 
 /* The answer of a store as a failed request of the given region. */
@@ -401,6 +620,8 @@ main(void)
 	test_etags();
 	test_answers();
 	test_anonymous();
+	test_session_token();
+	test_sse();
 	test_region_errors();
 	return unit_done();
 }

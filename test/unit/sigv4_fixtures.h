@@ -34,11 +34,11 @@
 #define S3_SCOPE     "20130524/us-east-1/s3/aws4_request"
 
 static const RemoraSigV4Creds s3_creds = {"AKIAIOSFODNN7EXAMPLE", S3_SECRET,
-										  "us-east-1", "s3"};
+										  "us-east-1", "s3", NULL};
 static const RemoraSigV4Creds suite_creds = {"AKIDEXAMPLE", SUITE_SECRET,
-											 "us-east-1", "service"};
+											 "us-east-1", "service", NULL};
 static const RemoraSigV4Creds boto_creds = {"AKIAIOSFODNN7EXAMPLE", S3_SECRET,
-											"eu-west-1", "s3"};
+											"eu-west-1", "s3", NULL};
 
 /* A request, spelled as a call so that the fields read in order. */
 static RemoraSigV4Request
