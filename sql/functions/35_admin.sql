@@ -29,14 +29,22 @@ $$;
 
 -- Register (or change) an S3-compatible store that s3:// sources may name
 -- with options.endpoint.  Its credentials are readable only by the
--- extension's own functions and the workers: no view shows them.
+-- extension's own functions and the workers: no view shows them.  They
+-- are static keys (with session_token when temporary), each worker's own
+-- AWS chain ('chain') or none ('anonymous'), with role_arn assumed on top
+-- (doc/operator-guide.md, "Cloud credentials").
 CREATE OR REPLACE FUNCTION remora.register_source_endpoint(name text, url text,
 		region text DEFAULT 'us-east-1', path_style boolean DEFAULT true,
-		access_key_id text DEFAULT NULL, secret_access_key text DEFAULT NULL)
+		access_key_id text DEFAULT NULL, secret_access_key text DEFAULT NULL,
+		session_token text DEFAULT NULL, credentials text DEFAULT NULL,
+		role_arn text DEFAULT NULL, external_id text DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+	-- given keys: static; none: anonymous, unless said otherwise
+	kind text := coalesce($8, CASE WHEN $5 IS NULL THEN 'anonymous' ELSE 'static' END);
 BEGIN
 	IF $1 IS NULL OR $1 !~ '^[a-z][a-z0-9_-]{0,62}$' THEN
 		RAISE EXCEPTION 'invalid endpoint name' USING ERRCODE = 'invalid_parameter_value',
@@ -61,14 +69,44 @@ BEGIN
 		RAISE EXCEPTION 'invalid endpoint credentials' USING ERRCODE = 'invalid_parameter_value',
 			DETAIL = 'Give both an access key id and a secret access key (printable, at most 256 characters each), or neither; path_style may not be null.';
 	END IF;
+	IF kind NOT IN ('static', 'chain', 'anonymous') THEN
+		RAISE EXCEPTION 'invalid endpoint credentials' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'credentials is ''static'' (the keys given), ''chain'' (each worker''s own AWS credential chain) or ''anonymous'' (unsigned requests).';
+	END IF;
+	IF (kind = 'static') <> ($5 IS NOT NULL) THEN
+		RAISE EXCEPTION 'invalid endpoint credentials' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = CASE WHEN kind = 'static'
+						  THEN 'Static credentials need an access key id and a secret access key.'
+						  ELSE format('With %s credentials, give no access key id or secret access key.', quote_literal(kind)) END;
+	END IF;
+	IF $7 IS NOT NULL AND (kind <> 'static' OR $7 !~ '^[[:graph:]]+$' OR length($7) > 8192) THEN
+		RAISE EXCEPTION 'invalid endpoint credentials' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'A session token goes with static keys (the temporary credentials it belongs to): printable, at most 8192 characters.';
+	END IF;
+	IF $9 IS NOT NULL AND (kind = 'anonymous'
+		OR $9 !~ '^arn:[a-z0-9-]{1,32}:iam::[0-9]{0,12}:role/[[:alnum:]_+=,.@/-]+$'
+		OR length($9) > 2048) THEN
+		RAISE EXCEPTION 'invalid endpoint role' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'role_arn is a role''s ARN (arn:aws:iam::123456789012:role/name), assumed with static or chain credentials.';
+	END IF;
+	IF $10 IS NOT NULL AND ($9 IS NULL OR $10 !~ '^[[:alnum:]_+=,.@:/-]+$'
+		OR length($10) NOT BETWEEN 2 AND 1224) THEN
+		RAISE EXCEPTION 'invalid endpoint role' USING ERRCODE = 'invalid_parameter_value',
+			DETAIL = 'external_id goes with role_arn: 2 to 1224 letters, digits and _+=,.@:/-.';
+	END IF;
 	INSERT INTO remora.source_endpoints AS e
-		(name, url, region, path_style, access_key_id, secret_access_key)
-	VALUES ($1, rtrim($2, '/'), $3, $4, $5, $6)
+		(name, url, region, path_style, access_key_id, secret_access_key,
+		 session_token, credentials, role_arn, external_id)
+	VALUES ($1, rtrim($2, '/'), $3, $4, $5, $6, $7, kind, $9, $10)
 	ON CONFLICT ON CONSTRAINT source_endpoints_pkey DO UPDATE
 	   SET url = EXCLUDED.url, region = EXCLUDED.region,
 		   path_style = EXCLUDED.path_style,
 		   access_key_id = EXCLUDED.access_key_id,
-		   secret_access_key = EXCLUDED.secret_access_key;
+		   secret_access_key = EXCLUDED.secret_access_key,
+		   session_token = EXCLUDED.session_token,
+		   credentials = EXCLUDED.credentials,
+		   role_arn = EXCLUDED.role_arn,
+		   external_id = EXCLUDED.external_id;
 END
 $$;
 
@@ -104,15 +142,17 @@ AS $$
 	SELECT count(*) > 0 FROM gone
 $$;
 
--- The registered endpoints without their credentials.
+-- The registered endpoints without their secrets: where their credentials
+-- come from and the role they assume are not secret.
 CREATE OR REPLACE FUNCTION remora._source_endpoints()
 RETURNS TABLE(name text, url text, region text, path_style boolean,
-			  has_credentials boolean, created_at timestamptz)
+			  has_credentials boolean, created_at timestamptz,
+			  credentials text, role_arn text)
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 	SELECT e.name, e.url, e.region, e.path_style,
-		   e.access_key_id IS NOT NULL, e.created_at
+		   e.access_key_id IS NOT NULL, e.created_at, e.credentials, e.role_arn
 	  FROM remora.source_endpoints e
 $$;
 

@@ -28,7 +28,7 @@ $$;
 
 -- The origins (host:port, comma-separated) that no http(s) source,
 -- redirect or webhook may reach, whatever remora.allow_networks says
--- (doc/security.md, "In 0.6.0: restores, and sharing under abuse"): the
+-- (doc/security.md, "In 0.6.0: restores, sharing under abuse, cloud credentials"): the
 -- target store (remora.s3_endpoint, when one is set), every registered
 -- source endpoint, and Remora's own listeners (remora.http_listen,
 -- remora.metrics_listen; one that listens on every address, on the
@@ -70,7 +70,11 @@ CREATE OR REPLACE FUNCTION remora.worker_settings(
 	OUT http_proxy text, OUT https_proxy text, OUT no_proxy text,
 	OUT object_connections integer, OUT max_connections_per_host integer,
 	OUT export_copy_cutoff bigint, OUT max_upload_parts integer,
-	OUT blocked_origins text)
+	OUT blocked_origins text, OUT s3_session_token text,
+	OUT s3_credentials text, OUT s3_role_arn text, OUT s3_external_id text,
+	OUT s3_role_session_name text, OUT sts_endpoint text,
+	OUT imds_endpoint text, OUT s3_sse text, OUT s3_sse_kms_key_id text,
+	OUT s3_sse_customer_key text, OUT s3_storage_class text)
 RETURNS record
 AS 'MODULE_PATHNAME', 'remora_worker_settings'
 LANGUAGE C VOLATILE;
@@ -109,13 +113,22 @@ END
 $$;
 
 -- The incarnation is alive: true if recorded, false if it has been ended
--- (the worker then starts another; its claims would be refused).
-CREATE OR REPLACE FUNCTION remora.heartbeat(incarnation uuid) RETURNS boolean
+-- (the worker then starts another; its claims would be refused).  It says
+-- where its target credentials came from and when they expire (never a
+-- secret), for remora_workers; a worker of 0.5.0 says nothing.
+CREATE OR REPLACE FUNCTION remora.heartbeat(incarnation uuid,
+		credentials text DEFAULT NULL,
+		credentials_expire_at timestamptz DEFAULT NULL) RETURNS boolean
 LANGUAGE sql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 	WITH beat AS (
-		UPDATE remora.incarnations i SET heartbeat_at = now()
+		UPDATE remora.incarnations i
+		   SET heartbeat_at = now(),
+			   credentials = left(coalesce($2, i.credentials), 300),
+			   credentials_expire_at = CASE WHEN $2 IS NULL
+											THEN i.credentials_expire_at
+											ELSE $3 END
 		 WHERE i.incarnation = $1 AND i.stopped_at IS NULL
 		RETURNING 1)
 	SELECT EXISTS (SELECT 1 FROM beat)
@@ -174,13 +187,16 @@ $$;
 -- is null when the endpoint has no CAs of its own.
 CREATE OR REPLACE FUNCTION remora.source_endpoint_settings(name text)
 RETURNS TABLE (url text, region text, path_style boolean,
-			   access_key_id text, secret_access_key text, ca_pem text)
+			   access_key_id text, secret_access_key text, ca_pem text,
+			   session_token text, credentials text, role_arn text,
+			   external_id text)
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 	SELECT e.url, coalesce(e.region, ''), e.path_style,
 		   coalesce(e.access_key_id, ''), coalesce(e.secret_access_key, ''),
-		   e.ca_pem
+		   e.ca_pem, coalesce(e.session_token, ''), e.credentials,
+		   coalesce(e.role_arn, ''), coalesce(e.external_id, '')
 	  FROM remora.source_endpoints e
 	 WHERE e.name = $1
 $$;

@@ -122,7 +122,10 @@ SELECT i.incarnation,
 	   CASE WHEN i.stopped_at IS NOT NULL THEN 'stopped'
 			WHEN i.heartbeat_at < now() - current_setting('remora.lease_duration', true)::interval
 			THEN 'silent'
-			ELSE 'running' END AS state
+			ELSE 'running' END AS state,
+	   -- where its target credentials came from, and when they expire
+	   i.credentials,
+	   i.credentials_expire_at
   FROM remora.incarnations i;
 
 CREATE OR REPLACE VIEW remora_stats WITH (security_invoker = true) AS

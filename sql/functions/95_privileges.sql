@@ -26,7 +26,7 @@ GRANT EXECUTE ON FUNCTION remora.worker_settings(),
 	remora._blocked_origins() TO remora_worker;
 GRANT EXECUTE ON FUNCTION
 	remora.start_incarnation(uuid, integer, text, text, text, text),
-	remora.heartbeat(uuid), remora.end_incarnation(uuid),
+	remora.heartbeat(uuid, text, timestamptz), remora.end_incarnation(uuid),
 	remora.earlier_members(bigint, uuid, text[]),
 	remora.source_endpoint_settings(text) TO remora_worker;
 GRANT EXECUTE ON FUNCTION remora._progress() TO remora_user;
@@ -38,7 +38,8 @@ GRANT SELECT ON remora_exports, remora_export_attempts TO remora_user;
 REVOKE ALL ON remora_exports, remora_export_attempts FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION remora._checkpoint_stats(), remora.prune(integer),
 	remora.grant_target(name, text, text), remora.revoke_target(name, text, text),
-	remora.register_source_endpoint(text, text, text, boolean, text, text),
+	remora.register_source_endpoint(text, text, text, boolean, text, text,
+		text, text, text, text),
 	remora.drop_source_endpoint(text), remora._source_endpoints()
 	TO remora_admin;
 GRANT EXECUTE ON FUNCTION remora.set_source_endpoint_ca(text, text) TO remora_admin;

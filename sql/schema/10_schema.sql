@@ -129,7 +129,11 @@ CREATE TABLE remora.incarnations (
 	-- an external worker (remora-worker) says where it runs
 	host			text,
 	label			text,
-	version			text
+	version			text,
+	-- where its target credentials came from, and when they expire (never
+	-- a secret; NULL: static keys, or not said)
+	credentials		text,
+	credentials_expire_at timestamptz
 );
 
 -- One row per attempt, including the recovery-ledger fields recorded
@@ -234,7 +238,16 @@ CREATE TABLE remora.source_endpoints (
 	access_key_id	text,
 	secret_access_key text,
 	created_at		timestamptz NOT NULL DEFAULT now(),
-	ca_pem			text	-- CAs its TLS certificate may chain to, besides remora.ca_file
+	ca_pem			text,	-- CAs its TLS certificate may chain to, besides remora.ca_file
+	-- where its credentials come from (doc/operator-guide.md, "Cloud
+	-- credentials"): the keys above ('static', with session_token when
+	-- they are temporary), each worker's own chain ('chain'), or none
+	-- ('anonymous'); with role_arn, that role assumed on top
+	session_token	text,
+	credentials		text NOT NULL DEFAULT 'static'
+		CHECK (credentials IN ('static', 'chain', 'anonymous')),
+	role_arn		text,
+	external_id		text
 );
 
 -- The whole source URL of a job whose URL has a query string (which may

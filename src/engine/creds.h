@@ -82,4 +82,12 @@ extern void remora_creds_forget_all(void);
 extern RemoraTargetConfig *remora_target_copy(const RemoraTargetConfig *cfg);
 extern void                remora_target_free(RemoraTargetConfig *cfg);
 
+/*
+ * A source endpoint's copy takes the deployment's STS and IMDS endpoints
+ * and session name from the target's where it names none.  False: out of
+ * memory.
+ */
+extern bool remora_target_inherit(RemoraTargetConfig       *copy,
+								  const RemoraTargetConfig *target);
+
 #endif /* REMORA_CREDS_H */

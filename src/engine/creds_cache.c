@@ -24,7 +24,7 @@
 #include <openssl/crypto.h>
 
 /* After a failed fetch, how long before the next (credentials still good). */
-#define RETRY_S 5
+#define RETRY_S 15
 /* How often credentials that do not expire (environment, files) are read. */
 #define REREAD_S 300
 /* Credentials fetched this recently are not fetched again when refused. */
@@ -336,6 +336,24 @@ remora_target_copy(const RemoraTargetConfig *cfg)
 		}
 	}
 	return c;
+}
+
+static bool
+inherit(const char **field, const char *from)
+{
+	if (set(*field) || !set(from))
+		return true;
+	free((char *) *field);
+	return (*field = remora_xstrdup(from)) != NULL;
+}
+
+bool
+remora_target_inherit(RemoraTargetConfig       *copy,
+					  const RemoraTargetConfig *target)
+{
+	return inherit(&copy->sts_endpoint, target->sts_endpoint) &&
+		   inherit(&copy->imds_endpoint, target->imds_endpoint) &&
+		   inherit(&copy->role_session_name, target->role_session_name);
 }
 
 static void

@@ -197,6 +197,21 @@ remora_engine_free(RemoraEngine *engine)
 	free(engine);
 }
 
+bool
+remora_engine_credentials(RemoraEngine *engine, char *source, size_t len,
+						  time_t *expires)
+{
+	RemoraCreds c;
+
+	*expires = 0;
+	if (!remora_creds_get(engine->target_cfg, remora_engine_wall_time(), &c,
+						  source, len))
+		return false;
+	snprintf(source, len, "%s", c.source);
+	*expires = c.expires;
+	return true;
+}
+
 int
 remora_engine_fd(const RemoraEngine *engine)
 {

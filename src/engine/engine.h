@@ -102,6 +102,18 @@ typedef struct RemoraSseConfig
 	const char *storage_class;
 } RemoraSseConfig;
 
+/*
+ * Where the engine's target credentials come from now ("static",
+ * "environment", "instance role r (IMDSv2)", ...; never a secret) and when
+ * they expire (0: they do not), fetched if need be; false, with the
+ * reason in source, when there are none.
+ */
+extern bool remora_engine_credentials(RemoraEngine *engine, char *source,
+									  size_t len, time_t *expires);
+
+/* Is name a storage class S3 names ("STANDARD", "GLACIER_IR", ...)? */
+extern bool remora_storage_class_valid(const char *name);
+
 typedef struct RemoraEngineConfig
 {
 	RemoraTargetConfig target;

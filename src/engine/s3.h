@@ -61,7 +61,6 @@ typedef struct S3Sse
 extern S3Sse *remora_s3_sse_new(const RemoraSseConfig *cfg, char *errbuf,
 								size_t errlen);
 extern void   remora_s3_sse_free(S3Sse *sse);
-extern bool   remora_storage_class_valid(const char *name);
 
 typedef struct S3Address
 {

@@ -154,7 +154,8 @@ set_source(RemoraSet *set, const RemoraSetSpec *spec, RemoraEngine *engine,
 		if (!remora_s3_target_parse(spec->source_store, &set->src_base_url,
 									&set->src_host, &https, errbuf, errlen))
 			return false;
-		if ((set->src_copy = remora_target_copy(spec->source_store)) == NULL)
+		if ((set->src_copy = remora_target_copy(spec->source_store)) == NULL ||
+			!remora_target_inherit(set->src_copy, engine->target_cfg))
 		{
 			snprintf(errbuf, errlen, "out of memory");
 			return false;

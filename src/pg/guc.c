@@ -12,6 +12,7 @@
  */
 #include "remora.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -69,6 +70,22 @@ char *remora_ca_path = NULL;
 char *remora_http_proxy = NULL;
 char *remora_https_proxy = NULL;
 char *remora_no_proxy = NULL;
+int   remora_s3_credentials = REMORA_CREDENTIALS_STATIC;
+char *remora_s3_session_token = NULL;
+char *remora_s3_role_arn = NULL;
+char *remora_s3_external_id = NULL;
+char *remora_s3_role_session_name = NULL;
+char *remora_sts_endpoint = NULL;
+char *remora_imds_endpoint = NULL;
+char *remora_s3_sse = NULL;
+char *remora_s3_sse_kms_key_id = NULL;
+char *remora_s3_sse_customer_key_file = NULL;
+char *remora_s3_storage_class = NULL;
+
+static const struct config_enum_entry credentials_options[] = {
+	{"static", REMORA_CREDENTIALS_STATIC, false},
+	{"chain", REMORA_CREDENTIALS_CHAIN, false},
+	{NULL, 0, false}};
 
 static bool
 check_networks(char **newval, void **extra, GucSource source)
@@ -151,6 +168,73 @@ check_base_url(char **newval, void **extra, GucSource source)
 		return false;
 	}
 	return true;
+}
+
+/* A role's ARN, as STS takes it (empty: none). */
+static bool
+check_role_arn(char **newval, void **extra, GucSource source)
+{
+	const char *v = *newval;
+	const char *role = v ? strstr(v, ":role/") : NULL;
+
+	if (v == NULL || v[0] == '\0')
+		return true;
+	if (strncmp(v, "arn:", 4) != 0 || role == NULL ||
+		strstr(v, ":iam::") == NULL || strlen(role) < 7 || strlen(v) > 2048 ||
+		strpbrk(v, " \t\r\n") != NULL)
+	{
+		GUC_check_errdetail("A role is named by its ARN, "
+							"arn:aws:iam::123456789012:role/name.");
+		return false;
+	}
+	return true;
+}
+
+/* A name STS takes (a session's name, an external id): printable, no space. */
+static bool
+check_sts_word(char **newval, void **extra, GucSource source)
+{
+	const char *v = *newval;
+
+	if (v == NULL)
+		return true;
+	for (const char *p = v; *p; p++)
+		if (!(isalnum((unsigned char) *p) || strchr("_+=,.@:/-", *p)))
+		{
+			GUC_check_errdetail("Use letters, digits and _+=,.@:/- only.");
+			return false;
+		}
+	if (strlen(v) > 1224)
+	{
+		GUC_check_errdetail("At most 1224 characters.");
+		return false;
+	}
+	return true;
+}
+
+static bool
+check_sse(char **newval, void **extra, GucSource source)
+{
+	const char *v = *newval;
+
+	if (v == NULL || v[0] == '\0' || strcmp(v, "AES256") == 0 ||
+		strcmp(v, "aws:kms") == 0 || strcmp(v, "customer") == 0)
+		return true;
+	GUC_check_errdetail("Server-side encryption is '' (none), 'AES256', "
+						"'aws:kms' or 'customer' (SSE-C).");
+	return false;
+}
+
+static bool
+check_storage_class(char **newval, void **extra, GucSource source)
+{
+	const char *v = *newval;
+
+	if (v == NULL || v[0] == '\0' || remora_storage_class_valid(v))
+		return true;
+	GUC_check_errdetail("A storage class is one S3 names: STANDARD, "
+						"STANDARD_IA, INTELLIGENT_TIERING, GLACIER_IR, ...");
+	return false;
 }
 
 /*
@@ -442,6 +526,79 @@ remora_define_gucs(void)
 		&remora_s3_secret_access_key_file, "", PGC_SIGHUP,
 		GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL, NULL, NULL, NULL);
 
+	/* cloud credentials and encryption (doc/operator-guide.md) */
+	DefineCustomEnumVariable(
+		"remora.s3_credentials",
+		"Where the target store's credentials come from.",
+		"static: remora.s3_access_key_id and its secret (with "
+		"remora.s3_session_token when temporary); chain: each process's "
+		"AWS credential chain (environment, web identity, profile files, "
+		"container endpoint, instance metadata).",
+		&remora_s3_credentials, REMORA_CREDENTIALS_STATIC, credentials_options,
+		PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.s3_session_token",
+		"Session token of temporary static credentials for the target store.",
+		NULL, &remora_s3_session_token, "", PGC_SIGHUP,
+		GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL, NULL, NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.s3_role_arn",
+		"A role assumed (STS AssumeRole) on top of the target's credentials.",
+		NULL, &remora_s3_role_arn, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY,
+		check_role_arn, NULL, NULL);
+
+	DefineCustomStringVariable("remora.s3_external_id",
+							   "The external id the role asks for, if any.",
+							   NULL, &remora_s3_external_id, "", PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY, check_sts_word, NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.s3_role_session_name",
+		"The name of the sessions of the assumed role (in the store's logs).",
+		NULL, &remora_s3_role_session_name, "remora", PGC_SIGHUP,
+		GUC_SUPERUSER_ONLY, check_sts_word, NULL, NULL);
+
+	DefineCustomStringVariable("remora.sts_endpoint",
+							   "STS, for roles and web identities; empty means "
+							   "https://sts.<remora.s3_region>.amazonaws.com.",
+							   NULL, &remora_sts_endpoint, "", PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY, check_base_url, NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.imds_endpoint",
+		"The instance metadata service the credential chain asks last.", NULL,
+		&remora_imds_endpoint, "http://169.254.169.254", PGC_SIGHUP,
+		GUC_SUPERUSER_ONLY, check_base_url, NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.s3_sse",
+		"Server-side encryption of every object written to the target.",
+		"'' (none), 'AES256', 'aws:kms' (with remora.s3_sse_kms_key_id) or "
+		"'customer' (SSE-C, the key in remora.s3_sse_customer_key_file).",
+		&remora_s3_sse, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY, check_sse, NULL,
+		NULL);
+
+	DefineCustomStringVariable(
+		"remora.s3_sse_kms_key_id",
+		"The KMS key of aws:kms encryption; empty: the store's default.", NULL,
+		&remora_s3_sse_kms_key_id, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL,
+		NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.s3_sse_customer_key_file",
+		"File holding the base64 of the 32-byte key of SSE-C encryption.", NULL,
+		&remora_s3_sse_customer_key_file, "", PGC_SIGHUP,
+		GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL, NULL, NULL, NULL);
+
+	DefineCustomStringVariable(
+		"remora.s3_storage_class",
+		"Storage class of the objects written to the target; empty: the "
+		"store's default.",
+		"options.storage_class sets a job's own.", &remora_s3_storage_class, "",
+		PGC_SIGHUP, 0, check_storage_class, NULL, NULL);
+
 	DefineCustomStringVariable(
 		"remora.worker_role",
 		"Role the remora workers connect as; empty means the bootstrap "
@@ -547,6 +704,7 @@ remora_engine_config(RemoraEngineConfig *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	remora_target_config(&cfg->target);
+	remora_sse_config(&cfg->sse);
 	cfg->part_size = (size_t) remora_part_size_kb * 1024;
 	cfg->max_upload_parts = remora_max_upload_parts;
 	cfg->export_copy_cutoff = (int64_t) remora_export_copy_cutoff_kb * 1024;
@@ -596,74 +754,132 @@ remora_target_config(RemoraTargetConfig *out)
 	out->endpoint = remora_s3_endpoint;
 	out->region = remora_s3_region;
 	out->path_style = remora_s3_path_style;
-	out->access_key_id = remora_s3_access_key_id;
-	out->secret_access_key = remora_target_secret();
+	out->credentials =
+		remora_s3_credentials == REMORA_CREDENTIALS_CHAIN ? "chain" : "static";
+	if (remora_s3_credentials == REMORA_CREDENTIALS_STATIC)
+	{
+		out->access_key_id = remora_s3_access_key_id;
+		out->secret_access_key = remora_target_secret();
+		out->session_token = remora_s3_session_token;
+	}
+	out->role_arn = remora_s3_role_arn;
+	out->external_id = remora_s3_external_id;
+	out->role_session_name = remora_s3_role_session_name;
+	out->sts_endpoint = remora_sts_endpoint;
+	out->imds_endpoint = remora_imds_endpoint;
 }
 
 /*
- * The target store's secret access key: the first line of
- * remora.s3_secret_access_key_file when that is set, else
- * remora.s3_secret_access_key.  The file is read again when its name, size
- * or modification time changes; the value is kept in TopMemoryContext.
- * May ERROR (the file cannot be read); the message names the file, never
- * its content.
+ * How what is written to the target is encrypted, and its storage class.
+ * May ERROR (the SSE-C key file).
  */
-/* the secret last read from the file, for the log hook (never reads) */
-const char *remora_target_secret_loaded = NULL;
-
-const char *
-remora_target_secret(void)
+void
+remora_sse_config(RemoraSseConfig *out)
 {
-	static char  *cached = NULL;
-	static char  *cached_path = NULL;
-	static time_t cached_mtime;
-	static off_t  cached_size;
-	struct stat   st;
-	FILE         *f;
-	char          buf[1024];
-	size_t        n;
+	out->sse = remora_s3_sse;
+	out->kms_key_id = remora_s3_sse_kms_key_id;
+	out->customer_key = remora_sse_customer_key();
+	out->storage_class = remora_s3_storage_class;
+}
 
-	if (remora_s3_secret_access_key_file == NULL ||
-		remora_s3_secret_access_key_file[0] == '\0')
-		return remora_s3_secret_access_key ? remora_s3_secret_access_key : "";
-	if (stat(remora_s3_secret_access_key_file, &st) != 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not read the target store's secret key file "
-						"\"%s\": %m",
-						remora_s3_secret_access_key_file),
-				 errhint("Check remora.s3_secret_access_key_file.")));
-	if (cached && cached_path &&
-		strcmp(cached_path, remora_s3_secret_access_key_file) == 0 &&
-		cached_mtime == st.st_mtime && cached_size == st.st_size)
-		return cached;
+/*
+ * The first line of a file that holds a secret, read again when its name,
+ * size or modification time changes, kept in TopMemoryContext.  ERROR
+ * when it cannot be read; the message names the file (what, and the
+ * setting that names it), never its content.
+ */
+typedef struct SecretFile
+{
+	char  *value;
+	char  *path;
+	time_t mtime;
+	off_t  size;
+} SecretFile;
 
-	f = AllocateFile(remora_s3_secret_access_key_file, "r");
-	if (f == NULL)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not read the target store's secret key file "
-						"\"%s\": %m",
-						remora_s3_secret_access_key_file),
-				 errhint("Check remora.s3_secret_access_key_file.")));
+static const char *
+secret_file(SecretFile *c, const char *path, const char *what,
+			const char *setting)
+{
+	struct stat st;
+	FILE       *f;
+	char        buf[1024];
+	size_t      n;
+
+	if (stat(path, &st) != 0 || (f = AllocateFile(path, "r")) == NULL)
+		ereport(ERROR, (errcode_for_file_access(),
+						errmsg("could not read %s \"%s\": %m", what, path),
+						errhint("Check %s.", setting)));
+	if (c->value && c->path && strcmp(c->path, path) == 0 &&
+		c->mtime == st.st_mtime && c->size == st.st_size)
+	{
+		FreeFile(f);
+		return c->value;
+	}
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	FreeFile(f);
 	buf[n] = '\0';
 	buf[strcspn(buf, "\r\n")] = '\0';
-	remora_target_secret_loaded = NULL;
-	if (cached)
+	if (c->value)
 	{
-		explicit_bzero(cached, strlen(cached));
-		pfree(cached);
+		explicit_bzero(c->value, strlen(c->value));
+		pfree(c->value);
 	}
-	if (cached_path)
-		pfree(cached_path);
-	cached = MemoryContextStrdup(TopMemoryContext, buf);
-	remora_target_secret_loaded = cached;
-	cached_path =
-		MemoryContextStrdup(TopMemoryContext, remora_s3_secret_access_key_file);
+	if (c->path)
+		pfree(c->path);
+	c->value = MemoryContextStrdup(TopMemoryContext, buf);
+	c->path = MemoryContextStrdup(TopMemoryContext, path);
 	explicit_bzero(buf, sizeof(buf));
-	cached_mtime = st.st_mtime;
-	cached_size = st.st_size;
-	return cached;
+	c->mtime = st.st_mtime;
+	c->size = st.st_size;
+	return c->value;
+}
+
+/* the secrets last read from files, for the log hook (never reads) */
+const char *remora_target_secret_loaded = NULL;
+const char *remora_sse_key_loaded = NULL;
+
+/*
+ * The target store's secret access key: the first line of
+ * remora.s3_secret_access_key_file when that is set, else
+ * remora.s3_secret_access_key.  May ERROR (the file cannot be read).
+ */
+const char *
+remora_target_secret(void)
+{
+	static SecretFile cache;
+
+	if (remora_s3_secret_access_key_file == NULL ||
+		remora_s3_secret_access_key_file[0] == '\0')
+		return remora_s3_secret_access_key ? remora_s3_secret_access_key : "";
+	remora_target_secret_loaded = NULL;
+	remora_target_secret_loaded =
+		secret_file(&cache, remora_s3_secret_access_key_file,
+					"the target store's secret key file",
+					"remora.s3_secret_access_key_file");
+	return remora_target_secret_loaded;
+}
+
+/*
+ * The SSE-C key (base64), from remora.s3_sse_customer_key_file, when
+ * remora.s3_sse is 'customer'; "" otherwise.  May ERROR.
+ */
+const char *
+remora_sse_customer_key(void)
+{
+	static SecretFile cache;
+
+	if (remora_s3_sse == NULL || strcmp(remora_s3_sse, "customer") != 0)
+		return "";
+	if (remora_s3_sse_customer_key_file == NULL ||
+		remora_s3_sse_customer_key_file[0] == '\0')
+		ereport(ERROR, (errcode(ERRCODE_CONFIG_FILE_ERROR),
+						errmsg("remora.s3_sse is 'customer' but "
+							   "remora.s3_sse_customer_key_file is empty"),
+						errhint("Name a file (readable by the server's OS user "
+								"only) holding the base64 of a 32-byte key.")));
+	remora_sse_key_loaded = NULL;
+	remora_sse_key_loaded =
+		secret_file(&cache, remora_s3_sse_customer_key_file,
+					"the SSE-C key file", "remora.s3_sse_customer_key_file");
+	return remora_sse_key_loaded;
 }

@@ -60,12 +60,29 @@ extern char *remora_http_proxy;
 extern char *remora_https_proxy;
 extern char *remora_no_proxy;
 
+#define REMORA_CREDENTIALS_STATIC 0
+#define REMORA_CREDENTIALS_CHAIN  1
+extern int   remora_s3_credentials;
+extern char *remora_s3_session_token;
+extern char *remora_s3_role_arn;
+extern char *remora_s3_external_id;
+extern char *remora_s3_role_session_name;
+extern char *remora_sts_endpoint;
+extern char *remora_imds_endpoint;
+extern char *remora_s3_sse;
+extern char *remora_s3_sse_kms_key_id;
+extern char *remora_s3_sse_customer_key_file;
+extern char *remora_s3_storage_class;
+
 extern void          remora_define_gucs(void);
 extern int           remora_protocol_lock_timeout_ms(void);
 extern int           remora_protocol_statement_timeout_ms(void);
 extern void          remora_pin_session(void);
 extern const char   *remora_target_secret(void);
 extern void          remora_target_config(RemoraTargetConfig *out);
+extern void          remora_sse_config(RemoraSseConfig *out);
+extern const char   *remora_sse_customer_key(void);
+extern const char   *remora_sse_key_loaded;
 extern void          remora_engine_config(RemoraEngineConfig *cfg);
 extern RemoraEngine *remora_engine_from_config(const RemoraEngineConfig *cfg,
 											   const char               *who);

@@ -175,6 +175,8 @@ put_options(Build *b, const RemoraJobOptions *o)
 		put_int(b, "max_bytes_per_second", o->max_bytes_per_second);
 	if (o->notify_url)
 		put_string(b, "notify_url", o->notify_url);
+	if (o->storage_class)
+		put_string(b, "storage_class", o->storage_class);
 	(void) end_object(b);
 }
 

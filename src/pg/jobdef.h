@@ -37,6 +37,7 @@ typedef struct RemoraJobOptions
 	bool   has_max_bytes_per_second; /* the job's own byte-rate cap */
 	int64  max_bytes_per_second;
 	char  *notify_url; /* the webhook's URL (doc/user-guide.md, "Webhooks") */
+	char  *storage_class; /* of what the job writes; NULL: the setting's */
 } RemoraJobOptions;
 
 /* submit: the job definition and the canonical request */

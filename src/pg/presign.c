@@ -109,6 +109,20 @@ remora_presign(PG_FUNCTION_ARGS)
 				 errhint("remora_result(job) lists the members of a committed "
 						 "result.")));
 
+	/*
+	 * An SSE-C object is read only with its key's headers, which a URL
+	 * cannot carry: a presigned GET would hand out a URL that fails.
+	 */
+	if (remora_s3_sse && strcmp(remora_s3_sse, "customer") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("remora_presign cannot sign a URL for an object "
+						"encrypted with a customer key"),
+				 errdetail("remora.s3_sse is 'customer' (SSE-C): the object "
+						   "is read only with its key's headers, which a "
+						   "URL cannot carry."),
+				 errhint("Read the object with the key, or export it to a "
+						 "store without SSE-C.")));
 	remora_target_config(&target);
 	url = remora_s3_presign_get(&target, bucket, key, time(NULL), (int) ttl,
 								err, sizeof(err));

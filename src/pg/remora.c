@@ -162,18 +162,21 @@ proxy_secrets(const char *url, char *userinfo, char *password, size_t len)
 }
 
 /*
- * The target's secret, the Hub token and proxy credentials never reach the
- * server log, whoever writes the message: PostgreSQL itself logs "parameter
- * ... changed to ..." when the configuration is reloaded.  Every process has
+ * The target's secret and session token, the SSE-C key, the Hub token and
+ * proxy credentials never reach the server log, whoever writes the
+ * message: PostgreSQL itself logs "parameter ... changed to ..." when the
+ * configuration is reloaded.  Every process has
  * this hook (the library is preloaded).
  */
 static void
 redact_secrets(ErrorData *edata)
 {
 	char        proxy[4][256];
-	const char *secrets[7] = {remora_s3_secret_access_key,
+	const char *secrets[9] = {remora_s3_secret_access_key,
 							  remora_hf_token,
 							  remora_target_secret_loaded,
+							  remora_s3_session_token,
+							  remora_sse_key_loaded,
 							  proxy[0],
 							  proxy[1],
 							  proxy[2],
@@ -216,7 +219,7 @@ redact_secrets(ErrorData *edata)
 		MemoryContextSwitchTo(old);
 	}
 
-	for (int i = 0; i < 7; i++)
+	for (int i = 0; i < (int) lengthof(secrets); i++)
 	{
 		const char   *secret = secrets[i];
 		MemoryContext old;

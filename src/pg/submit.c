@@ -59,7 +59,7 @@ static Datum webhook_secret(bool rotate);
 
 static const char *const option_names =
 	"max_attempts, priority, include, exclude, endpoint, expected_sha256, "
-	"label, connections, max_bytes_per_second, notify_url";
+	"label, connections, max_bytes_per_second, notify_url, storage_class";
 
 static void
 bad_option(const char *key, const char *detail)
@@ -303,6 +303,18 @@ parse_options(Jsonb *jb, RemoraSourceKind kind, RemoraJobOptions *o)
 		}
 		else if (strcmp(key, "notify_url") == 0)
 			o->notify_url = remora_notify_url(option_string(key, &v));
+		else if (strcmp(key, "storage_class") == 0)
+		{
+			char *c = option_string(key, &v);
+
+			if (!remora_storage_class_valid(c))
+				bad_option(key,
+						   "A storage class is one S3 names: STANDARD, "
+						   "REDUCED_REDUNDANCY, STANDARD_IA, ONEZONE_IA, "
+						   "INTELLIGENT_TIERING, GLACIER, DEEP_ARCHIVE, "
+						   "OUTPOSTS, GLACIER_IR, SNOW or EXPRESS_ONEZONE.");
+			o->storage_class = c;
+		}
 		else
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 							errmsg("unknown option \"%.64s\"", key),
@@ -410,8 +422,8 @@ sentence(const char *s)
 static char *
 own_origin(const RemoraSourceUri *uri)
 {
-	List *fname =
-		list_make2(makeString("remora"), makeString("_blocked_origins"));
+	List *fname = lappend(list_make1(makeString("remora")),
+						  makeString("_blocked_origins"));
 	bool  isnull;
 	Datum list;
 	char *origin;

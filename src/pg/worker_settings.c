@@ -6,10 +6,12 @@
  *
  * An external worker has no access to the server's configuration, so it
  * asks for it over its connection: the target store (endpoint, region,
- * addressing, access key and secret, the secret read from
- * remora.s3_secret_access_key_file when that is set), where jobs go, the
- * part size, the lease, the outbound policy, the Hub and its token, TLS
- * trust and the egress proxies.
+ * addressing, where its credentials come from: static keys, the secret
+ * read from remora.s3_secret_access_key_file when that is set, with a
+ * session token, or the worker's own AWS credential chain, with no key at
+ * all; a role to assume; encryption, the SSE-C key included, and storage
+ * class), where jobs go, the part size, the lease, the outbound policy,
+ * the Hub and its token, TLS trust and the egress proxies.
  *
  * The settings that hold secrets are GUC_SUPERUSER_ONLY; this function
  * reads the C variables behind them, so it needs no SECURITY DEFINER.
@@ -49,7 +51,7 @@
 
 PG_FUNCTION_INFO_V1(remora_worker_settings);
 
-#define NCOLS 26
+#define NCOLS 37
 
 static char *
 int_text(int64 v)
@@ -127,6 +129,7 @@ remora_worker_settings(PG_FUNCTION_ARGS)
 	AttInMetadata     *meta;
 	char              *values[NCOLS];
 	RemoraTargetConfig target;
+	RemoraSseConfig    sse;
 	Oid                worker = get_role_oid("remora_worker", true);
 	HeapTuple          tuple;
 	int                i = 0;
@@ -195,6 +198,19 @@ remora_worker_settings(PG_FUNCTION_ARGS)
 	blocked =
 		remora_call_internal("_blocked_origins", 0, NULL, NULL, NULL, &isnull);
 	values[i++] = isnull ? NULL : TextDatumGetCString(blocked);
+	/* with the chain, each worker resolves its own: no key travels */
+	values[i++] = str(target.session_token);
+	values[i++] = str(target.credentials);
+	values[i++] = str(target.role_arn);
+	values[i++] = str(target.external_id);
+	values[i++] = str(target.role_session_name);
+	values[i++] = str(target.sts_endpoint);
+	values[i++] = str(target.imds_endpoint);
+	remora_sse_config(&sse); /* may ERROR: the SSE-C key file */
+	values[i++] = str(sse.sse);
+	values[i++] = str(sse.kms_key_id);
+	values[i++] = str(sse.customer_key);
+	values[i++] = str(sse.storage_class);
 	Assert(i == NCOLS);
 
 	meta = TupleDescGetAttInMetadata(BlessTupleDesc(desc));

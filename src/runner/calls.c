@@ -96,17 +96,22 @@ remora_call_start_incarnation(const char *inc, const char *kind,
  * server_ms: the server's wall clock when it answered (ms since 1970).
  */
 int
-remora_call_heartbeat(const char *inc, int64_t *server_ms)
+remora_call_heartbeat(const char *inc, const char *credentials, int64_t expires,
+					  int64_t *server_ms)
 {
-	const char *params[1] = {inc};
+	char        exp[32];
+	const char *params[3] = {inc, credentials, expires > 0 ? exp : NULL};
 	RemoraRows  res;
 	bool        alive;
 
+	snprintf(exp, sizeof(exp), "%lld", (long long) expires);
 	if (!query("recording the heartbeat",
-			   "SELECT remora.heartbeat($1::pg_catalog.uuid) AS alive, "
+			   "SELECT remora.heartbeat($1::pg_catalog.uuid, "
+			   "$2::pg_catalog.text, "
+			   "pg_catalog.to_timestamp($3::pg_catalog.float8)) AS alive, "
 			   "(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp())"
 			   " * 1000)::pg_catalog.int8 AS server_ms",
-			   1, params, &res))
+			   3, params, &res))
 		return -1;
 	alive = res.nrows == 1 && col_bool(&res, 0, "alive");
 	*server_ms = res.nrows == 1 ? col_int(&res, 0, "server_ms") : 0;
@@ -527,7 +532,7 @@ remora_call_export_members(int64_t job, const char *attempt, int64_t token,
 void
 remora_endpoint_free(RemoraEndpoint *e)
 {
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < (int) (sizeof(e->strings) / sizeof(e->strings[0])); i++)
 	{
 		if (e->strings[i])
 			memset(e->strings[i], 0, strlen(e->strings[i]));
@@ -548,17 +553,19 @@ remora_call_endpoint(const char *name, RemoraEndpoint *out, bool *found)
 	if (!query(
 			"reading a source endpoint",
 			"SELECT url, region, path_style::pg_catalog.text, access_key_id, "
-			"secret_access_key, ca_pem "
+			"secret_access_key, ca_pem, session_token, credentials, "
+			"role_arn, external_id "
 			"FROM remora.source_endpoint_settings($1::pg_catalog.text)",
 			1, params, &res))
 		return false;
 	if (res.nrows == 1 && col(&res, 0, "url"))
 	{
-		const char *cols[6] = {"url",           "region",
-							   "access_key_id", "secret_access_key",
-							   "ca_pem",        "path_style"};
+		const char *cols[10] = {
+			"url",      "region",     "access_key_id", "secret_access_key",
+			"ca_pem",   "path_style", "session_token", "credentials",
+			"role_arn", "external_id"};
 
-		for (int i = 0; i < 6; i++)
+		for (int i = 0; i < 10; i++)
 			out->strings[i] = dup_str(col(&res, 0, cols[i]));
 		out->cfg.endpoint = out->strings[0];
 		out->cfg.region = out->strings[1] ? out->strings[1] : "";
@@ -566,10 +573,15 @@ remora_call_endpoint(const char *name, RemoraEndpoint *out, bool *found)
 		out->cfg.secret_access_key = out->strings[3];
 		out->cfg.ca_pem = out->strings[4];
 		out->cfg.path_style = out->strings[5] && out->strings[5][0] == 't';
+		out->cfg.session_token = out->strings[6];
+		out->cfg.credentials = out->strings[7];
+		out->cfg.role_arn = out->strings[8];
+		out->cfg.external_id = out->strings[9];
+		/* STS in the endpoint's region, the session named as the target's */
 		/* registered without credentials: read anonymously, never with
 		 * the target's keys (doc/operator-guide.md, "Source endpoints") */
-		out->cfg.anonymous = !(out->strings[2] && out->strings[2][0]) &&
-							 !(out->strings[3] && out->strings[3][0]);
+		out->cfg.anonymous =
+			out->strings[7] && strcmp(out->strings[7], "anonymous") == 0;
 		*found = out->strings[0] != NULL;
 	}
 	remora_rows_wipe(&res);

@@ -27,7 +27,7 @@ typedef struct RemoraClaimRow
 typedef struct RemoraEndpoint
 {
 	RemoraTargetConfig cfg;
-	char              *strings[6];
+	char              *strings[10];
 } RemoraEndpoint;
 
 /* A webhook claimed for one try (remora.webhooks_due; malloc'd texts). */
@@ -44,7 +44,8 @@ typedef struct RemoraWebhookRow
 
 extern bool remora_call_start_incarnation(const char *inc, const char *kind,
 										  const char *host, const char *label);
-extern int  remora_call_heartbeat(const char *inc, int64_t *server_ms);
+extern int  remora_call_heartbeat(const char *inc, const char *credentials,
+								  int64_t expires, int64_t *server_ms);
 extern void remora_call_end_incarnation(const char *inc);
 extern int  remora_call_claim(const char *inc, int room, RemoraClaimRow *out);
 extern int64_t remora_call_next_due(const char *inc);

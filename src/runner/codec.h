@@ -40,10 +40,11 @@ typedef struct RemoraWork
 	int64_t     attempt_no;     /* 0 if the spec omits it */
 	int64_t     owner;          /* the owner's oid; 0 if the spec omits it */
 	const char *bucket;
-	const char *file_name;   /* "" when there is none */
-	const char *endpoint;    /* options.endpoint, or NULL */
-	const char *prefix;      /* an export's target prefix */
-	int64_t     connections; /* options.connections; 0 if not given */
+	const char *file_name;     /* "" when there is none */
+	const char *endpoint;      /* options.endpoint, or NULL */
+	const char *prefix;        /* an export's target prefix */
+	int64_t     connections;   /* options.connections; 0 if not given */
+	const char *storage_class; /* options.storage_class; NULL: the engine's */
 	union
 	{
 		RemoraTaskSpec object;

@@ -281,6 +281,10 @@ remora_codec_decode_spec(const char *text, RemoraWork *out, char *err,
 		(!get_int64(options, "connections", &out->connections) ||
 		 out->connections < 1 || out->connections > 64))
 		bad(&r, "options.connections", "is not a whole number from 1 to 64");
+	out->storage_class = spec_string(&r, options, "options.storage_class",
+									 "storage_class", false);
+	if (out->storage_class && !remora_storage_class_valid(out->storage_class))
+		bad(&r, "options.storage_class", "is not a storage class S3 names");
 	if (r.failed)
 		goto refused;
 

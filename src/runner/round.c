@@ -177,9 +177,21 @@ heartbeat(void)
 	int64_t         server_ms = 0;
 	int64_t         local_ms;
 	int             hb;
+	char            source[256];
+	char            why[240];
+	time_t          expires = 0;
 
+	/* where the target's credentials come from, for remora_workers */
+	if (remora_runner.engine == NULL)
+		snprintf(source, sizeof(source), "none: no engine");
+	else if (!remora_engine_credentials(remora_runner.engine, why, sizeof(why),
+										&expires))
+		snprintf(source, sizeof(source), "none: %.240s", why);
+	else
+		snprintf(source, sizeof(source), "%s", why);
 	clock_gettime(CLOCK_REALTIME, &before);
-	hb = remora_call_heartbeat(incarnation, &server_ms);
+	hb = remora_call_heartbeat(incarnation, source, (int64_t) expires,
+							   &server_ms);
 	clock_gettime(CLOCK_REALTIME, &after);
 	if (hb < 0 || server_ms <= 0)
 		return hb;

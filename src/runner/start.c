@@ -74,6 +74,7 @@ start_task(RemoraWork *w, const RemoraClaimRow *row, Attempt *a,
 			w->u.set.earlier_attempts = w->attempt_no > 1;
 			w->u.set.host_arg = a;
 			w->u.set.connections = connections;
+			w->u.set.storage_class = w->storage_class;
 			return remora_set_start(engine, &w->u.set, err, errlen);
 		case REMORA_WORK_OBJECT:
 			w->u.object.resume = resume;
@@ -81,6 +82,7 @@ start_task(RemoraWork *w, const RemoraClaimRow *row, Attempt *a,
 			w->u.object.attempt_id = row->attempt_id;
 			w->u.object.fencing_token = row->token;
 			w->u.object.connections = connections;
+			w->u.object.storage_class = w->storage_class;
 			return remora_task_start(engine, &w->u.object, err, errlen);
 	}
 	remora_errbuf_set(err, errlen, "unknown kind of work");

@@ -5,9 +5,11 @@
  *	  remora.worker_settings() (members of remora_worker only), turned into
  *	  the engine's configuration.
  *
- * The secrets among them (the target's secret key, the Hub token, proxy
- * passwords) stay in this process's memory and are never logged.  ca_file
- * and ca_path name files on the worker's own host.
+ * The secrets among them (the target's secret key and session token, the
+ * SSE-C key, the Hub token, proxy passwords) stay in this process's memory
+ * and are never logged.  With remora.s3_credentials = 'chain' the server
+ * sends no key: the engine resolves this host's own (src/engine/creds.h).
+ *ca_file and ca_path name files on the worker's own host.
  *
  *-------------------------------------------------------------------------
  */
@@ -44,7 +46,18 @@ static const char *const names[REMORA_WSETTINGS_N] = {
 	"max_connections_per_host",
 	"export_copy_cutoff",
 	"max_upload_parts",
-	"blocked_origins"};
+	"blocked_origins",
+	"s3_session_token",
+	"s3_credentials",
+	"s3_role_arn",
+	"s3_external_id",
+	"s3_role_session_name",
+	"sts_endpoint",
+	"imds_endpoint",
+	"s3_sse",
+	"s3_sse_kms_key_id",
+	"s3_sse_customer_key",
+	"s3_storage_class"};
 
 void
 remora_settings_free(RemoraWorkerSettings *s)
@@ -143,6 +156,17 @@ remora_settings_engine_config(const RemoraWorkerSettings *s,
 		strcmp(remora_setting(s, "s3_path_style"), "t") == 0;
 	cfg->target.access_key_id = remora_setting(s, "s3_access_key_id");
 	cfg->target.secret_access_key = remora_setting(s, "s3_secret_access_key");
+	cfg->target.session_token = remora_setting(s, "s3_session_token");
+	cfg->target.credentials = remora_setting(s, "s3_credentials");
+	cfg->target.role_arn = remora_setting(s, "s3_role_arn");
+	cfg->target.external_id = remora_setting(s, "s3_external_id");
+	cfg->target.role_session_name = remora_setting(s, "s3_role_session_name");
+	cfg->target.sts_endpoint = remora_setting(s, "sts_endpoint");
+	cfg->target.imds_endpoint = remora_setting(s, "imds_endpoint");
+	cfg->sse.sse = remora_setting(s, "s3_sse");
+	cfg->sse.kms_key_id = remora_setting(s, "s3_sse_kms_key_id");
+	cfg->sse.customer_key = remora_setting(s, "s3_sse_customer_key");
+	cfg->sse.storage_class = remora_setting(s, "s3_storage_class");
 	cfg->part_size = (size_t) strtoll(remora_setting(s, "part_size"), NULL, 10);
 	cfg->allow_networks = remora_setting(s, "allow_networks");
 	cfg->deny_networks = remora_setting(s, "deny_networks");

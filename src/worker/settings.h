@@ -11,7 +11,7 @@
 #include "engine/engine.h"
 #include "worker/conn.h"
 
-#define REMORA_WSETTINGS_N 26
+#define REMORA_WSETTINGS_N 37
 
 /* remora.worker_settings(), column by column (malloc'd strings) */
 typedef struct RemoraWorkerSettings

@@ -31,6 +31,7 @@
 # OSD's memory, ~1.5-2x the bytes stored; a little faster to start).
 
 RGW_UID=remora
+RGW_KMS_KEY_ID=remora-test-key # the one key of KMS's testing backend
 
 # rgw_admin DIR ARGS...: radosgw-admin against the cluster in DIR
 rgw_admin() {
@@ -129,6 +130,14 @@ rgw frontends = beast endpoint=127.0.0.1:$port
 rgw data = $dir/rgw
 rgw enable usage log = false
 rgw dns name = 127.0.0.1
+# STS (roles, with sessions as short as a test needs), KMS's testing
+# backend with one key, SSE-C over plain HTTP: test/e2e/cloud.sh
+rgw s3 auth use sts = true
+rgw sts key = remora-sts-key16
+rgw sts min session duration = 1
+rgw crypt require ssl = false
+rgw crypt s3 kms backend = testing
+rgw crypt s3 kms encryption keys = $RGW_KMS_KEY_ID=$(printf 'remora-rgw-kms-test-key-32bytes!' | base64)
 CONF
 	ceph-authtool --create-keyring "$dir/keyring" --gen-key -n mon. --cap mon 'allow *' \
 		>"$dir/setup.out" 2>&1 &&
