@@ -14,7 +14,8 @@
 #     sends remora-worker no key;
 #   - on RGW: static temporary credentials with their session token; a role
 #     assumed on top of static keys (remora.s3_role_arn); a source endpoint
-#     read through a role; SSE-KMS and SSE-C on every object written
+#     read through a role; a web identity (an OpenID Connect token that
+#     RGW's STS verifies against its provider, nginx over TLS); SSE-KMS and SSE-C on every object written
 #     (members, single PUTs, manifests, exports), each with a resume after
 #     kill -9, an SSE-C object unreadable without its key, remora_presign
 #     refused (0A000) under SSE-C;
@@ -219,8 +220,64 @@ check_eq "  its copy is encrypted with the key and has the member's bytes" \
 out=$(psql -X -q -t -A -v VERBOSITY=verbose -d postgres -c "SELECT remora_presign($j, 'ssec.bin')" 2>&1 || true)
 check "remora_presign refuses an SSE-C object (0A000)" grep -q "0A000" <<<"$out"
 
+# --- a web identity (EKS's IRSA): a token signed by an OpenID Connect
+# provider (nginx over TLS serves its discovery document and keys) that
+# RGW's STS verifies, exchanged for a role's credentials
+rgw_admin "$T/store" caps add --uid "$RGW_UID" --caps "oidc-provider=*" >/dev/null 2>&1
+OIDC_PORT=$(free_port)
+ISS=https://127.0.0.1:$OIDC_PORT
+O=$T/oidc
+mkdir -p "$O/www/.well-known"
+make_ca "$O" ca && make_cert "$O" ca tls
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=remora jwt signer" \
+	-keyout "$O/jwt.key" -out "$O/jwt.pem" >/dev/null 2>&1
+b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
+printf '{"issuer":"%s","jwks_uri":"%s/jwks.json","response_types_supported":["id_token"],"subject_types_supported":["public"],"id_token_signing_alg_values_supported":["RS256"]}\n' \
+	"$ISS" "$ISS" >"$O/www/.well-known/openid-configuration"
+# RGW verifies with the key's certificate (x5c), not with n and e
+printf '{"keys":[{"kty":"RSA","alg":"RS256","use":"sig","kid":"k1","n":"%s","e":"AQAB","x5c":["%s"]}]}\n' \
+	"$(openssl rsa -in "$O/jwt.key" -noout -modulus 2>/dev/null | sed 's/Modulus=//' | xxd -r -p | b64url)" \
+	"$(openssl x509 -in "$O/jwt.pem" -outform DER | base64 -w0)" >"$O/www/jwks.json"
+chmod -R a+rX "$O"
+start_nginx_tls "$O" "$OIDC_PORT" "$O/tls.pem" "$O/tls.key" "$O/www" ||
+	{ not_ok "the OpenID Connect provider starts"; exit 1; }
+aws_s3 iam create-open-id-connect-provider --url "$ISS" --client-id-list remora \
+	--thumbprint-list "$(openssl x509 -in "$O/jwt.pem" -noout -fingerprint -sha1 | sed 's/.*=//; s/://g')" >/dev/null
+aws_s3 iam create-role --role-name remora-web --assume-role-policy-document \
+	"{\"Version\":\"2012-10-17\",\"Statement\":[{\"Effect\":\"Allow\",\"Principal\":{\"Federated\":[\"arn:aws:iam:::oidc-provider/127.0.0.1:$OIDC_PORT\"]},\"Action\":[\"sts:AssumeRoleWithWebIdentity\"]}]}" >/dev/null
+aws_s3 iam put-role-policy --role-name remora-web --policy-name s3 --policy-document \
+	'{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["s3:*"],"Resource":["arn:aws:s3:::target","arn:aws:s3:::target/*"]}]}'
+# RGW's TLS client reads only the system's /etc/ssl/certs, which a test
+# does not touch: it does not verify the provider's certificate here
+ceph --admin-daemon "$T/store/run/client.rgw.a.asok" config set rgw_verify_ssl false >/dev/null
+now=$(date +%s)
+h=$(printf '{"alg":"RS256","typ":"JWT","kid":"k1"}' | b64url)
+p=$(printf '{"iss":"%s","aud":"remora","sub":"system:serviceaccount:data:remora","iat":%d,"nbf":%d,"exp":%d}' \
+	"$ISS" "$now" "$now" $((now + 3600)) | b64url)
+printf '%s.%s.%s\n' "$h" "$p" "$(printf '%s.%s' "$h" "$p" | openssl dgst -sha256 -sign "$O/jwt.key" -binary | b64url)" >"$T/web.jwt"
+chmod 644 "$T/web.jwt"
+WEB_TOKEN=$(cat "$T/web.jwt")
+# the pod's environment, as EKS sets it: the workers start again with it
+export AWS_WEB_IDENTITY_TOKEN_FILE=$T/web.jwt AWS_ROLE_ARN=arn:aws:iam:::role/remora-web
+q "ALTER SYSTEM SET remora.s3_credentials = 'chain'" >/dev/null
+q "ALTER SYSTEM SET remora.s3_sse = ''" >/dev/null
+if host_is_external; then
+	q "SELECT pg_reload_conf()" >/dev/null
+	for pid in "${HOST_WORKER_PIDS[@]}"; do kill -TERM "$pid"; forget_host_worker "$pid"; done
+	for _ in $(seq "$HOST_WORKERS"); do start_host_worker; done
+else
+	cluster_stop "$T/pg" fast
+	cluster_start "$T/pg" >/dev/null
+fi
+unset AWS_WEB_IDENTITY_TOKEN_FILE AWS_ROLE_ARN
+j=$(q "SELECT remora_submit('$SRC/small.bin', prefix => 'web')")
+check "a job written with a web identity's role succeeds" wait_state "$j" succeeded 90
+verify "$j" small.bin
+check "remora_workers says the web identity and its role" \
+	wait_for 20 workers_say "web identity, role arn:aws:iam:::role/remora-web"
+
 # --- no secret anywhere
-secrets=("$LIMITED_SECRET" "$TMP_SECRET" "$TMP_TOKEN" "$SSEC_B64" "$SSEC_RAW")
+secrets=("$LIMITED_SECRET" "$TMP_SECRET" "$TMP_TOKEN" "$SSEC_B64" "$SSEC_RAW" "$WEB_TOKEN")
 leaked=""
 for s in "${secrets[@]}"; do
 	[ -n "$s" ] || continue
