@@ -23,7 +23,10 @@
 
 #include <openssl/crypto.h>
 
-/* After a failed fetch, how long before the next (credentials still good). */
+/*
+ * After a failed fetch, how long before the next while the credentials
+ * cached are still good (a second when they are not).
+ */
 #define RETRY_S 15
 /* How often credentials that do not expire (environment, files) are read. */
 #define REREAD_S 300
@@ -224,7 +227,9 @@ refresh(const RemoraTargetConfig *cfg, Entry *e, time_t now)
 
 failed:
 	remora_cred_clear(&fresh);
-	e->retry_after = now + RETRY_S;
+	/* without usable ones, each request would fail: try again sooner */
+	e->retry_after =
+		now + (usable(role ? &e->role : &e->base, now) ? RETRY_S : 1);
 	e->stale = false;
 	snprintf(e->last_error, sizeof(e->last_error), "%s", err);
 }

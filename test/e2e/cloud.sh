@@ -139,16 +139,25 @@ read -r TMP_KEY TMP_SECRET TMP_TOKEN < <(rgw_aws "$LIMITED_KEY" "$LIMITED_SECRET
 	jq -r '.Credentials | "\(.AccessKeyId) \(.SecretAccessKey) \(.SessionToken)"')
 set_conf "remora.s3_role_arn = ''" "remora.s3_access_key_id = '$TMP_KEY'" \
 	"remora.s3_secret_access_key = '$TMP_SECRET'" "remora.s3_session_token = '$TMP_TOKEN'"
-j=$(q "SELECT remora_submit('$SRC/small.bin', prefix => 'token')")
+jt=$(q "SELECT remora_submit('$SRC/small.bin', prefix => 'token')")
 check "a job written with temporary static credentials and their token succeeds" \
-	wait_state "$j" succeeded 60
-verify "$j" small.bin
+	wait_state "$jt" succeeded 60
+verify "$jt" small.bin
+
+# --- a job's storage class reaches the store: RGW has STANDARD only
+j=$(q "SELECT remora_submit('$SRC/small.bin', prefix => 'standard', options => '{\"storage_class\": \"STANDARD\"}')")
+check "a job in the STANDARD storage class succeeds" wait_state "$j" succeeded 60
+j=$(q "SELECT remora_submit('$SRC/small.bin', prefix => 'deep', options => '{\"storage_class\": \"DEEP_ARCHIVE\", \"max_attempts\": 1}')")
+check "one in a class the store does not have fails" wait_state "$j" failed 60
+check_eq "  refused by the store (400), for the class RGW does not place" \
+	"$(q "SELECT last_error->>'class' || ' ' || (last_error->>'http_status') FROM remora.jobs WHERE job_id = $j")" "s3 400"
+check "  (radosgw says so)" grep -q "invalid dest placement: default-placement/DEEP_ARCHIVE" "$T/store/log/client.rgw.a.log"
 
 # --- a source endpoint read through a role (another account's bucket)
 q "SELECT remora.register_source_endpoint('partner', 'http://127.0.0.1:$S3_PORT',
 	access_key_id => '$LIMITED_KEY', secret_access_key => '$LIMITED_SECRET',
 	role_arn => '$ROLE', external_id => 'partner-7')" >/dev/null
-src_key=$(member_key "$j")
+src_key=$(member_key "$jt")
 j=$(q "SELECT remora_submit('s3://target/$src_key', prefix => 'via-role', options => '{\"endpoint\": \"partner\"}')")
 check "an s3:// source read through the endpoint's role succeeds" wait_state "$j" succeeded 60
 check_eq "with the source's bytes" "$(q "SELECT sha256 FROM remora_result($j)")" \
