@@ -534,9 +534,10 @@ fast_pages() {
 	[ "$(echo "$worst < 0.5" | bc)" = 1 ]
 }
 check "over 100,000 jobs every page of the list answers in under 0.5 s" fast_pages
-as erin GET '/api/jobs?limit=50&after=50000' >/dev/null
+code=$(as erin GET '/api/jobs?limit=50&after=50000')
 check_eq "  the page after job 50000 starts at the next older job" "$(field '.jobs[0].job_id') $(field '.jobs | length')" \
 	"$(q "SELECT max(job_id) FROM remora.jobs WHERE job_id < 50000 AND owner = 'erin'::regrole") 50"
+[ "$code" = 200 ] || echo "# $code $(head -c 300 "$B")"
 # every order walks its keyset: two pages in a row are the first 100 rows of
 # that order, as SQL orders them
 two_pages() {
