@@ -29,50 +29,52 @@ PG_OBJS = \
 	src/pg/httpd.o \
 	src/pg/metricsd.o
 ENGINE_OBJS = \
-	src/engine/source_uri.o \
-	src/engine/names.o \
-	src/engine/netpolicy.o \
-	src/engine/sigv4_check.o \
-	src/engine/sigv4_canon.o \
-	src/engine/sigv4_sign.o \
-	src/engine/creds_cache.o \
-	src/engine/creds_chain.o \
-	src/engine/creds_fetch.o \
-	src/engine/s3xml_parse.o \
-	src/engine/s3xml_list.o \
-	src/engine/s3xml_body.o \
-	src/engine/hash.o \
-	src/engine/util.o \
-	src/engine/http_headers.o \
-	src/engine/loop.o \
-	src/engine/egress.o \
-	src/engine/s3.o \
-	src/engine/multipart.o \
-	src/engine/engine.o \
-	src/engine/object.o \
-	src/engine/ranges.o \
-	src/engine/subranges.o \
-	src/engine/adapt.o \
-	src/engine/ranges_adapt.o \
-	src/engine/parts.o \
-	src/engine/partsize.o \
-	src/engine/reuse.o \
-	src/engine/assemble.o \
-	src/engine/manifest.o \
-	src/engine/cleanup.o \
-	src/engine/sweep.o \
-	src/engine/webhook.o \
-	src/engine/export.o \
-	src/engine/export_pages.o \
-	src/engine/export_parts.o \
-	src/engine/export_answers.o \
-	src/engine/json.o \
-	src/engine/set.o \
-	src/engine/list_s3.o \
-	src/engine/list_hf.o \
-	src/engine/set_window.o \
-	src/engine/set_members.o \
-	src/engine/set_manifest.o
+	src/engine/common/source_uri.o \
+	src/engine/common/names.o \
+	src/engine/common/netpolicy.o \
+	src/engine/common/hash.o \
+	src/engine/common/util.o \
+	src/engine/common/http_headers.o \
+	src/engine/common/json.o \
+	src/engine/net/loop.o \
+	src/engine/net/egress.o \
+	src/engine/s3/sigv4_check.o \
+	src/engine/s3/sigv4_canon.o \
+	src/engine/s3/sigv4_sign.o \
+	src/engine/s3/creds_cache.o \
+	src/engine/s3/creds_chain.o \
+	src/engine/s3/creds_fetch.o \
+	src/engine/s3/s3xml_parse.o \
+	src/engine/s3/s3xml_list.o \
+	src/engine/s3/s3xml_body.o \
+	src/engine/s3/s3.o \
+	src/engine/s3/s3_sse.o \
+	src/engine/s3/s3_etag.o \
+	src/engine/s3/multipart.o \
+	src/engine/s3/partsize.o \
+	src/engine/core/engine.o \
+	src/engine/transfer/object.o \
+	src/engine/transfer/ranges.o \
+	src/engine/transfer/subranges.o \
+	src/engine/transfer/adapt.o \
+	src/engine/transfer/ranges_adapt.o \
+	src/engine/transfer/parts.o \
+	src/engine/transfer/reuse.o \
+	src/engine/transfer/assemble.o \
+	src/engine/transfer/manifest.o \
+	src/engine/sets/set.o \
+	src/engine/sets/list_s3.o \
+	src/engine/sets/list_hf.o \
+	src/engine/sets/set_window.o \
+	src/engine/sets/set_members.o \
+	src/engine/sets/set_manifest.o \
+	src/engine/export/export.o \
+	src/engine/export/export_pages.o \
+	src/engine/export/export_parts.o \
+	src/engine/export/export_answers.o \
+	src/engine/chores/cleanup.o \
+	src/engine/chores/sweep.o \
+	src/engine/chores/webhook.o
 # the runner: the attempts of a worker, its round, the protocol's calls
 # and documents, for both hosts (the background worker, remora-worker)
 RUNNER_OBJS = \
@@ -166,10 +168,10 @@ $(DATA_built):
 # PGXS knows no header dependencies: an object built against an older
 # struct layout would link and corrupt memory.  Every object depends on
 # the headers of the subsystems it may include.
-$(PG_OBJS): $(wildcard src/pg/*.h src/runner/*.h src/engine/*.h src/http/*.h)
-$(RUNNER_OBJS): $(wildcard src/runner/*.h src/engine/*.h)
-$(ENGINE_OBJS): $(wildcard src/engine/*.h)
-$(HTTP_OBJS): $(wildcard src/http/*.h src/engine/*.h)
+$(PG_OBJS): $(wildcard src/pg/*.h src/runner/*.h src/engine/*.h src/engine/*/*.h src/http/*.h)
+$(RUNNER_OBJS): $(wildcard src/runner/*.h src/engine/*.h src/engine/*/*.h)
+$(ENGINE_OBJS): $(wildcard src/engine/*.h src/engine/*/*.h)
+$(HTTP_OBJS): $(wildcard src/http/*.h src/engine/*.h src/engine/*/*.h)
 
 # remora-worker, the external worker (src/worker): the engine plus libpq,
 # no PostgreSQL server code; installed into PostgreSQL's bindir.  PGXS's
@@ -177,7 +179,7 @@ $(HTTP_OBJS): $(wildcard src/http/*.h src/engine/*.h)
 WORKER_OBJS = src/worker/main.o src/worker/log.o src/worker/conn.o \
 	src/worker/settings.o src/worker/pq_host.o
 WORKER_PROGRAM = src/worker/remora-worker
-$(WORKER_OBJS): $(wildcard src/worker/*.h src/runner/*.h src/engine/*.h)
+$(WORKER_OBJS): $(wildcard src/worker/*.h src/runner/*.h src/engine/*.h src/engine/*/*.h)
 $(WORKER_OBJS): CPPFLAGS += -I$(shell $(PG_CONFIG) --includedir)
 $(WORKER_PROGRAM): $(WORKER_OBJS) $(RUNNER_OBJS) $(ENGINE_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ \
@@ -222,7 +224,7 @@ ENGINE_SRCS = $(ENGINE_OBJS:.o=.c)
 UNIT_OBJS = $(patsubst src/engine/%.o,test/unit/obj/%.o,$(ENGINE_OBJS))
 UNIT_LIB = test/unit/obj/libengine.a
 
-test/unit/obj/%.o: src/engine/%.c $(wildcard src/engine/*.h)
+test/unit/obj/%.o: src/engine/%.c $(wildcard src/engine/*.h src/engine/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(UNIT_CFLAGS) -c -o $@ $<
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC1091  # test/lib and bench/lib sourced at run time
 #
-# adaptive.sh: adaptive connections per object (src/engine/adapt.h) at
+# adaptive.sh: adaptive connections per object (src/engine/transfer/adapt.h) at
 # the default settings, against the fixed count of before and rclone.
 #
 # Random data is served capped per connection at /capped/ by
@@ -72,8 +72,9 @@ trap 'stop_services; rm -rf "$WORK"' EXIT
 # build_fetch DIR OUT: test/engine/fetch of the checkout in DIR, -O2
 build_fetch() {
 	# shellcheck disable=SC2046
-	(cd "$1" && gcc -O2 -Isrc $(pkg-config --cflags libcurl openssl libxml-2.0) -o "$2" \
-		test/engine/fetch.c src/engine/*.c $(pkg-config --libs libcurl openssl libxml-2.0)) ||
+	# (the engine's files: in layer folders, or flat in an older checkout)
+	(cd "$1" && shopt -s nullglob && gcc -O2 -Isrc $(pkg-config --cflags libcurl openssl libxml-2.0) -o "$2" \
+		test/engine/fetch.c src/engine/*.c src/engine/*/*.c $(pkg-config --libs libcurl openssl libxml-2.0)) ||
 		die "could not build fetch in $1"
 }
 log "building test/engine/fetch.c with -O2"
@@ -231,7 +232,7 @@ S=$(med "small-capped A")
 	echo
 	echo "- $SIZE capped at $RATE/s a connection: adaptive $(ratio "$(med "small-capped D")" "$S")× rclone's speed,"
 	echo "  $(ratio "$(med "small-capped P4")" "$S")× the fixed four's.  The object is $(($(bytes "$SIZE") / $(bytes $PART))) parts of $PART,"
-	echo "  read in sub-ranges (src/engine/subranges.h), so more GETs than parts can run at once."
+	echo "  read in sub-ranges (src/engine/transfer/subranges.h), so more GETs than parts can run at once."
 	[ -z "$BASE" ] || echo "- $SIZE capped, the baseline: adaptive $(ratio "$(med "small-capped D")" "$(med "small-capped B")")× rclone's speed; A is $(ratio "$(med "small-capped B")" "$S")× B's."
 	echo "- $BIG capped: adaptive $(ratio "$(med "big-capped P4")" "$(med "big-capped A")")× the fixed four's speed$(vs_base big-capped)."
 	echo "- $BIG uncapped (the store is the limit): adaptive $(ratio "$(med "big-open D")" "$(med "big-open A")")× rclone's speed, $(ratio "$(med "big-open P4")" "$(med "big-open A")")× the fixed four's$(vs_base big-open)."

@@ -65,7 +65,7 @@ log "building test/engine/fetch.c with -O2"
 FETCH=$WORK/fetch
 # shellcheck disable=SC2046
 (cd "$ROOT" && gcc -O2 -Isrc $(pkg-config --cflags libcurl openssl libxml-2.0) -o "$FETCH" \
-	test/engine/fetch.c src/engine/*.c $(pkg-config --libs libcurl openssl libxml-2.0)) ||
+	test/engine/fetch.c src/engine/*/*.c $(pkg-config --libs libcurl openssl libxml-2.0)) ||
 	die "could not build fetch"
 
 SRC_PORT=$(free_port)

@@ -18,7 +18,7 @@
 
 #include "http/request.h"
 
-#include "engine/json.h"
+#include "engine/common/json.h"
 
 #define LIST_MAX_LIMIT 1000
 #define LIST_DEFAULT   50

@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/netpolicy.h"
+#include "engine/common/netpolicy.h"
 
 static pthread_mutex_t trusted_lock = PTHREAD_MUTEX_INITIALIZER;
 static RemoraCidr     *trusted = NULL;

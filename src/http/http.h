@@ -25,7 +25,7 @@
 
 #include <libpq-fe.h>
 
-#include "engine/util.h" /* RemoraBuf */
+#include "engine/common/util.h" /* RemoraBuf */
 
 /*
  * What the server needs to know, copied out of the GUCs by the worker

@@ -25,7 +25,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 
-#include "engine/source_uri.h"
+#include "engine/common/source_uri.h"
 #include "pg/guc.h"
 #include "pg/shmem.h"
 #include "pg/submit.h"

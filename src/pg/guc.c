@@ -22,8 +22,8 @@
 #include "utils/guc.h"
 
 #include "engine/engine.h"
-#include "engine/netpolicy.h"
-#include "engine/source_uri.h"
+#include "engine/common/netpolicy.h"
+#include "engine/common/source_uri.h"
 #include "pg/guc.h"
 
 char *remora_database = NULL;

@@ -42,7 +42,7 @@
 #include "utils/memutils.h"
 #include "utils/varlena.h"
 
-#include "engine/netpolicy.h"
+#include "engine/common/netpolicy.h"
 #include "http/http.h"
 #include "pg/bgw_common.h"
 #include "pg/guc.h"

@@ -14,7 +14,7 @@
 #include "utils/jsonb.h"
 
 #include "engine/engine.h"
-#include "engine/source_uri.h"
+#include "engine/common/source_uri.h"
 
 /* Validated options of a submit; only the "has"/non-NULL ones are written. */
 typedef struct RemoraJobOptions

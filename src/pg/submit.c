@@ -35,8 +35,8 @@
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
-#include "engine/netpolicy.h"
-#include "engine/source_uri.h"
+#include "engine/common/netpolicy.h"
+#include "engine/common/source_uri.h"
 #include "pg/guc.h"
 #include "pg/jobdef.h"
 #include "pg/shmem.h"

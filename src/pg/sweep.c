@@ -8,7 +8,7 @@
  * its target; their objects stay in the store, where nothing would find
  * them (doc/operator-guide.md, "Backup and restore").  This function lists
  * the staging area of every place jobs write to (remora._sweep_areas),
- * with the transfer engine's sweep (src/engine/sweep.c), and asks
+ * with the transfer engine's sweep (src/engine/chores/sweep.c), and asks
  * remora._sweep_judge, a page at a time, which objects are orphans; it
  * returns those and, unless dry_run, deletes them.  The SQL decides what
  * an orphan is; this file does the I/O.

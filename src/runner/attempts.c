@@ -54,7 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/util.h"
+#include "engine/common/util.h"
 #include "runner/codec.h"
 #include "runner/attempt.h"
 #include "runner/attempts.h"

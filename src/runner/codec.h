@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
-#include "engine/json.h"
+#include "engine/common/json.h"
 
 /* The kinds of work an attempt does. */
 typedef enum RemoraWorkKind

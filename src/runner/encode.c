@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/util.h"
+#include "engine/common/util.h"
 #include "runner/codec.h"
 
 /* ---------------------------------------------------------- a builder */

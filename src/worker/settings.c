@@ -8,7 +8,7 @@
  * The secrets among them (the target's secret key and session token, the
  * SSE-C key, the Hub token, proxy passwords) stay in this process's memory
  * and are never logged.  With remora.s3_credentials = 'chain' the server
- * sends no key: the engine resolves this host's own (src/engine/creds.h).
+ * sends no key: the engine resolves this host's own (src/engine/s3/creds.h).
  *ca_file and ca_path name files on the worker's own host.
  *
  *-------------------------------------------------------------------------

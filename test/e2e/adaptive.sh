@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 #
-# Adaptive connections (src/engine/adapt.h): a job that does not pin
+# Adaptive connections (src/engine/transfer/adapt.h): a job that does not pin
 # options.connections, at remora.object_connections 4 (the default), reads a large
 # object from four ranged GETs up (the fixed count of before), adding one while each added one raises
 # the rate.  A source that caps each connection's rate rewards more: the

@@ -92,7 +92,7 @@ verify "$j8" big.bin
 # reported, not asserted: a busy machine (or a slow store) decides the
 # ratio; that the GETs overlapped is what is checked, below
 echo "# 64 MiB at 4 MB/s a connection: one GET $ms1 ms, eight $ms8 ms"
-# 13 parts of 5 MiB in sub-ranges (src/engine/subranges.c): 64 MiB over
+# 13 parts of 5 MiB in sub-ranges (src/engine/transfer/subranges.c): 64 MiB over
 # 8 connections aims at 2 MiB, an even cut of the part is 2.5 MiB; the
 # first GET, of an object of unknown size, asks for 1 MiB.  So 1 + 2 for
 # part 1 (1 MiB + 2.5 + 1.5), 2 for each of parts 2 to 12, 2 for the last

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/json.h"
-#include "engine/source_uri.h"
+#include "engine/common/json.h"
+#include "engine/common/source_uri.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/netpolicy.h"
-#include "engine/source_uri.h"
+#include "engine/common/netpolicy.h"
+#include "engine/common/source_uri.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,20 +3,28 @@
 # The dependency check of src/: dependencies go one way, between the files
 # of a folder and between folders.
 #
-#     test/lint/deps.sh          (after make: it reads src/*/*.o)
+#     test/lint/deps.sh          (after make: it reads the objects of src/)
 #
-# (a) includes: in each folder of src/, the graph of its files' includes of
-#     the folder's own headers has no cycle.  A header's node is its
-#     module (foo.h and foo.c are one node), except the header a folder's
-#     files all share (public_header below), its own node "foo.h".
-# (b) calls: over all of src/*/*.o, an edge A -> B when A's object
-#     references a name B's object defines (nm: T, D, B or R); the graph
-#     has no cycle, within a folder or across folders.
-# (c) folders: the engine calls and includes nothing another folder
-#     defines; the runner (src/runner) only the engine; the hosts
-#     (src/pg, src/worker, src/http) the runner, the engine and each
-#     other, with no cycle between folders.  A folder these rules do not
-#     name is an error, so that a new one gets its rule.
+# A folder is src/X/, or a layer of the engine, src/engine/L/; src/engine/
+# itself holds only the engine's public API, engine.h (folder "engine").
+#
+# (a) includes: in each folder, the graph of its files' includes of the
+#     folder's own headers has no cycle.  A header's node is its module
+#     (foo.h and foo.c are one node), except the header a folder's files
+#     all share (public_header below), its own node "foo.h".
+# (b) calls: over every object, an edge A -> B when A's object references
+#     a name B's object defines (nm: T, D, B or R); the graph has no
+#     cycle, within a folder or across folders.
+# (c) folders: the engine's layers, from the bottom up, are common, net,
+#     s3, core, then transfer, and sets, export and chores above it (those
+#     three side by side); a layer depends only on layers below it and on
+#     engine.h, and on nothing outside the engine.  The runner
+#     (src/runner) depends only on the engine; the hosts (src/pg,
+#     src/worker) on the runner, the engine and each other; src/http on
+#     the engine's common layer alone.  No cycle between folders.  A folder
+#     these rules do not name is an error, so that a new one gets its rule.
+# (d) src/pg/: each header declares the functions of the file of its name.
+# (e) every folder has a README.md and at most 25 C files of its own.
 #
 # tsort finds the cycles; the script prints each, with the names behind
 # its edges, prints every forbidden edge, and exits 1.  Prints "ok - ..."
@@ -34,16 +42,38 @@ fail() {
 	status=1
 }
 
+# The engine's layers, from the bottom up: a layer may depend on a lower
+# rank only (sets, export and chores share one: none uses another).
+layer_rank() {
+	case "$1" in
+	engine/common) echo 1 ;;
+	engine/net) echo 2 ;;
+	engine/s3) echo 3 ;;
+	engine/core) echo 4 ;;
+	engine/transfer) echo 5 ;;
+	engine/sets | engine/export | engine/chores) echo 6 ;;
+	*) echo 0 ;;
+	esac
+}
+
 # What a folder may depend on; "host" folders may also depend on each
 # other (the folder graph's cycle check still applies).
 allowed() {	# allowed FROM TO
 	case "$1:$2" in
 	engine:*) return 1 ;;
-	runner:engine) return 0 ;;
+	engine/*:engine) return 0 ;;
+	engine/*:engine/*)
+		[ "$(layer_rank "$2")" -lt "$(layer_rank "$1")" ]
+		return
+		;;
+	engine/*:*) return 1 ;;
+	runner:engine | runner:engine/*) return 0 ;;
 	runner:*) return 1 ;;
-	pg:* | worker:* | http:*)
+	http:engine | http:engine/common) return 0 ;;
+	http:*) return 1 ;;
+	pg:* | worker:*)
 		case "$2" in
-		runner | engine | pg | worker | http) return 0 ;;
+		runner | engine | engine/* | pg | worker | http) return 0 ;;
 		esac
 		return 1
 		;;
@@ -52,11 +82,10 @@ allowed() {	# allowed FROM TO
 }
 
 # The header every file of a folder may include, whatever its layer: the
-# engine's public API, the extension's and the HTTP server's shared
-# declarations.  It is a node of its own, apart from the .c of its name.
+# extension's and the HTTP server's shared declarations.  It is a node of
+# its own, apart from the .c of its name.
 public_header() {
 	case "$1" in
-	engine) echo engine.h ;;
 	pg) echo remora.h ;;
 	http) echo http.h ;;
 	*) echo none ;;
@@ -66,8 +95,18 @@ public_header() {
 known_folder() {
 	case "$1" in
 	engine | runner | pg | worker | http) return 0 ;;
+	engine/*) [ "$(layer_rank "$1")" != 0 ] ;;
+	*) return 1 ;;
 	esac
-	return 1
+}
+
+# the folders, as names: "pg", "engine", "engine/s3"
+folders() {
+	local d
+	for d in src/*/ src/engine/*/; do
+		d=${d#src/}
+		echo "${d%/}"
+	done
 }
 
 # tsort_check TITLE EDGES DETAILS: no cycle in EDGES ("A B" lines); for a
@@ -89,15 +128,14 @@ tsort_check() {
 	return 1
 }
 
-for d in src/*/; do
-	f=$(basename "$d")
+for f in $(folders); do
 	known_folder "$f" || fail "src/$f/ is a folder the dependency rules do not name (test/lint/deps.sh)"
 done
 
 # ---------------------------------------------------------------- (a)
 : >"$tmp/folder_inc"
-for d in src/*/; do
-	f=$(basename "$d")
+for f in $(folders); do
+	d=src/$f/
 	pub=$(public_header "$f")
 	: >"$tmp/inc"
 	for src in "$d"*.c "$d"*.h; do
@@ -105,12 +143,12 @@ for d in src/*/; do
 		name=$(basename "$src")
 		from=${name%.*}
 		[ "$name" = "$pub" ] && from=$pub
-		# "folder/x.h", or "x.h" of this folder
+		# "folder/x.h", "engine/layer/x.h", or "x.h" of this folder
 		sed -nE 's|^#include "([^"]+)".*|\1|p' "$src" | while read -r inc; do
 			case "$inc" in
 			*/*)
-				to_folder=${inc%%/*}
-				hdr=${inc#*/}
+				to_folder=${inc%/*}
+				hdr=${inc##*/}
 				;;
 			*)
 				[ -e "$d$inc" ] || continue
@@ -135,9 +173,9 @@ for d in src/*/; do
 done
 
 # ---------------------------------------------------------------- (b)
-objs=(src/*/*.o)
+objs=(src/*/*.o src/engine/*/*.o)
 if [ ! -e "${objs[0]}" ]; then
-	fail "no object in src/*/: build first (make)"
+	fail "no object in src/: build first (make)"
 	exit 1
 fi
 : >"$tmp/defs"
@@ -155,13 +193,15 @@ join "$tmp/u" "$tmp/d" | awk '$2 != $3 { print $2, $3, $1 }' | sort -u >"$tmp/ca
 cut -d' ' -f1,2 "$tmp/calls" | sort -u >"$tmp/call_edges"
 awk '{ d[$1 " " $2] = d[$1 " " $2] (d[$1 " " $2] ? "," : "") $3 }
 	 END { for (k in d) print k, d[k] }' "$tmp/calls" >"$tmp/call_details"
-if tsort_check "the call graph of src/*/*.o" "$tmp/call_edges" "$tmp/call_details"; then
+if tsort_check "the call graph of the objects of src/" "$tmp/call_edges" "$tmp/call_details"; then
 	echo "ok - no call cycle between the files of src/ ($(wc -l <"$tmp/call_edges") edges)"
 fi
 
 # ---------------------------------------------------------------- (c)
-awk '{ split($1, a, "/"); split($2, b, "/");
-	   if (a[1] != b[1]) print a[1], b[1], $1 " calls " $3 " of " $2 }' \
+# a module's folder: its path without the file's name
+awk 'function folder(m) { sub(/\/[^\/]*$/, "", m); return m }
+	 { a = folder($1); b = folder($2)
+	   if (a != b) print a, b, $1 " calls " $3 " of " $2 }' \
 	"$tmp/calls" >"$tmp/folder_calls"
 cat "$tmp/folder_calls" "$tmp/folder_inc" >"$tmp/folder_all"
 forbidden=0
@@ -171,7 +211,7 @@ while read -r from to what; do
 		forbidden=1
 	fi
 done <"$tmp/folder_all"
-[ $forbidden = 0 ] && echo "ok - every folder depends only on the folders its rule allows"
+[ $forbidden = 0 ] && echo "ok - every folder depends only on the folders its rule allows (the engine's layers downwards)"
 cut -d' ' -f1,2 "$tmp/folder_all" | sort -u >"$tmp/folder_edges"
 awk '{ k = $1 " " $2; if (!(k in d)) d[k] = $0 } END { for (k in d) print d[k] }' \
 	"$tmp/folder_all" >"$tmp/folder_details"
@@ -194,6 +234,19 @@ if [ -z "$misplaced" ]; then
 	echo "ok - each header of src/pg/ declares the functions of the file of its name"
 else
 	fail "a header of src/pg/ declares another file's functions: $(paste -sd ';' <<<"$misplaced")"
+fi
+
+# ---------------------------------------------------------------- (e)
+crowded=""
+for f in $(folders); do
+	[ -e "src/$f/README.md" ] || crowded="$crowded src/$f/ (no README.md)"
+	n=$(find "src/$f" -maxdepth 1 -name '*.c' ! -name assets.c | wc -l)
+	[ "$n" -le 25 ] || crowded="$crowded src/$f/ ($n)"
+done
+if [ -z "$crowded" ]; then
+	echo "ok - every folder of src/ has a README.md and at most 25 C files"
+else
+	fail "folders without a README.md or with more than 25 C files:$crowded"
 fi
 
 exit $status

@@ -7,7 +7,7 @@
  */
 #include <stdint.h>
 
-#include "engine/adapt.h"
+#include "engine/transfer/adapt.h"
 #include "unit.h"
 
 typedef struct Source

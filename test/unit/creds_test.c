@@ -23,8 +23,8 @@
 
 #include <curl/curl.h>
 
-#include "engine/creds_int.h"
-#include "engine/engine_int.h"
+#include "engine/s3/creds_int.h"
+#include "engine/core/engine_int.h"
 #include "unit.h"
 
 /* ---------------------------------------------------------------- server */

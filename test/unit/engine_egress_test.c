@@ -1,5 +1,5 @@
 /*
- * Unit tests of the engine's egress rules (src/engine/egress.c): which
+ * Unit tests of the engine's egress rules (src/engine/net/egress.c): which
  * transport failures are TLS failures, which hosts no_proxy names, and
  * proxy credentials kept out of messages.
  */
@@ -8,7 +8,7 @@
 
 #include <curl/curl.h>
 
-#include "engine/engine_int.h"
+#include "engine/core/engine_int.h"
 #include "unit.h"
 
 /*

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/export_int.h"
+#include "engine/export/export_int.h"
 #include "engine_fixtures.h"
 #include "unit.h"
 

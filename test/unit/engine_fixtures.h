@@ -20,7 +20,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "engine/engine_int.h"
+#include "engine/core/engine_int.h"
 
 #define OBJ_BODY "hello"
 #define OBJ_ETAG "\"5d41402abc4b2a76b9719d911017c592\""

@@ -1,8 +1,8 @@
 /*
  * Unit tests of what the engine says to a store and reads from it: S3
- * addressing (path and virtual-host style, key encoding, src/engine/s3.c),
+ * addressing (path and virtual-host style, key encoding, src/engine/s3/s3.c),
  * the ETags and XML answers of different stores' dialects, the resumable
- * SHA-256 state of a member (src/engine/hash.c), unsigned requests to an
+ * SHA-256 state of a member (src/engine/common/hash.c), unsigned requests to an
  * anonymous endpoint, and the errors that name a bucket's region.
  */
 #include <stdlib.h>

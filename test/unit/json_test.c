@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/json.h"
-#include "engine/source_uri.h"
+#include "engine/common/json.h"
+#include "engine/common/source_uri.h"
 #include "unit.h"
 
 static RemoraJson *

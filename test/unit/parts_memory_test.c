@@ -17,7 +17,7 @@
 
 #include <curl/curl.h>
 
-#include "engine/transfer.h"
+#include "engine/transfer/transfer.h"
 #include "unit.h"
 
 #define MIB ((int64_t) 1024 * 1024)

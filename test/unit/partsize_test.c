@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
-#include "engine/partsize.h"
+#include "engine/s3/partsize.h"
 #include "unit.h"
 
 #define KIB ((int64_t) 1024)

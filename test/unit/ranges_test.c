@@ -1,8 +1,8 @@
 /*
- * Unit tests of parallel ranged GETs (src/engine/ranges.c) and the per-host
- * connection cap, against a small HTTP source and S3 store on 127.0.0.1 in
- * threads of this process (a thread per connection, so that parallel
- * requests really overlap).
+ * Unit tests of parallel ranged GETs (src/engine/transfer/ranges.c) and the
+ * per-host connection cap, against a small HTTP source and S3 store on
+ * 127.0.0.1 in threads of this process (a thread per connection, so that
+ * parallel requests really overlap).
  */
 #define _GNU_SOURCE /* strcasestr */
 #include <inttypes.h>
@@ -17,7 +17,7 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
-#include "engine/engine_int.h"
+#include "engine/core/engine_int.h"
 #include "unit.h"
 
 #define PART         (64 * 1024)

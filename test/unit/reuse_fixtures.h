@@ -21,7 +21,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "engine/engine_int.h"
+#include "engine/core/engine_int.h"
 
 #define PART     (64 * 1024)
 #define OBJ_SIZE (6 * PART + 123) /* seven parts */

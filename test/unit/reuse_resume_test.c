@@ -1,10 +1,10 @@
 /*
- * Unit tests of a member transfer's parts (src/engine/parts.c) and of a
- * replacement's reuse of a lost attempt's upload (src/engine/reuse.c):
- * with nothing lost each byte is sent once; a replacement completes the
- * lost upload, copies its validated parts and reads only the rest; with
- * nothing valid to reuse it restarts from zero and says why.  Against the
- * source and store of reuse_fixtures.c.
+ * Unit tests of a member transfer's parts (src/engine/transfer/parts.c) and of
+ * a replacement's reuse of a lost attempt's upload
+ * (src/engine/transfer/reuse.c): with nothing lost each byte is sent once; a
+ * replacement completes the lost upload, copies its validated parts and reads
+ * only the rest; with nothing valid to reuse it restarts from zero and says
+ * why.  Against the source and store of reuse_fixtures.c.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /*
  * Unit tests of a replacement's reuse of a lost attempt's upload
- * (src/engine/reuse.c) when the lost attempt is a zombie: an engine the
- * test stops driving, as a paused worker, and its replacement (another
+ * (src/engine/transfer/reuse.c) when the lost attempt is a zombie: an engine
+ * the test stops driving, as a paused worker, and its replacement (another
  * engine, with the zombie's last checkpoint), in both orders of who
  * completes the zombie's upload.  Against the source and store of
  * reuse_fixtures.c.

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/json.h"
+#include "engine/common/json.h"
 #include "unit.h"
 #include "runner/codec.h"
 

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "engine/s3xml.h"
+#include "engine/s3/s3xml.h"
 #include "unit.h"
 
 static bool

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/sigv4.h"
+#include "engine/s3/sigv4.h"
 #include "unit.h"
 
 #define EMPTY_SHA256                                                           \

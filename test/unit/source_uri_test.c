@@ -8,9 +8,9 @@
 #include <stdlib.h>
 
 #include "engine/engine.h"
-#include "engine/netpolicy.h"
-#include "engine/source_uri.h"
-#include "engine/util.h"
+#include "engine/common/netpolicy.h"
+#include "engine/common/source_uri.h"
+#include "engine/common/util.h"
 #include "unit.h"
 
 static void

@@ -5,7 +5,7 @@
  */
 #include <stdint.h>
 
-#include "engine/subranges.h"
+#include "engine/transfer/subranges.h"
 #include "unit.h"
 
 #define MiB (1024L * 1024)
