@@ -127,6 +127,63 @@ BEGIN
 END
 $$;
 
+-- options.reuse_from of a job definition (doc/user-guide.md, "Mirrors"),
+-- resolved to the id of the job whose result the new job may copy from:
+-- "latest" is the caller's newest job that succeeded with the same source
+-- and bucket (none: the key goes, and everything is downloaded); an id must
+-- be a job the caller can see (P0002 otherwise, as remora_result says),
+-- that succeeded, of the same source kind (22023 otherwise).
+CREATE OR REPLACE FUNCTION remora._resolve_reuse_from(caller oid, p_spec jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	given	jsonb := p_spec #> '{options,reuse_from}';
+	earlier	record;
+BEGIN
+	IF given IS NULL THEN
+		RETURN p_spec;
+	END IF;
+	IF jsonb_typeof(given) = 'string' THEN	-- "latest": remora_submit checked it
+		SELECT j.job_id INTO earlier
+		  FROM remora.jobs j
+		 WHERE j.owner = caller AND j.source = p_spec #>> '{source,uri}'
+		   AND j.bucket = p_spec ->> 'bucket' AND j.state = 'succeeded'
+		   AND j.deleted_at IS NULL AND j.hard_delete_requested_at IS NULL
+		 ORDER BY j.job_id DESC
+		 LIMIT 1;
+		IF NOT FOUND THEN
+			RETURN p_spec #- '{options,reuse_from}';
+		END IF;
+		RETURN jsonb_set(p_spec, '{options,reuse_from}', to_jsonb(earlier.job_id));
+	END IF;
+	SELECT j.job_id, j.state, j.source_kind INTO earlier
+	  FROM remora.jobs j
+	 WHERE j.job_id = (given #>> '{}')::bigint
+	   AND j.deleted_at IS NULL AND j.hard_delete_requested_at IS NULL
+	   AND (j.owner = caller OR pg_catalog.pg_has_role(caller, 'remora_admin', 'USAGE'));
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'job % does not exist', given #>> '{}'
+			USING ERRCODE = 'no_data_found',
+				  DETAIL = 'options.reuse_from names a job whose result the new job copies from: one of yours.';
+	END IF;
+	IF earlier.state <> 'succeeded' THEN
+		RAISE EXCEPTION 'invalid option "reuse_from"'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = format('Job %s is %s: only a job that succeeded has a result to reuse.',
+								  earlier.job_id, earlier.state);
+	END IF;
+	IF earlier.source_kind <> p_spec #>> '{source,kind}' THEN
+		RAISE EXCEPTION 'invalid option "reuse_from"'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = format('Job %s has a source of kind %s, this job one of kind %s.',
+								  earlier.job_id, earlier.source_kind, p_spec #>> '{source,kind}');
+	END IF;
+	RETURN p_spec;
+END
+$$;
+
 -- Record a validated job.  spec is the canonical definition with defaults
 -- applied (its source without a query string); request is the canonical
 -- request the idempotency key stands for; source_url is the whole URL when
@@ -185,6 +242,8 @@ BEGIN
 					  HINT = 'An administrator registers source endpoints.';
 		END IF;
 	END IF;
+
+	spec := remora._resolve_reuse_from(caller, spec);
 
 	-- _may_read and _job_area_reached judge s3:// and hf:// sources alone
 	-- (any other is readable and reaches no job's area): not called for
@@ -432,7 +491,7 @@ LANGUAGE C VOLATILE;
 -- row-level security decides what exists.
 CREATE OR REPLACE FUNCTION remora_result(job bigint)
 RETURNS TABLE (path text, bucket text, key text, size bigint, sha256 text,
-			   etag text)
+			   etag text, reused_from_job bigint, action text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -444,7 +503,8 @@ BEGIN
 		RAISE EXCEPTION 'job % does not exist', job USING ERRCODE = 'no_data_found';
 	END IF;
 	RETURN QUERY
-		SELECT m.path, m.bucket, m.key, m.size, m.sha256, m.etag
+		SELECT m.path, m.bucket, m.key, m.size, m.sha256, m.etag, m.reused_from_job,
+			   CASE WHEN m.reused_from_job IS NULL THEN 'download' ELSE 'reuse' END
 		  FROM remora.results r
 		  JOIN remora.jobs j ON j.job_id = r.job_id
 		  JOIN remora.members m ON m.attempt_id = r.attempt_id

@@ -183,11 +183,18 @@ BEGIN
 		RAISE EXCEPTION 'member "%" was already recorded with other content', clash
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	INSERT INTO remora.members (attempt_id, path, bucket, key, size, sha256, etag, source)
+	-- reused_from_job: believed only when it names the job the attempt's
+	-- job may reuse from (options.reuse_from, resolved at submit)
+	INSERT INTO remora.members (attempt_id, path, bucket, key, size, sha256, etag, source,
+								reused_from_job)
 	SELECT attempt, e.value ->> 'path', e.value ->> 'bucket', e.value ->> 'key',
 		   (e.value ->> 'size')::bigint, lower(e.value ->> 'sha256'),
-		   e.value ->> 'etag', e.value -> 'source'
+		   e.value ->> 'etag', e.value -> 'source',
+		   CASE WHEN e.value ->> 'reused_from_job' = rf.job_text THEN rf.job_text::bigint END
 	  FROM jsonb_array_elements(members) e
+	  LEFT JOIN (SELECT j.spec #>> '{options,reuse_from}' AS job_text
+				   FROM remora.attempts a JOIN remora.jobs j ON j.job_id = a.job_id
+				  WHERE a.attempt_id = attempt) rf ON true
 	ON CONFLICT DO NOTHING;
 END
 $$;
@@ -285,11 +292,15 @@ BEGIN
 		 CROSS JOIN LATERAL (SELECT a.job_id FROM remora.attempts a
 							  WHERE a.attempt_id = i.aid OFFSET 0) a
 	), mem AS (
-		INSERT INTO remora.members (attempt_id, path, bucket, key, size, sha256, etag, source)
+		INSERT INTO remora.members (attempt_id, path, bucket, key, size, sha256, etag, source,
+									reused_from_job)
 		SELECT c.aid, e.value ->> 'path', e.value ->> 'bucket', e.value ->> 'key',
 			   (e.value ->> 'size')::bigint, lower(e.value ->> 'sha256'),
-			   e.value ->> 'etag', e.value -> 'source'
-		  FROM c CROSS JOIN LATERAL jsonb_array_elements(coalesce(c.d -> 'entries', '[]')) e
+			   e.value ->> 'etag', e.value -> 'source',
+			   CASE WHEN e.value ->> 'reused_from_job' = j.spec #>> '{options,reuse_from}'
+					THEN (e.value ->> 'reused_from_job')::bigint END
+		  FROM c JOIN remora.jobs j ON j.job_id = c.job_id
+		 CROSS JOIN LATERAL jsonb_array_elements(coalesce(c.d -> 'entries', '[]')) e
 		ON CONFLICT DO NOTHING
 	), res AS (
 		INSERT INTO remora.results
@@ -312,6 +323,19 @@ BEGIN
 		DELETE FROM remora.leases l WHERE l.attempt_id = ANY (ARRAY(SELECT c.aid FROM c))
 	)
 	DELETE FROM remora.checkpoints cp WHERE cp.job_id = ANY (ARRAY(SELECT c.job_id FROM c));
+	-- a mirror's result: the bytes it copied from the earlier job's
+	-- (its members, all recorded now); nothing to do for other jobs
+	UPDATE remora.results r SET bytes_reused = s.n
+	  FROM (SELECT m.attempt_id, sum(m.size) AS n
+			  FROM remora.members m
+			 WHERE m.attempt_id IN (SELECT a.attempt_id
+									  FROM remora.attempts a
+									  JOIN remora.jobs j ON j.job_id = a.job_id
+									 WHERE a.attempt_id = ANY (p_attempts)
+									   AND j.spec #> '{options,reuse_from}' IS NOT NULL)
+			   AND m.reused_from_job IS NOT NULL
+			 GROUP BY m.attempt_id) s
+	 WHERE r.attempt_id = s.attempt_id;
 END
 $$;
 

@@ -161,24 +161,43 @@ AS $$
 	SELECT count(*)::integer FROM ended
 $$;
 
--- Members an earlier attempt of the job completed, for its attempt
--- attempt_id to reuse: for each of paths (pos: its place in paths, from 1,
--- the first if repeated), the copy of the newest other attempt, in the
--- job's bucket.  Paths with none are absent.
+-- Members the attempt attempt_id may copy instead of downloading: for
+-- each of paths (pos: its place in paths, from 1, the first if repeated),
+-- the copy of the newest other attempt of the job; else, when the job
+-- reuses an earlier job's result (options.reuse_from, resolved at submit
+-- to a job id), that result's member, unless the job is deleted or its
+-- bucket is another (or, for an http(s) source, its URL).  from_job: the earlier job the bytes came from (null:
+-- this job downloaded them).  Paths with none are absent.
 CREATE OR REPLACE FUNCTION remora.earlier_members(job_id bigint, attempt_id uuid, paths text[])
 RETURNS TABLE (pos integer, path text, key text, etag text, sha256 text,
-			   size bigint, source jsonb)
+			   size bigint, source jsonb, from_job bigint)
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-	SELECT DISTINCT ON (m.path) p.pos::integer, m.path, m.key, m.etag,
-		   m.sha256, m.size, m.source
-	  FROM unnest($3) WITH ORDINALITY p(path, pos)
-	  JOIN remora.members m ON m.path = p.path
-	  JOIN remora.attempts t ON t.attempt_id = m.attempt_id
-	 WHERE t.job_id = $1 AND t.attempt_id <> $2
-	   AND m.bucket = (SELECT j.bucket FROM remora.jobs j WHERE j.job_id = $1)
-	 ORDER BY m.path, t.attempt_no DESC, p.pos
+	SELECT DISTINCT ON (c.path) c.pos, c.path, c.key, c.etag, c.sha256, c.size,
+		   c.source, c.from_job
+	  FROM (SELECT p.pos::integer AS pos, m.path, m.key, m.etag, m.sha256, m.size,
+				   m.source, m.reused_from_job AS from_job, 0 AS rank, t.attempt_no
+			  FROM unnest($3) WITH ORDINALITY p(path, pos)
+			  JOIN remora.members m ON m.path = p.path
+			  JOIN remora.attempts t ON t.attempt_id = m.attempt_id
+			 WHERE t.job_id = $1 AND t.attempt_id <> $2
+			   AND m.bucket = (SELECT j.bucket FROM remora.jobs j WHERE j.job_id = $1)
+			UNION ALL
+			SELECT p.pos::integer, m.path, m.key, m.etag, m.sha256, m.size,
+				   m.source, e.job_id, 1, 0
+			  FROM remora.jobs j
+			  JOIN remora.jobs e
+				ON e.job_id = (j.spec #>> '{options,reuse_from}')::bigint
+			   AND e.bucket = j.bucket AND e.deleted_at IS NULL
+			   AND e.hard_delete_requested_at IS NULL
+			   -- an ETag or a date is an HTTP resource's own: the same URL
+			   AND (j.source_kind <> 'http' OR e.source = j.source)
+			  JOIN remora.results r ON r.job_id = e.job_id
+			  JOIN unnest($3) WITH ORDINALITY p(path, pos) ON true
+			  JOIN remora.members m ON m.attempt_id = r.attempt_id AND m.path = p.path
+			 WHERE j.job_id = $1) c
+	 ORDER BY c.path, c.rank, c.attempt_no DESC, c.pos
 $$;
 
 -- The registered source endpoint a job of an s3 source names, with its

@@ -51,7 +51,12 @@ SELECT j.job_id,
 				  WHERE m.attempt_id = j.current_attempt) END AS members_done,
 	   CASE WHEN j.state = 'succeeded' THEN r.members
 			WHEN j.source_kind <> 'http' THEN
-				(cp.state ->> 'members_total')::bigint END AS members_total
+				(cp.state ->> 'members_total')::bigint END AS members_total,
+	   -- bytes copied from an earlier job's result (options.reuse_from)
+	   -- instead of downloaded, counted when the result is committed (a
+	   -- column of its own: a subquery here made every page of the list of
+	   -- jobs cost more than ten times as much)
+	   coalesce(r.bytes_reused, 0) AS bytes_reused
   FROM remora.jobs j
   LEFT JOIN remora.results r ON r.job_id = j.job_id
   LEFT JOIN remora.checkpoints cp ON cp.job_id = j.job_id

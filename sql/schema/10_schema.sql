@@ -210,6 +210,8 @@ CREATE TABLE remora.members (
 	etag			text NOT NULL,
 	source			jsonb,		-- source validators: etag, last_modified, ...
 	recorded_at		timestamptz NOT NULL DEFAULT now(),
+	-- copied from this job's result (options.reuse_from), not downloaded
+	reused_from_job bigint,
 	PRIMARY KEY (attempt_id, path)
 );
 
@@ -224,7 +226,9 @@ CREATE TABLE remora.results (
 	members			bigint NOT NULL,
 	bytes			bigint NOT NULL,
 	descriptor		jsonb NOT NULL,
-	committed_at	timestamptz NOT NULL DEFAULT now()
+	committed_at	timestamptz NOT NULL DEFAULT now(),
+	-- of its members' bytes, those copied from an earlier job's result
+	bytes_reused	bigint NOT NULL DEFAULT 0
 );
 
 -- Source endpoints registered by an administrator.  Credentials are

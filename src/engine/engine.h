@@ -205,6 +205,24 @@ typedef struct RemoraResume
 	char       *sha256_state; /* hex state after the parts */
 } RemoraResume;
 
+/*
+ * A member an earlier attempt of the job completed, or an earlier job's
+ * result (see RemoraLookup, RemoraTaskSpec.unchanged).
+ */
+typedef struct RemoraPrior
+{
+	bool    found;
+	char    key[1200];
+	char    etag[256];
+	char    sha256[65];
+	int64_t size;
+	char    source_etag[256];         /* s3: the source's ETag then */
+	char    source_oid[80];           /* hf: the git object id then */
+	char    source_last_modified[64]; /* http: Last-Modified then */
+	int64_t from_job; /* the earlier job whose result it is a copy
+					   * of (options.reuse_from); 0: this job's */
+} RemoraPrior;
+
 typedef struct RemoraTaskSpec
 {
 	const char         *source_url;      /* http(s) */
@@ -235,6 +253,14 @@ typedef struct RemoraTaskSpec
 	const char *if_match;    /* the source's ETag when it was listed: a
 							  * changed source answers 412 */
 	const char *ca_pem;      /* a trusted source's own CAs (PEM), or NULL */
+
+	/*
+	 * An earlier job's copy of the member (options.reuse_from), or NULL:
+	 * the first GET asks whether the source changed since (If-None-Match
+	 * with a strong ETag, else If-Modified-Since), and a 304 copies that
+	 * object server-side instead of downloading.
+	 */
+	const RemoraPrior *unchanged;
 
 	/*
 	 * Ranged GETs of the source in flight at once for a large object
@@ -278,18 +304,6 @@ typedef enum RemoraSetKind
 	REMORA_SET_S3,
 	REMORA_SET_HF
 } RemoraSetKind;
-
-/* A member an earlier attempt of the job completed (see RemoraLookup). */
-typedef struct RemoraPrior
-{
-	bool    found;
-	char    key[1200];
-	char    etag[256];
-	char    sha256[65];
-	int64_t size;
-	char    source_etag[256]; /* s3: the source's ETag then */
-	char    source_oid[80];   /* hf: the git object id then */
-} RemoraPrior;
 
 typedef struct RemoraSetSpec
 {
@@ -398,8 +412,9 @@ typedef struct RemoraSetMember
 	char   *etag;
 	char    sha256[65];
 	int64_t size;
-	char   *source_json; /* the validators, a JSON object */
-	bool    reused;      /* copied from an earlier attempt */
+	char   *source_json;     /* the validators, a JSON object */
+	bool    reused;          /* copied from an earlier attempt */
+	int64_t reused_from_job; /* ...of that job (options.reuse_from); 0: none */
 } RemoraSetMember;
 
 typedef enum RemoraTaskState
@@ -453,6 +468,8 @@ typedef struct RemoraTaskResult
 	int64_t bytes;
 	int64_t members_reused;    /* copied from an earlier attempt */
 	char    source_commit[41]; /* hf: the pinned commit */
+	int64_t reused_from_job;   /* one member copied from that job's result
+								* (a 304 to RemoraTaskSpec.unchanged); 0 */
 } RemoraTaskResult;
 
 /*

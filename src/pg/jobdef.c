@@ -177,6 +177,10 @@ put_options(Build *b, const RemoraJobOptions *o)
 		put_string(b, "notify_url", o->notify_url);
 	if (o->storage_class)
 		put_string(b, "storage_class", o->storage_class);
+	if (o->reuse_latest)
+		put_string(b, "reuse_from", "latest");
+	else if (o->reuse_from > 0)
+		put_int(b, "reuse_from", o->reuse_from);
 	(void) end_object(b);
 }
 

@@ -38,6 +38,9 @@ typedef struct RemoraJobOptions
 	int64  max_bytes_per_second;
 	char  *notify_url; /* the webhook's URL (doc/user-guide.md, "Webhooks") */
 	char  *storage_class; /* of what the job writes; NULL: the setting's */
+	/* options.reuse_from (mirrors): a job id, or "latest"; 0/false: none */
+	int64 reuse_from;
+	bool  reuse_latest;
 } RemoraJobOptions;
 
 /* submit: the job definition and the canonical request */

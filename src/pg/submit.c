@@ -59,7 +59,8 @@ static Datum webhook_secret(bool rotate);
 
 static const char *const option_names =
 	"max_attempts, priority, include, exclude, endpoint, expected_sha256, "
-	"label, connections, max_bytes_per_second, notify_url, storage_class";
+	"label, connections, max_bytes_per_second, notify_url, storage_class, "
+	"reuse_from";
 
 static void
 bad_option(const char *key, const char *detail)
@@ -112,12 +113,10 @@ option_int(const char *key, JsonbValue *v, int min, int max)
 
 /* A positive bigint (a byte rate): 1 to PG_INT64_MAX. */
 static int64
-option_positive_int64(const char *key, JsonbValue *v)
+option_positive_int64(const char *key, JsonbValue *v, const char *range)
 {
-	const char *range = "The value must be a whole number of bytes per "
-						"second from 1 to 9223372036854775807.";
-	char       *txt;
-	int64       val;
+	char *txt;
+	int64 val;
 
 	if (v->type != jbvNumeric)
 		bad_option(key, range);
@@ -227,7 +226,10 @@ parse_options(Jsonb *jb, RemoraSourceKind kind, RemoraJobOptions *o)
 		else if (strcmp(key, "max_bytes_per_second") == 0)
 		{
 			o->has_max_bytes_per_second = true;
-			o->max_bytes_per_second = option_positive_int64(key, &v);
+			o->max_bytes_per_second = option_positive_int64(
+				key, &v,
+				"The value must be a whole number of bytes per second from 1 "
+				"to 9223372036854775807.");
 			below_min_rate(key, o->max_bytes_per_second);
 		}
 		else if (strcmp(key, "max_attempts") == 0)
@@ -303,6 +305,21 @@ parse_options(Jsonb *jb, RemoraSourceKind kind, RemoraJobOptions *o)
 		}
 		else if (strcmp(key, "notify_url") == 0)
 			o->notify_url = remora_notify_url(option_string(key, &v));
+		else if (strcmp(key, "reuse_from") == 0)
+		{
+			const char *what = "reuse_from is the id of an earlier job, or "
+							   "\"latest\" (the newest job of yours that "
+							   "succeeded with the same source and bucket).";
+
+			if (v.type == jbvString)
+			{
+				if (strcmp(option_string(key, &v), "latest") != 0)
+					bad_option(key, what);
+				o->reuse_latest = true;
+			}
+			else
+				o->reuse_from = option_positive_int64(key, &v, what);
+		}
 		else if (strcmp(key, "storage_class") == 0)
 		{
 			char *c = option_string(key, &v);

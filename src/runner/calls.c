@@ -451,7 +451,7 @@ remora_call_lookup(int64_t job, const char *attempt, const char *const *paths,
 	/* the newest attempt's copy of each path */
 	ok = query(label,
 			   "SELECT pos, key, etag, sha256, size, "
-			   "source::pg_catalog.text AS source "
+			   "source::pg_catalog.text AS source, from_job "
 			   "FROM remora.earlier_members($1::pg_catalog.int8, "
 			   "$2::pg_catalog.uuid, ARRAY(SELECT t.path FROM "
 			   "pg_catalog.jsonb_array_elements_text($3::pg_catalog.jsonb) "
@@ -470,6 +470,7 @@ remora_call_lookup(int64_t job, const char *attempt, const char *const *paths,
 								col(&res, r, "etag"), col(&res, r, "sha256"),
 								col_int(&res, r, "size"),
 								col(&res, r, "source"));
+		out[i].from_job = col_int(&res, r, "from_job");
 	}
 	remora_rows_free(&res);
 	if (!ok)

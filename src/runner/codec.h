@@ -45,6 +45,8 @@ typedef struct RemoraWork
 	const char *prefix;        /* an export's target prefix */
 	int64_t     connections;   /* options.connections; 0 if not given */
 	const char *storage_class; /* options.storage_class; NULL: the engine's */
+	int64_t     reuse_from;    /* options.reuse_from, resolved at submit to
+								* an earlier job's id; 0: none */
 	union
 	{
 		RemoraTaskSpec object;

@@ -285,6 +285,10 @@ remora_codec_decode_spec(const char *text, RemoraWork *out, char *err,
 									 "storage_class", false);
 	if (out->storage_class && !remora_storage_class_valid(out->storage_class))
 		bad(&r, "options.storage_class", "is not a storage class S3 names");
+	if (lookup(options, "reuse_from") &&
+		(!get_int64(options, "reuse_from", &out->reuse_from) ||
+		 out->reuse_from < 1))
+		bad(&r, "options.reuse_from", "is not a job id");
 	if (r.failed)
 		goto refused;
 
@@ -445,7 +449,7 @@ remora_codec_prior(RemoraPrior *out, const char *key, const char *etag,
 				   const char *sha256, int64_t size, const char *source_json)
 {
 	RemoraJson *src = NULL;
-	const char *source_etag = NULL, *source_oid = NULL;
+	const char *source_etag = NULL, *source_oid = NULL, *last_modified = NULL;
 	bool        ok;
 
 	if (source_json)
@@ -457,11 +461,14 @@ remora_codec_prior(RemoraPrior *out, const char *key, const char *etag,
 	}
 	(void) get_string(src, "etag", &source_etag);
 	(void) get_string(src, "oid", &source_oid);
+	(void) get_string(src, "last_modified", &last_modified);
 	ok = copy_field(out->key, sizeof(out->key), key) &&
 		 copy_field(out->etag, sizeof(out->etag), etag) &&
 		 copy_field(out->sha256, sizeof(out->sha256), sha256) &&
 		 copy_field(out->source_etag, sizeof(out->source_etag), source_etag) &&
-		 copy_field(out->source_oid, sizeof(out->source_oid), source_oid);
+		 copy_field(out->source_oid, sizeof(out->source_oid), source_oid) &&
+		 copy_field(out->source_last_modified,
+					sizeof(out->source_last_modified), last_modified);
 	remora_json_free(src);
 	out->size = size;
 	out->found = ok;

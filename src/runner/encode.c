@@ -184,6 +184,8 @@ remora_codec_member(const char *bucket, const RemoraSetMember *m)
 	put_string(&d, "etag", m->etag);
 	put_raw(&d, "source", m->source_json); /* the engine's own JSON */
 	put_bool(&d, "reused", m->reused);
+	if (m->reused_from_job > 0)
+		put_int(&d, "reused_from_job", m->reused_from_job);
 	close_(&d, '}');
 	return finish(&d);
 }
@@ -320,6 +322,8 @@ remora_codec_object_descriptor(const RemoraTaskResult *r, const char *bucket,
 	put_string(&d, "etag", r->source_etag);
 	put_string(&d, "last_modified", r->source_last_modified);
 	close_(&d, '}');
+	if (r->reused_from_job > 0)
+		put_int(&d, "reused_from_job", r->reused_from_job);
 	close_(&d, '}');
 	close_(&d, ']');
 	close_(&d, '}');

@@ -48,6 +48,7 @@ start_task(RemoraWork *w, const RemoraClaimRow *row, Attempt *a,
 {
 	const RemoraRunnerConfig *cfg = &remora_runner.cfg;
 	RemoraEngine             *engine = remora_runner.engine;
+	RemoraPrior               unchanged;
 	/*
 	 * the job's own number, pinned; else from the setting's (one: a
 	 * single GET), as many as pay
@@ -71,13 +72,21 @@ start_task(RemoraWork *w, const RemoraClaimRow *row, Attempt *a,
 			w->u.set.job_id = row->job_id;
 			w->u.set.attempt_id = row->attempt_id;
 			w->u.set.fencing_token = row->token;
-			w->u.set.earlier_attempts = w->attempt_no > 1;
+			/* what an earlier attempt, or the job reused from, holds */
+			w->u.set.earlier_attempts = w->attempt_no > 1 || w->reuse_from > 0;
 			w->u.set.host_arg = a;
 			w->u.set.connections = connections;
 			w->u.set.storage_class = w->storage_class;
 			return remora_set_start(engine, &w->u.set, err, errlen);
 		case REMORA_WORK_OBJECT:
 			w->u.object.resume = resume;
+			/* a mirror's earlier copy, if the source has not changed */
+			if (w->reuse_from > 0 && resume == NULL &&
+				remora_call_lookup(row->job_id, row->attempt_id,
+								   (const char *const[]){w->file_name}, 1,
+								   &unchanged) &&
+				unchanged.found)
+				w->u.object.unchanged = &unchanged; /* the engine copies it */
 			w->u.object.job_id = row->job_id;
 			w->u.object.attempt_id = row->attempt_id;
 			w->u.object.fencing_token = row->token;

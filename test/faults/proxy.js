@@ -10,6 +10,8 @@
 //   GET /__release       release every held request
 //   GET /__reset         forget all rules
 //   GET /__hits?match=SUBSTR   how many requests matched so far
+//   GET /__bytes?match=SUBSTR  the bytes of the upstream's answer bodies
+//                        to them (the rule's own answers not counted)
 //   GET /__fired         how often each action was applied, as JSON
 //   GET /__firedlog      the last 1,000 applied, as JSON lines: when
 //                        (seconds since the epoch), action, "METHOD path"
@@ -59,6 +61,7 @@ const upstreamPort = Number(process.argv[3])
 let rules = []
 let held = []
 const hits = new Map()
+const bytes = new Map()
 const fired = {}
 const firedLog = []
 
@@ -89,6 +92,9 @@ function control(req, res) {
   } else if (url.pathname === '/__hits') {
     res.end(String(hits.get(q.get('match')) || 0))
     return
+  } else if (url.pathname === '/__bytes') {
+    res.end(String(bytes.get(q.get('match')) || 0))
+    return
   }
   res.end('ok\n')
 }
@@ -112,12 +118,18 @@ function forward(req, res, opts = {}) {
       headers,
     },
     (ur) => {
+      // counted as it is read from the upstream, whatever reaches the client
+      const count = () =>
+        ur.on('data', (chunk) => {
+          for (const m of req.matched || []) bytes.set(m, (bytes.get(m) || 0) + chunk.length)
+        })
       // an answer to a request cut short goes nowhere
       if (opts.cutRequest !== undefined) return ur.resume()
       if (opts.holdAnswer) {
         // not read meanwhile: the answer waits in the upstream socket
         held.push(() => {
           res.writeHead(ur.statusCode, ur.headers)
+          count()
           ur.pipe(res)
         })
         return
@@ -125,6 +137,7 @@ function forward(req, res, opts = {}) {
       // a header string goes out as latin1: \u00ff is the byte 0xff
       if (opts.etag) ur.headers.etag = opts.etag
       res.writeHead(ur.statusCode, ur.headers)
+      count()
       if (opts.cutAfter === undefined && !opts.slow) {
         ur.pipe(res)
         return
@@ -197,9 +210,12 @@ const server = http.createServer((req, res) => {
   const rule = rules.find(
     (r) => r.count > 0 && line.includes(r.match) && (!r.method || r.method === req.method),
   )
+  req.matched = []
   for (const r of rules)
-    if (line.includes(r.match) && (!r.method || r.method === req.method))
+    if (line.includes(r.match) && (!r.method || r.method === req.method)) {
       hits.set(r.match, (hits.get(r.match) || 0) + 1)
+      req.matched.push(r.match)
+    }
   if (!rule) return forward(req, res)
   if (rule.skip > 0) {
     rule.skip--

@@ -11,6 +11,7 @@
 //   .gated        the repository needs "Authorization: Bearer TOKEN"
 //   .extra.json   extra tree entries appended to the listing (hostile names)
 //   .lie          paths whose listed lfs.oid is wrong (a checksum mismatch)
+//   .commit       part of main's commit id: another content, another commit
 // Control (both ports): /__rule?match=S&status=N&count=K&retry_after=S
 // answers N to the next K requests whose URL contains S; /__rate?bps=N
 // throttles file bodies; /__hits?match=S counts requests; /__cdn_auth
@@ -30,7 +31,12 @@ let cdnAuth = 0;
 let rate = 0;
 
 const sha1 = (s) => crypto.createHash('sha1').update(s).digest('hex');
-const commitOf = (type, repo) => sha1(`${type}/${repo}@main`);
+// main's commit; a repository's .commit is part of it (write another for a
+// new commit: only main and the newest commit resolve)
+const commitOf = (type, repo) => {
+  const f = path.join(root, type, repo, '.commit');
+  return sha1(`${type}/${repo}@main` + (fs.existsSync(f) ? fs.readFileSync(f, 'utf8') : ''));
+};
 
 function walk(dir, rel, out) {
   for (const name of fs.readdirSync(dir).sort()) {
@@ -45,9 +51,12 @@ function walk(dir, rel, out) {
   return out;
 }
 
+// by path, size and time: a file written again is read again
 const cache = new Map();
 function fileInfo(full) {
-  let v = cache.get(full);
+  const st = fs.statSync(full);
+  const key = `${full}:${st.size}:${st.mtimeMs}`;
+  let v = cache.get(key);
   if (!v) {
     const data = fs.readFileSync(full);
     v = {
@@ -55,7 +64,7 @@ function fileInfo(full) {
       sha256: crypto.createHash('sha256').update(data).digest('hex'),
       blob: sha1(`blob ${data.length}\0` + data.toString('binary')),
     };
-    cache.set(full, v);
+    cache.set(key, v);
   }
   return v;
 }

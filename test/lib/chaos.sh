@@ -161,14 +161,17 @@ mix_sources() {
 }
 
 submit_one() {	# the next job of the schedule, with an idempotency key: replayable
-	local n=$((SUBMITTED + 1)) src j
+	local n=$((SUBMITTED + 1)) src j opts=''
 	set -- ${JOB[n]}
+	# every other job a mirror: what the latest result of its source holds
+	# unchanged is copied from it (doc/user-guide.md, "Mirrors")
+	[ $((n % 2)) = 1 ] || opts=", options => '{\"reuse_from\": \"latest\"}'"
 	case $1 in
 	http) src="$MIX_HTTP/$2.bin" ;;
 	prefix) src="s3://target/src/$2/" ;;
 	hub) src="hf://chaos/$2" ;;
 	esac
-	j=$(qr "SELECT remora_submit('$src', idempotency_key => 'chaos-$n')") || return 0
+	j=$(qr "SELECT remora_submit('$src'$opts, idempotency_key => 'chaos-$n')") || return 0
 	SUBMITTED=$n
 	JOBS+=("$j")
 }

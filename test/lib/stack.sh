@@ -97,6 +97,8 @@ forget_host_worker() {
 make_file() { head -c "$2" /dev/urandom >"$WWW/$1"; chmod 644 "$WWW/$1"; }
 rule() { curl -s "http://127.0.0.1:$1/__rule?$2" >/dev/null; }
 hits() { curl -s "http://127.0.0.1:$1/__hits?match=$2"; }
+# proxy_bytes PORT SUBSTR: the answer bytes the upstream sent to requests a rule matches
+proxy_bytes() { curl -s "http://127.0.0.1:$1/__bytes?match=$2"; }
 state() { q "SELECT state FROM remora.jobs WHERE job_id = $1" 2>/dev/null; }
 is_state() { [ "$(state "$1")" = "$2" ]; }
 wait_state() {	# wait_state JOB STATE SECONDS

@@ -232,6 +232,13 @@ test_prior(void)
 			  p.found && strcmp(p.source_etag, "se") == 0 &&
 			  strcmp(p.source_oid, "o") == 0 && p.size == 5,
 		  "a member of an earlier attempt, with its source validators");
+	CHECK(remora_codec_prior(&p, "k", "e", "s", 5,
+							 "{\"etag\":\"W/\\\"w\\\"\",\"last_modified\":"
+							 "\"Mon, 07 Dec 2026 09:00:00 GMT\"}") &&
+			  strcmp(p.source_last_modified, "Mon, 07 Dec 2026 09:00:00 GMT") ==
+				  0 &&
+			  strcmp(p.source_etag, "W/\"w\"") == 0,
+		  "an http member's validators: its ETag and Last-Modified");
 	memset(key, 'k', sizeof(key) - 1);
 	key[sizeof(key) - 1] = '\0';
 	CHECK(!remora_codec_prior(&p, key, "e", "s", 5, NULL) && !p.found,
@@ -256,7 +263,7 @@ static void
 test_writing(void)
 {
 	RemoraSetMember      m = {"dir/\"q\".bin",    "k/a", "\"etag\"", "ab", 3,
-							  "{\"etag\":\"x\"}", false};
+							  "{\"etag\":\"x\"}", true,  42};
 	RemoraTaskResult     r;
 	RemoraTaskError      e;
 	RemoraDocs           docs = {0};
@@ -267,6 +274,8 @@ test_writing(void)
 	t = remora_codec_member("b", &m);
 	CHECK(has(t, "path", "dir/\"q\".bin") && has(t, "etag", "\"etag\""),
 		  "a member: quotes escaped, read back as written");
+	CHECK(strstr(t, "\"reused_from_job\":42") != NULL,
+		  "a member copied from an earlier job names it");
 	CHECK(remora_docs_add(&docs, t), "kept until recorded");
 	memset(&r, 0, sizeof(r));
 	strcpy(r.manifest_key, "remora/7/a/manifest.jsonl");

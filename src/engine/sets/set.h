@@ -69,10 +69,11 @@ struct Entry
 	bool          large; /* running, and counted in set->running_large */
 
 	/* the completed member */
-	char *key;
-	char *etag;
-	char  sha256[65];
-	bool  reused;
+	char   *key;
+	char   *etag;
+	char    sha256[65];
+	bool    reused;
+	int64_t reused_from_job; /* the earlier job it was copied from; 0: none */
 };
 
 typedef enum SetPhase

@@ -91,7 +91,7 @@ emit_member(RemoraSet *set, Entry *e)
 	set->cpq = grown;
 	if (src == NULL ||
 		!remora_manifest_member(&line, e->path, e->key, e->size, e->sha256,
-								e->etag, src, e->reused) ||
+								e->etag, src, e->reused, e->reused_from_job) ||
 		!mappend(set, line.data, line.len))
 		goto done;
 	remora_sha256_update(set->lsha, line.data, line.len);
@@ -104,6 +104,7 @@ emit_member(RemoraSet *set, Entry *e)
 	m->size = e->size;
 	m->source_json = src;
 	m->reused = e->reused;
+	m->reused_from_job = e->reused_from_job;
 	e->path = e->key = e->etag = NULL; /* the member owns them now */
 	src = NULL;
 	set->ncpq++;

@@ -219,6 +219,7 @@ reuse_done(Request *req, CURLcode rc)
 	e->etag = etag;
 	memcpy(e->sha256, e->prior->sha256, sizeof(e->sha256));
 	e->reused = true;
+	e->reused_from_job = e->prior->from_job;
 	e->state = E_DONE;
 	member_paid(set);
 }

@@ -27,7 +27,6 @@
 #include "engine/transfer/transfer.h"
 
 static void start_manifest(Transfer *task);
-static void member_written(Transfer *task);
 
 /* Start a request of the task to the target store; false: failed. */
 bool
@@ -68,7 +67,7 @@ single_done(Request *req, CURLcode rc)
 		remora_fail_with(&task->status, &err);
 		return;
 	}
-	member_written(task);
+	remora_xfer_member_written(task);
 }
 
 /* The completed object's ETag must be what its parts make. */
@@ -96,7 +95,7 @@ assembled(Transfer *task, const char *etag)
 	snprintf(task->result.member_etag, sizeof(task->result.member_etag), "%s",
 			 etag);
 	task->upload_done = true;
-	member_written(task);
+	remora_xfer_member_written(task);
 }
 
 /* The object as the store has it, when the completion named no ETag. */
@@ -200,8 +199,8 @@ remora_xfer_start_assembly(Transfer *task)
  * The member object is in the store.  A task that is the whole job writes
  * its manifest next; a member of a larger job is done.
  */
-static void
-member_written(Transfer *task)
+void
+remora_xfer_member_written(Transfer *task)
 {
 	snprintf(task->result.source_etag, sizeof(task->result.source_etag), "%s",
 			 task->etag);
@@ -257,7 +256,8 @@ start_manifest(Transfer *task)
 		 remora_manifest_source_http(&src, task->etag, task->last_modified) &&
 		 remora_manifest_member(&member, task->file_name, r->member_key,
 								r->member_size, r->member_sha256,
-								r->member_etag, src.data, false);
+								r->member_etag, src.data,
+								r->reused_from_job > 0, r->reused_from_job);
 	if (ok)
 	{
 		char members_sha[65];

@@ -38,7 +38,8 @@ remora_manifest_header(RemoraBuf *b, int64_t job_id, const char *attempt_id,
 bool
 remora_manifest_member(RemoraBuf *b, const char *path, const char *key,
 					   int64_t size, const char *sha256, const char *etag,
-					   const char *source_json, bool reused)
+					   const char *source_json, bool reused,
+					   int64_t reused_from_job)
 {
 	remora_buf_puts(b, "{\"path\":");
 	remora_buf_json_string(b, path);
@@ -52,6 +53,8 @@ remora_manifest_member(RemoraBuf *b, const char *path, const char *key,
 	remora_buf_puts(b, source_json);
 	if (reused)
 		remora_buf_puts(b, ",\"reused\":true");
+	if (reused_from_job > 0)
+		remora_buf_printf(b, ",\"reused_from_job\":%" PRId64, reused_from_job);
 	return remora_buf_puts(b, "}\n");
 }
 

@@ -30,7 +30,8 @@ extern bool remora_manifest_header(RemoraBuf *b, int64_t job_id,
 extern bool remora_manifest_member(RemoraBuf *b, const char *path,
 								   const char *key, int64_t size,
 								   const char *sha256, const char *etag,
-								   const char *source_json, bool reused);
+								   const char *source_json, bool reused,
+								   int64_t reused_from_job);
 
 extern bool remora_manifest_totals(RemoraBuf *b, int64_t members, int64_t bytes,
 								   const char *members_sha256);

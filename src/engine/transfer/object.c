@@ -34,6 +34,7 @@
 #include "engine/transfer/transfer.h"
 
 static void start_source(Transfer *task);
+static void copy_unchanged(Transfer *task);
 
 /*
  * First body bytes of a source response: decide what the response is.
@@ -215,6 +216,12 @@ source_done(Request *req, CURLcode rc)
 		remora_xfer_settle(task);
 		return;
 	}
+	if (req->status == 304 && task->unchanged)
+	{
+		copy_unchanged(task);
+		remora_xfer_settle(task);
+		return;
+	}
 	if (req->status >= 300 && req->status < 400)
 	{
 		curl_easy_getinfo(req->easy, CURLINFO_REDIRECT_URL, &location);
@@ -285,6 +292,96 @@ source_done(Request *req, CURLcode rc)
 	remora_xfer_settle(task);
 }
 
+/*
+ * The earlier job's copy is in the store, or not: a copy that failed (the
+ * object gone, deleted with its job, or changed) is downloaded instead.
+ */
+static void
+unchanged_copied(Request *req, CURLcode rc)
+{
+	Transfer         *task = req->owner;
+	RemoraTaskResult *r = &task->result;
+	RemoraTaskError   err;
+	char             *etag = NULL;
+
+	if (task->status.state != REMORA_TASK_RUNNING)
+	{
+		remora_xfer_settle(task);
+		return;
+	}
+	if (!remora_s3_failed(req, rc, &err, "copying an earlier job's member"))
+		etag = remora_s3_answer_etag(req, "CopyObjectResult", &err,
+									 "copying an earlier job's member");
+	if (etag == NULL || etag[0] == '\0' ||
+		(remora_etag_is_md5(task->unchanged->etag) &&
+		 !remora_etag_equal(etag, task->unchanged->etag)))
+	{
+		free(etag);
+		free(task->unchanged);
+		task->unchanged = NULL;
+		start_source(task);
+		remora_xfer_settle(task);
+		return;
+	}
+	snprintf(r->member_etag, sizeof(r->member_etag), "%s", etag);
+	free(etag);
+	memcpy(r->member_sha256, task->unchanged->sha256, sizeof(r->member_sha256));
+	r->member_size = task->unchanged->size;
+	r->reused_from_job = task->unchanged->from_job;
+	task->received = task->total = r->member_size;
+	snprintf(task->etag, sizeof(task->etag), "%s",
+			 task->unchanged->source_etag);
+	snprintf(task->last_modified, sizeof(task->last_modified), "%s",
+			 task->unchanged->source_last_modified);
+	remora_xfer_member_written(task);
+	remora_xfer_settle(task);
+}
+
+/*
+ * The source answered 304 to the earlier job's validators: its member is
+ * copied inside the store (CopyObject, guarded by its ETag) instead of
+ * downloaded, with the SHA-256 that job verified.
+ */
+static void
+copy_unchanged(Transfer *task)
+{
+	const RemoraPrior *u = task->unchanged;
+	char              *enc = remora_uri_encode(u->key, strlen(u->key), true);
+	size_t             n = strlen(task->bucket) + (enc ? strlen(enc) : 0) + 4;
+	char              *src = enc ? malloc(n) : NULL;
+	RemoraKV           h[2];
+	S3Call             call;
+
+	if (task->expected_sha256 && strcmp(task->expected_sha256, u->sha256) != 0)
+	{
+		remora_fail(&task->status, REMORA_ERR_CHECKSUM, false, 0,
+					"the source is unchanged since job %" PRId64
+					", whose copy does not have the expected SHA-256",
+					u->from_job);
+		free(enc);
+		free(src);
+		return;
+	}
+	if (src == NULL)
+	{
+		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
+					"out of memory");
+		free(enc);
+		return;
+	}
+	snprintf(src, n, "/%s/%s", task->bucket, enc);
+	h[0] = (RemoraKV){"x-amz-copy-source", src};
+	h[1] = (RemoraKV){"x-amz-copy-source-if-match", u->etag};
+	task->phase = P_SINGLE;
+	/* the earlier job's member: Remora's own object */
+	call = (S3Call){
+		"PUT", task->bucket, task->result.member_key, NULL, 0, h, 2, NULL, 0,
+		NULL,  false,        task->storage_class,     true};
+	remora_xfer_start_s3(task, &call, unchanged_copied, K_SINGLE, 0);
+	free(enc);
+	free(src);
+}
+
 static void
 start_source(Transfer *task)
 {
@@ -328,6 +425,17 @@ start_source(Transfer *task)
 	if (task->if_match && task->offset == 0)
 	{
 		snprintf(line, sizeof(line), "If-Match: %s", task->if_match);
+		req->headers = curl_slist_append(req->headers, line);
+	}
+	if (task->unchanged && task->offset == 0)
+	{
+		/* a strong ETag, else the date; never a weak ETag (RFC 9110) */
+		if (remora_etag_is_strong(task->unchanged->source_etag))
+			snprintf(line, sizeof(line), "If-None-Match: %s",
+					 task->unchanged->source_etag);
+		else
+			snprintf(line, sizeof(line), "If-Modified-Since: %s",
+					 task->unchanged->source_last_modified);
 		req->headers = curl_slist_append(req->headers, line);
 	}
 	task->src = req;
@@ -479,6 +587,7 @@ xfer_free(RemoraTask *t)
 	free(task->auth_host);
 	free(task->ca_pem);
 	free(task->if_match);
+	free(task->unchanged);
 	remora_mpu_forget(&task->mpu);
 	remora_mpu_forget(&task->lost);
 	remora_xfer_reuse_free(task);
@@ -575,6 +684,21 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	remora_xfer_adopt_resume(task, spec->resume);
 	if (task->status.state != REMORA_TASK_RUNNING)
 		return &task->base;
+	/*
+	 * An earlier job's copy, for a GET from the start only (at most 5 GiB:
+	 * one CopyObject), never beside a resume, and not where the store
+	 * encrypts (a CopyObject there is refused, or drops the encryption)
+	 */
+	if (spec->unchanged && spec->unchanged->found && task->offset == 0 &&
+		!remora_engine_copies_in_parts(engine) && task->reuse_key == NULL &&
+		spec->unchanged->size <= REMORA_COPY_OBJECT_MAX &&
+		(remora_etag_is_strong(spec->unchanged->source_etag) ||
+		 spec->unchanged->source_last_modified[0]))
+	{
+		task->unchanged = malloc(sizeof(RemoraPrior));
+		if (task->unchanged)
+			*task->unchanged = *spec->unchanged;
+	}
 	if (task->reuse_key != NULL)
 		remora_xfer_reuse_start(task);
 	else

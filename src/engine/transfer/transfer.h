@@ -99,14 +99,15 @@ typedef struct Transfer
 	int     redirects;
 
 	/* as a member of a larger job (see RemoraTaskSpec) */
-	bool    no_manifest;
-	bool    trusted_source;
-	char   *ca_pem; /* a trusted source's own CAs, or NULL */
-	char   *auth_header;
-	char   *auth_host;
-	char   *if_match;
-	int64_t expected_size; /* -1: unknown */
-	size_t  part_size;     /* of this upload's parts and buffers (partsize.h) */
+	bool         no_manifest;
+	bool         trusted_source;
+	char        *ca_pem; /* a trusted source's own CAs, or NULL */
+	char        *auth_header;
+	char        *auth_host;
+	char        *if_match;
+	RemoraPrior *unchanged;     /* an earlier job's copy (see RemoraTaskSpec) */
+	int64_t      expected_size; /* -1: unknown */
+	size_t part_size; /* of this upload's parts and buffers (partsize.h) */
 
 	/* the source */
 	Request *src;
@@ -285,5 +286,6 @@ extern void remora_xfer_abort_upload(Transfer *task);
 extern bool remora_xfer_start_s3(Transfer *task, const S3Call *call,
 								 RequestDone done, int kind, int index);
 extern void remora_xfer_start_assembly(Transfer *task);
+extern void remora_xfer_member_written(Transfer *task);
 
 #endif /* REMORA_TRANSFER_H */
