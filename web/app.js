@@ -269,6 +269,8 @@ function renderJob(j) {
     ["Owner", j.owner], ["Target", "s3://" + (j.bucket || "") + "/" + (j.prefix || "")],
     ["Progress", el("span", { id: "job-progress" }, progressCell(j))],
     ["Members", j.members_total !== null && j.members_total !== undefined ? (j.members_done || 0) + " / " + j.members_total : null],
+    ["Reused", j.bytes_reused ? bytes(j.bytes_reused) + " copied from an earlier result, " +
+      bytes(Math.max(0, (j.result_bytes || j.bytes_done || 0) - j.bytes_reused)) + " downloaded" : null],
     ["Attempts", j.attempts_used + " of " + j.max_attempts], ["Priority", j.priority],
     ["Submitted", when(j.submitted_at)], ["Started", when(j.started_at)], ["Finished", when(j.finished_at)],
     ["Next attempt", when(j.next_attempt_at)], ["Restart reason", j.restart_reason],
@@ -340,10 +342,12 @@ async function loadMembers(id) {
   const data = await api("GET", "/api/jobs/" + id + "/result");
   const t = el("table", { id: "members-table" },
     el("caption", { class: "sr-only" }, "Result members"),
-    el("thead", {}, el("tr", {}, ["Path", "Size", "SHA-256", ""].map((h) => el("th", { scope: "col" }, h)))),
+    el("thead", {}, el("tr", {}, ["Path", "Size", "SHA-256", "How", ""].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, data.members.map((m) => el("tr", {},
       el("td", { class: "mono" }, m.path), el("td", {}, bytes(m.size)),
       el("td", { class: "mono" }, m.sha256),
+      el("td", { class: "action" }, m.action === "reuse"
+        ? el("a", { href: "#/jobs/" + m.reused_from_job }, "copied from #" + m.reused_from_job) : "downloaded"),
       el("td", {}, el("button", { type: "button", class: "secondary download", "data-path": m.path,
         onclick: (e) => download(id, m.path, e.target) }, "Download"))))));
   $("members").replaceChildren(el("div", { class: "table-wrap" }, t));
@@ -569,7 +573,7 @@ async function submitJob(ev) {
   formError(form, null);
   const body = { options: {} };
   for (const input of form.querySelectorAll("input[name]")) {
-    const v = input.value.trim();
+    const v = input.type === "checkbox" ? (input.checked ? input.value : "") : input.value.trim();
     if (!v) continue;
     const [a, b] = input.name.split(".");
     if (!b) { body[a] = v; continue; }

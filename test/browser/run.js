@@ -213,6 +213,20 @@ async function main() {
       const want = sha256(fs.readFileSync(path.join(WWW, "web.bin")));
       if (got !== want) throw new Error("sha256 " + got + " != " + want);
     });
+    await step("\"Reuse the latest result\": the unchanged file is copied from that job, and the page says so", async () => {
+      await alice.goto(H + "/#/submit");
+      await alice.waitFor("!document.getElementById('submit-view').hidden");
+      await alice.fill("s-source", SRC + "/web.bin");
+      await alice.click("#s-reuse");
+      await alice.click("#submit-form button[type=submit]");
+      const id = await alice.waitFor("(location.hash.match(/^#\\/jobs\\/(\\d+)$/) || [])[1]");
+      await alice.waitFor("document.getElementById('job-h').textContent.startsWith('Job #" + id + "')");
+      await alice.waitFor("document.querySelector('#members-table .action')", 60);
+      const how = await alice.text("#members-table .action");
+      if (how !== "copied from #" + job) throw new Error("job " + id + ": " + how);
+      await alice.waitFor("[...document.querySelectorAll('#job-body dt')].some((d) => d.textContent === 'Reused')");
+      await alice.shot("web-job-reused");
+    });
     let exported, unknownExport;
     const exportFrom = async (prefix, label) => {
       // the job page's previous rendering must not be the one filled in
