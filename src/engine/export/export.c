@@ -342,16 +342,13 @@ copy_request(Export *x, Member *mb, const S3Call *call)
 static void
 start_copy_object(Export *x, Member *mb, bool bare)
 {
-	char  *enc = remora_uri_encode(mb->m.key, strlen(mb->m.key), true);
-	size_t n = strlen(mb->m.bucket) + (enc ? strlen(enc) : 0) + 4;
-	char  *src = enc ? malloc(n) : NULL;
+	char *src = remora_s3_copy_source(mb->m.bucket, mb->m.key);
 
 	if (src)
 	{
 		RemoraKV h[3];
 		S3Call   call;
 
-		snprintf(src, n, "/%s/%s", mb->m.bucket, enc);
 		h[0] = (RemoraKV){"x-amz-copy-source", src};
 		h[1] = (RemoraKV){"x-amz-copy-source-if-match", mb->m.etag};
 		h[2] = (RemoraKV){"x-amz-copy-if-match", mb->m.etag}; /* RGW */
@@ -362,7 +359,6 @@ start_copy_object(Export *x, Member *mb, bool bare)
 	}
 	else
 		copy_request(x, mb, NULL);
-	free(enc);
 	free(src);
 }
 

@@ -204,18 +204,10 @@ remora_mpu_copy(const Multipart *mp, int partno, const char *src_bucket,
 				const char *src_key, const char *if_match, int64_t first,
 				int64_t last, MpuCall *c)
 {
-	char  *enc = remora_uri_encode(src_key, strlen(src_key), true);
-	size_t n = strlen(src_bucket) + (enc ? strlen(enc) : 0) + 3;
-
 	part_query(mp, partno, c);
-	c->source = enc ? malloc(n) : NULL;
+	c->source = remora_s3_copy_source(src_bucket, src_key);
 	if (c->source == NULL)
-	{
-		free(enc);
 		return false;
-	}
-	snprintf(c->source, n, "/%s/%s", src_bucket, enc);
-	free(enc);
 	snprintf(c->range, sizeof(c->range), "bytes=%" PRId64 "-%" PRId64, first,
 			 last);
 	c->headers[0] = (RemoraKV){"x-amz-copy-source", c->source};

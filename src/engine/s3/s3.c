@@ -241,6 +241,23 @@ remora_s3_presign_get(const RemoraTargetConfig *cfg, const char *bucket,
 	return url;
 }
 
+/*
+ * The value of x-amz-copy-source for an object: "/bucket/key", the key
+ * URI-encoded with its slashes kept, as S3 asks.
+ */
+char *
+remora_s3_copy_source(const char *bucket, const char *key)
+{
+	char  *enc = remora_uri_encode(key, strlen(key), true);
+	size_t n = strlen(bucket) + (enc ? strlen(enc) : 0) + 3;
+	char  *src = enc ? malloc(n) : NULL;
+
+	if (src)
+		snprintf(src, n, "/%s/%s", bucket, enc);
+	free(enc);
+	return src;
+}
+
 void
 remora_s3_address_free(S3Address *a)
 {

@@ -88,13 +88,15 @@ typedef struct S3Endpoint
 	const S3Sse *sse;       /* the target's encryption; NULL: a source's */
 } S3Endpoint;
 
-extern bool     remora_s3_target_parse(const RemoraTargetConfig *cfg,
-									   char **base_url, char **host, bool *https,
-									   char *errbuf, size_t errlen);
-extern bool     remora_s3_address(const S3Endpoint *ep, const char *bucket,
-								  const char *key, const RemoraKV *query,
-								  int nquery, S3Address *out);
-extern void     remora_s3_address_free(S3Address *a);
+extern bool remora_s3_target_parse(const RemoraTargetConfig *cfg,
+								   char **base_url, char **host, bool *https,
+								   char *errbuf, size_t errlen);
+extern bool remora_s3_address(const S3Endpoint *ep, const char *bucket,
+							  const char *key, const RemoraKV *query,
+							  int nquery, S3Address *out);
+extern void remora_s3_address_free(S3Address *a);
+/* x-amz-copy-source of bucket/key, malloc'd (NULL: out of memory) */
+extern char    *remora_s3_copy_source(const char *bucket, const char *key);
 extern Request *remora_s3_request(RemoraLoop *loop, const S3Endpoint *ep,
 								  void *owner, const S3Call *call,
 								  RequestDone done, char *errbuf,

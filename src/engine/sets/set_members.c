@@ -228,9 +228,7 @@ reuse_done(Request *req, CURLcode rc)
 static void
 start_reuse(RemoraSet *set, Entry *e)
 {
-	char  *enc = remora_uri_encode(e->prior->key, strlen(e->prior->key), true);
-	size_t n = strlen(set->bucket) + (enc ? strlen(enc) : 0) + 4;
-	char  *src = enc ? malloc(n) : NULL;
+	char    *src = remora_s3_copy_source(set->bucket, e->prior->key);
 	Request *req = NULL;
 
 	free(e->key);
@@ -241,7 +239,6 @@ start_reuse(RemoraSet *set, Entry *e)
 		S3Call   call;
 		char     errbuf[256];
 
-		snprintf(src, n, "/%s/%s", set->bucket, enc);
 		h[0] = (RemoraKV){"x-amz-copy-source", src};
 		h[1] = (RemoraKV){"x-amz-copy-source-if-match", e->prior->etag};
 		/* the earlier attempt's member: Remora's own object */
@@ -252,7 +249,6 @@ start_reuse(RemoraSet *set, Entry *e)
 			remora_s3_start(&set->base.engine->loop, &set->base.engine->target,
 							set, &call, reuse_done, errbuf, sizeof(errbuf));
 	}
-	free(enc);
 	free(src);
 	if (req == NULL)
 	{
@@ -436,8 +432,7 @@ hash_done(Request *req, CURLcode rc)
 	RemoraSet      *set = req->owner;
 	Entry          *e = req->data;
 	RemoraTaskError err;
-	char           *enc, *src, *key;
-	size_t          n;
+	char           *src, *key;
 
 	e->hash_req = NULL;
 	if (remora_s3_failed(req, rc, &err, "reading the source"))
@@ -456,9 +451,7 @@ hash_done(Request *req, CURLcode rc)
 		return;
 	}
 	remora_sha256_final_hex(e->hsha, e->sha256);
-	enc = remora_uri_encode(e->src_key, strlen(e->src_key), true);
-	n = strlen(set->source_bucket) + (enc ? strlen(enc) : 0) + 4;
-	src = enc ? malloc(n) : NULL;
+	src = remora_s3_copy_source(set->source_bucket, e->src_key);
 	key = target_key(set, e->path);
 	if (src && key)
 	{
@@ -466,7 +459,6 @@ hash_done(Request *req, CURLcode rc)
 		S3Call   call;
 		char     errbuf[256];
 
-		snprintf(src, n, "/%s/%s", set->source_bucket, enc);
 		h[0] = (RemoraKV){"x-amz-copy-source", src};
 		h[1] = (RemoraKV){"x-amz-copy-source-if-match", e->src_etag};
 		/* the user's object in the same store: not Remora's */
@@ -477,7 +469,6 @@ hash_done(Request *req, CURLcode rc)
 								  &set->base.engine->target, set, &call,
 								  server_copy_done, errbuf, sizeof(errbuf));
 	}
-	free(enc);
 	free(src);
 	free(key);
 	if (e->copy == NULL)

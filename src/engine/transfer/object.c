@@ -346,9 +346,7 @@ static void
 copy_unchanged(Transfer *task)
 {
 	const RemoraPrior *u = task->unchanged;
-	char              *enc = remora_uri_encode(u->key, strlen(u->key), true);
-	size_t             n = strlen(task->bucket) + (enc ? strlen(enc) : 0) + 4;
-	char              *src = enc ? malloc(n) : NULL;
+	char              *src;
 	RemoraKV           h[2];
 	S3Call             call;
 
@@ -358,18 +356,15 @@ copy_unchanged(Transfer *task)
 					"the source is unchanged since job %" PRId64
 					", whose copy does not have the expected SHA-256",
 					u->from_job);
-		free(enc);
-		free(src);
 		return;
 	}
+	src = remora_s3_copy_source(task->bucket, u->key);
 	if (src == NULL)
 	{
 		remora_fail(&task->status, REMORA_ERR_INTERNAL, true, 0,
 					"out of memory");
-		free(enc);
 		return;
 	}
-	snprintf(src, n, "/%s/%s", task->bucket, enc);
 	h[0] = (RemoraKV){"x-amz-copy-source", src};
 	h[1] = (RemoraKV){"x-amz-copy-source-if-match", u->etag};
 	task->phase = P_SINGLE;
@@ -378,7 +373,6 @@ copy_unchanged(Transfer *task)
 		"PUT", task->bucket, task->result.member_key, NULL, 0, h, 2, NULL, 0,
 		NULL,  false,        task->storage_class,     true};
 	remora_xfer_start_s3(task, &call, unchanged_copied, K_SINGLE, 0);
-	free(enc);
 	free(src);
 }
 
