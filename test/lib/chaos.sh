@@ -353,6 +353,10 @@ mix_verify() {
 	check "every source kind was submitted and its results checked against the store ($(for k in "${KINDS[@]}"; do
 		printf '%s: %s submitted, %s checked, %s members; ' "$k" "${KIND_SUBMITTED[$k]:-0}" "${KIND_JOBS_CHECKED[$k]:-0}" "${CHECKED_MEMBERS[$k]:-0}"
 	done))" every_kind
+	# the mirrors among them (every other job): what they copied, checked above as any member
+	echo "# mirrors: $(q "SELECT count(*) FILTER (WHERE m.reused_from_job IS NOT NULL) || ' of ' || count(*)
+		FROM remora.results r JOIN remora.members m USING (attempt_id) JOIN remora.jobs j USING (job_id)
+		WHERE j.$CHAOS AND j.spec #> '{options,reuse_from}' IS NOT NULL") members of their results copied from an earlier job's"
 
 	# staging: every attempt's cleanup is carried out, then nothing is left
 	# under the staging area that a committed manifest does not name
