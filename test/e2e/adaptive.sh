@@ -34,11 +34,6 @@ start_faults "$BUSY_PORT" "$RATE_PORT" busy
 make_file big.bin 67108864  # 64 MiB: 13 parts of 5 MB, 64 sub-ranges
 make_file busy.bin 41943040 # 40 MiB: 8 parts, 40 sub-ranges
 
-# the most requests for PATH in flight at once, from the access log
-most_at_once() {
-	grep -F "\"GET $1 " "$ALOG" | awk '{ printf "%.3f 1\n%.3f -1\n", $1 - $2, $1 }' |
-		sort -k1,1n -k2,2n | awk '{ n += $2; if (n > m) m = n } END { print m + 0 }'
-}
 # the engine's lines about job J in the server log (LOG: test/lib/e2e.sh)
 # shellcheck disable=SC2153
 adapt_log() { grep -F "remora job $1: ranged connections" "$LOG" || true; }
@@ -56,7 +51,7 @@ verify "$j" big.bin
 # sub-ranges of 1 MiB at the default 16 connections a host: 64 GETs
 check_eq "capped: sixty-four GETs, all ranged (206)" \
 	"$(grep -F '"GET /c2/big.bin ' "$ALOG" | awk '{ print $3 }' | sort | uniq -c | awk '{ print $1 "x" $2 }')" "64x206"
-at_once=$(most_at_once /c2/big.bin)
+at_once=$(most_at_once "$ALOG" /c2/big.bin)
 check "capped: more GETs at once than the four it starts with ($at_once)" \
 	test "$at_once" -gt 4
 check "capped: no more at once than remora.max_connections_per_host ($at_once)" \

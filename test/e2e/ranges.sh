@@ -65,11 +65,6 @@ make_file plain.bin 20000000
 make_file crash.bin 67108864
 make_file swap.bin 67108864 # its last ranges are asked for after the swap
 
-# the most requests for PATH in flight at once, from the access log
-most_at_once() {
-	grep -F "\"GET $1 " "$ALOG" | awk '{ printf "%.3f 1\n%.3f -1\n", $1 - $2, $1 }' |
-		sort -k1,1n -k2,2n | awk '{ n += $2; if (n > m) m = n } END { print m + 0 }'
-}
 # run_job URL OPTIONS: submit, wait for success, print the milliseconds
 run_job() {
 	local t0 j
@@ -101,7 +96,7 @@ check_eq "connections 8: twenty-seven ranged GETs, all 206" \
 	"$(grep -F '"GET /r4/big.bin ' "$ALOG" | awk '{ print $3 }' | sort | uniq -c | awk '{ print $1 "x" $2 }')" "27x206"
 check_eq "connections 8: the first asks for the first sub-range" \
 	"$(grep -cF '"bytes=0-1048575"' "$ALOG")" "1"
-at_once=$(most_at_once /r4/big.bin)
+at_once=$(most_at_once "$ALOG" /r4/big.bin)
 check "connections 8: at most 8 GETs at once, and more than 4 ($at_once)" \
 	test "$at_once" -le 8 -a "$at_once" -gt 4
 

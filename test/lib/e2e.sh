@@ -45,6 +45,17 @@ check_eq() {
 # q SQL: one value from the test cluster's database
 q() { psql -X -A -t -q -v ON_ERROR_STOP=1 -d "${E2E_DB:-postgres}" -c "$1"; }
 
+# most_at_once LOG PATH: the most GETs of PATH in flight at once, from an
+# access log of test/lib/paced_source.py (nginx's `$msec $request_time`
+# first).  A request's end counts 20 ms early: the source takes its end
+# time once its thread holds Python's GIL again (switch interval 5 ms,
+# more on a busy machine), and by then the client may have read the last
+# bytes and asked for the next range on another connection.
+most_at_once() {
+	grep -F "\"GET $2 " "$1" | awk '{ printf "%.3f 1\n%.3f -1\n", $1 - $2, $1 - 0.02 }' |
+		sort -k1,1n -k2,2n | awk '{ n += $2; if (n > m) m = n } END { print m + 0 }'
+}
+
 e2e_finish() {
 	[ "$E2E_FAILED" -eq 0 ]
 }
