@@ -15,7 +15,6 @@
  *-------------------------------------------------------------------------
  */
 #include <fnmatch.h>
-#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
