@@ -255,7 +255,7 @@ async function showJob(id) {
 
 function renderJob(j) {
   noteSample(j);
-  $("job-h").textContent = "Job #" + j.job_id + (j.label ? " — " + j.label : "");
+  $("job-h").textContent = "Job #" + j.job_id + (j.dry_run ? " (dry run)" : "") + (j.label ? " — " + j.label : "");
   const finished = ["succeeded", "failed", "cancelled"].includes(j.state);
   const actions = el("div", { class: "actions" },
     el("button", { type: "button", id: "act-cancel", disabled: finished || j.cancel_requested,
@@ -343,13 +343,18 @@ async function loadMembers(id) {
   const t = el("table", { id: "members-table" },
     el("caption", { class: "sr-only" }, "Result members"),
     el("thead", {}, el("tr", {}, ["Path", "Size", "SHA-256", "How", ""].map((h) => el("th", { scope: "col" }, h)))),
-    el("tbody", {}, data.members.map((m) => el("tr", {},
-      el("td", { class: "mono" }, m.path), el("td", {}, bytes(m.size)),
-      el("td", { class: "mono" }, m.sha256),
-      el("td", { class: "action" }, m.action === "reuse"
-        ? el("a", { href: "#/jobs/" + m.reused_from_job }, "copied from #" + m.reused_from_job) : "downloaded"),
-      el("td", {}, el("button", { type: "button", class: "secondary download", "data-path": m.path,
-        onclick: (e) => download(id, m.path, e.target) }, "Download"))))));
+    el("tbody", {}, data.members.map((m) => {
+      /* a dry run's member is a plan: no object, so no hash and no download */
+      const plan = m.key === null;
+      return el("tr", {},
+        el("td", { class: "mono" }, m.path), el("td", {}, bytes(m.size)),
+        el("td", { class: "mono" }, plan ? "—" : m.sha256),
+        el("td", { class: "action" }, m.action === "reuse"
+          ? el("a", { href: "#/jobs/" + m.reused_from_job }, (plan ? "would copy from #" : "copied from #") + m.reused_from_job)
+          : (plan ? "would download" : "downloaded")),
+        el("td", {}, plan ? "" : el("button", { type: "button", class: "secondary download", "data-path": m.path,
+          onclick: (e) => download(id, m.path, e.target) }, "Download")));
+    })));
   $("members").replaceChildren(el("div", { class: "table-wrap" }, t));
 }
 
@@ -577,7 +582,8 @@ async function submitJob(ev) {
     if (!v) continue;
     const [a, b] = input.name.split(".");
     if (!b) { body[a] = v; continue; }
-    if (b === "include" || b === "exclude") body.options[b] = v.split(",").map((s) => s.trim()).filter(Boolean);
+    if (input.dataset.boolean) body.options[b] = true;
+    else if (b === "include" || b === "exclude") body.options[b] = v.split(",").map((s) => s.trim()).filter(Boolean);
     else if (input.type === "number") body.options[b] = Number(v);
     else body.options[b] = v;
   }

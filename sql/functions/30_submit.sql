@@ -151,6 +151,7 @@ BEGIN
 		 WHERE j.owner = caller AND j.source = p_spec #>> '{source,uri}'
 		   AND j.bucket = p_spec ->> 'bucket' AND j.state = 'succeeded'
 		   AND j.deleted_at IS NULL AND j.hard_delete_requested_at IS NULL
+		   AND j.spec #> '{options,dry_run}' IS DISTINCT FROM 'true'
 		 ORDER BY j.job_id DESC
 		 LIMIT 1;
 		IF NOT FOUND THEN
@@ -158,7 +159,8 @@ BEGIN
 		END IF;
 		RETURN jsonb_set(p_spec, '{options,reuse_from}', to_jsonb(earlier.job_id));
 	END IF;
-	SELECT j.job_id, j.state, j.source_kind INTO earlier
+	SELECT j.job_id, j.state, j.source_kind,
+		   j.spec #> '{options,dry_run}' = 'true' AS dry_run INTO earlier
 	  FROM remora.jobs j
 	 WHERE j.job_id = (given #>> '{}')::bigint
 	   AND j.deleted_at IS NULL AND j.hard_delete_requested_at IS NULL
@@ -173,6 +175,12 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 				  DETAIL = format('Job %s is %s: only a job that succeeded has a result to reuse.',
 								  earlier.job_id, earlier.state);
+	END IF;
+	IF earlier.dry_run THEN
+		RAISE EXCEPTION 'invalid option "reuse_from"'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = format('Job %s was a dry run: its result names members, it holds none.',
+								  earlier.job_id);
 	END IF;
 	IF earlier.source_kind <> p_spec #>> '{source,kind}' THEN
 		RAISE EXCEPTION 'invalid option "reuse_from"'

@@ -135,19 +135,23 @@ BEGIN
 		RAISE EXCEPTION 'invalid members' USING ERRCODE = 'invalid_parameter_value',
 			DETAIL = 'members must be a JSON array of objects.';
 	END IF;
+	-- a written member has key, etag and sha256; a dry run's has none of
+	-- them (remora._commit_verdict tells which a job may record)
 	IF EXISTS (SELECT 1 FROM jsonb_array_elements(members) e(m)
 				WHERE jsonb_typeof(m) <> 'object'
 				   OR jsonb_typeof(m -> 'path') IS DISTINCT FROM 'string'
 				   OR jsonb_typeof(m -> 'bucket') IS DISTINCT FROM 'string'
-				   OR jsonb_typeof(m -> 'key') IS DISTINCT FROM 'string'
 				   OR jsonb_typeof(m -> 'size') IS DISTINCT FROM 'number'
-				   OR jsonb_typeof(m -> 'etag') IS DISTINCT FROM 'string'
-				   OR coalesce(m ->> 'sha256', '') !~ '^[0-9a-fA-F]{64}$'
 				   OR m ->> 'size' !~ '^[0-9]{1,19}$'
-				   OR (m ->> 'size')::numeric > 9223372036854775807) THEN
+				   OR (m ->> 'size')::numeric > 9223372036854775807
+				   OR CASE WHEN m ?| ARRAY['key', 'etag', 'sha256']
+						   THEN jsonb_typeof(m -> 'key') IS DISTINCT FROM 'string'
+								OR jsonb_typeof(m -> 'etag') IS DISTINCT FROM 'string'
+								OR coalesce(m ->> 'sha256', '') !~ '^[0-9a-fA-F]{64}$'
+						   ELSE false END) THEN
 		RAISE EXCEPTION 'invalid member'
 			USING ERRCODE = 'invalid_parameter_value',
-				  DETAIL = 'Each member needs string path, bucket, key and etag, a non-negative integer size and a 64-digit hex sha256.';
+				  DETAIL = 'Each member needs string path and bucket, a non-negative integer size, and string key and etag with a 64-digit hex sha256 (a dry run''s: none of these three).';
 	END IF;
 END
 $$;
@@ -213,7 +217,8 @@ $$;
 --   invalid    d is not a descriptor (callers validate it first)
 --   outside    the manifest key is not under the attempt's staging prefix
 --   foreign    a member, recorded or among d's entries, is not an object
---              under that prefix in the job's bucket, or is the manifest
+--              under that prefix in the job's bucket, or is the manifest;
+--              or, of a dry run (options.dry_run), names any object
 --   counts     d's members and bytes are not exactly those of the recorded
 --              members plus its entries (also when both are zero: a
 --              descriptor claiming members nobody recorded is refused)
@@ -242,8 +247,10 @@ AS $$
 								  SELECT e.value ->> 'bucket', e.value ->> 'key'
 									FROM jsonb_array_elements(coalesce(d -> 'entries', '[]')) e) k
 						   WHERE k.bucket IS DISTINCT FROM (j.j).bucket
-							  OR left(k.key, length(j.sp)) IS DISTINCT FROM j.sp
-							  OR k.key = d ->> 'key') THEN 'foreign'
+							  OR CASE WHEN (j.j).spec #> '{options,dry_run}' = 'true'
+									  THEN k.key IS NOT NULL
+									  ELSE left(k.key, length(j.sp)) IS DISTINCT FROM j.sp
+										   OR k.key = d ->> 'key' END) THEN 'foreign'
 			 WHEN (c.n, c.total) IS DISTINCT FROM
 				  ((d ->> 'members')::bigint, (d ->> 'bytes')::numeric) THEN 'counts'
 			 WHEN EXISTS (SELECT 1 FROM remora._member_clashes(p_attempt, d -> 'entries'))

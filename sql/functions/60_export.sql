@@ -290,6 +290,12 @@ BEGIN
 				  DETAIL = format('The job is %s; only a succeeded job whose result was not deleted can be exported.',
 								  CASE WHEN j.hard_delete_requested_at IS NOT NULL THEN 'deleted' ELSE j.state END);
 	END IF;
+	IF j.spec #> '{options,dry_run}' = 'true' THEN
+		RAISE EXCEPTION 'job % was a dry run', p_job
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'A dry run''s result says what a job would download and reuse; it holds no member to export.',
+				  HINT = 'Submit the job again without options.dry_run, then export that job.';
+	END IF;
 
 	-- never onto the staging and result areas of Remora's own jobs
 	SELECT k2.key INTO clash

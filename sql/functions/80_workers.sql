@@ -181,7 +181,7 @@ AS $$
 			  FROM unnest($3) WITH ORDINALITY p(path, pos)
 			  JOIN remora.members m ON m.path = p.path
 			  JOIN remora.attempts t ON t.attempt_id = m.attempt_id
-			 WHERE t.job_id = $1 AND t.attempt_id <> $2
+			 WHERE t.job_id = $1 AND t.attempt_id <> $2 AND m.key IS NOT NULL
 			   AND m.bucket = (SELECT j.bucket FROM remora.jobs j WHERE j.job_id = $1)
 			UNION ALL
 			SELECT p.pos::integer, m.path, m.key, m.etag, m.sha256, m.size,
@@ -196,7 +196,7 @@ AS $$
 			  JOIN remora.results r ON r.job_id = e.job_id
 			  JOIN unnest($3) WITH ORDINALITY p(path, pos) ON true
 			  JOIN remora.members m ON m.attempt_id = r.attempt_id AND m.path = p.path
-			 WHERE j.job_id = $1) c
+			 WHERE j.job_id = $1 AND m.key IS NOT NULL) c
 	 ORDER BY c.path, c.rank, c.attempt_no DESC, c.pos
 $$;
 

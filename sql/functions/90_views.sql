@@ -56,7 +56,9 @@ SELECT j.job_id,
 	   -- instead of downloaded, counted when the result is committed (a
 	   -- column of its own: a subquery here made every page of the list of
 	   -- jobs cost more than ten times as much)
-	   coalesce(r.bytes_reused, 0) AS bytes_reused
+	   coalesce(r.bytes_reused, 0) AS bytes_reused,
+	   -- options.dry_run: its result is a plan, with no objects
+	   coalesce(j.spec #> '{options,dry_run}' = 'true', false) AS dry_run
   FROM remora.jobs j
   LEFT JOIN remora.results r ON r.job_id = j.job_id
   LEFT JOIN remora.checkpoints cp ON cp.job_id = j.job_id

@@ -204,15 +204,18 @@ CREATE TABLE remora.members (
 	attempt_id		uuid NOT NULL REFERENCES remora.attempts ON DELETE CASCADE,
 	path			text NOT NULL,
 	bucket			text NOT NULL,
-	key				text NOT NULL,
+	key				text,
 	size			bigint NOT NULL CHECK (size >= 0),
-	sha256			text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
-	etag			text NOT NULL,
+	sha256			text CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+	etag			text,
 	source			jsonb,		-- source validators: etag, last_modified, ...
 	recorded_at		timestamptz NOT NULL DEFAULT now(),
 	-- copied from this job's result (options.reuse_from), not downloaded
 	reused_from_job bigint,
-	PRIMARY KEY (attempt_id, path)
+	PRIMARY KEY (attempt_id, path),
+	-- written (key, etag and sha256), or a dry run's plan (none of them)
+	CONSTRAINT members_written_or_planned
+		CHECK ((key IS NULL) = (sha256 IS NULL) AND (key IS NULL) = (etag IS NULL))
 );
 
 -- The committed result: at most one per job, by its primary key.

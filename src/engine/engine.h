@@ -273,6 +273,13 @@ typedef struct RemoraTaskSpec
 
 	/* The storage class of what it writes (NULL: the engine's). */
 	const char *storage_class;
+
+	/*
+	 * A dry run (options.dry_run): a HEAD, with the validators of
+	 * `unchanged` if any, decides whether the member would be downloaded
+	 * or reused; no content is read and only the manifest is written.
+	 */
+	bool dry_run;
 } RemoraTaskSpec;
 
 #define REMORA_CONNECTIONS_ADAPT(start) (-(start))
@@ -336,6 +343,7 @@ typedef struct RemoraSetSpec
 	const char        *attempt_id;
 	int64_t            fencing_token;
 	bool               earlier_attempts; /* false: never ask lookups */
+	bool               dry_run; /* list and decide; write only the manifest */
 	int connections; /* per large member, as RemoraTaskSpec.connections */
 	const char *storage_class; /* of what it writes; NULL: the engine's */
 	void       *host_arg;      /* handed back in each RemoraLookup */

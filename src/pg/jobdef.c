@@ -91,6 +91,17 @@ put_int(Build *b, const char *key, int64 i)
 	pushJsonbValue(b, WJB_VALUE, &v);
 }
 
+static void
+put_bool(Build *b, const char *key, bool x)
+{
+	JsonbValue v;
+
+	push_string(b, WJB_KEY, key);
+	v.type = jbvBool;
+	v.val.boolean = x;
+	pushJsonbValue(b, WJB_VALUE, &v);
+}
+
 /* A whole document as a value or an element (NULL: JSON null). */
 static void
 push_jsonb(Build *b, JsonbIteratorToken tok, Jsonb *j)
@@ -181,6 +192,8 @@ put_options(Build *b, const RemoraJobOptions *o)
 		put_string(b, "reuse_from", "latest");
 	else if (o->reuse_from > 0)
 		put_int(b, "reuse_from", o->reuse_from);
+	if (o->dry_run)
+		put_bool(b, "dry_run", true);
 	(void) end_object(b);
 }
 

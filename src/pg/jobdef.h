@@ -41,6 +41,8 @@ typedef struct RemoraJobOptions
 	/* options.reuse_from (mirrors): a job id, or "latest"; 0/false: none */
 	int64 reuse_from;
 	bool  reuse_latest;
+	/* options.dry_run: list and decide, write no member */
+	bool dry_run;
 } RemoraJobOptions;
 
 /* submit: the job definition and the canonical request */

@@ -47,6 +47,7 @@ remora_presign(PG_FUNCTION_ARGS)
 	char              *bucket = NULL;
 	char              *key = NULL;
 	bool               exists;
+	bool               planned = false;
 	RemoraTargetConfig target;
 	char               err[256];
 	char              *url;
@@ -94,13 +95,24 @@ remora_presign(PG_FUNCTION_ARGS)
 				SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 			key = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 			bucket = MemoryContextStrdup(CurTransactionContext, bucket);
-			key = MemoryContextStrdup(CurTransactionContext, key);
+			/* a dry run's member: a plan, with no object */
+			planned = key == NULL;
+			if (key)
+				key = MemoryContextStrdup(CurTransactionContext, key);
 		}
 	}
 	SPI_finish();
 	if (!exists)
 		ereport(ERROR, (errcode(ERRCODE_NO_DATA_FOUND),
 						errmsg("job " INT64_FORMAT " does not exist", job)));
+	if (planned)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("job " INT64_FORMAT " was a dry run", job),
+				 errdetail("Its member \"%s\" is a plan: no object was "
+						   "written for it.",
+						   path),
+				 errhint("Submit the job again without options.dry_run.")));
 	if (key == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_NO_DATA_FOUND),

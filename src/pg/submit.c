@@ -60,7 +60,7 @@ static Datum webhook_secret(bool rotate);
 static const char *const option_names =
 	"max_attempts, priority, include, exclude, endpoint, expected_sha256, "
 	"label, connections, max_bytes_per_second, notify_url, storage_class, "
-	"reuse_from";
+	"reuse_from, dry_run";
 
 static void
 bad_option(const char *key, const char *detail)
@@ -319,6 +319,12 @@ parse_options(Jsonb *jb, RemoraSourceKind kind, RemoraJobOptions *o)
 			}
 			else
 				o->reuse_from = option_positive_int64(key, &v, what);
+		}
+		else if (strcmp(key, "dry_run") == 0)
+		{
+			if (v.type != jbvBool)
+				bad_option(key, "dry_run is true or false.");
+			o->dry_run = v.val.boolean;
 		}
 		else if (strcmp(key, "storage_class") == 0)
 		{

@@ -47,6 +47,7 @@ typedef struct RemoraWork
 	const char *storage_class; /* options.storage_class; NULL: the engine's */
 	int64_t     reuse_from;    /* options.reuse_from, resolved at submit to
 								* an earlier job's id; 0: none */
+	bool dry_run;              /* options.dry_run */
 	union
 	{
 		RemoraTaskSpec object;

@@ -83,6 +83,18 @@ get_int64(const RemoraJson *obj, const char *key, int64_t *out)
 	return v && v->type == RJ_NUMBER && parse_int64(v->string, out);
 }
 
+/* The boolean at key; false if absent or anything else. */
+static bool
+get_bool(const RemoraJson *obj, const char *key, bool *out)
+{
+	const RemoraJson *v = lookup(obj, key);
+
+	if (v == NULL || v->type != RJ_BOOL)
+		return false;
+	*out = v->boolean;
+	return true;
+}
+
 /* The array of strings at key (malloc'd, pointing into obj), or NULL. */
 static bool
 get_strings(const RemoraJson *obj, const char *key, const char ***out, int *n)
@@ -289,6 +301,9 @@ remora_codec_decode_spec(const char *text, RemoraWork *out, char *err,
 		(!get_int64(options, "reuse_from", &out->reuse_from) ||
 		 out->reuse_from < 1))
 		bad(&r, "options.reuse_from", "is not a job id");
+	if (lookup(options, "dry_run") &&
+		!get_bool(options, "dry_run", &out->dry_run))
+		bad(&r, "options.dry_run", "is not true or false");
 	if (r.failed)
 		goto refused;
 

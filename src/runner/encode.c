@@ -178,10 +178,13 @@ remora_codec_member(const char *bucket, const RemoraSetMember *m)
 	open_(&d, '{');
 	put_string(&d, "path", m->path);
 	put_string(&d, "bucket", bucket);
-	put_string(&d, "key", m->key);
 	put_int(&d, "size", m->size);
-	put_string(&d, "sha256", m->sha256);
-	put_string(&d, "etag", m->etag);
+	if (m->key) /* else a dry run's plan: no object */
+	{
+		put_string(&d, "key", m->key);
+		put_string(&d, "sha256", m->sha256);
+		put_string(&d, "etag", m->etag);
+	}
 	put_raw(&d, "source", m->source_json); /* the engine's own JSON */
 	put_bool(&d, "reused", m->reused);
 	if (m->reused_from_job > 0)
@@ -313,10 +316,13 @@ remora_codec_object_descriptor(const RemoraTaskResult *r, const char *bucket,
 	open_(&d, '{');
 	put_string(&d, "path", file_name);
 	put_string(&d, "bucket", bucket);
-	put_string(&d, "key", r->member_key);
 	put_int(&d, "size", r->member_size);
-	put_string(&d, "sha256", r->member_sha256);
-	put_string(&d, "etag", r->member_etag);
+	if (r->member_key[0]) /* else a dry run's plan: no object */
+	{
+		put_string(&d, "key", r->member_key);
+		put_string(&d, "sha256", r->member_sha256);
+		put_string(&d, "etag", r->member_etag);
+	}
 	key(&d, "source");
 	open_(&d, '{');
 	put_string(&d, "etag", r->source_etag);

@@ -77,6 +77,7 @@ start_task(RemoraWork *w, const RemoraClaimRow *row, Attempt *a,
 			w->u.set.host_arg = a;
 			w->u.set.connections = connections;
 			w->u.set.storage_class = w->storage_class;
+			w->u.set.dry_run = w->dry_run;
 			return remora_set_start(engine, &w->u.set, err, errlen);
 		case REMORA_WORK_OBJECT:
 			w->u.object.resume = resume;
@@ -92,6 +93,7 @@ start_task(RemoraWork *w, const RemoraClaimRow *row, Attempt *a,
 			w->u.object.fencing_token = row->token;
 			w->u.object.connections = connections;
 			w->u.object.storage_class = w->storage_class;
+			w->u.object.dry_run = w->dry_run;
 			return remora_task_start(engine, &w->u.object, err, errlen);
 	}
 	remora_errbuf_set(err, errlen, "unknown kind of work");

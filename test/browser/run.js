@@ -213,6 +213,7 @@ async function main() {
       const want = sha256(fs.readFileSync(path.join(WWW, "web.bin")));
       if (got !== want) throw new Error("sha256 " + got + " != " + want);
     });
+    let reusedJob;
     await step("\"Reuse the latest result\": the unchanged file is copied from that job, and the page says so", async () => {
       await alice.goto(H + "/#/submit");
       await alice.waitFor("!document.getElementById('submit-view').hidden");
@@ -226,6 +227,22 @@ async function main() {
       if (how !== "copied from #" + job) throw new Error("job " + id + ": " + how);
       await alice.waitFor("[...document.querySelectorAll('#job-body dt')].some((d) => d.textContent === 'Reused')");
       await alice.shot("web-job-reused");
+      reusedJob = id;
+    });
+    await step("\"Dry run\": the result says what would be copied, and offers nothing to download", async () => {
+      await alice.goto(H + "/#/submit");
+      await alice.waitFor("!document.getElementById('submit-view').hidden");
+      await alice.fill("s-source", SRC + "/web.bin");
+      await alice.click("#s-reuse");
+      await alice.click("#s-dry");
+      await alice.click("#submit-form button[type=submit]");
+      const id = await alice.waitFor("(location.hash.match(/^#\\/jobs\\/(\\d+)$/) || [])[1]");
+      await alice.waitFor("document.getElementById('job-h').textContent.startsWith('Job #" + id + " (dry run)')");
+      await alice.waitFor("document.querySelector('#members-table .action')", 60);
+      const how = await alice.text("#members-table .action");
+      if (how !== "would copy from #" + reusedJob) throw new Error("job " + id + ": " + how);
+      if (await alice.eval("!!document.querySelector('#members-table .download')")) throw new Error("a download button on a plan");
+      await alice.shot("web-job-dry-run");
     });
     let exported, unknownExport;
     const exportFrom = async (prefix, label) => {

@@ -74,6 +74,27 @@ aws_s3 s3 rm --quiet s3://source/data/m07.bin
 aws_s3 s3 cp --quiet "$SRCDIR/sub/new.bin" s3://source/data/sub/new.bin
 changed_bytes=$((25000 + 50000 + 33333))
 
+# --- a dry run first: what the next run would do, reading no content
+before=$(sent)
+d1=$(q "SELECT remora_submit('s3://source/data/', options => '{\"reuse_from\": \"latest\", \"dry_run\": true}')")
+check "dry run: the job succeeds" wait_state "$d1" succeeded 180
+check_eq "  no byte of a source object was read" "$(($(sent) - before))" "0"
+check_eq "  it plans 37 reuses of the first job and 3 downloads, with no keys" \
+	"$(q "SELECT count(*) FILTER (WHERE action = 'reuse' AND reused_from_job = $j1) || ' ' ||
+			 string_agg(path, ',' ORDER BY path) FILTER (WHERE action = 'download') || ' ' ||
+			 count(*) FILTER (WHERE key IS NOT NULL OR sha256 IS NOT NULL) FROM remora_result($d1)")" \
+	"37 m05.bin,sub/m32.bin,sub/new.bin 0"
+check_eq "  it wrote its manifest and nothing else" \
+	"$(aws_s3 s3 ls --recursive "s3://target/remora/$d1/" | awk '{ print $4 }' | sed 's|.*/||')" "manifest.jsonl"
+check_eq "  the manifest's lines say each member's action and name no key" \
+	"$(aws_s3 s3 cp "s3://target/$(q "SELECT result_manifest_key FROM remora_jobs WHERE job_id = $d1")" - |
+		grep '"path"' | jq -r 'select(has("key") | not) | .action' | sort | uniq -c | awk '{ print $1 $2 }' | tr '\n' ' ')" \
+	"3download 37reuse "
+check_eq "  exporting it is refused" \
+	"$(sqlstate "SELECT remora_export($d1, 'target', 'dry-export')")" "22023"
+check_eq "  reusing from it is refused" \
+	"$(sqlstate "SELECT remora_submit('s3://source/data/', options => '{\"reuse_from\": $d1}')")" "22023"
+
 before=$(sent)
 j2=$(q "SELECT remora_submit('s3://source/data/', options => '{\"reuse_from\": \"latest\"}')")
 check_eq "second run: \"latest\" is the first job" \
@@ -133,6 +154,18 @@ check "http: once the source changed, the next succeeds" wait_state "$u3" succee
 check_eq "  downloaded again, every byte" \
 	"$(q "SELECT action FROM remora_result($u3)") $(test "$(($(src_sent) - before))" -ge 3000000 && echo all)" "download all"
 verify "$u3" mirror/blob.bin
+# a dry run: a HEAD, with the last job's ETag, answered 304: a reuse
+before=$(src_sent)
+u4=$(q "SELECT remora_submit('$FLAKY/mirror/blob.bin', options => '{\"reuse_from\": \"latest\", \"dry_run\": true}')")
+check "http: a dry run succeeds" wait_state "$u4" succeeded 120
+check_eq "  it plans a reuse of the last job's copy, and sent no GET" \
+	"$(q "SELECT action || ' ' || (reused_from_job = $u3) || ' ' || size || ' ' || (key IS NULL) FROM remora_result($u4)") $(($(src_sent) - before))" \
+	"reuse true 3000000 true 0"
+u5=$(q "SELECT remora_submit('$FLAKY/mirror/blob.bin', options => '{\"dry_run\": true}')")
+check "http: a dry run with nothing to reuse succeeds" wait_state "$u5" succeeded 120
+check_eq "  it plans a download of the size the source says, and sent no GET" \
+	"$(q "SELECT action || ' ' || size || ' ' || (key IS NULL) FROM remora_result($u5)") $(($(src_sent) - before))" \
+	"download 3000000 true 0"
 
 # --- the Hub: a new commit reuses the files whose oid did not change
 HUB_PORT=$(free_port)
@@ -166,5 +199,16 @@ for f in model.safetensors weights/w2.bin weights/w5.bin; do
 		"$(aws_s3 s3 cp "s3://target/$(q "SELECT key FROM remora_result($h2) WHERE path = '$f'")" - | sha256sum | cut -d' ' -f1)" \
 		"$(sha256sum "$R/$f" | cut -d' ' -f1)"
 done
+
+# a dry run at the next commit reads nothing from the Hub's files
+head -c 5000 /dev/urandom >"$R/weights/w4.bin"
+echo three >"$R/.commit"
+before=$(resolves)
+h3=$(q "SELECT remora_submit('hf://acme/mirror', options => '{\"reuse_from\": \"latest\", \"dry_run\": true}')")
+check "hub: a dry run at the next commit succeeds" wait_state "$h3" succeeded 120
+check_eq "  it plans to download the changed file, reuse the 5 others, and fetched no file" \
+	"$(q "SELECT string_agg(path, ',') FILTER (WHERE action = 'download') || ' ' ||
+			 count(*) FILTER (WHERE reused_from_job = $h2) FROM remora_result($h3)") $(($(resolves) - before))" \
+	"weights/w4.bin 5 0"
 
 e2e_finish

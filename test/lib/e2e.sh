@@ -56,6 +56,12 @@ most_at_once() {
 		sort -k1,1n -k2,2n | awk '{ n += $2; if (n > m) m = n } END { print m + 0 }'
 }
 
+# sqlstate SQL: the SQLSTATE the statement fails with; nothing if it runs
+sqlstate() {
+	psql -X -q -d "${E2E_DB:-postgres}" -v VERBOSITY=sqlstate -c "$1" 2>&1 >/dev/null |
+		sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\)$/\1/p'
+}
+
 e2e_finish() {
 	[ "$E2E_FAILED" -eq 0 ]
 }

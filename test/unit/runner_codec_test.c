@@ -64,6 +64,18 @@ test_specs(void)
 			  "\"bucket\":\"b\",\"options\":{\"connections\":65}," STAGING "}",
 			  "options.connections"),
 		  "http: options.connections above 64 is refused, naming the key");
+	CHECK(remora_codec_decode_spec(
+			  "{\"source\":{\"kind\":\"http\",\"uri\":\"https://h/a\"},"
+			  "\"bucket\":\"b\",\"options\":{\"dry_run\":true}," STAGING "}",
+			  &job, err, sizeof(err)) &&
+			  job.dry_run,
+		  "http: options.dry_run");
+	remora_codec_work_free(&job);
+	CHECK(refused_with(
+			  "{\"source\":{\"kind\":\"http\",\"uri\":\"https://h/a\"},"
+			  "\"bucket\":\"b\",\"options\":{\"dry_run\":\"yes\"}," STAGING "}",
+			  "options.dry_run"),
+		  "http: options.dry_run that is not a boolean is refused, naming it");
 
 	CHECK(remora_codec_decode_spec(
 			  "{\"source\":{\"kind\":\"s3_prefix\",\"uri\":\"s3://src/p/\","
@@ -276,6 +288,17 @@ test_writing(void)
 		  "a member: quotes escaped, read back as written");
 	CHECK(strstr(t, "\"reused_from_job\":42") != NULL,
 		  "a member copied from an earlier job names it");
+	{
+		/* a dry run's plan: no key, sha256 or etag at all */
+		RemoraSetMember plan = {"p.bin", NULL, NULL, "", 7, "{}", false, 0};
+		char           *pt = remora_codec_member("b", &plan);
+
+		CHECK(pt && strstr(pt, "\"key\"") == NULL &&
+				  strstr(pt, "\"sha256\"") == NULL &&
+				  strstr(pt, "\"etag\"") == NULL && strstr(pt, "\"size\":7"),
+			  "a dry run's member names no key, SHA-256 or ETag");
+		free(pt);
+	}
 	CHECK(remora_docs_add(&docs, t), "kept until recorded");
 	memset(&r, 0, sizeof(r));
 	strcpy(r.manifest_key, "remora/7/a/manifest.jsonl");

@@ -80,6 +80,12 @@ set_pump(RemoraTask *t)
 		remora_set_pop_done(set);
 		list_next(set);
 		remora_set_start_entries(set);
+		if (set->dry_run)
+		{
+			/* planned at once: the window empties without a request */
+			remora_set_pop_done(set);
+			list_next(set);
+		}
 		if (set->listed && set->head == NULL &&
 			set->status.state == REMORA_TASK_RUNNING && set->mreq == NULL)
 			remora_set_finish(set);
@@ -371,6 +377,7 @@ remora_set_start(RemoraEngine *engine, const RemoraSetSpec *spec, char *errbuf,
 	set->job_id = spec->job_id;
 	set->fencing_token = spec->fencing_token;
 	set->earlier_attempts = spec->earlier_attempts;
+	set->dry_run = spec->dry_run;
 	set->member_cap = REMORA_SET_CONCURRENCY;
 	set->connections = spec->connections;
 	set->host_arg = spec->host_arg;

@@ -124,6 +124,7 @@ struct RemoraSet
 	char       *attempt_id;
 	int64_t     fencing_token;
 	bool        earlier_attempts; /* ask lookups of listed pages */
+	bool        dry_run;          /* plan every entry, write no member */
 	int         connections;      /* ranged GETs of each large member */
 	void       *host_arg;
 

@@ -43,12 +43,16 @@ large_member(const Entry *e)
 	return e->size < 0 || e->size >= REMORA_SET_SMALL_MEMBER;
 }
 
-/* A member starts: counted against the caps of remora_set_start_entries. */
+/*
+ * A member starts: counted against the caps of remora_set_start_entries.
+ * A reuse copy moves no byte through the worker (the store copies it), so
+ * it counts as small, whatever its size.
+ */
 static void
 member_started(RemoraSet *set, Entry *e)
 {
 	set->running++;
-	e->large = large_member(e);
+	e->large = large_member(e) && e->state != E_COPYING;
 	if (e->large)
 		set->running_large++;
 }
@@ -520,6 +524,26 @@ start_server_copy(RemoraSet *set, Entry *e)
 }
 
 /*
+ * A dry run's entry: what the attempt would do with it, decided at once.
+ * No member is written: the manifest line has no key, ETag or SHA-256.
+ */
+static void
+plan_entry(RemoraSet *set, Entry *e)
+{
+	free(e->key);
+	free(e->etag);
+	e->key = e->etag = NULL;
+	e->sha256[0] = '\0';
+	e->reused = false;
+	/* as remora_set_start_entries would: a CopyObject, unless encrypted */
+	e->reused_from_job =
+		e->prior && !remora_engine_copies_in_parts(set->base.engine)
+			? e->prior->from_job
+			: 0;
+	e->state = E_DONE;
+}
+
+/*
  * Start what the caps allow (member_cap in all, REMORA_SET_CONCURRENCY of
  * large members), in listing order, up to the page whose lookup the host
  * has not answered yet; a large member waiting for room lets small ones
@@ -548,11 +572,17 @@ remora_set_start_entries(RemoraSet *set)
 		}
 		if (e->state != E_WAITING)
 			continue;
-		if (large_member(e) && set->running_large >= REMORA_SET_CONCURRENCY)
+		if (set->dry_run)
+		{
+			plan_entry(set, e);
 			continue;
+		}
 		/* a CopyObject, which encryption rules out: downloaded again */
 		if (e->prior && !remora_engine_copies_in_parts(set->base.engine))
 			start_reuse(set, e);
+		if (e->state == E_WAITING && large_member(e) &&
+			set->running_large >= REMORA_SET_CONCURRENCY)
+			continue;
 		if (e->state == E_WAITING && server_copy_fits(set, e))
 			start_server_copy(set, e);
 		if (e->state == E_WAITING)

@@ -254,10 +254,10 @@ start_manifest(Transfer *task)
 			 task->last_modified);
 	ok = shown != NULL &&
 		 remora_manifest_source_http(&src, task->etag, task->last_modified) &&
-		 remora_manifest_member(&member, task->file_name, r->member_key,
-								r->member_size, r->member_sha256,
-								r->member_etag, src.data,
-								r->reused_from_job > 0, r->reused_from_job);
+		 remora_manifest_member(
+			 &member, task->file_name, r->member_key[0] ? r->member_key : NULL,
+			 r->member_size, r->member_sha256, r->member_etag, src.data,
+			 r->reused_from_job > 0, r->reused_from_job);
 	if (ok)
 	{
 		char members_sha[65];

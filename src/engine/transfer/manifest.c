@@ -43,6 +43,18 @@ remora_manifest_member(RemoraBuf *b, const char *path, const char *key,
 {
 	remora_buf_puts(b, "{\"path\":");
 	remora_buf_json_string(b, path);
+	if (key == NULL)
+	{
+		/* a dry run's plan: what the job would do, and no object */
+		remora_buf_printf(b, ",\"size\":%" PRId64 ",\"action\":\"%s\"", size,
+						  reused_from_job > 0 ? "reuse" : "download");
+		remora_buf_puts(b, ",\"source\":");
+		remora_buf_puts(b, source_json);
+		if (reused_from_job > 0)
+			remora_buf_printf(b, ",\"reused_from_job\":%" PRId64,
+							  reused_from_job);
+		return remora_buf_puts(b, "}\n");
+	}
 	remora_buf_puts(b, ",\"key\":");
 	remora_buf_json_string(b, key);
 	remora_buf_printf(b, ",\"size\":%" PRId64 ",\"sha256\":", size);

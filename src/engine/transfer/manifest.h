@@ -26,7 +26,10 @@ extern bool remora_manifest_header(RemoraBuf *b, int64_t job_id,
 								   int64_t fencing_token, const char *source,
 								   const char *bucket, const char *commit);
 
-/* source_json: the member's source validators, a JSON object */
+/*
+ * source_json: the member's source validators, a JSON object.  key NULL:
+ * a dry run's plan, with its action and no key, SHA-256 or ETag.
+ */
 extern bool remora_manifest_member(RemoraBuf *b, const char *path,
 								   const char *key, int64_t size,
 								   const char *sha256, const char *etag,

@@ -175,6 +175,36 @@ ask_again(Transfer *task)
 	remora_xfer_settle(task);
 }
 
+/*
+ * A dry run's answer (a HEAD, or its 304 to the earlier job's
+ * validators): the plan, with no key, ETag or SHA-256, then the manifest.
+ * A source that does not say its length is planned with size 0.
+ */
+static void
+planned(Transfer *task, const Request *req, bool reuse)
+{
+	RemoraTaskResult  *r = &task->result;
+	const RemoraPrior *u = task->unchanged;
+	const char        *etag = req->hdr.etag;
+	const char        *last_modified = req->hdr.last_modified;
+
+	r->member_key[0] = r->member_etag[0] = r->member_sha256[0] = '\0';
+	r->member_size = req->hdr.content_length > 0 ? req->hdr.content_length : 0;
+	r->reused_from_job = 0;
+	if (reuse)
+	{
+		r->member_size = u->size;
+		r->reused_from_job = u->from_job;
+		etag = u->source_etag;
+		last_modified = u->source_last_modified;
+	}
+	snprintf(task->etag, sizeof(task->etag), "%s", etag);
+	snprintf(task->last_modified, sizeof(task->last_modified), "%s",
+			 last_modified);
+	task->received = task->total = r->member_size;
+	remora_xfer_member_written(task);
+}
+
 static void
 source_done(Request *req, CURLcode rc)
 {
@@ -218,7 +248,10 @@ source_done(Request *req, CURLcode rc)
 	}
 	if (req->status == 304 && task->unchanged)
 	{
-		copy_unchanged(task);
+		if (task->dry_run)
+			planned(task, req, true);
+		else
+			copy_unchanged(task);
 		remora_xfer_settle(task);
 		return;
 	}
@@ -272,6 +305,12 @@ source_done(Request *req, CURLcode rc)
 	if (req->status < 200 || req->status >= 300)
 	{
 		remora_xfer_source_http_failed(task, req);
+		remora_xfer_settle(task);
+		return;
+	}
+	if (task->dry_run)
+	{
+		planned(task, req, false);
 		remora_xfer_settle(task);
 		return;
 	}
@@ -388,6 +427,8 @@ start_source(Transfer *task)
 		return;
 	req->kind = K_SOURCE;
 	req->on_data = source_data;
+	if (task->dry_run)
+		curl_easy_setopt(req->easy, CURLOPT_NOBODY, 1L); /* HEAD */
 	/* a large object in parallel: the first GET is its first part */
 	task->probe_end = remora_xfer_probe_end(task);
 	if (task->offset > 0)
@@ -619,6 +660,7 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	task->expected_sha256 = remora_xstrdup(spec->expected_sha256);
 	task->attempt_id = remora_xstrdup(spec->attempt_id);
 	task->no_manifest = spec->no_manifest;
+	task->dry_run = spec->dry_run;
 	task->trusted_source = spec->trusted_source;
 	task->ca_pem = remora_xstrdup(spec->ca_pem);
 	task->auth_header = remora_xstrdup(spec->auth_header);
@@ -630,7 +672,7 @@ remora_task_start(RemoraEngine *engine, const RemoraTaskSpec *spec,
 	task->total = -1;
 	task->probe_end = -1;
 	task->part_size = engine->part_size;
-	remora_xfer_adapt_init(task, spec->connections);
+	remora_xfer_adapt_init(task, spec->dry_run ? 1 : spec->connections);
 	/* ranges: a buffer each (at most), and a few for uploads and waiting parts
 	 */
 	task->nbufs = task->adaptive ? task->adapt.max + REMORA_PARTS_IN_FLIGHT

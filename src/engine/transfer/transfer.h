@@ -100,6 +100,7 @@ typedef struct Transfer
 
 	/* as a member of a larger job (see RemoraTaskSpec) */
 	bool         no_manifest;
+	bool         dry_run; /* a HEAD decides; only the manifest is written */
 	bool         trusted_source;
 	char        *ca_pem; /* a trusted source's own CAs, or NULL */
 	char        *auth_header;
