@@ -18,10 +18,13 @@
 #   R  rclone sync --transfers 8 --checkers 8 of the prefix into a copy
 #      that the previous round's sync made (it lists both sides, compares
 #      sizes and times, and copies what changed)
+#   C  rclone copy --transfers 16 of that copy into a new prefix of the
+#      same remote: a server-side CopyObject of every object, what the
+#      mirror's copies cost the store at the same concurrency (a floor)
 #
-# Wall seconds (M, F: remora_jobs.finished_at - submitted_at; R: GNU time),
-# medians over RUNS rounds after an untimed job and sync, ratios M/F and
-# M/R.  Every mirror's result is checked: OBJECTS members, of which the
+# Wall seconds (M, F: remora_jobs.finished_at - submitted_at; R, C: GNU
+# time), medians over RUNS rounds after an untimed job and sync, ratios M/F,
+# M/R and M/C.  Every mirror's result is checked: OBJECTS members, of which the
 # changed ones downloaded and the others copied (remora_result.action).
 #
 # Usage (root, Debian 12):
@@ -123,12 +126,19 @@ rclone_sync() {	# "wall" of one sync, from GNU time
 	cat "$T/time.rclone"
 }
 
+rclone_copy() {	# "wall" of server-side copies of every object, into a new prefix
+	/usr/bin/time -f "%e" -o "$T/time.rclone" env -u AWS_CA_BUNDLE rclone copy --transfers 16 --checkers 16 \
+		dst:target/rclone "dst:target/copy$1" >/dev/null 2>&1 || die "rclone copy failed"
+	env -u AWS_CA_BUNDLE rclone purge "dst:target/copy$1" >/dev/null 2>&1 || die "rclone purge failed"
+	cat "$T/time.rclone"
+}
+
 log "untimed: a full pull and an rclone sync"
 PREV=$(run_job '{}')
 rclone_sync >/dev/null
 RESULTS=$T/results.tsv # method round wall
 : >"$RESULTS"
-methods="M F R"
+methods="M F R C"
 for r in $(seq 1 "$RUNS"); do
 	for i in $(seq 1 "$CHANGED"); do
 		f=$(printf 'o%04d' $(((r * 37 + i * 11) % OBJECTS + 1)))
@@ -153,13 +163,14 @@ for r in $(seq 1 "$RUNS"); do
 			reclaim "$j"
 			;;
 		R) echo "R $r $(rclone_sync)" >>"$RESULTS" ;;
+		C) echo "C $r $(rclone_copy "$r")" >>"$RESULTS" ;;
 		esac
 	done
 done
 [ "$(aws_s3 s3 ls --recursive s3://target/rclone/ | wc -l)" = "$OBJECTS" ] || die "rclone's copy is not whole"
 
 med() { awk -v m="$1" '$1 == m { print $3 }' "$RESULTS" | median; }
-M=$(med M) F=$(med F) R=$(med R)
+M=$(med M) F=$(med F) R=$(med R) C=$(med C)
 SNAME=$([ "$STORE" = rgw ] && echo "Ceph RGW" || echo s3rver)
 REPORT=$T/report.md
 {
@@ -172,27 +183,29 @@ REPORT=$T/report.md
 	echo
 	echo "| method | wall s (median) | min | max | × the mirror |"
 	echo "| --- | ---: | ---: | ---: | ---: |"
-	for m in M F R; do
+	for m in M F R C; do
 		case $m in
 		M) name="remora, a mirror (\`reuse_from\` the previous run)" ;;
 		F) name="remora, a full pull" ;;
 		R) name="rclone sync (through rclone)" ;;
+		C) name="rclone copy, server-side, of all $OBJECTS (the store's copies alone)" ;;
 		esac
 		v=$(awk -v m="$m" '$1 == m { print $3 }' "$RESULTS" | sort -g)
 		echo "| $name | $(med "$m") | $(echo "$v" | head -1) | $(echo "$v" | tail -1) | $(ratio "$(med "$m")" "$M") |"
 	done
 	echo
-	echo "The mirror took $(ratio "$M" "$F") of a full pull's time and $(ratio "$M" "$R") of"
-	echo "rclone sync's.  What the two do differ: the mirror publishes a new,"
-	echo "verified result of every member (a server-side copy of each unchanged"
-	echo "one, its SHA-256 carried over from the earlier result, and a manifest),"
-	echo "while rclone sync updates one copy in place and writes only what changed."
-	echo "So the mirror's time is that of its server-side copies, one per unchanged"
-	echo "member, whatever changed; a full pull's is that of moving every byte, which"
-	echo "here, on one machine's loopback, costs far less than it would from a remote"
-	echo "bucket.  A mirror that is as cheap as rclone sync would have to reference the"
-	echo "earlier job's objects instead of copying them, and its result would no"
-	echo "longer be its own (deleting the earlier job would take members from it)."
+	echo "The mirror took $(ratio "$M" "$F") of a full pull's time, $(ratio "$M" "$R") of"
+	echo "rclone sync's, and $(ratio "$M" "$C") of the time the store takes for a"
+	echo "server-side copy of every object at 16 at once (C).  That last figure is the"
+	echo "mirror's floor: it publishes a new, verified result of every member, a"
+	echo "server-side copy of each unchanged one under its own key (its SHA-256"
+	echo "carried over from the earlier result) and a manifest, so that deleting the"
+	echo "earlier job takes nothing from it; rclone sync updates one copy in place"
+	echo "and writes only what changed.  Listing, deciding and committing add little"
+	echo "to the copies.  A full pull moves every byte, which on one machine's"
+	echo "loopback costs far less than from a remote bucket: the mirror reads none of"
+	echo "the unchanged bytes, so its share of a full pull falls as the source gets"
+	echo "farther away, while its time stays that of the store's copies."
 } >"$REPORT"
 cat "$REPORT"
 if [ "$WRITE" = 1 ]; then
