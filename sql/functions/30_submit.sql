@@ -478,6 +478,48 @@ BEGIN
 END
 $$;
 
+-- Retry: a new job with the same request (source, bucket, prefix,
+-- options) for the job's owner, from a failed or cancelled job; judged as
+-- a submit of the owner's is now (grants, limits, reuse_from).  The new
+-- job carries the old one's request hash: it is the same request.
+CREATE OR REPLACE FUNCTION remora._retry(caller oid, job bigint) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	j		remora.jobs := remora._job_for(caller, job);
+	spec	jsonb := j.spec;
+	notify	text;
+	new_id	bigint;
+BEGIN
+	IF j.deleted_at IS NOT NULL THEN
+		RAISE EXCEPTION 'job % does not exist', job USING ERRCODE = 'no_data_found';
+	END IF;
+	IF j.source_kind = 'export' THEN
+		RAISE EXCEPTION 'job % is an export', job
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Export the result again with remora_export.';
+	END IF;
+	IF j.state NOT IN ('failed', 'cancelled') THEN
+		RAISE EXCEPTION 'job % is %', job, j.state
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'Only a failed or cancelled job can be retried.';
+	END IF;
+	SELECT n.url INTO notify FROM remora.notify_urls n WHERE n.job_id = job;
+	IF notify IS NOT NULL THEN
+		spec := jsonb_set(spec, '{options,notify_url}', to_jsonb(notify));
+	END IF;
+	new_id := remora._submit(j.owner::oid, spec, jsonb_build_object('retry', job), NULL,
+							 (SELECT u.url FROM remora.source_urls u WHERE u.job_id = job));
+	UPDATE remora.jobs SET request_hash = j.request_hash WHERE job_id = new_id;
+	RETURN new_id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION remora_retry(job bigint) RETURNS bigint
+AS 'MODULE_PATHNAME', 'remora_retry'
+LANGUAGE C VOLATILE;
+
 CREATE OR REPLACE FUNCTION remora_submit(source text, bucket text DEFAULT NULL,
 							  prefix text DEFAULT NULL,
 							  options jsonb DEFAULT '{}',

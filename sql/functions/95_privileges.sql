@@ -4,10 +4,10 @@
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA remora FROM PUBLIC;
 REVOKE ALL ON FUNCTION remora_submit(text, text, text, jsonb, text),
-	remora_cancel(bigint), remora_delete(bigint, boolean),
+	remora_cancel(bigint), remora_delete(bigint, boolean), remora_retry(bigint),
 	remora_result(bigint), remora_presign(bigint, text, interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION remora_submit(text, text, text, jsonb, text),
-	remora_cancel(bigint), remora_delete(bigint, boolean),
+	remora_cancel(bigint), remora_delete(bigint, boolean), remora_retry(bigint),
 	remora_result(bigint), remora_presign(bigint, text, interval) TO remora_user;
 
 -- remora_worker holds EXECUTE on the worker's functions and no privilege on

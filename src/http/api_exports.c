@@ -65,8 +65,9 @@ void
 remora_api_export_job(RemoraRequest *req, const char *id)
 {
 	RemoraJson *v = remora_api_json_body(req);
-	const char *params[2];
+	const char *params[3];
 	const char *if_exists;
+	const char *key;
 	PGresult   *res;
 	char        location[64];
 	RemoraBuf   b = {0};
@@ -92,19 +93,24 @@ remora_api_export_job(RemoraRequest *req, const char *id)
 							 NULL, "if_exists");
 		return;
 	}
-	remora_json_free(v);
+	if (!remora_api_idempotency_key(req, v, &key))
+	{
+		remora_json_free(v);
+		return;
+	}
 	params[0] = id;
 	params[1] = req->body.data;
+	params[2] = key;
 	res = remora_api_query(
 		req,
 		"SELECT @extschema@.remora_export($1" INT8 ", "
 		"b" ARROWTXT "'bucket', b" ARROWTXT "'prefix', " OPTIONS CONCAT
 		"CASE WHEN b" ARROWTXT "'if_exists' IS NULL "
 		"THEN '{}'" JSONB " ELSE pg_catalog.jsonb_build_object("
-		"'if_exists', b" ARROW "'if_exists') END, "
-		"b" ARROWTXT "'idempotency_key') "
+		"'if_exists', b" ARROW "'if_exists') END, $3" TEXT ") "
 		"FROM (SELECT $2" JSONB " AS b) s",
-		2, params);
+		3, params);
+	remora_json_free(v); /* key points into it */
 	if (res == NULL)
 		return;
 	remora_buf_printf(&b, "{\"export_id\":%s}", PQgetvalue(res, 0, 0));
@@ -219,6 +225,30 @@ static const char *EXPORT_SQL =
 static const char *const RESOLVE_KEYS[] = {"action", NULL};
 
 /*
+ * DELETE /api/exports/{id}: remora_delete of the export (its published
+ * keys stay: an export's objects are never deleted).  An export's id
+ * names no row of remora_jobs: the view says whether the caller sees it.
+ */
+static const char *DELETE_EXPORT_SQL =
+	"SELECT @extschema@.remora_delete(e.export_id) "
+	"FROM @extschema@.remora_exports e WHERE e.export_id" EQ "$1" INT8;
+
+static void
+delete_export(RemoraRequest *req, const char *id, const char *missing)
+{
+	const char *params[1] = {id};
+	PGresult   *res = remora_api_query(req, DELETE_EXPORT_SQL, 1, params);
+
+	if (res == NULL)
+		return;
+	if (PQntuples(res) == 0)
+		remora_respond_error(req, 404, "P0002", missing, NULL, NULL, NULL);
+	else
+		remora_respond(req, 204, NULL, "", 0, NULL, NULL, NULL);
+	PQclear(res);
+}
+
+/*
  * GET /api/exports/{id}; POST /api/exports/{id}/resolve {"action"}:
  * remora_export_resolve (42501 -> 403 for a remora_user's retry or fail,
  * 55000 -> 409 for an export whose outcome is known);
@@ -232,10 +262,12 @@ remora_api_export(RemoraRequest *req, const char *id, const char *rest)
 	char        missing[64];
 
 	snprintf(missing, sizeof(missing), "export %s does not exist", id);
-	if (rest[0] == '\0')
+	if (rest[0] == '\0' && strcmp(req->method, "DELETE") == 0)
+		delete_export(req, id, missing);
+	else if (rest[0] == '\0')
 	{
 		if (strcmp(req->method, "GET") != 0)
-			remora_api_method_not_allowed(req, "GET");
+			remora_api_method_not_allowed(req, "GET, DELETE");
 		else if ((res = remora_api_query(req, EXPORT_SQL, 1, params)) != NULL)
 			remora_api_respond_value(req, 200, res, missing);
 	}

@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * api_jobs.c
- *	  /api/jobs and /api/jobs/{id}: list, submit, one job, cancel, delete,
- *	  its result and presigned URLs; /api/throughput, the jobs of the last
- *	  hour minute by minute.
+ *	  /api/jobs and /api/jobs/{id}: list, submit, one job, cancel, retry,
+ *	  delete, its result and presigned URLs; /api/throughput, the jobs of
+ *	  the last hour minute by minute.
  *
  * GET /api/jobs walks an index whatever the order and the page (keyset
  * paging: "next" is the cursor of the following page); POST is
@@ -37,7 +37,9 @@
 	"pg_catalog.lower($2" TEXT "))" GT "0 "                                    \
 	"OR pg_catalog.strpos(pg_catalog.lower(coalesce(label, '')), "             \
 	"pg_catalog.lower($2" TEXT "))" GT "0 "                                    \
-	"OR job_id" TEXT EQ "$2" TEXT ") "
+	"OR job_id" TEXT EQ "$2" TEXT ") "                                         \
+	"AND ($5" TEXT " IS NULL OR owner" EQ "pg_catalog.to_regrole($5" TEXT      \
+	")) "
 
 static const char *LIST_SQL =
 	"WITH page AS (SELECT job_id FROM remora.jobs " LIST_FILTER "AND ($3" INT8
@@ -109,11 +111,12 @@ list_jobs(RemoraRequest *req)
 	const char *limit = remora_req_arg(req, "limit");
 	const char *sort = remora_req_arg(req, "sort");
 	const char *dir = remora_req_arg(req, "dir");
+	const char *owner = remora_req_arg(req, "owner");
 	const char *sql = LIST_SQL;
 	bool        by_priority = sort && strcmp(sort, "priority") == 0;
 	bool        asc = dir && strcmp(dir, "asc") == 0;
 	char        lim[16];
-	const char *params[4];
+	const char *params[5];
 	PGresult   *res;
 	long        n = LIST_DEFAULT;
 
@@ -163,7 +166,8 @@ list_jobs(RemoraRequest *req)
 	params[1] = q && q[0] ? q : NULL;
 	params[2] = after && after[0] ? after : NULL;
 	params[3] = lim;
-	res = remora_api_query(req, sql, 4, params);
+	params[4] = owner && owner[0] ? owner : NULL;
+	res = remora_api_query(req, sql, 5, params);
 	if (res)
 		remora_api_respond_value(req, 200, res, "no jobs");
 }
@@ -172,14 +176,29 @@ list_jobs(RemoraRequest *req)
 static const char *ALLOWED_SUBMIT_KEYS[] = {
 	"source", "bucket", "prefix", "options", "idempotency_key", NULL};
 
+/* 201 {"job_id"} with its Location, for a query whose value is its id */
+static void
+respond_created_job(RemoraRequest *req, PGresult *res)
+{
+	char      location[64];
+	RemoraBuf b = {0};
+
+	remora_buf_printf(&b, "{\"job_id\":%s}", PQgetvalue(res, 0, 0));
+	snprintf(location, sizeof(location), "/api/jobs/%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	if (!b.failed)
+		remora_respond(req, 201, "application/json; charset=utf-8", b.data,
+					   b.len, NULL, NULL, location);
+	remora_buf_free(&b);
+}
+
 static void
 submit_job(RemoraRequest *req)
 {
 	RemoraJson *v = remora_api_json_body(req);
-	const char *params[1];
+	const char *params[2];
+	const char *key;
 	PGresult   *res;
-	char        location[64];
-	RemoraBuf   b = {0};
 
 	if (v == NULL)
 		return;
@@ -226,24 +245,22 @@ submit_job(RemoraRequest *req)
 							 "source");
 		return;
 	}
-	remora_json_free(v);
+	if (!remora_api_idempotency_key(req, v, &key))
+	{
+		remora_json_free(v);
+		return;
+	}
 	params[0] = req->body.data;
+	params[1] = key;
 	res = remora_api_query(
 		req,
 		"SELECT @extschema@.remora_submit(b" ARROWTXT "'source', "
 		"b" ARROWTXT "'bucket', b" ARROWTXT "'prefix', " OPTIONS ", "
-		"b" ARROWTXT "'idempotency_key') "
-		"FROM (SELECT $1" JSONB " AS b) s",
-		1, params);
-	if (res == NULL)
-		return;
-	remora_buf_printf(&b, "{\"job_id\":%s}", PQgetvalue(res, 0, 0));
-	snprintf(location, sizeof(location), "/api/jobs/%s", PQgetvalue(res, 0, 0));
-	PQclear(res);
-	if (!b.failed)
-		remora_respond(req, 201, "application/json; charset=utf-8", b.data,
-					   b.len, NULL, NULL, location);
-	remora_buf_free(&b);
+		"$2" TEXT ") FROM (SELECT $1" JSONB " AS b) s",
+		2, params);
+	remora_json_free(v); /* key points into it */
+	if (res != NULL)
+		respond_created_job(req, res);
 }
 
 void
@@ -319,6 +336,18 @@ remora_api_job(RemoraRequest *req, const char *id, const char *rest)
 				 "@extschema@.remora_cancel($1" INT8 "))",
 				 1, params)) != NULL)
 			remora_api_respond_value(req, 200, res, missing);
+	}
+	else if (strcmp(rest, "/retry") == 0)
+	{
+		if (strcmp(req->method, "POST") != 0)
+		{
+			remora_api_method_not_allowed(req, "POST");
+			return;
+		}
+		if ((res = remora_api_query(
+				 req, "SELECT @extschema@.remora_retry($1" INT8 ")", 1,
+				 params)) != NULL)
+			respond_created_job(req, res);
 	}
 	else if (strcmp(rest, "/export") == 0)
 	{

@@ -309,3 +309,27 @@ remora_api_is_admin(RemoraRequest *req, bool *admin)
 	PQclear(res);
 	return true;
 }
+
+/*
+ * The idempotency key of a POST that creates: the body's
+ * "idempotency_key", else the Idempotency-Key header (NULL: none).  Both,
+ * and different: false, answered 400.
+ */
+bool
+remora_api_idempotency_key(RemoraRequest *req, const RemoraJson *body,
+						   const char **key)
+{
+	const char *given = remora_json_string(body, "idempotency_key");
+	const char *header = remora_req_header(req, "Idempotency-Key");
+
+	*key = given ? given : header;
+	if (given && header && strcmp(given, header) != 0)
+	{
+		remora_respond_error(req, 400, "22023", "invalid idempotency_key",
+							 "The body's idempotency_key and the "
+							 "Idempotency-Key header differ.",
+							 NULL, "idempotency_key");
+		return false;
+	}
+	return true;
+}

@@ -120,15 +120,25 @@ remora_export(PG_FUNCTION_ARGS)
 	if (!remora_bucket_name_valid(bucket, err, sizeof(err)))
 		invalid("bucket", sentence(err));
 	if (PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("prefix must not be null"),
-				 errhint("An export needs a target prefix ('' for the bucket's "
-						 "root).")));
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("prefix must not be null"),
+						errhint("An export needs a target prefix, such as "
+								"'exports/today'.")));
 	norm = remora_prefix_normalize(text_to_cstring(PG_GETARG_TEXT_PP(2)), err,
 								   sizeof(err));
 	if (norm == NULL)
 		invalid("prefix", sentence(err));
+	if (norm[0] == '\0')
+	{
+		/* a form's empty field must not become the bucket's root */
+		free(norm);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid prefix"),
+				 errdetail("An export writes under a prefix: the bucket's "
+						   "root ('' or '/') is refused."),
+				 errhint("Give a prefix, such as 'exports/today'.")));
+	}
 	idem = PG_ARGISNULL(4) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(4));
 	if (idem != NULL)
 	{

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * submit.c
- *	  The user entry points remora_submit, remora_cancel and remora_delete.
+ *	  The user entry points remora_submit, remora_cancel, remora_delete and
+ *	  remora_retry.
  *
  * These are SECURITY INVOKER C functions.  They validate everything the
  * caller passed, then call the matching SECURITY DEFINER function in schema
@@ -45,6 +46,7 @@
 PG_FUNCTION_INFO_V1(remora_submit);
 PG_FUNCTION_INFO_V1(remora_cancel);
 PG_FUNCTION_INFO_V1(remora_delete);
+PG_FUNCTION_INFO_V1(remora_retry);
 PG_FUNCTION_INFO_V1(remora_webhook_secret);
 PG_FUNCTION_INFO_V1(remora_rotate_webhook_secret);
 
@@ -749,6 +751,25 @@ remora_delete(PG_FUNCTION_ARGS)
 	call_internal("_delete", 3, argtypes, args, nulls, &resnull);
 	remora_note_cancel();
 	PG_RETURN_VOID();
+}
+
+/*
+ * remora_retry(job) -> the new job's id
+ */
+Datum
+remora_retry(PG_FUNCTION_ARGS)
+{
+	Oid   argtypes[2] = {OIDOID, INT8OID};
+	Datum args[2];
+	bool  nulls[2] = {false, false};
+	bool  resnull;
+	Datum job;
+
+	args[0] = ObjectIdGetDatum(GetUserId());
+	args[1] = Int64GetDatum(job_arg(fcinfo));
+	job = call_internal("_retry", 2, argtypes, args, nulls, &resnull);
+	remora_note_submit(); /* workers hear of it at commit */
+	PG_RETURN_DATUM(job);
 }
 
 /* ---------------------------------------------------- webhook secrets */

@@ -428,7 +428,50 @@ check_eq "resolve of a succeeded export: 409 55000" \
 check_eq "cancel of a finished export: 200, still succeeded" \
 	"$(ja POST "/api/exports/$UX/cancel") $(field .state)" "200 succeeded"
 check_eq "bob cannot cancel it: 404" "$(as bob POST "/api/exports/$UX/cancel")" 404
+check_eq "an export to the bucket's root (an empty prefix): 400 22023" \
+	"$(xa POST "/api/jobs/$JOB/export" -d '{"bucket":"target","prefix":""}') $(field .sqlstate)" "400 22023"
+check_eq "  nor with the prefix /" \
+	"$(xa POST "/api/jobs/$JOB/export" -d '{"bucket":"target","prefix":"/"}') $(field .sqlstate)" "400 22023"
+check_eq "the Idempotency-Key header replays an export as the body's key does" \
+	"$(xa POST "/api/jobs/$JOB/export" -H 'Idempotency-Key: x1' -d '{"bucket":"target","prefix":"webx","if_exists":"overwrite"}') $(field .export_id)" "201 $EX"
+check_eq "bob cannot delete alice's export: 404" "$(as bob DELETE "/api/exports/$UX")" 404
+check_eq "DELETE /api/exports/$UX: 204" "$(ja DELETE "/api/exports/$UX")" 204
+check_eq "  then it is gone: 404" "$(ja GET "/api/exports/$UX")" 404
+check_eq "  and what it published stays" \
+	"$(aws_s3 s3 ls s3://target/webu/a.bin | wc -l)" "1"
 curl -s "http://127.0.0.1:$S3_PROXY/__reset" >/dev/null
+
+# --- retry, the Idempotency-Key header, the owner filter --------------------------------
+ja POST /api/jobs -d "{\"source\":\"$SRC/nowhere.bin\",\"options\":{\"max_attempts\":1}}" >/dev/null
+FJOB=$(field .job_id)
+check "a job of a missing file fails (through the API)" wait_for 60 wait_job "$FJOB" failed
+check_eq "POST /api/jobs/$FJOB/retry: 201, a new job" \
+	"$(ja POST "/api/jobs/$FJOB/retry") $(test "$(field .job_id)" -gt "$FJOB" && echo new)" "201 new"
+RJOB=$(field .job_id)
+check_eq "  and its Location" "$(header Location)" "/api/jobs/$RJOB"
+check_eq "  the same source, queued or on its way" \
+	"$(ja GET "/api/jobs/$RJOB" >/dev/null; field .source) $(q "SELECT request_hash = (SELECT request_hash FROM remora.jobs WHERE job_id = $FJOB) FROM remora.jobs WHERE job_id = $RJOB")" \
+	"$SRC/nowhere.bin t"
+check_eq "retry of a job that succeeded: 400 22023" \
+	"$(ja POST "/api/jobs/$JOB/retry") $(field .sqlstate)" "400 22023"
+check_eq "bob retries alice's job: 404" "$(as bob POST "/api/jobs/$FJOB/retry")" 404
+check_eq "GET .../retry: 405" "$(ja GET "/api/jobs/$FJOB/retry")" 405
+check_eq "the Idempotency-Key header on POST /api/jobs: 201" \
+	"$(ja POST /api/jobs -H 'Idempotency-Key: hk1' -d "{\"source\":\"$SRC/a.bin\"}")" 201
+HJOB=$(field .job_id)
+check_eq "  the same key again: the same job" \
+	"$(ja POST /api/jobs -H 'Idempotency-Key: hk1' -d "{\"source\":\"$SRC/a.bin\"}") $(field .job_id)" "201 $HJOB"
+check_eq "  the body's key the same as the header's: the same job" \
+	"$(ja POST /api/jobs -H 'Idempotency-Key: hk1' -d "{\"source\":\"$SRC/a.bin\",\"idempotency_key\":\"hk1\"}") $(field .job_id)" "201 $HJOB"
+check_eq "  another key in the body: 400 naming idempotency_key" \
+	"$(ja POST /api/jobs -H 'Idempotency-Key: hk1' -d "{\"source\":\"$SRC/a.bin\",\"idempotency_key\":\"hk2\"}") $(field .field)" "400 idempotency_key"
+as bob POST /api/jobs -d "{\"source\":\"$SRC/a.bin\"}" >/dev/null
+check_eq "GET /api/jobs?owner=bob as an admin: bob's jobs only" \
+	"$(as carol GET '/api/jobs?owner=bob&limit=1000') $(field '[.jobs[].owner] | unique | join(",")')" "200 bob"
+check_eq "  as alice: none (she sees only her own)" \
+	"$(ja GET '/api/jobs?owner=bob') $(field '.jobs | length')" "200 0"
+check_eq "  ?owner=alice as alice: her own" \
+	"$(ja GET '/api/jobs?owner=alice&limit=1000') $(field '[.jobs[].owner] | unique | join(",")')" "200 alice"
 
 # --- hostile input ----------------------------------------------------------------------
 head -c 200000 /dev/zero | tr '\0' 'a' >"$T/big"
