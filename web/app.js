@@ -31,7 +31,36 @@ function el(tag, attrs, ...kids) {
   return e;
 }
 
-function say(msg) { $("live").textContent = msg; }
+/* say(msg, carry): the page's status line, about the view shown (carry:
+ * the view the action goes to); cleared once another view is shown */
+function say(msg, carry) { $("live").textContent = msg; S.liveFor = carry ? "next" : S.view; }
+/* status(id, msg): the line next to the action that it is about */
+function status(id, msg) { const e = $(id); if (e) e.textContent = msg || ""; else say(msg); }
+/* an error of the job tables as a person reads it: class, message, HTTP status */
+function errorText(e) {
+  if (!e) return "";
+  return (e.class ? e.class + ": " : "") + (e.message || JSON.stringify(e)) +
+    (e.http_status ? " (HTTP " + e.http_status + ")" : "");
+}
+/* copy text, saying so on the line next to the button (with the link
+ * itself, for a link) */
+async function copy(text, what, line, link) {
+  try { await navigator.clipboard.writeText(text); }
+  catch (_) {
+    /* no clipboard API here (not a secure context): a selected field */
+    const t = el("textarea", { class: "sr-only", readonly: true });
+    t.value = text; document.body.append(t); t.select();
+    document.execCommand("copy"); t.remove();
+  }
+  status(line, "Copied " + what + ".");
+  if (link && $(line)) $(line).append(" ", el("a", { href: text, class: "download-link", rel: "noreferrer" }, "the link"));
+}
+function copyButton(text, what, line, label) {
+  return el("button", { type: "button", class: "secondary copy", "data-copy": text,
+    "aria-label": "Copy " + what, onclick: () => copy(text, what, line) }, label || "Copy");
+}
+/* a new key each time a form is shown: a double submit is one request */
+function newKey() { return crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + Math.random(); }
 
 class ApiError extends Error {
   constructor(status, data) {
@@ -40,8 +69,8 @@ class ApiError extends Error {
   }
 }
 
-async function api(method, path, body) {
-  const opts = { method, headers: {}, credentials: "same-origin" };
+async function api(method, path, body, headers) {
+  const opts = { method, headers: Object.assign({}, headers), credentials: "same-origin" };
   if (body !== undefined) {
     opts.headers["Content-Type"] = "application/json";
     opts.body = JSON.stringify(body);
@@ -113,6 +142,8 @@ function progressCell(j) {
 function show(view) {
   for (const v of ["signin", "jobs", "job", "submit", "admin", "exports", "export"])
     $(v + "-view").hidden = v !== view;
+  if (S.liveFor === "next") S.liveFor = view;
+  else if (S.liveFor !== view) $("live").textContent = "";
   S.view = view;
   if (view !== "export" && S.xtimer) { clearTimeout(S.xtimer); S.xtimer = null; }
 }
@@ -140,7 +171,8 @@ async function route() {
   if ((m = h.match(/^#\/jobs\/(\d+)$/))) return showJob(m[1]);
   if ((m = h.match(/^#\/exports\/(\d+)$/))) return showExport(m[1]);
   if (h === "#/exports") return showExports();
-  if (h === "#/submit") { show("submit"); return; }
+  if (h === "#/submit") { showSubmit(); return; }
+  if ((m = h.match(/^#\/jobs\?(.*)$/))) return listFilter(JOBS, jobsFilterFrom(new URLSearchParams(m[1])));
   if (h === "#/admin" && S.admin) return showAdmin();
   return showJobs();
 }
@@ -183,7 +215,11 @@ function listNext(L) {
 function listWire(L, form, read) {
   $(form).addEventListener("submit", (ev) => {
     ev.preventDefault();
-    listFilter(L, read()).catch((e) => say(e.message));
+    const f = read();
+    /* a list whose filter lives in the URL: the route loads it */
+    const h = L.hash ? L.hash(f) : null;
+    if (h && location.hash !== h) { location.hash = h; return; }
+    listFilter(L, f).catch((e) => say(e.message));
   });
   $(L.nextButton).addEventListener("click", () => listNext(L).catch((e) => say(e.message)));
   $(L.firstButton).addEventListener("click", () => listFirst(L).catch((e) => say(e.message)));
@@ -193,25 +229,49 @@ function listWire(L, form, read) {
 const JOBS = newList({
   view: "jobs", path: "/api/jobs", items: "jobs", id: "job_id", row: jobRow,
   table: "jobs-table", empty: "jobs-empty", nextButton: "page-next", firstButton: "page-first",
-  filter: { state: "", q: "", limit: "50", sort: "submitted:desc" },
+  filter: { state: "", q: "", owner: "", limit: "50", sort: "submitted:desc" },
   query(f) {
     const p = new URLSearchParams();
     if (f.state) p.set("state", f.state);
     if (f.q) p.set("q", f.q);
+    if (f.owner) p.set("owner", f.owner);
     p.set("limit", f.limit);
     const [sort, dir] = (f.sort || "submitted:desc").split(":");
     if (sort !== "submitted" || dir !== "desc") { p.set("sort", sort); p.set("dir", dir); }
     return p;
   },
-  loaded() { $("select-all").checked = false; }
+  loaded() { $("select-all").checked = false; },
+  /* #/jobs?state=…&q=…&owner=…&sort=…&limit=…: a filter one can bookmark */
+  hash(f) {
+    const p = new URLSearchParams();
+    for (const k of ["state", "q", "owner", "sort", "limit"])
+      if (f[k] && f[k] !== JOBS_DEFAULT[k]) p.set(k, f[k]);
+    const q = p.toString();
+    return q ? "#/jobs?" + q : "#/jobs";
+  }
 });
-function showJobs() { return loadList(JOBS); }
+const JOBS_DEFAULT = { state: "", q: "", owner: "", limit: "50", sort: "submitted:desc" };
+/* the filter a URL asks for, shown in the filter form too */
+function jobsFilterFrom(p) {
+  const f = Object.assign({}, JOBS_DEFAULT);
+  for (const k of Object.keys(f)) if (p.get(k)) f[k] = p.get(k);
+  $("f-state").value = f.state; $("f-q").value = f.q; $("f-owner").value = f.owner;
+  $("f-sort").value = f.sort; $("f-limit").value = f.limit;
+  return f;
+}
+function showJobs() {
+  /* #/jobs alone: the default filter */
+  if (location.hash !== "#/jobs?" && !location.hash.startsWith("#/jobs?")) JOBS.filter = jobsFilterFrom(new URLSearchParams());
+  return loadList(JOBS);
+}
 
 function jobRow(j) {
   return el("tr", { "data-job": j.job_id },
     el("td", {}, el("input", { type: "checkbox", class: "sel", value: j.job_id, "aria-label": "select job " + j.job_id })),
     el("td", {}, el("a", { href: "#/jobs/" + j.job_id }, "#" + j.job_id)),
-    el("td", { class: "st" }, stateBadge(j.state)),
+    el("td", { class: "st" }, stateBadge(j.state),
+      j.state === "failed" && j.last_error ? el("span", { class: "rate err-line" }, errorText(j.last_error)) : null),
+    el("td", { class: "owner" }, j.owner),
     el("td", { class: "src mono" }, j.source),
     el("td", {}, j.label || ""),
     el("td", { class: "prio" }, j.priority),
@@ -224,7 +284,8 @@ function updateRow(ev) {
   if (!tr) return false;
   const j = Object.assign(JOBS.rows.get(String(ev.job_id)) || {}, ev);
   JOBS.rows.set(String(ev.job_id), j);
-  tr.querySelector(".st").replaceChildren(stateBadge(j.state));
+  tr.querySelector(".st").replaceChildren(stateBadge(j.state),
+    j.state === "failed" && j.last_error ? el("span", { class: "rate err-line" }, errorText(j.last_error)) : "");
   tr.querySelector(".prog").replaceChildren(...progressCell(j));
   return true;
 }
@@ -253,28 +314,50 @@ async function showJob(id) {
   renderJob(j);
 }
 
+/* what the last action on this job came to, while it still holds */
+function jobStatusText(j) {
+  const st = S.jobStatus;
+  if (!st || st.job !== Number(j.job_id)) return "";
+  if (st.whileState && j.state !== st.whileState) return "Job " + j.state + ".";
+  return st.text;
+}
+/* "2 of 5", and for an ended job what the rest of its budget came to */
+function attemptsText(j) {
+  const t = j.attempts_used + " of " + j.max_attempts;
+  if (j.state === "failed" && j.attempts_used < j.max_attempts) return t + " (not retried: the error is not one that passes)";
+  if (j.state === "succeeded" || j.state === "cancelled" || j.state === "failed") return j.attempts_used + " used";
+  return t;
+}
+
 function renderJob(j) {
   noteSample(j);
   $("job-h").textContent = "Job #" + j.job_id + (j.dry_run ? " (dry run)" : "") + (j.label ? " — " + j.label : "");
   const finished = ["succeeded", "failed", "cancelled"].includes(j.state);
+  const retriable = j.state === "failed" || j.state === "cancelled";
+  const resultDir = j.result_manifest_key ? j.result_manifest_key.replace(/[^/]*$/, "") : null;
   const actions = el("div", { class: "actions" },
+    retriable ? el("button", { type: "button", id: "act-retry", onclick: () => act("retry", j.job_id) }, "Retry") : null,
     el("button", { type: "button", id: "act-cancel", disabled: finished || j.cancel_requested,
       onclick: () => act("cancel", j.job_id) }, j.cancel_requested && !finished ? "Cancelling…" : "Cancel"),
     el("button", { type: "button", class: "secondary", id: "act-delete",
       onclick: () => act("delete", j.job_id) }, "Delete"),
     el("button", { type: "button", class: "danger", id: "act-hard-delete",
-      onclick: () => act("hard", j.job_id) }, "Delete with its objects"));
+      onclick: () => act("hard", j.job_id) }, "Delete with its objects"),
+    el("span", { id: "job-status", class: "status", role: "status" }, jobStatusText(j)));
   const summary = kv([
     ["State", stateBadge(j.state)], ["Source", j.source], ["Kind", j.source_kind],
-    ["Owner", j.owner], ["Target", "s3://" + (j.bucket || "") + "/" + (j.prefix || "")],
+    ["Owner", j.owner],
+    ["Result", resultDir ? el("span", {}, el("span", { class: "mono", id: "result-uri" }, "s3://" + j.bucket + "/" + resultDir),
+      " ", copyButton("s3://" + j.bucket + "/" + resultDir, "the result's S3 URI", "job-status", "Copy S3 URI")) : null],
+    ["Writes to", resultDir ? null : "s3://" + (j.bucket || "") + "/" + (j.prefix ? j.prefix + "/" : "") + j.job_id + "/<attempt>/"],
     ["Progress", el("span", { id: "job-progress" }, progressCell(j))],
     ["Members", j.members_total !== null && j.members_total !== undefined ? (j.members_done || 0) + " / " + j.members_total : null],
     ["Reused", j.bytes_reused ? bytes(j.bytes_reused) + " copied from an earlier result, " +
       bytes(Math.max(0, (j.result_bytes || j.bytes_done || 0) - j.bytes_reused)) + " downloaded" : null],
-    ["Attempts", j.attempts_used + " of " + j.max_attempts], ["Priority", j.priority],
+    ["Attempts", attemptsText(j)], ["Priority", j.priority],
     ["Submitted", when(j.submitted_at)], ["Started", when(j.started_at)], ["Finished", when(j.finished_at)],
     ["Next attempt", when(j.next_attempt_at)], ["Restart reason", j.restart_reason],
-    ["Last error", j.last_error ? JSON.stringify(j.last_error) : null],
+    ["Last error", j.last_error ? el("span", { id: "last-error" }, errorText(j.last_error)) : null],
     ["Manifest", j.result_manifest_key], ["Manifest SHA-256", j.result_manifest_sha256],
     ["Idempotency key", j.idempotency_key]]);
   const attempts = el("table", {},
@@ -285,7 +368,7 @@ function renderJob(j) {
       el("td", {}, a.attempt_no), el("td", { class: "mono" }, a.attempt_id),
       el("td", { class: "mono" }, a.incarnation || ""), el("td", {}, a.fencing_token),
       el("td", {}, when(a.started_at)), el("td", {}, when(a.finished_at)), el("td", {}, a.state),
-      el("td", {}, a.error ? (a.error.class ? a.error.class + ": " : "") + (a.error.message || JSON.stringify(a.error)) : ""),
+      el("td", {}, errorText(a.error)),
       el("td", {}, a.resumed_from ? "resumed from " + a.resumed_from : (a.restart_reason ? "from zero: " + a.restart_reason : (a.attempt_no > 1 ? "from zero" : "")))))));
   const ledger = el("table", {},
     el("caption", { class: "sr-only" }, "Recovery ledger"),
@@ -338,50 +421,72 @@ function jobChart(j) {
     (v) => bytes(Math.round(v)) + "/s");
 }
 
+/* the result: where each member is (its S3 URI), its SHA-256, both to
+ * copy, and a one-click download (or a presigned link to copy) */
 async function loadMembers(id) {
   const data = await api("GET", "/api/jobs/" + id + "/result");
   const t = el("table", { id: "members-table" },
     el("caption", { class: "sr-only" }, "Result members"),
-    el("thead", {}, el("tr", {}, ["Path", "Size", "SHA-256", "How", ""].map((h) => el("th", { scope: "col" }, h)))),
+    el("thead", {}, el("tr", {}, ["Path", "Size", "S3 URI", "SHA-256", "How", "Download"].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, data.members.map((m) => {
       /* a dry run's member is a plan: no object, so no hash and no download */
       const plan = m.key === null;
+      const uri = plan ? null : "s3://" + m.bucket + "/" + m.key;
       return el("tr", {},
         el("td", { class: "mono" }, m.path), el("td", {}, bytes(m.size)),
-        el("td", { class: "mono" }, plan ? "—" : m.sha256),
+        el("td", { class: "uri" }, plan ? "—" : [el("span", { class: "mono" }, uri), " ",
+          copyButton(uri, "the S3 URI of " + m.path, "members-status", "Copy")]),
+        el("td", { class: "sha" }, plan ? "—" : [el("span", { class: "mono" }, m.sha256), " ",
+          copyButton(m.sha256, "the SHA-256 of " + m.path, "members-status", "Copy")]),
         el("td", { class: "action" }, m.action === "reuse"
           ? el("a", { href: "#/jobs/" + m.reused_from_job }, (plan ? "would copy from #" : "copied from #") + m.reused_from_job)
           : (plan ? "would download" : "downloaded")),
-        el("td", {}, plan ? "" : el("button", { type: "button", class: "secondary download", "data-path": m.path,
-          onclick: (e) => download(id, m.path, e.target) }, "Download")));
+        el("td", {}, plan ? "" : el("div", { class: "actions" },
+          el("button", { type: "button", class: "download", "data-path": m.path,
+            onclick: () => download(id, m.path, false) }, "Download"),
+          el("button", { type: "button", class: "secondary copy-link", "data-path": m.path,
+            onclick: () => download(id, m.path, true) }, "Copy link"))));
     })));
-  $("members").replaceChildren(el("div", { class: "table-wrap" }, t));
+  $("members").replaceChildren(el("p", { id: "members-status", class: "status", role: "status" }),
+    el("div", { class: "table-wrap" }, t));
 }
 
-async function download(id, path, button) {
+/* a presigned URL (15 minutes): opened at once, or copied */
+async function download(id, path, copyOnly) {
   try {
     const r = await api("GET", "/api/jobs/" + id + "/result/url?path=" + encodeURIComponent(path));
-    const a = el("a", { href: r.url, class: "download-link", rel: "noreferrer" }, "link for " + path);
-    button.replaceWith(a);
-    a.focus();
-    say("Download link ready (valid for 15 minutes).");
-  } catch (e) { say(e.message); }
+    if (copyOnly) return copy(r.url, "a download link for " + path + " (valid for 15 minutes)", "members-status", true);
+    status("members-status", "Downloading " + path + "…");
+    /* another origin's URL: a tab of its own, so that this page stays */
+    const a = el("a", { href: r.url, target: "_blank", rel: "noopener noreferrer", download: path.replace(/.*\//, "") });
+    document.body.append(a); a.click(); a.remove();
+  } catch (e) { status("members-status", e.message); }
 }
 
+/* the job page's actions; what came of one is said next to the buttons
+ * (S.jobStatus, kept while the page is redrawn, until the state moves on) */
 async function act(what, id) {
+  const note = (text, whileState) => { S.jobStatus = { job: Number(id), text, whileState }; status("job-status", text); };
   try {
     if (what === "cancel") {
       const r = await api("POST", "/api/jobs/" + id + "/cancel");
-      say("Job " + id + ": " + r.state);
+      if (r.state === "running") note("Cancel requested: the attempt stops within a second.", "running");
+      else if (r.state === "cancelled") note("Cancelled.");
+      else note("The job had already ended: " + r.state + ".");
+    } else if (what === "retry") {
+      const r = await api("POST", "/api/jobs/" + id + "/retry");
+      S.jobStatus = { job: r.job_id, text: "A retry of job #" + id + "." };
+      location.hash = "#/jobs/" + r.job_id;
+      return;
     } else {
       const hard = what === "hard";
       if (!confirm(hard ? "Delete job " + id + " and the objects it wrote?" : "Delete job " + id + "?")) return;
       await api("DELETE", "/api/jobs/" + id + "?hard=" + hard);
-      say("Job " + id + " deleted.");
+      say("Job " + id + " deleted.", true);
       location.hash = "#/jobs";
       return;
     }
-  } catch (e) { say(e.message); }
+  } catch (e) { note(e.message + (e.data && e.data.detail ? " — " + e.data.detail : "")); }
   if (S.view === "job") showJob(id);
 }
 
@@ -400,7 +505,8 @@ function exportForm(j) {
         value: name === "bucket" ? (j.bucket || "") : null, required: name === "prefix" ? true : null });
     return el("div", {}, el("label", { for: id }, text), control, el("p", { id: id + "-err", class: "error field-error" }));
   };
-  return el("form", { id: "export-form", class: "card", novalidate: true, onsubmit: (ev) => exportJob(ev, j.job_id) },
+  return el("form", { id: "export-form", class: "card", novalidate: true, "data-key": newKey(),
+    onsubmit: (ev) => exportJob(ev, j.job_id) },
     el("p", { class: "hint" }, "Copy every member to <prefix>/<path> in the bucket, server-side. " +
       "Deleting the job later leaves the exported keys in place."),
     el("div", { class: "grid" }, EXPORT_FIELDS.map(field)),
@@ -418,11 +524,22 @@ async function exportJob(ev, id) {
     if (!v && a !== "prefix") continue;
     if (b) body.options[b] = v; else body[a] = v;
   }
+  /* never the bucket's root by accident: the server refuses it too */
+  if (!body.prefix.replace(/^\/+|\/+$/g, "")) {
+    formError(form, new ApiError(400, { error: "A prefix is required: an export never writes to the bucket's root.",
+      field: "prefix" }));
+    return;
+  }
+  const button = form.querySelector("button[type=submit]");
+  if (button.disabled) return;
+  button.disabled = true;
   try {
-    const r = await api("POST", "/api/jobs/" + id + "/export", body);
-    say("Export " + r.export_id + " created.");
+    const r = await api("POST", "/api/jobs/" + id + "/export", body,
+      body.idempotency_key ? {} : { "Idempotency-Key": form.dataset.key });
+    say("Export " + r.export_id + " created.", true);
     location.hash = "#/exports/" + r.export_id;
   } catch (e) { formError(form, e); }
+  finally { button.disabled = false; }
 }
 async function loadJobExports(id) {
   const d = await api("GET", "/api/exports?job=" + id + "&limit=20");
@@ -487,6 +604,10 @@ function renderExport(x) {
   }
   if (active) buttons.push(el("button", { type: "button", id: "act-xcancel", disabled: x.cancel_requested,
     onclick: () => resolveExport(x.export_id, "cancel") }, x.cancel_requested ? "Cancelling…" : "Cancel"));
+  buttons.push(el("button", { type: "button", class: "danger", id: "act-xdelete",
+    onclick: () => resolveExport(x.export_id, "delete") }, "Delete"),
+  el("span", { id: "export-status", class: "status", role: "status" },
+    S.exportStatus && S.exportStatus.id === String(x.export_id) ? S.exportStatus.text : ""));
   const err = x.last_error;
   const summary = kv([
     ["State", stateBadge(x.state)], ["Verifying", x.verifying ? "yes: observing the targets" : null],
@@ -495,7 +616,7 @@ function renderExport(x) {
     ["Members", x.members_done + " / " + x.members], ["Size", bytes(x.bytes)],
     ["Attempts", x.attempts_used + " of " + x.max_attempts],
     ["Created", when(x.created_at)], ["Started", when(x.started_at)], ["Finished", when(x.finished_at)],
-    ["Last error", err ? (err.class ? err.class + ": " : "") + (err.message || JSON.stringify(err)) : null],
+    ["Last error", err ? errorText(err) : null],
     ["Output digest", x.output_digest], ["Publication digest", x.publication_digest],
     ["Source digest", x.source_digest], ["Idempotency key", x.idempotency_key]]);
   const note = unknown ? el("p", { class: "hint", id: "unknown-note" },
@@ -513,7 +634,7 @@ function renderExport(x) {
     el("tbody", {}, (x.attempts || []).map((a) => el("tr", {},
       el("td", {}, a.attempt_no), el("td", {}, a.fencing_token), el("td", {}, when(a.started_at)),
       el("td", {}, when(a.finished_at)), el("td", {}, a.state),
-      el("td", {}, a.error ? (a.error.class ? a.error.class + ": " : "") + (a.error.message || JSON.stringify(a.error)) : "")))));
+      el("td", {}, errorText(a.error))))));
   const decisions = (x.decisions || []).map((d) => el("li", {}, d.action + " by " + d.by + ", " + when(d.at)));
   $("export-body").replaceChildren(el("div", { class: "actions" }, buttons), ...(note ? [note] : []), summary,
     el("h2", {}, "References"), (x.references || []).length ? el("div", { class: "table-wrap" }, refs) : el("p", {}, "None yet."),
@@ -523,10 +644,19 @@ function renderExport(x) {
 async function resolveExport(id, action) {
   try {
     if (action === "fail" && !confirm("Mark export " + id + " failed?")) return;
+    if (action === "delete") {
+      if (!confirm("Delete export " + id + "? The keys it published stay.")) return;
+      await api("DELETE", "/api/exports/" + id);
+      say("Export " + id + " deleted; the keys it published stay.", true);
+      location.hash = "#/exports";
+      return;
+    }
     const r = action === "cancel" ? await api("POST", "/api/exports/" + id + "/cancel")
       : await api("POST", "/api/exports/" + id + "/resolve", { action });
-    say("Export " + id + ": " + r.state);
-  } catch (e) { say(e.message + (e.data && e.data.hint ? " " + e.data.hint : "")); }
+    S.exportStatus = { id: String(id), text: "Export " + id + ": " + r.state + "." };
+  } catch (e) {
+    S.exportStatus = { id: String(id), text: e.message + (e.data && e.data.hint ? " " + e.data.hint : "") };
+  }
   if (S.view === "export") showExport(String(id));
 }
 
@@ -535,15 +665,18 @@ function selected() { return [...document.querySelectorAll("#jobs-table .sel:che
 async function bulk(what, ids, confirmed) {
   if (!ids.length) { $("bulk-status").textContent = "Nothing selected."; return; }
   if (what === "delete" && !confirmed && !confirm("Delete " + ids.length + " job(s)?")) return;
-  let ok = 0, failed = 0;
+  /* what became of each: cancelled, to stop, already ended, deleted, refused */
+  const n = {};
+  const count = (k) => { n[k] = (n[k] || 0) + 1; };
   for (const id of ids) {
     try {
-      if (what === "cancel") await api("POST", "/api/jobs/" + id + "/cancel");
-      else await api("DELETE", "/api/jobs/" + id + "?hard=false");
-      ok++;
-    } catch (e) { failed++; }
+      if (what === "cancel") {
+        const r = await api("POST", "/api/jobs/" + id + "/cancel");
+        count(r.state === "cancelled" ? "cancelled" : r.state === "running" ? "stopping" : "already " + r.state);
+      } else { await api("DELETE", "/api/jobs/" + id + "?hard=false"); count("deleted"); }
+    } catch (e) { count("refused"); }
   }
-  $("bulk-status").textContent = what + ": " + ok + " done" + (failed ? ", " + failed + " failed" : "");
+  $("bulk-status").textContent = Object.entries(n).map(([k, v]) => v + " " + k).join(", ") + ".";
   showJobs();
 }
 /* every job the filter matches (cancel: only the active ones), all pages */
@@ -555,29 +688,42 @@ async function matching(activeOnly) {
     const st = activeOnly ? "queued,running,retrying" : JOBS.filter.state;
     if (st) p.set("state", st);
     if (JOBS.filter.q) p.set("q", JOBS.filter.q);
+    if (JOBS.filter.owner) p.set("owner", JOBS.filter.owner);
     p.set("limit", "1000");
     if (after) p.set("after", after);
     const d = await api("GET", "/api/jobs?" + p.toString());
     for (const j of d.jobs)
-      if (!JOBS.filter.state || JOBS.filter.state.split(",").includes(j.state)) ids.push(String(j.job_id));
+      if (!JOBS.filter.state || JOBS.filter.state.split(",").includes(j.state)) ids.push([String(j.job_id), j.owner]);
     after = d.next;
   } while (after);
   return ids;
 }
+/* every matching job; the question says whose they are (an admin's
+ * filter may cover every user's jobs) */
 async function allMatching(what) {
-  const ids = await matching(what === "cancel");
-  if (!ids.length) { $("bulk-status").textContent = "No job matches."; return; }
-  if (!confirm((what === "cancel" ? "Cancel " : "Delete ") + ids.length + " job(s) that match the filter?")) return;
-  await bulk(what, ids, true);
+  const rows = await matching(what === "cancel");
+  if (!rows.length) { $("bulk-status").textContent = "No job matches."; return; }
+  const owners = {};
+  for (const [, o] of rows) owners[o] = (owners[o] || 0) + 1;
+  const whose = Object.entries(owners).sort((a, b) => b[1] - a[1]).map(([o, c]) => c + " of " + o).join(", ");
+  if (!confirm((what === "cancel" ? "Cancel " : "Delete ") + rows.length + " job(s) that match the filter: " + whose + "?")) return;
+  await bulk(what, rows.map((r) => r[0]), true);
 }
 
-/* submit */
+/* submit: the form carries a key of its own (S.submitKey, new each time
+ * it is shown), so a double click or a retried request is one job */
+function showSubmit() {
+  show("submit");
+  if (!S.submitKey) S.submitKey = newKey();
+}
 async function submitJob(ev) {
   ev.preventDefault();
   const form = ev.target;
+  const button = $("submit-button");
+  if (button.disabled) return; /* a request is on its way */
   formError(form, null);
   const body = { options: {} };
-  for (const input of form.querySelectorAll("input[name]")) {
+  for (const input of form.querySelectorAll("input[name], select[name]")) {
     const v = input.type === "checkbox" ? (input.checked ? input.value : "") : input.value.trim();
     if (!v) continue;
     const [a, b] = input.name.split(".");
@@ -587,12 +733,16 @@ async function submitJob(ev) {
     else if (input.type === "number") body.options[b] = Number(v);
     else body.options[b] = v;
   }
+  button.disabled = true;
+  button.textContent = "Submitting…";
   try {
-    const r = await api("POST", "/api/jobs", body);
+    const r = await api("POST", "/api/jobs", body, body.idempotency_key ? {} : { "Idempotency-Key": S.submitKey });
     form.reset();
+    S.submitKey = null; /* the next form shown is another request */
     say("Job " + r.job_id + " submitted.");
     location.hash = "#/jobs/" + r.job_id;
   } catch (e) { formError(form, e); }
+  finally { button.disabled = false; button.textContent = "Submit"; }
 }
 
 /* admin */
@@ -775,8 +925,23 @@ function stopEvents() {
   if (S.poll) { clearInterval(S.poll); S.poll = null; }
 }
 
+/* on a phone each row of a table is a card, each cell under its column's
+ * name (app.css): the cells are labelled from their table's head */
+function labelCells() {
+  for (const t of document.querySelectorAll(".table-wrap table")) {
+    const heads = [...t.querySelectorAll("thead th")].map((h) => h.textContent.trim());
+    for (const body of t.tBodies)
+      for (const tr of body.rows)
+        [...tr.cells].forEach((td, i) => {
+          if (heads[i] && td.getAttribute("data-label") !== heads[i]) td.setAttribute("data-label", heads[i]);
+        });
+  }
+}
+
 /* wiring */
 document.addEventListener("DOMContentLoaded", async () => {
+  /* cells only: the observer watches children, so its own attributes do not wake it */
+  new MutationObserver(labelCells).observe($("main"), { childList: true, subtree: true });
   $("signin-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     formError(ev.target, null);
@@ -795,7 +960,8 @@ document.addEventListener("DOMContentLoaded", async () => {
   });
   listWire(JOBS, "filter-form", () => {
     $("jobs-caption").textContent = "Jobs, " + $("f-sort").selectedOptions[0].textContent;
-    return { state: $("f-state").value, q: $("f-q").value.trim(), limit: $("f-limit").value, sort: $("f-sort").value };
+    return { state: $("f-state").value, q: $("f-q").value.trim(), owner: $("f-owner").value.trim(),
+      limit: $("f-limit").value, sort: $("f-sort").value };
   });
   $("select-all").addEventListener("change", (ev) => {
     for (const c of document.querySelectorAll("#jobs-table .sel")) c.checked = ev.target.checked;

@@ -26,7 +26,10 @@ function hhmm(t) {
 }
 
 function lineChart(id, title, series, fmt) {
-  const W = 640, H = 200, L = 72, R = 12, T = 12, B = 28;
+  /* drawn at about the width it is shown at (a phone's 360 px, a
+   * desktop's 640), so that its 11-unit labels stay 11 px, not 6 */
+  const W = Math.round(Math.min(640, Math.max(320, (window.innerWidth || 640) - 32)));
+  const H = W < 480 ? 180 : 200, L = 72, R = 12, T = 12, B = 28;
   const pts = series.flatMap((s) => s.points);
   const fig = document.createElement("figure");
   fig.className = "chart";

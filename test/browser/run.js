@@ -205,9 +205,22 @@ async function main() {
       await alice.eval("document.getElementById('job-chart').previousElementSibling.scrollIntoView()");
       await alice.shot("web-job-chart");
     });
-    await step("the member's download link gives the file (same SHA-256)", async () => {
+    await step("the result says where each member is: its S3 URI and SHA-256, each with a Copy button", async () => {
+      const uri = await alice.text("#members-table td.uri .mono");
+      const want = await alice.eval(`api("GET", "/api/jobs/${job}/result").then((r) => "s3://" + r.members[0].bucket + "/" + r.members[0].key)`);
+      if (uri !== want) throw new Error("S3 URI shown: " + uri + ", want " + want);
+      if (!(await alice.eval("document.getElementById('result-uri').textContent.startsWith('s3://')"))) throw new Error("no result URI in the summary");
+      await alice.click("#members-table td.sha button.copy");
+      await alice.waitFor("document.getElementById('members-status').textContent.startsWith('Copied the SHA-256 of')");
+      const copied = await alice.eval("document.querySelector('#members-table td.sha button.copy').dataset.copy");
+      if (copied !== sha256(fs.readFileSync(path.join(WWW, "web.bin")))) throw new Error("the SHA-256 copied: " + copied);
       await alice.click("#members-table .download");
-      const href = await alice.waitFor("(document.querySelector('#members-table a.download-link') || {}).href");
+      await alice.waitFor("document.getElementById('members-status').textContent.startsWith('Downloading')");
+      if (!(await alice.eval("window.__stay === 1"))) throw new Error("the download took the page away");
+    });
+    await step("the member's download link gives the file (same SHA-256)", async () => {
+      await alice.click("#members-table .copy-link");
+      const href = await alice.waitFor("(document.querySelector('#members-status a.download-link') || {}).href");
       const r = await fetch(href);
       const got = sha256(Buffer.from(await r.arrayBuffer()));
       const want = sha256(fs.readFileSync(path.join(WWW, "web.bin")));
@@ -269,6 +282,18 @@ async function main() {
       await alice.waitFor("document.getElementById('e-prefix-err').textContent.includes('prefix')");
       await alice.waitFor("document.getElementById('e-prefix').getAttribute('aria-invalid') === 'true'");
     });
+    await step("an empty Prefix is refused in the form, beside the field, and no export is made", async () => {
+      const before = await alice.eval(`api("GET", "/api/exports?job=${job}").then((d) => d.exports.length)`);
+      await alice.fill("e-prefix", "  ");
+      await alice.click("#export-form button[type=submit]");
+      await alice.waitFor("document.getElementById('e-prefix-err').textContent.includes('bucket\\'s root')");
+      const after = await alice.eval(`api("GET", "/api/exports?job=${job}").then((d) => d.exports.length)`);
+      if (after !== before) throw new Error("an export was made: " + before + " -> " + after);
+      /* and the API refuses it too, whatever a client sends */
+      const st = await alice.eval(`api("POST", "/api/jobs/${job}/export", { bucket: "target", prefix: "" })
+        .then(() => "made", (e) => e.status + " " + e.data.sqlstate)`);
+      if (st !== "400 22023") throw new Error("the API answered " + st);
+    });
     const xlabel = "<img src=x onerror=\"window.__xss=2\">export";
     await step("Export copies the result to the stable prefix and its page shows the reference", async () => {
       exported = await exportFrom("webexport", xlabel);
@@ -319,9 +344,22 @@ async function main() {
     await step("the live rates of the running attempt are added to its chart", async () => {
       await alice.waitFor("document.querySelectorAll('#job-chart .series[data-name=\"live, while this page is open\"] .pt').length >= 2", 30);
     });
-    await step("cancel stops the running job", async () => {
+    await step("cancel stops the running job, and says so next to the buttons", async () => {
       await alice.click("#act-cancel");
       await alice.waitFor("document.querySelector('#job-body .state').textContent === 'cancelled'", 30);
+      await alice.waitFor("['Cancelled.', 'Job cancelled.'].includes(document.getElementById('job-status').textContent)");
+    });
+    await step("Retry of the cancelled job makes a new job of the same source, and its page says whence", async () => {
+      await alice.click("#act-retry");
+      const id = await alice.waitFor("(location.hash.match(/^#\\/jobs\\/(\\d+)$/) || [])[1] !== " + JSON.stringify(slowJob) +
+        " && (location.hash.match(/^#\\/jobs\\/(\\d+)$/) || [])[1]");
+      await alice.waitFor("document.getElementById('job-h').textContent.startsWith('Job #" + id + "')");
+      await alice.waitFor("document.getElementById('job-status').textContent === 'A retry of job #" + slowJob + ".'");
+      const same = await alice.eval(`Promise.all([${slowJob}, ${id}].map((i) => api("GET", "/api/jobs/" + i)))
+        .then(([a, b]) => a.source === b.source && a.label === b.label)`);
+      if (!same) throw new Error("the retry is not the same request");
+      await alice.eval(`api("POST", "/api/jobs/${id}/cancel")`);
+      await alice.shot("web-job-retry");
     });
     await step("the jobs list shows both jobs, with a state filter", async () => {
       await alice.goto(H + "/#/jobs");
@@ -341,11 +379,14 @@ async function main() {
       await alice.waitFor(ids.map((id) => `document.querySelector('tr[data-job="${id}"] .sel')`).join(" && "));
       for (const id of ids) await alice.click(`tr[data-job="${id}"] .sel`);
       await alice.click("#bulk-cancel");
-      await alice.waitFor("document.getElementById('bulk-status').textContent.startsWith('cancel: 2 done')");
+      /* each job cancelled at once, or stopping: two in all, none refused */
+      await alice.waitFor(`(() => { const t = document.getElementById('bulk-status').textContent;
+        return [...t.matchAll(/(\\d+) (cancelled|stopping)/g)].reduce((a, m) => a + Number(m[1]), 0) === 2 &&
+          !/refused|already/.test(t); })()`);
       for (const id of ids)
         await alice.waitFor(`fetch('/api/jobs/${id}').then((r) => r.json()).then((j) => j.state === 'cancelled')`, 30);
       await alice.click("#bulk-delete-all");
-      await alice.waitFor("document.getElementById('bulk-status').textContent.startsWith('delete: 2 done')");
+      await alice.waitFor("document.getElementById('bulk-status').textContent === '2 deleted.'");
       await alice.waitFor(ids.map((id) => `!document.querySelector('tr[data-job="${id}"]')`).join(" && "));
       for (const id of ids) {
         const st = await alice.eval(`fetch('/api/jobs/${id}').then((r) => r.status)`);
@@ -378,6 +419,18 @@ async function main() {
       await alice.click("#filter-form button[type=submit]");
     });
 
+    await step("a double click on Submit makes one job", async () => {
+      await alice.goto(H + "/#/submit");
+      await alice.waitFor("!document.getElementById('submit-view').hidden");
+      await alice.fill("s-source", SRC + "/web.bin");
+      await alice.fill("s-label", "double click");
+      await alice.eval("(() => { const b = document.getElementById('submit-button'); b.click(); b.click(); })()");
+      await alice.waitFor("/^#\\/jobs\\/\\d+$/.test(location.hash)");
+      /* the second click, had it gone out, was answered by now too */
+      await alice.waitFor("!document.getElementById('submit-button').disabled");
+      const n = await alice.eval(`api("GET", "/api/jobs?q=double%20click&limit=10").then((d) => d.jobs.length)`);
+      if (n !== 1) throw new Error(n + " jobs");
+    });
     for (const [kind, source, members] of [["an S3 object", "s3://sources/one.bin", 1],
       ["an S3 prefix", "s3://sources/dir/", 2], ["a Hugging Face snapshot", "hf://acme/tiny", 2]]) {
       await step("submit " + kind + " from the form: it succeeds with " + members + " member(s)", async () => {
@@ -410,6 +463,20 @@ async function main() {
       await carol.goto(H + "/#/admin");
       await carol.waitFor("document.querySelector('#stats dl') && document.querySelector('#workers table')");
       await carol.shot("web-admin");
+    });
+    await step("an admin's list says whose each job is, and ?owner= in the URL filters it (the form shows it)", async () => {
+      await carol.goto(H + "/#/jobs?owner=alice&limit=500");
+      await carol.waitFor("document.getElementById('f-owner').value === 'alice' && document.querySelector('#jobs-table tbody tr')");
+      const owners = await carol.eval("[...new Set([...document.querySelectorAll('#jobs-table tbody td.owner')].map((td) => td.textContent))]");
+      if (owners.join(",") !== "alice") throw new Error("owners shown: " + owners.join(","));
+      if (!(await carol.eval(`!!document.querySelector('tr[data-job="${job}"]')`))) throw new Error("alice's job is not listed");
+      await carol.eval("document.getElementById('f-owner').value = 'bob'");
+      await carol.click("#filter-form button[type=submit]");
+      await carol.waitFor("location.hash === '#/jobs?owner=bob&limit=500'");
+      /* bob has no job: an empty list, said so */
+      await carol.waitFor("!document.querySelector('#jobs-table tbody tr') && !document.getElementById('jobs-empty').hidden");
+      await carol.goto(H + "/#/admin");
+      await carol.waitFor("document.querySelector('#stats dl')");
     });
     await step("the admin page charts the last hour: jobs by state and bytes per second, with the jobs that ran", async () => {
       await carol.waitFor("document.querySelector('#chart-states svg') && document.querySelector('#chart-bytes svg')");
@@ -543,6 +610,10 @@ async function main() {
         if (m.sw > m.iw || m.bw > m.iw) problems.push(hash + ": scrollWidth " + Math.max(m.sw, m.bw) + " > innerWidth " + m.iw);
         const bad = await phone.eval(unnamed);
         if (bad.length) problems.push(hash + ": " + bad.join("; "));
+        const hidden = await phone.eval(`[...document.querySelectorAll('section:not([hidden]) .table-wrap td')].filter((td) =>
+          getComputedStyle(td).display === 'none' || (td.textContent.trim() && !td.getAttribute('data-label')))
+          .map((td) => td.outerHTML.slice(0, 80))`);
+        if (hidden.length) problems.push(hash + ": table cells hidden or not labelled with their column: " + hidden.join("; "));
         const faint = await phone.eval(lowContrast);
         if (faint.length) problems.push(hash + ": low contrast: " + faint.slice(0, 5).join("; "));
         if (hash === "#/jobs") await phone.shot("web-phone-jobs");
@@ -551,6 +622,19 @@ async function main() {
     });
     await phone.send("Emulation.clearDeviceMetricsOverride").catch(() => {});
 
+    await step("an export is deleted from its page; its keys stay, and the notice goes with the next page", async () => {
+      await alice.goto(H + "/#/exports/" + exported);
+      await alice.waitFor("document.getElementById('act-xdelete')", 20);
+      await alice.click("#act-xdelete");
+      await alice.waitFor("location.hash === '#/exports' && document.getElementById('live').textContent.includes('deleted')");
+      await alice.waitFor(`!document.getElementById('exports-view').hidden && !document.querySelector('tr[data-export="${exported}"]')`);
+      const st = await alice.eval(`fetch('/api/exports/${exported}').then((r) => r.status)`);
+      if (st !== 404) throw new Error("the export answers " + st);
+      await alice.goto(H + "/#/jobs");
+      await alice.waitFor("!document.getElementById('jobs-view').hidden");
+      await alice.eval("location.hash = '#/submit'");
+      await alice.waitFor("!document.getElementById('submit-view').hidden && document.getElementById('live').textContent === ''");
+    });
     await step("hard delete (confirmed) removes the job", async () => {
       await alice.goto(H + "/#/jobs/" + job);
       await alice.waitFor("document.getElementById('job-h').textContent.startsWith('Job #" + job + " ') && document.getElementById('act-hard-delete')");
