@@ -150,6 +150,9 @@ function show(view) {
 
 function signedIn(info) {
   S.user = info.user; S.csrf = info.csrf || S.csrf; S.admin = !!info.admin;
+  /* what an empty Bucket or Prefix means */
+  if (info.default_bucket) $("s-bucket").placeholder = info.default_bucket + " (the default)";
+  if (info.default_prefix) $("s-prefix").placeholder = info.default_prefix + " (the default)";
   $("nav").hidden = false; $("signout").hidden = false;
   $("who").hidden = false; $("who").textContent = "Signed in as " + S.user;
   $("nav-admin").hidden = !S.admin;
@@ -314,6 +317,19 @@ async function showJob(id) {
   renderJob(j);
 }
 
+/* why a queued job has not started: its owner's limit, a retry's delay,
+ * or its turn among everyone's jobs */
+function waitingText(j) {
+  if (j.state !== "queued" && j.state !== "retrying") return "";
+  const l = j.owner_limits;
+  if (l && l.max_running > 0 && l.running >= l.max_running)
+    return (j.owner === S.user ? "You run " : j.owner + " runs ") + l.running + " job(s), the most " +
+      (j.owner === S.user ? "your" : "the") + " role may run at once (max running " + l.max_running +
+      "): this one starts when one of them ends.";
+  if (j.next_attempt_at && new Date(j.next_attempt_at) > new Date())
+    return "The next attempt is due at " + when(j.next_attempt_at) + ".";
+  return "For a worker: jobs start as workers free up, shared between the users who wait.";
+}
 /* what the last action on this job came to, while it still holds */
 function jobStatusText(j) {
   const st = S.jobStatus;
@@ -350,6 +366,7 @@ function renderJob(j) {
     ["Result", resultDir ? el("span", {}, el("span", { class: "mono", id: "result-uri" }, "s3://" + j.bucket + "/" + resultDir),
       " ", copyButton("s3://" + j.bucket + "/" + resultDir, "the result's S3 URI", "job-status", "Copy S3 URI")) : null],
     ["Writes to", resultDir ? null : "s3://" + (j.bucket || "") + "/" + (j.prefix ? j.prefix + "/" : "") + j.job_id + "/<attempt>/"],
+    ["Waiting", el("span", { id: "job-waiting" }, waitingText(j)) ],
     ["Progress", el("span", { id: "job-progress" }, progressCell(j))],
     ["Members", j.members_total !== null && j.members_total !== undefined ? (j.members_done || 0) + " / " + j.members_total : null],
     ["Reused", j.bytes_reused ? bytes(j.bytes_reused) + " copied from an earlier result, " +

@@ -29,6 +29,19 @@ BEGIN
 END
 $$;
 
+-- Where caller may write, said in a refusal: the default bucket and
+-- prefix, then each target grant of its roles as bucket/pattern.
+CREATE OR REPLACE FUNCTION remora._writable_by(caller oid) RETURNS text
+LANGUAGE sql STABLE
+AS $$
+	SELECT format('%s/%s (the default)', current_setting('remora.default_bucket'),
+				  rtrim(current_setting('remora.default_prefix'), '/'))
+		   || coalesce(', ' || string_agg(DISTINCT g.bucket || '/' || g.prefix_pattern, ', '
+								 ORDER BY g.bucket || '/' || g.prefix_pattern), '')
+	  FROM remora.target_grants g
+	 WHERE pg_catalog.pg_has_role(caller, g.grantee, 'USAGE')
+$$;
+
 -- A target prefix as the directory its jobs' areas are in: '' or 'p/'.
 CREATE OR REPLACE FUNCTION remora._prefix_dir(prefix text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT
@@ -238,7 +251,8 @@ BEGIN
 		RAISE EXCEPTION 'permission denied for target bucket "%" prefix "%"',
 			spec ->> 'bucket', spec ->> 'prefix'
 			USING ERRCODE = 'insufficient_privilege',
-				  DETAIL = 'Only the default bucket and prefix, and the targets granted to your roles, may be written.',
+				  DETAIL = 'Only the default bucket and prefix, and the targets granted to your roles, may be written: '
+						   || remora._writable_by(caller) || '.',
 				  HINT = 'An administrator grants targets with remora.grant_target().';
 	END IF;
 

@@ -281,7 +281,11 @@ static const char *JOB_SQL =
 	"FROM @extschema@.remora_attempts a WHERE a.job_id" EQ "j.job_id), "
 	"'progress', (SELECT pg_catalog.to_jsonb(p) "
 	"FROM @extschema@.remora_progress p "
-	"WHERE p.job_id" EQ "j.job_id LIMIT 1)) "
+	"WHERE p.job_id" EQ "j.job_id LIMIT 1), "
+	/* a waiting job: its owner's limits, to say why it waits */
+	"'owner_limits', CASE WHEN j.state" EQ "ANY (ARRAY['queued', 'retrying']) "
+	"THEN (SELECT pg_catalog.to_jsonb(l) "
+	"FROM @extschema@.remora_role_limits l WHERE l.role" EQ "j.owner) END) "
 	"FROM @extschema@.remora_jobs j WHERE j.job_id" EQ "$1" INT8;
 
 void

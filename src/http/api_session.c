@@ -23,12 +23,27 @@ session_info(RemoraRequest *req, int status, const char *csrf,
 {
 	RemoraBuf b = {0};
 	bool      admin;
+	PGresult *res;
 
 	if (!remora_api_is_admin(req, &admin))
+		return;
+	/* where a job goes when its form names no bucket or prefix */
+	res = remora_api_query(
+		req,
+		"SELECT coalesce(pg_catalog.current_setting('remora.default_bucket', "
+		"true), ''), pg_catalog.rtrim(coalesce(pg_catalog.current_setting("
+		"'remora.default_prefix', true), ''), '/')",
+		0, NULL);
+	if (res == NULL)
 		return;
 	remora_buf_puts(&b, "{\"user\":");
 	remora_buf_json_string_html(&b, remora_pool_role(req->pool));
 	remora_buf_printf(&b, ",\"admin\":%s", admin ? "true" : "false");
+	remora_buf_puts(&b, ",\"default_bucket\":");
+	remora_buf_json_string_html(&b, PQgetvalue(res, 0, 0));
+	remora_buf_puts(&b, ",\"default_prefix\":");
+	remora_buf_json_string_html(&b, PQgetvalue(res, 0, 1));
+	PQclear(res);
 	if (csrf)
 	{
 		remora_buf_puts(&b, ",\"csrf\":");

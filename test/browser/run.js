@@ -149,9 +149,11 @@ async function main() {
     const alice = await Tab.open(cdp);
     let job, slowJob;
 
-    await step("the sign-in form is shown", async () => {
+    await step("the sign-in form is shown, and no navigation before sign-in", async () => {
       await alice.goto(H + "/");
       await alice.waitFor("!document.getElementById('signin-view').hidden");
+      if (!(await alice.eval("document.getElementById('nav').hidden && document.getElementById('signout').hidden")))
+        throw new Error("the navigation shows before sign-in");
       await alice.shot("web-signin");
     });
     await step("a wrong password is refused, with a message", async () => {
@@ -168,6 +170,16 @@ async function main() {
     await step("the session cookie is not readable by scripts (HttpOnly)", async () => {
       const c = await alice.eval("document.cookie");
       if (c.includes("remora_session")) throw new Error(c);
+    });
+    await step("the form says where a job goes by default, and a refused target names where one may write", async () => {
+      await alice.goto(H + "/#/submit");
+      await alice.waitFor("!document.getElementById('submit-view').hidden");
+      await alice.waitFor("document.getElementById('s-bucket').placeholder === 'target (the default)'");
+      await alice.fill("s-source", SRC + "/web.bin");
+      await alice.fill("s-bucket", "elsewhere");
+      await alice.click("#submit-form button[type=submit]");
+      await alice.waitFor("document.getElementById('submit-error').textContent.includes('may be written: target/')");
+      await alice.fill("s-bucket", "");
     });
     await step("SQL's validation message is shown beside the field", async () => {
       await alice.goto(H + "/#/submit");
@@ -530,6 +542,19 @@ async function main() {
       await carol.click(form + " button.secondary");
     });
 
+    await step("a job held back by its owner's max running says so on its page", async () => {
+      await carol.eval(`api("PUT", "/api/admin/role-limits/bob", { max_running: 1 })`);
+      const ids = [];
+      for (const i of [1, 2])
+        ids.push(await bob.eval(`api("POST", "/api/jobs", { source: ${JSON.stringify(SRC + "/slow/webslow.bin")},
+          options: { label: "held ${i}" } }).then((r) => String(r.job_id))`));
+      await bob.waitFor(`fetch('/api/jobs/${ids[0]}').then((r) => r.json()).then((j) => j.state === 'running')`, 30);
+      await bob.goto(H + "/#/jobs/" + ids[1]);
+      await bob.waitFor("document.getElementById('job-waiting').textContent.includes('max running 1')", 20);
+      await bob.shot("web-job-waiting");
+      for (const id of ids) await bob.eval(`api("POST", "/api/jobs/${id}/cancel")`);
+      await carol.eval(`api("DELETE", "/api/admin/role-limits/bob")`);
+    });
     await step("an admin retries the export whose outcome is unknown, from its page", async () => {
       await carol.goto(H + "/#/exports/" + unknownExport);
       await carol.waitFor("document.getElementById('act-retry')", 20);
