@@ -366,7 +366,7 @@ function renderJob(j) {
     ["Result", resultDir ? el("span", {}, el("span", { class: "mono", id: "result-uri" }, "s3://" + j.bucket + "/" + resultDir),
       " ", copyButton("s3://" + j.bucket + "/" + resultDir, "the result's S3 URI", "job-status", "Copy S3 URI")) : null],
     ["Writes to", resultDir ? null : "s3://" + (j.bucket || "") + "/" + (j.prefix ? j.prefix + "/" : "") + j.job_id + "/<attempt>/"],
-    ["Waiting", el("span", { id: "job-waiting" }, waitingText(j)) ],
+    ["Waiting", waitingText(j) ? el("span", { id: "job-waiting" }, waitingText(j)) : null],
     ["Progress", el("span", { id: "job-progress" }, progressCell(j))],
     ["Members", j.members_total !== null && j.members_total !== undefined ? (j.members_done || 0) + " / " + j.members_total : null],
     ["Reused", j.bytes_reused ? bytes(j.bytes_reused) + " copied from an earlier result, " +

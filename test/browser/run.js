@@ -642,6 +642,17 @@ async function main() {
         const faint = await phone.eval(lowContrast);
         if (faint.length) problems.push(hash + ": low contrast: " + faint.slice(0, 5).join("; "));
         if (hash === "#/jobs") await phone.shot("web-phone-jobs");
+        /* the tasks of a page are within reach on a phone: each button inside the screen */
+        const reach = { ["#/jobs/" + job]: "#members-table td.uri button.copy, #members-table .download, #act-hard-delete",
+          ["#/jobs/" + slowJob]: "#act-retry" }[hash];
+        if (reach) {
+          await phone.waitFor(`document.querySelectorAll(${JSON.stringify(reach)}).length >= ${reach.split(",").length}`, 20);
+          const out = await phone.eval(`[...document.querySelectorAll(${JSON.stringify(reach)})].filter((b) => {
+            const r = b.getBoundingClientRect(); return !(r.width > 0 && r.left >= 0 && r.right <= innerWidth); })
+            .map((b) => b.outerHTML.slice(0, 60))`);
+          if (out.length) problems.push(hash + ": out of reach: " + out.join("; "));
+          if (hash === "#/jobs/" + job) await phone.shot("web-phone-job");
+        }
       }
       if (problems.length) throw new Error(problems.join(" | "));
     });
