@@ -128,7 +128,7 @@ remora_export(PG_FUNCTION_ARGS)
 								   sizeof(err));
 	if (norm == NULL)
 		invalid("prefix", sentence(err));
-	if (norm[0] == '\0')
+	else if (norm[0] == '\0')
 	{
 		/* a form's empty field must not become the bucket's root */
 		free(norm);
