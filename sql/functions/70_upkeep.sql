@@ -250,58 +250,62 @@ END
 $$;
 
 -- Retention: the history of jobs that ended more than remora.retention ago
--- is pruned, a batch at a time (the launcher calls this every minute).  The
--- job row stays as a tombstone (its state, owner, idempotency key, last
--- error); the attempts go, except the one whose result is still offered.
--- A job whose staging or hard delete is not finished waits, and one whose
--- webhooks are not all delivered or given up; then its webhooks and their
--- tries go too.  First, the rows of dropped roles go to nobody
--- (remora._forget_dropped_roles).
-CREATE OR REPLACE FUNCTION remora.prune(max_jobs integer DEFAULT 100) RETURNS integer
+-- is pruned, a batch at a time (the launcher calls this every minute, and
+-- again at once while batches come back full).  The job row stays as a
+-- tombstone (its state, owner, idempotency key, last error); the attempts
+-- go, except the one whose result is still offered.  A job whose staging
+-- or hard delete is not finished waits, and one whose webhooks are not all
+-- delivered or given up; then its webhooks and their tries go too.  First,
+-- the rows of dropped roles go to nobody (remora._forget_dropped_roles).
+-- A batch is found through jobs_unpruned_idx (the tombstones are not in
+-- it) and pruned with one statement per table, each by the batch's ids:
+-- its cost is the batch's, whatever the history.  It locks only jobs that
+-- nobody holds, so it never waits for a claim or a commit.
+CREATE OR REPLACE FUNCTION remora.prune(max_jobs integer DEFAULT 1000) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	keep	interval := remora._setting_interval('remora.retention');
-	n		integer := 0;
-	j		record;
+	ids		bigint[];
+	gone	bigint[];
 BEGIN
 	PERFORM remora._forget_dropped_roles();
 	IF keep <= interval '0' THEN
 		RETURN 0;
 	END IF;
-	FOR j IN
-		SELECT jb.job_id,
-			   (jb.deleted_at IS NOT NULL OR jb.hard_deleted_at IS NOT NULL) AS gone
-		  FROM remora.jobs jb
-		 WHERE jb.state IN ('succeeded', 'failed', 'cancelled')
-		   AND jb.pruned_at IS NULL
-		   AND jb.finished_at < now() - keep
-		   AND (jb.hard_delete_requested_at IS NULL OR jb.hard_deleted_at IS NOT NULL)
-		   AND NOT EXISTS (SELECT 1 FROM remora.attempts a
-							WHERE a.job_id = jb.job_id AND a.cleaned_at IS NULL)
-		   AND NOT EXISTS (SELECT 1 FROM remora.webhooks w
-							WHERE w.job_id = jb.job_id AND w.ended_at IS NULL)
-		 ORDER BY jb.finished_at
-		 LIMIT greatest(max_jobs, 0)
-		   FOR UPDATE SKIP LOCKED
-	LOOP
-		DELETE FROM remora.checkpoints c WHERE c.job_id = j.job_id;
-		DELETE FROM remora.source_urls u WHERE u.job_id = j.job_id;
-		DELETE FROM remora.notify_urls n WHERE n.job_id = j.job_id;
-		DELETE FROM remora.webhook_tries t USING remora.webhooks w
-		 WHERE t.webhook_id = w.webhook_id AND w.job_id = j.job_id;
-		DELETE FROM remora.webhooks w WHERE w.job_id = j.job_id;
-		IF j.gone THEN
-			DELETE FROM remora.results r WHERE r.job_id = j.job_id;
-		END IF;
-		DELETE FROM remora.attempts a
-		 WHERE a.job_id = j.job_id
-		   AND NOT EXISTS (SELECT 1 FROM remora.results r WHERE r.attempt_id = a.attempt_id);
-		UPDATE remora.jobs jb SET pruned_at = now() WHERE jb.job_id = j.job_id;
-		n := n + 1;
-	END LOOP;
-	RETURN n;
+	SELECT coalesce(array_agg(b.job_id), '{}'),
+		   coalesce(array_agg(b.job_id) FILTER (WHERE b.gone), '{}')
+	  INTO ids, gone
+	  FROM (SELECT jb.job_id,
+				   (jb.deleted_at IS NOT NULL OR jb.hard_deleted_at IS NOT NULL) AS gone
+			  FROM remora.jobs jb
+			 WHERE jb.finished_at IS NOT NULL AND jb.pruned_at IS NULL
+			   AND jb.finished_at < now() - keep
+			   AND jb.state IN ('succeeded', 'failed', 'cancelled')
+			   AND (jb.hard_delete_requested_at IS NULL OR jb.hard_deleted_at IS NOT NULL)
+			   AND NOT EXISTS (SELECT 1 FROM remora.attempts a
+								WHERE a.job_id = jb.job_id AND a.cleaned_at IS NULL)
+			   AND NOT EXISTS (SELECT 1 FROM remora.webhooks w
+								WHERE w.job_id = jb.job_id AND w.ended_at IS NULL)
+			 ORDER BY jb.finished_at
+			 LIMIT greatest(max_jobs, 0)
+			   FOR UPDATE SKIP LOCKED) b;
+	IF cardinality(ids) = 0 THEN
+		RETURN 0;
+	END IF;
+	DELETE FROM remora.checkpoints c WHERE c.job_id = ANY (ids);
+	DELETE FROM remora.source_urls u WHERE u.job_id = ANY (ids);
+	DELETE FROM remora.notify_urls n WHERE n.job_id = ANY (ids);
+	DELETE FROM remora.webhook_tries t USING remora.webhooks w
+	 WHERE t.webhook_id = w.webhook_id AND w.job_id = ANY (ids);
+	DELETE FROM remora.webhooks w WHERE w.job_id = ANY (ids);
+	DELETE FROM remora.results r WHERE r.job_id = ANY (gone);
+	DELETE FROM remora.attempts a
+	 WHERE a.job_id = ANY (ids)
+	   AND NOT EXISTS (SELECT 1 FROM remora.results r WHERE r.attempt_id = a.attempt_id);
+	UPDATE remora.jobs jb SET pruned_at = now() WHERE jb.job_id = ANY (ids);
+	RETURN cardinality(ids);
 END
 $$;
 

@@ -118,6 +118,11 @@ CREATE INDEX jobs_doomed_idx ON remora.jobs (hard_delete_requested_at)
 -- the jobs that ended, by when (remora_throughput reads the last hour's)
 CREATE INDEX jobs_finished_idx ON remora.jobs (finished_at)
 	WHERE finished_at IS NOT NULL;
+-- the ended jobs whose history retention has still to prune, oldest
+-- first (remora.prune): jobs_finished_idx would walk every tombstone of a
+-- long history before it reached the first of them
+CREATE INDEX jobs_unpruned_idx ON remora.jobs (finished_at)
+	WHERE finished_at IS NOT NULL AND pruned_at IS NULL;
 
 CREATE TABLE remora.incarnations (
 	incarnation		uuid PRIMARY KEY,

@@ -54,6 +54,14 @@
 #include "pg/shmem.h"
 #include "pg/xact.h"
 
+/*
+ * Jobs retention prunes in one call (remora.prune): its statements go by
+ * the batch's ids, so a batch costs the same at any history size; a full
+ * one is followed by another a second later, some 60,000 jobs a minute at
+ * most, without holding a transaction open for long.
+ */
+#define PRUNE_BATCH 1000
+
 PGDLLEXPORT void remora_launcher_main(Datum main_arg);
 
 static BackgroundWorkerHandle *handles[REMORA_MAX_WORKERS];
@@ -266,8 +274,9 @@ round_of_work(bool *first)
 	{
 		int64 pruned = 0;
 
-		(void) remora_protocol_prune(100, &pruned);
-		last_prune = pruned == 100 ? 0 : GetCurrentTimestamp();
+		(void) remora_protocol_prune(PRUNE_BATCH, &pruned);
+		/* a full batch: more are due, in the next round (a second) */
+		last_prune = pruned == PRUNE_BATCH ? 0 : GetCurrentTimestamp();
 	}
 }
 
