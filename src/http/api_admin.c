@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * api_admin.c
- *	  /api/stats, /api/workers, /api/admin/grants, /api/admin/role-limits:
+ *	  /api/stats, /api/workers, /api/admin/grants (also granting and
+ *	  revoking), /api/admin/role-limits:
  *	  views and settings for remora_admin; and /metrics, the same figures
  *	  for Prometheus.
  *
@@ -101,9 +102,84 @@ remora_api_workers(RemoraRequest *req)
 					"ORDER BY started_at DESC LIMIT 200) w");
 }
 
+static const char *const GRANT_KEYS[] = {"kind",   "role",     "bucket",
+										 "prefix", "endpoint", NULL};
+
+/*
+ * POST /api/admin/grants {"kind","role","bucket","prefix"?,"endpoint"?}:
+ * remora.grant_target or remora.grant_source (204); DELETE with the same
+ * fields in the query string: their revoke (204, or 404 when there was no
+ * such grant).  The functions judge the caller (42501 -> 403) and the
+ * values; kind is "target" or "source", an endpoint only a source's.
+ */
+static void
+change_grant(RemoraRequest *req, bool grant)
+{
+	RemoraJson *v = NULL;
+	const char *f[5];
+	PGresult   *res;
+	char        sql[256];
+	bool        source;
+
+	if (grant)
+	{
+		if ((v = remora_api_json_body(req)) == NULL)
+			return;
+		if (!remora_api_check_fields(req, v, GRANT_KEYS,
+									 "The fields are kind, role, bucket, "
+									 "prefix and endpoint."))
+		{
+			remora_json_free(v);
+			return;
+		}
+	}
+	for (int i = 0; i < 5; i++)
+		f[i] = grant ? remora_json_string(v, GRANT_KEYS[i])
+					 : remora_req_arg(req, GRANT_KEYS[i]);
+	source = f[0] && strcmp(f[0], "source") == 0;
+	if (!source && (f[0] == NULL || strcmp(f[0], "target") != 0))
+		remora_respond_error(req, 400, "22023", "invalid kind",
+							 "kind is \"target\" or \"source\".", NULL, "kind");
+	else if (!source && f[4])
+		remora_respond_error(req, 400, "22023", "invalid endpoint",
+							 "A target grant names no endpoint.", NULL,
+							 "endpoint");
+	else
+	{
+		snprintf(sql, sizeof(sql),
+				 "SELECT remora.%s_%s($1::pg_catalog.name, $2" TEXT
+				 ", coalesce($3" TEXT ", '*')%s)",
+				 grant ? "grant" : "revoke", source ? "source" : "target",
+				 source ? ", $4" TEXT : "");
+		res = remora_api_query(req, sql, source ? 4 : 3,
+							   (const char *[]){f[1], f[2], f[3], f[4]});
+		if (res != NULL && !grant && strcmp(PQgetvalue(res, 0, 0), "f") == 0)
+			remora_respond_error(req, 404, "P0002", "no such grant", NULL, NULL,
+								 NULL);
+		else if (res != NULL)
+			remora_respond(req, 204, NULL, "", 0, NULL, NULL, NULL);
+		if (res)
+			PQclear(res);
+	}
+	remora_json_free(v);
+}
+
 void
 remora_api_grants(RemoraRequest *req)
 {
+	if (strcmp(req->method, "POST") == 0 || strcmp(req->method, "DELETE") == 0)
+	{
+		if (req->pool == NULL)
+			remora_api_not_signed_in(req);
+		else
+			change_grant(req, req->method[0] == 'P');
+		return;
+	}
+	if (strcmp(req->method, "GET") != 0)
+	{
+		remora_api_method_not_allowed(req, "GET, POST, DELETE");
+		return;
+	}
 	admin_view(req, "SELECT pg_catalog.json_build_object('targets', (SELECT "
 					"coalesce(pg_catalog.json_agg(pg_catalog.to_json(t) "
 					"ORDER BY t.role, t.bucket, t.prefix_pattern), '[]') "

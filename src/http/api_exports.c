@@ -17,41 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/*
- * Check the body's fields: each one of allowed (NULL-terminated), "options"
- * a JSON object or null, every other a JSON string or null.  False: answered
- * 400 (22023) naming the field.
- */
-static bool
-check_fields(RemoraRequest *req, const RemoraJson *v,
-			 const char *const *allowed, const char *list)
-{
-	for (const RemoraJson *m = v->child; m; m = m->next)
-	{
-		bool known = false;
-		bool object = strcmp(m->key, "options") == 0;
-		char msg[128];
-
-		for (int i = 0; allowed[i]; i++)
-			known = known || strcmp(m->key, allowed[i]) == 0;
-		if (!known)
-		{
-			snprintf(msg, sizeof(msg), "unknown field \"%.64s\"", m->key);
-			remora_respond_error(req, 400, "22023", msg, list, NULL, NULL);
-			return false;
-		}
-		if (m->type != RJ_NULL && m->type != (object ? RJ_OBJECT : RJ_STRING))
-		{
-			snprintf(msg, sizeof(msg), "invalid %.64s", m->key);
-			remora_respond_error(req, 400, "22023", msg,
-								 object ? "It must be a JSON object."
-										: "It must be a JSON string.",
-								 NULL, m->key);
-			return false;
-		}
-	}
-	return true;
-}
 
 static const char *const EXPORT_KEYS[] = {
 	"bucket", "prefix", "if_exists", "options", "idempotency_key", NULL};
@@ -74,7 +39,7 @@ remora_api_export_job(RemoraRequest *req, const char *id)
 
 	if (v == NULL)
 		return;
-	if (!check_fields(req, v, EXPORT_KEYS,
+	if (!remora_api_check_fields(req, v, EXPORT_KEYS,
 					  "The fields are bucket, prefix, if_exists, options "
 					  "and idempotency_key."))
 	{
@@ -286,7 +251,7 @@ remora_api_export(RemoraRequest *req, const char *id, const char *rest)
 
 			if (v == NULL)
 				return;
-			if (!check_fields(req, v, RESOLVE_KEYS,
+			if (!remora_api_check_fields(req, v, RESOLVE_KEYS,
 							  "The only field is action."))
 			{
 				remora_json_free(v);

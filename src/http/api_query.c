@@ -333,3 +333,39 @@ remora_api_idempotency_key(RemoraRequest *req, const RemoraJson *body,
 	}
 	return true;
 }
+
+/*
+ * Check the body's fields: each one of allowed (NULL-terminated), "options"
+ * a JSON object or null, every other a JSON string or null.  False: answered
+ * 400 (22023) naming the field.
+ */
+bool
+remora_api_check_fields(RemoraRequest *req, const RemoraJson *v,
+						const char *const *allowed, const char *list)
+{
+	for (const RemoraJson *m = v->child; m; m = m->next)
+	{
+		bool known = false;
+		bool object = strcmp(m->key, "options") == 0;
+		char msg[128];
+
+		for (int i = 0; allowed[i]; i++)
+			known = known || strcmp(m->key, allowed[i]) == 0;
+		if (!known)
+		{
+			snprintf(msg, sizeof(msg), "unknown field \"%.64s\"", m->key);
+			remora_respond_error(req, 400, "22023", msg, list, NULL, NULL);
+			return false;
+		}
+		if (m->type != RJ_NULL && m->type != (object ? RJ_OBJECT : RJ_STRING))
+		{
+			snprintf(msg, sizeof(msg), "invalid %.64s", m->key);
+			remora_respond_error(req, 400, "22023", msg,
+								 object ? "It must be a JSON object."
+										: "It must be a JSON string.",
+								 NULL, m->key);
+			return false;
+		}
+	}
+	return true;
+}

@@ -220,7 +220,25 @@ check_eq "  lists the target grants" \
 	"$(field '[.targets[] | select(.bucket == "target") | .role] | sort | join(",")')" "alice,bob"
 check_eq "  and the source grants" \
 	"$(field '.sources[] | select(.role == "bob") | .bucket + " " + .prefix_pattern')" "srcbucket models/*"
-check_eq "grants: a wrong method: 405" "$(as carol POST /api/admin/grants)" 405
+check_eq "grants: a wrong method: 405" "$(as carol PUT /api/admin/grants)" 405
+check_eq "an admin grants bob a target: 204" \
+	"$(as carol POST /api/admin/grants -H 'Content-Type: application/json' -d '{"kind":"target","role":"bob","bucket":"bobout","prefix":"x/*"}')" 204
+check_eq "  which the grants then list" \
+	"$(as carol GET /api/admin/grants >/dev/null; field '[.targets[] | select(.role == "bob" and .bucket == "bobout") | .prefix_pattern] | join(",")')" "x/*"
+check_eq "  a source grant with its endpoint-less default: 204" \
+	"$(as carol POST /api/admin/grants -d '{"kind":"source","role":"bob","bucket":"bobsrc"}')" 204
+check_eq "  a remora_user cannot grant: 403" \
+	"$(as alice POST /api/admin/grants -d '{"kind":"target","role":"alice","bucket":"mine"}') $(field .sqlstate)" "403 42501"
+check_eq "  a kind that is neither: 400 naming it" \
+	"$(as carol POST /api/admin/grants -d '{"kind":"both","role":"bob","bucket":"b"}') $(field .field)" "400 kind"
+check_eq "  a target grant with an endpoint: 400 naming it" \
+	"$(as carol POST /api/admin/grants -d '{"kind":"target","role":"bob","bucket":"b","endpoint":"e"}') $(field .field)" "400 endpoint"
+check_eq "  an unknown field: 400" "$(as carol POST /api/admin/grants -d '{"kind":"target","role":"bob","bucket":"b","colour":"x"}')" 400
+check_eq "  a role that does not exist: an error, nothing granted" \
+	"$(as carol POST /api/admin/grants -d '{"kind":"target","role":"nobody_here","bucket":"b"}' | cut -c1) $(q "SELECT count(*) FROM remora.target_grants WHERE bucket = 'b'")" "4 0"
+check_eq "the admin revokes it: 204" "$(as carol DELETE '/api/admin/grants?kind=target&role=bob&bucket=bobout&prefix=x/*')" 204
+check_eq "  again: 404, no such grant" "$(as carol DELETE '/api/admin/grants?kind=target&role=bob&bucket=bobout&prefix=x/*')" 404
+check_eq "  the source one: 204" "$(as carol DELETE '/api/admin/grants?kind=source&role=bob&bucket=bobsrc')" 204
 
 # --- limits per role ---------------------------------------------------------------
 lim() { jq -r --arg r "$1" "[.role_limits[] | select(.role == \$r) | .$2][0] // \"none\"" "$B"; }
