@@ -8,6 +8,10 @@
  * into the page as text (textContent), never as markup.  Live progress
  * comes from Server-Sent Events (/api/events); when the stream fails, the
  * page polls instead.
+ *
+ * This file: the shared helpers, sign-in, the views and lists, jobs (list,
+ * page, bulk actions, submit), live updates and the wiring; exports.js the
+ * exports, admin.js the Administration page, charts.js the charts.
  */
 "use strict";
 
@@ -118,6 +122,17 @@ function bytes(n) {
   return (i ? v.toFixed(1) : v) + " " + u[i];
 }
 function when(t) { return t ? new Date(t).toLocaleString() : ""; }
+/* a duration as a person says it */
+function duration(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 90) return s + " s";
+  if (s < 5400) return Math.round(s / 60) + " min";
+  if (s < 172800) return (s / 3600).toFixed(1) + " h";
+  return Math.round(s / 86400) + " days";
+}
+/* how long ago, beside the time itself */
+function ago(t) { return t ? duration(Date.now() - new Date(t).getTime()) + " ago" : ""; }
+function took(j) { return duration(new Date(j.finished_at) - new Date(j.started_at || j.submitted_at)); }
 function eta(j) {
   if (!j.bytes_per_second || !j.bytes_total) return "";
   const s = Math.max(0, (j.bytes_total - j.bytes_done) / j.bytes_per_second);
@@ -139,13 +154,26 @@ function progressCell(j) {
 }
 
 /* ---- views ---- */
+const TITLES = { signin: "Sign in", jobs: "Jobs", job: "Job", submit: "Submit a job", admin: "Administration",
+  exports: "Exports", export: "Export" };
+const NAV_OF = { jobs: "#/jobs", job: "#/jobs", submit: "#/submit", exports: "#/exports", export: "#/exports", admin: "#/admin" };
 function show(view) {
+  const moved = S.view !== view;
   for (const v of ["signin", "jobs", "job", "submit", "admin", "exports", "export"])
     $(v + "-view").hidden = v !== view;
+  document.title = TITLES[view] + " — Remora";
+  for (const a of document.querySelectorAll("#nav a"))
+    if (a.getAttribute("href") === NAV_OF[view]) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
+  /* a new view: focus its heading, as a page load would put the reader at the top */
+  if (moved && view !== "signin") {
+    const h = $(view + "-view").querySelector("h1");
+    if (h) { h.setAttribute("tabindex", "-1"); h.focus({ preventScroll: true }); }
+  }
   if (S.liveFor === "next") S.liveFor = view;
   else if (S.liveFor !== view) $("live").textContent = "";
   S.view = view;
   if (view !== "export" && S.xtimer) { clearTimeout(S.xtimer); S.xtimer = null; }
+  if (view !== "admin" && S.atimer) { clearTimeout(S.atimer); S.atimer = null; }
 }
 
 function signedIn(info) {
@@ -202,7 +230,10 @@ async function loadList(L) {
   L.next = data.next;
   L.rows = new Map(items.map((r) => [String(r[L.id]), r]));
   $(L.table).tBodies[0].replaceChildren(...items.map(L.row));
-  $(L.empty).hidden = items.length > 0;
+  /* no rows at all (a first page, no filter): say how to begin */
+  const none = !items.length && !L.pages.length && L.isUnfiltered && L.isUnfiltered(L.filter);
+  $(L.empty).hidden = items.length > 0 || none;
+  if (L.none) $(L.none).hidden = !none;
   $(L.nextButton).disabled = !L.next;
   $(L.firstButton).disabled = L.pages.length === 0;
   if (L.loaded) L.loaded();
@@ -231,7 +262,8 @@ function listWire(L, form, read) {
 /* jobs list */
 const JOBS = newList({
   view: "jobs", path: "/api/jobs", items: "jobs", id: "job_id", row: jobRow,
-  table: "jobs-table", empty: "jobs-empty", nextButton: "page-next", firstButton: "page-first",
+  table: "jobs-table", empty: "jobs-empty", none: "jobs-none", nextButton: "page-next", firstButton: "page-first",
+  isUnfiltered: (f) => !f.state && !f.q && !f.owner,
   filter: { state: "", q: "", owner: "", limit: "50", sort: "submitted:desc" },
   query(f) {
     const p = new URLSearchParams();
@@ -279,7 +311,7 @@ function jobRow(j) {
     el("td", {}, j.label || ""),
     el("td", { class: "prio" }, j.priority),
     el("td", { class: "prog" }, progressCell(j)),
-    el("td", {}, when(j.submitted_at)));
+    el("td", {}, when(j.submitted_at), j.finished_at ? el("span", { class: "rate" }, "took " + took(j)) : null));
 }
 
 function updateRow(ev) {
@@ -372,7 +404,9 @@ function renderJob(j) {
     ["Reused", j.bytes_reused ? bytes(j.bytes_reused) + " copied from an earlier result, " +
       bytes(Math.max(0, (j.result_bytes || j.bytes_done || 0) - j.bytes_reused)) + " downloaded" : null],
     ["Attempts", attemptsText(j)], ["Priority", j.priority],
-    ["Submitted", when(j.submitted_at)], ["Started", when(j.started_at)], ["Finished", when(j.finished_at)],
+    ["Submitted", when(j.submitted_at) + " (" + ago(j.submitted_at) + ")"], ["Started", when(j.started_at)],
+    ["Finished", j.finished_at ? when(j.finished_at) + " (took " + took(j) + ")" : null],
+    ["Size", j.result_bytes !== null && j.result_bytes !== undefined ? bytes(j.result_bytes) : null],
     ["Next attempt", when(j.next_attempt_at)], ["Restart reason", j.restart_reason],
     ["Last error", j.last_error ? el("span", { id: "last-error" }, errorText(j.last_error)) : null],
     ["Manifest", j.result_manifest_key], ["Manifest SHA-256", j.result_manifest_sha256],
@@ -507,176 +541,6 @@ async function act(what, id) {
   if (S.view === "job") showJob(id);
 }
 
-/* exports: copies of a succeeded job's result at stable keys (remora_export) */
-const EXPORT_FIELDS = [["bucket", "Bucket", "input"], ["prefix", "Prefix", "input"],
-  ["if_exists", "If a key exists", "select"], ["options.label", "Label", "input"],
-  ["idempotency_key", "Idempotency key", "input"]];
-function exportForm(j) {
-  const field = ([name, text, kind]) => {
-    const id = "e-" + name.replace(".", "-");
-    const control = kind === "select"
-      ? el("select", { id, name, "aria-describedby": id + "-err" },
-        el("option", { value: "fail" }, "fail (default)"), el("option", { value: "overwrite" }, "overwrite"),
-        el("option", { value: "skip_identical" }, "skip identical"))
-      : el("input", { id, name, "aria-describedby": id + "-err",
-        value: name === "bucket" ? (j.bucket || "") : null, required: name === "prefix" ? true : null });
-    return el("div", {}, el("label", { for: id }, text), control, el("p", { id: id + "-err", class: "error field-error" }));
-  };
-  return el("form", { id: "export-form", class: "card", novalidate: true, "data-key": newKey(),
-    onsubmit: (ev) => exportJob(ev, j.job_id) },
-    el("p", { class: "hint" }, "Copy every member to <prefix>/<path> in the bucket, server-side. " +
-      "Deleting the job later leaves the exported keys in place."),
-    el("div", { class: "grid" }, EXPORT_FIELDS.map(field)),
-    el("p", { id: "export-error", class: "error", role: "alert" }),
-    el("button", { type: "submit" }, "Export"));
-}
-async function exportJob(ev, id) {
-  ev.preventDefault();
-  const form = ev.target;
-  formError(form, null);
-  const body = { options: {} };
-  for (const input of form.querySelectorAll("[name]")) {
-    const v = input.value.trim();
-    const [a, b] = input.name.split(".");
-    if (!v && a !== "prefix") continue;
-    if (b) body.options[b] = v; else body[a] = v;
-  }
-  /* never the bucket's root by accident: the server refuses it too */
-  if (!body.prefix.replace(/^\/+|\/+$/g, "")) {
-    formError(form, new ApiError(400, { error: "A prefix is required: an export never writes to the bucket's root.",
-      field: "prefix" }));
-    return;
-  }
-  const button = form.querySelector("button[type=submit]");
-  if (button.disabled) return;
-  button.disabled = true;
-  try {
-    const r = await api("POST", "/api/jobs/" + id + "/export", body,
-      body.idempotency_key ? {} : { "Idempotency-Key": form.dataset.key });
-    say("Export " + r.export_id + " created.", true);
-    location.hash = "#/exports/" + r.export_id;
-  } catch (e) { formError(form, e); }
-  finally { button.disabled = false; }
-}
-async function loadJobExports(id) {
-  const d = await api("GET", "/api/exports?job=" + id + "&limit=20");
-  if (!d.exports.length || !$("job-exports")) return;
-  $("job-exports").replaceChildren(el("p", {}, "Exports of this job:"),
-    el("ul", {}, d.exports.map((x) => el("li", {}, el("a", { href: "#/exports/" + x.export_id }, "#" + x.export_id),
-      " ", stateBadge(x.state), " ", el("span", { class: "mono" }, "s3://" + x.bucket + "/" + x.prefix)))));
-}
-function exportTarget(x) { return "s3://" + (x.bucket || "") + "/" + (x.prefix || ""); }
-function exportRow(x) {
-  return el("tr", { "data-export": x.export_id },
-    el("td", {}, el("a", { href: "#/exports/" + x.export_id }, "#" + x.export_id)),
-    el("td", { class: "st" }, stateBadge(x.state)),
-    el("td", {}, el("a", { href: "#/jobs/" + x.job_id }, "#" + x.job_id)),
-    el("td", { class: "src mono" }, exportTarget(x)),
-    el("td", {}, x.members_done + " / " + x.members), el("td", {}, bytes(x.bytes)),
-    el("td", {}, when(x.created_at)));
-}
-/* exports list */
-const EXPORTS = newList({
-  view: "exports", path: "/api/exports", items: "exports", id: "export_id", row: exportRow,
-  table: "exports-table", empty: "exports-empty", nextButton: "xpage-next", firstButton: "xpage-first",
-  filter: { state: "" },
-  query(f) {
-    const p = new URLSearchParams();
-    if (f.state) p.set("state", f.state);
-    p.set("limit", "50");
-    return p;
-  }
-});
-function showExports() { return loadList(EXPORTS); }
-async function showExport(id) {
-  show("export");
-  if (S.exportId !== id) {
-    S.exportId = id;
-    $("export-h").textContent = "Export #" + id;
-    $("export-body").replaceChildren(el("p", {}, "Loading…"));
-  }
-  if (S.xtimer) { clearTimeout(S.xtimer); S.xtimer = null; }
-  let x;
-  try { x = await api("GET", "/api/exports/" + id); }
-  catch (e) {
-    $("export-body").replaceChildren(el("p", { class: "error", role: "alert" }, e.message));
-    return;
-  }
-  if (S.view !== "export" || S.exportId !== id) return;
-  renderExport(x);
-  /* exports are not in the job event stream: look again while one moves */
-  if (["queued", "running", "retrying"].includes(x.state))
-    S.xtimer = setTimeout(() => { S.xtimer = null; if (S.view === "export" && S.exportId === id) showExport(id).catch(() => {}); }, 1500);
-}
-function renderExport(x) {
-  $("export-h").textContent = "Export #" + x.export_id + (x.label ? " — " + x.label : "");
-  const active = ["queued", "running", "retrying"].includes(x.state);
-  const unknown = x.state === "outcome_unknown";
-  const buttons = [];
-  if (unknown) {
-    buttons.push(el("button", { type: "button", id: "act-verify", onclick: () => resolveExport(x.export_id, "verify") }, "Verify"));
-    if (S.admin) buttons.push(
-      el("button", { type: "button", class: "secondary", id: "act-retry", onclick: () => resolveExport(x.export_id, "retry") }, "Retry (admin)"),
-      el("button", { type: "button", class: "danger", id: "act-fail", onclick: () => resolveExport(x.export_id, "fail") }, "Mark failed (admin)"));
-  }
-  if (active) buttons.push(el("button", { type: "button", id: "act-xcancel", disabled: x.cancel_requested,
-    onclick: () => resolveExport(x.export_id, "cancel") }, x.cancel_requested ? "Cancelling…" : "Cancel"));
-  buttons.push(el("button", { type: "button", class: "danger", id: "act-xdelete",
-    onclick: () => resolveExport(x.export_id, "delete") }, "Delete"),
-  el("span", { id: "export-status", class: "status", role: "status" },
-    S.exportStatus && S.exportStatus.id === String(x.export_id) ? S.exportStatus.text : ""));
-  const err = x.last_error;
-  const summary = kv([
-    ["State", stateBadge(x.state)], ["Verifying", x.verifying ? "yes: observing the targets" : null],
-    ["Job", el("a", { href: "#/jobs/" + x.job_id }, "#" + x.job_id)], ["Owner", x.owner],
-    ["Target", exportTarget(x)], ["If a key exists", x.if_exists],
-    ["Members", x.members_done + " / " + x.members], ["Size", bytes(x.bytes)],
-    ["Attempts", x.attempts_used + " of " + x.max_attempts],
-    ["Created", when(x.created_at)], ["Started", when(x.started_at)], ["Finished", when(x.finished_at)],
-    ["Last error", err ? errorText(err) : null],
-    ["Output digest", x.output_digest], ["Publication digest", x.publication_digest],
-    ["Source digest", x.source_digest], ["Idempotency key", x.idempotency_key]]);
-  const note = unknown ? el("p", { class: "hint", id: "unknown-note" },
-    "A copy was sent without a conclusive answer, so nothing retries it on its own. " +
-    "Verify looks at the targets and concludes succeeded only if every member is exactly there.") : null;
-  const refs = el("table", { id: "references-table" },
-    el("caption", { class: "sr-only" }, "References"),
-    el("thead", {}, el("tr", {}, ["Key", "ETag", "Version", "Size", "Outcome"].map((h) => el("th", { scope: "col" }, h)))),
-    el("tbody", {}, (x.references || []).map((r) => el("tr", {},
-      el("td", { class: "mono" }, r.key), el("td", { class: "mono" }, r.etag || ""),
-      el("td", { class: "mono" }, r.version_id || ""), el("td", {}, bytes(r.size)), el("td", {}, r.outcome || "")))));
-  const attempts = el("table", {},
-    el("caption", { class: "sr-only" }, "Attempts"),
-    el("thead", {}, el("tr", {}, ["#", "Token", "Started", "Finished", "State", "Error"].map((h) => el("th", { scope: "col" }, h)))),
-    el("tbody", {}, (x.attempts || []).map((a) => el("tr", {},
-      el("td", {}, a.attempt_no), el("td", {}, a.fencing_token), el("td", {}, when(a.started_at)),
-      el("td", {}, when(a.finished_at)), el("td", {}, a.state),
-      el("td", {}, errorText(a.error))))));
-  const decisions = (x.decisions || []).map((d) => el("li", {}, d.action + " by " + d.by + ", " + when(d.at)));
-  $("export-body").replaceChildren(el("div", { class: "actions" }, buttons), ...(note ? [note] : []), summary,
-    el("h2", {}, "References"), (x.references || []).length ? el("div", { class: "table-wrap" }, refs) : el("p", {}, "None yet."),
-    el("h2", {}, "Attempts"), el("div", { class: "table-wrap" }, attempts),
-    ...(decisions.length ? [el("h2", {}, "Decisions"), el("ul", { id: "decisions" }, decisions)] : []));
-}
-async function resolveExport(id, action) {
-  try {
-    if (action === "fail" && !confirm("Mark export " + id + " failed?")) return;
-    if (action === "delete") {
-      if (!confirm("Delete export " + id + "? The keys it published stay.")) return;
-      await api("DELETE", "/api/exports/" + id);
-      say("Export " + id + " deleted; the keys it published stay.", true);
-      location.hash = "#/exports";
-      return;
-    }
-    const r = action === "cancel" ? await api("POST", "/api/exports/" + id + "/cancel")
-      : await api("POST", "/api/exports/" + id + "/resolve", { action });
-    S.exportStatus = { id: String(id), text: "Export " + id + ": " + r.state + "." };
-  } catch (e) {
-    S.exportStatus = { id: String(id), text: e.message + (e.data && e.data.hint ? " " + e.data.hint : "") };
-  }
-  if (S.view === "export") showExport(String(id));
-}
-
 /* bulk actions */
 function selected() { return [...document.querySelectorAll("#jobs-table .sel:checked")].map((c) => c.value); }
 async function bulk(what, ids, confirmed) {
@@ -762,137 +626,6 @@ async function submitJob(ev) {
   finally { button.disabled = false; button.textContent = "Submit"; }
 }
 
-/* admin */
-/* a duration in ms, or "—" when there is none (nothing was written yet) */
-function ms(v) { return v === null || v === undefined ? "—" : Number(v).toFixed(1) + " ms"; }
-const STATE_COLORS = { queued: "#7a4d00", running: "#0b5cad", succeeded: "#17692b", failed: "#a40000", cancelled: "#555" };
-/* the last hour, minute by minute (remora_throughput): jobs by state, bytes per second */
-async function showCharts() {
-  const d = await api("GET", "/api/throughput");
-  const at = (r) => new Date(r.minute).getTime() + 60000; /* each row is the minute's end */
-  $("charts").replaceChildren(
-    lineChart("chart-states", "Jobs by state (queued and running at each minute's end; ended in the minute)",
-      Object.keys(STATE_COLORS).map((k) => ({ name: k, color: STATE_COLORS[k], points: d.minutes.map((r) => [at(r), Number(r[k])]) })),
-      (v) => String(Math.round(v))),
-    lineChart("chart-bytes", "Bytes per second",
-      [{ name: "bytes/s", color: "#0b5cad", points: d.minutes.map((r) => [at(r), Number(r.bytes_per_second)]) }],
-      (v) => bytes(Math.round(v)) + "/s"));
-}
-
-async function showAdmin() {
-  show("admin");
-  loadLimits().catch((e) => say(e.message));
-  const [st, wk, gr] = await Promise.all([api("GET", "/api/stats"), api("GET", "/api/workers"), api("GET", "/api/admin/grants")]);
-  const failures = st.failures_by_class || {};
-  $("stats").replaceChildren(kv([
-    ["Queued", st.queued], ["Running", st.running], ["Retrying", st.retrying],
-    ["Succeeded", st.succeeded], ["Failed", st.failed], ["Cancelled", st.cancelled],
-    ["Committed", bytes(st.bytes_committed)], ["In flight", bytes(st.bytes_in_flight)],
-    ["Throughput", bytes(st.bytes_per_second) + "/s"],
-    ["Leases", st.active_leases + " of " + st.max_active_leases],
-    ["Failures by class", Object.keys(failures).length ? Object.entries(failures).map(([k, v]) => k + ": " + v).join(", ") : "none"],
-    ["Checkpoint writer", st.checkpoints ? st.checkpoints.transactions + " transactions, " + st.checkpoints.checkpoints +
-      " checkpoints, mean commit " + ms(st.checkpoints.mean_commit_ms) : null]]));
-  showCharts().catch((e) => say(e.message));
-  $("workers").replaceChildren(el("div", { class: "table-wrap" }, el("table", {},
-    el("thead", {}, el("tr", {}, ["Incarnation", "PID", "Kind", "Started", "Heartbeat", "Stopped", "Leases"].map((h) => el("th", { scope: "col" }, h)))),
-    el("tbody", {}, wk.workers.map((w) => el("tr", {},
-      el("td", { class: "mono" }, w.incarnation), el("td", {}, w.pid), el("td", {}, w.kind),
-      el("td", {}, when(w.started_at)), el("td", {}, when(w.heartbeat_at)), el("td", {}, when(w.stopped_at)),
-      el("td", {}, w.active_leases)))))));
-  const grants = [...gr.targets.map((g) => Object.assign({ kind: "target" }, g)),
-    ...gr.sources.map((g) => Object.assign({ kind: "source" }, g))];
-  $("grants").replaceChildren(grants.length ? el("div", { class: "table-wrap" }, el("table", { id: "grants-table" },
-    el("caption", { class: "sr-only" }, "Source and target grants"),
-    el("thead", {}, el("tr", {}, ["Kind", "Role", "Bucket", "Prefix", "Endpoint", "Granted by", "Granted"].map((h) => el("th", { scope: "col" }, h)))),
-    el("tbody", {}, grants.map((g) => el("tr", {},
-      el("td", {}, g.kind), el("td", {}, g.role), el("td", { class: "mono" }, g.bucket),
-      el("td", { class: "mono" }, g.prefix_pattern), el("td", {}, g.endpoint || ""),
-      el("td", {}, g.granted_by), el("td", {}, when(g.granted_at))))))) : el("p", {}, "No grants."));
-}
-
-/* limits per role (admins): the rows of remora_role_limits; a form per row
- * sets some of them (remora.set_role_limits: an empty field leaves that
- * limit as it is), Reset returns them all to the defaults */
-const LIMIT_FIELDS = [["weight", "Weight"], ["max_running", "Max running"], ["max_queued", "Max queued"],
-  ["max_bytes_per_second", "Max bytes/s"]];
-const LIMITS = new Map(); /* the rows shown, by role */
-function limitText(k, v) {
-  if (k === "weight") return v;
-  if (!Number(v)) return "none";
-  return k === "max_bytes_per_second" ? bytes(v) + "/s" : v;
-}
-async function loadLimits() {
-  const d = await api("GET", "/api/admin/role-limits");
-  LIMITS.clear();
-  for (const r of d.role_limits) LIMITS.set(r.role, r);
-  $("limits-table").tBodies[0].replaceChildren(...d.role_limits.map(limitRow));
-  $("limits-empty").hidden = d.role_limits.length > 0;
-}
-function limitRow(r) {
-  return el("tr", { "data-role": r.role },
-    el("td", { class: "mono" }, r.role), LIMIT_FIELDS.map(([k]) => el("td", { class: k }, limitText(k, r[k]))),
-    el("td", { class: "running" }, r.running), el("td", { class: "queued" }, r.queued),
-    el("td", {}, bytes(r.bytes_per_second) + "/s"),
-    el("td", {}, el("div", { class: "actions" },
-      el("button", { type: "button", class: "secondary", "aria-label": "Edit the limits of " + r.role,
-        onclick: (e) => editLimits(r, e.target.closest("tr")) }, "Edit"),
-      el("button", { type: "button", class: "secondary", "aria-label": "Reset the limits of " + r.role,
-        onclick: () => resetLimits(r.role) }, "Reset"))));
-}
-/* the editor of a role's limits, in a row of its own below the role's row
- * (after: null puts it first, for a role not in the table yet) */
-let limitForms = 0;
-function editLimits(r, after) {
-  const open = document.querySelector('form.limits-form[data-role="' + CSS.escape(r.role) + '"]');
-  if (open) { open.closest("tr").remove(); return; }
-  const id = "lim" + (++limitForms) + "-";
-  const form = el("form", { class: "limits-form", "data-role": r.role, "aria-label": "Limits of " + r.role,
-    onsubmit: (ev) => saveLimits(ev, r.role) },
-    el("p", { class: "hint" }, "Limits of ", el("strong", {}, r.role), ": 0 is no limit; an empty field stays as it is."),
-    el("div", { class: "grid" }, LIMIT_FIELDS.map(([k, label]) => el("div", {},
-      el("label", { for: id + k }, label),
-      el("input", { id: id + k, name: k, type: "number", step: 1, min: k === "weight" ? 1 : 0,
-        max: k === "weight" ? 1000 : null, placeholder: r[k], "aria-describedby": id + k + "-err" }),
-      el("p", { id: id + k + "-err", class: "error field-error" })))),
-    el("p", { class: "error", role: "alert" }),
-    el("div", { class: "actions" }, el("button", { type: "submit" }, "Save"),
-      el("button", { type: "button", class: "secondary", onclick: (e) => e.target.closest("tr").remove() }, "Cancel")));
-  const tr = el("tr", { class: "limits-edit" }, el("td", { colspan: 9 }, form));
-  if (after) after.after(tr); else $("limits-table").tBodies[0].prepend(tr);
-  form.querySelector("input").focus();
-}
-async function saveLimits(ev, role) {
-  ev.preventDefault();
-  const form = ev.target;
-  formError(form, null);
-  const body = {};
-  for (const input of form.querySelectorAll("input[name]"))
-    if (input.value.trim()) body[input.name] = Number(input.value);
-  try {
-    await api("PUT", "/api/admin/role-limits/" + encodeURIComponent(role), body);
-    say("Limits of " + role + " saved.");
-    await loadLimits();
-  } catch (e) { formError(form, e); }
-}
-async function resetLimits(role) {
-  try {
-    await api("DELETE", "/api/admin/role-limits/" + encodeURIComponent(role));
-    say("Limits of " + role + " reset to the defaults.");
-    await loadLimits();
-  } catch (e) { say(e.message + (e.data && e.data.hint ? " " + e.data.hint : "")); }
-}
-function addLimits(ev) {
-  ev.preventDefault();
-  const role = $("l-role").value.trim();
-  if (!role) return;
-  const open = document.querySelector('form.limits-form[data-role="' + CSS.escape(role) + '"]');
-  if (open) { open.querySelector("input").focus(); return; }
-  const tr = document.querySelector('#limits-table tr[data-role="' + CSS.escape(role) + '"]');
-  editLimits(tr ? LIMITS.get(role) : { role }, tr);
-  $("l-role").value = "";
-}
-
 /* live updates */
 function onJobEvent(ev) {
   if (S.view === "jobs") {
@@ -969,6 +702,7 @@ document.addEventListener("DOMContentLoaded", async () => {
       route();
     } catch (e) {
       formError(ev.target, e, e.status === 429 ? "Too many failed sign-ins; try again in a minute." : e.message);
+      $("si-password").select(); $("si-password").focus();
     }
   });
   $("signout").addEventListener("click", async () => {
@@ -989,6 +723,7 @@ document.addEventListener("DOMContentLoaded", async () => {
   $("bulk-delete-all").addEventListener("click", () => allMatching("delete").catch((e) => say(e.message)));
   $("submit-form").addEventListener("submit", submitJob);
   $("limits-add").addEventListener("submit", addLimits);
+  $("grant-form").addEventListener("submit", grantFrom);
   listWire(EXPORTS, "exports-filter", () => ({ state: $("x-state").value }));
   window.addEventListener("hashchange", () => route().catch((e) => say(e.message)));
   try {

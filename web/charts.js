@@ -50,7 +50,10 @@ function lineChart(id, title, series, fmt) {
   const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": title,
     preserveAspectRatio: "xMidYMid meet" });
   svg.append(svgEl("title", {}, title));
-  for (const v of [0, vmax / 2, vmax]) {
+  /* 0, the middle and the top; a middle that reads as one of them (a
+   * count's 0.5 is "1") is left out */
+  const ticks = [0, vmax / 2, vmax].filter((v, i, a) => i === 0 || fmt(v) !== fmt(a[i - 1]));
+  for (const v of ticks) {
     svg.append(svgEl("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), stroke: "#ccc", "stroke-width": 1 }),
       svgEl("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", "font-size": 11, fill: "#444" }, fmt(v)));
   }

@@ -152,13 +152,15 @@ async function main() {
     await step("the sign-in form is shown, and no navigation before sign-in", async () => {
       await alice.goto(H + "/");
       await alice.waitFor("!document.getElementById('signin-view').hidden");
-      if (!(await alice.eval("document.getElementById('nav').hidden && document.getElementById('signout').hidden")))
+      if (!(await alice.eval("getComputedStyle(document.getElementById('nav')).display === 'none' && " +
+        "getComputedStyle(document.getElementById('signout')).display === 'none'")))
         throw new Error("the navigation shows before sign-in");
       await alice.shot("web-signin");
     });
     await step("a wrong password is refused, with a message", async () => {
       await alice.signIn("alice", "wrong");
       await alice.waitFor("document.getElementById('signin-error').textContent.length > 0");
+      if (!(await alice.eval("document.activeElement.id === 'si-password'"))) throw new Error("the focus is not back on the password");
       if (!(await alice.visible("signin-view"))) throw new Error("left the sign-in page");
     });
     await step("the right password signs in and shows the jobs", async () => {
@@ -166,6 +168,8 @@ async function main() {
       await alice.waitFor("!document.getElementById('jobs-view').hidden");
       const who = await alice.text("#who");
       if (who !== "Signed in as alice") throw new Error(who);
+      const where = await alice.eval("[document.title, (document.querySelector('#nav a[aria-current=page]') || {}).textContent, document.activeElement.id]");
+      if (where.join("|") !== "Jobs — Remora|Jobs|jobs-h") throw new Error("title, current link, focus: " + where.join(", "));
     });
     await step("the session cookie is not readable by scripts (HttpOnly)", async () => {
       const c = await alice.eval("document.cookie");
@@ -460,6 +464,8 @@ async function main() {
       await bob.waitFor("document.getElementById('jobs-table').tBodies[0] !== null");
       const n = await bob.eval(`document.querySelectorAll('tr[data-job="${job}"], tr[data-job="${slowJob}"]').length`);
       if (n !== 0) throw new Error("bob sees " + n + " of alice's jobs");
+      /* an account with no job says how to begin, not "No jobs." */
+      await bob.waitFor("!document.getElementById('jobs-none').hidden && document.getElementById('jobs-empty').hidden");
       await bob.goto(H + "/#/jobs/" + job);
       await bob.waitFor("document.querySelector('#job-body .error')");
     });
@@ -474,6 +480,7 @@ async function main() {
       await carol.waitFor(`document.querySelector('tr[data-job="${job}"]')`);
       await carol.goto(H + "/#/admin");
       await carol.waitFor("document.querySelector('#stats dl') && document.querySelector('#workers table')");
+      await carol.waitFor("[...document.querySelectorAll('#workers td.health')].some((td) => td.textContent === 'alive')");
       await carol.shot("web-admin");
     });
     await step("an admin's list says whose each job is, and ?owner= in the URL filters it (the form shows it)", async () => {
@@ -542,6 +549,20 @@ async function main() {
       await carol.click(form + " button.secondary");
     });
 
+    await step("an admin grants a role a target from the form, and revokes it from its row", async () => {
+      await carol.goto(H + "/#/admin");
+      await carol.waitFor("document.getElementById('grant-form') && document.querySelector('#grants-table')");
+      await carol.fill("g-role", "bob");
+      await carol.fill("g-bucket", "bobshare");
+      await carol.fill("g-prefix", "in/*");
+      await carol.click("#grant-form button[type=submit]");
+      await carol.waitFor("document.getElementById('grants-status').textContent.startsWith('Granted target bobshare/in/*')");
+      const row = "[...document.querySelectorAll('#grants-table tbody tr')].find((r) => r.cells[2].textContent === 'bobshare')";
+      await carol.waitFor(row);
+      await carol.eval(row + ".querySelector('button.revoke').click()");
+      await carol.waitFor("document.getElementById('grants-status').textContent.startsWith('Revoked')");
+      await carol.waitFor("!(" + row + ")");
+    });
     await step("a job held back by its owner's max running says so on its page", async () => {
       await carol.eval(`api("PUT", "/api/admin/role-limits/bob", { max_running: 1 })`);
       const ids = [];

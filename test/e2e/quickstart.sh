@@ -48,6 +48,8 @@ check_eq "the web client at the printed address signs demo in with the printed p
 	"$(curl -s -o /dev/null -w '%{http_code}' -u "demo:$pw" "${web}api/jobs")" "200"
 check_eq "and refuses a wrong password" \
 	"$(curl -s -o /dev/null -w '%{http_code}' -u "demo:wrong$pw" "${web}api/jobs")" "401"
+check_eq "demo finds the sample's job there, theirs" \
+	"$(curl -s -u "demo:$pw" "${web}api/jobs" | jq -r '[.jobs[] | select(.job_id == 1) | .owner + " " + .state] | join(",")')" "demo succeeded"
 
 ./quickstart worker --label second >"$T/worker.log" 2>&1
 check_eq "./quickstart worker --label second starts" "$?" "0"
