@@ -66,14 +66,13 @@ extern void      remora_api_method_not_allowed(RemoraRequest *req,
 extern void remora_api_bad_request(RemoraRequest *req, const char *sqlstate,
 								   const char *message, const char *field);
 extern RemoraJson *remora_api_json_body(RemoraRequest *req);
-extern bool        remora_api_check_fields(RemoraRequest     *req,
-										   const RemoraJson  *v,
-										   const char *const *allowed,
-										   const char        *list);
-extern bool        remora_api_idempotency_key(RemoraRequest    *req,
-											  const RemoraJson *body,
-											  const char      **key);
-extern bool        remora_api_is_admin(RemoraRequest *req, bool *admin);
+extern bool remora_api_check_fields(RemoraRequest *req, const RemoraJson *v,
+									const char *const *allowed,
+									const char        *list);
+extern bool remora_api_idempotency_key(RemoraRequest    *req,
+									   const RemoraJson *body,
+									   const char      **key);
+extern bool remora_api_is_admin(RemoraRequest *req, bool *admin);
 
 /* the resources: each answers its paths, any method */
 extern void remora_api_session(RemoraRequest *req); /* api_session.c */

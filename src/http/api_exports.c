@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static const char *const EXPORT_KEYS[] = {
 	"bucket", "prefix", "if_exists", "options", "idempotency_key", NULL};
 
@@ -39,9 +38,10 @@ remora_api_export_job(RemoraRequest *req, const char *id)
 
 	if (v == NULL)
 		return;
-	if (!remora_api_check_fields(req, v, EXPORT_KEYS,
-					  "The fields are bucket, prefix, if_exists, options "
-					  "and idempotency_key."))
+	if (!remora_api_check_fields(
+			req, v, EXPORT_KEYS,
+			"The fields are bucket, prefix, if_exists, options "
+			"and idempotency_key."))
 	{
 		remora_json_free(v);
 		return;
@@ -252,7 +252,7 @@ remora_api_export(RemoraRequest *req, const char *id, const char *rest)
 			if (v == NULL)
 				return;
 			if (!remora_api_check_fields(req, v, RESOLVE_KEYS,
-							  "The only field is action."))
+										 "The only field is action."))
 			{
 				remora_json_free(v);
 				return;
