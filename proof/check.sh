@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 #
-# Model-check proof/remora.pml with Spin.
+# Model-check proof/remora.pml with Spin, and proof/owners.pml (the rows
+# of remora.queue_owners).
 #
 #     proof/check.sh            the safety assertions (exhaustive, three
 #                               configurations) and the liveness property
@@ -55,9 +56,9 @@ CONFIGS=(
 # variants' counterexamples are found at once, -O0 compiles faster).  Leaves its output in $W/NAME.out; returns pan's
 # status (124 on the wall-time bound, 152 on the CPU-time one).
 run() {
-	local name=$1 defs=$2 mode=$3 d="$W/$1" cflags pflags
+	local name=$1 defs=$2 mode=$3 d="$W/$1" cflags pflags model=${PML:-$MODEL}
 	mkdir -p "$d"
-	cp "$MODEL" "$d/"
+	cp "$model" "$d/"
 	if [ "$mode" = safety ]; then
 		cflags="-DSAFETY -DNOCLAIM -DCOLLAPSE"
 		pflags=""
@@ -66,7 +67,7 @@ run() {
 		pflags="-a -f -N eventually_ended"
 	fi
 	# shellcheck disable=SC2086
-	(cd "$d" && spin -a $defs remora.pml >spin.out 2>&1 &&
+	(cd "$d" && spin -a $defs "$(basename "$model")" >spin.out 2>&1 &&
 		gcc -w "${OPT:--O2}" $cflags -DMEMLIM="$MEMLIM" -o pan pan.c &&
 		ulimit -t "$TIMEOUT" &&
 		timeout $((TIMEOUT * 8)) ./pan -m"$DEPTH" -w22 $pflags) >"$W/$name.out" 2>&1
@@ -107,6 +108,18 @@ if [ "${1:-}" = --broken ]; then
 		"BROKEN_YIELD|jobs|safety|a yield that leaves its lease row behind"
 		"BROKEN_STUCK|jobs|liveness|reconcile that leaves expired leases alone"
 	)
+	# proof/owners.pml's, in its one configuration
+	for def in "BROKEN_SHARE|a queue insert that does not hold its owner's row" \
+		"BROKEN_SNAPSHOT|reconcile deleting an owner's row on the snapshot it locked with"; do
+		what=${def#*|} def=${def%%|*}
+		PML=$PWD/owners.pml OPT=-O0 run "$def" "-D$def" safety || true
+		if [ "$(errors "$def")" -gt 0 ] 2>/dev/null; then
+			echo "ok - model: $def ($what) is caught ($(summary "$def"))"
+		else
+			echo "not ok - model: $def ($what) is not caught"
+			failed=1
+		fi
+	done
 	for b in "${BROKEN[@]}"; do
 		IFS='|' read -r def cfg mode what <<<"$b"
 		for c in "${CONFIGS[@]}"; do
@@ -133,6 +146,9 @@ for c in "${CONFIGS[@]}"; do
 	run "$name" "$defs" safety || rc=$?
 	verdict "$name" "safety, $bounds" "$rc"
 done
+rc=0
+PML=$PWD/owners.pml run owners "" safety || rc=$?
+verdict owners "queue owners: an owner with queued jobs keeps its row, 2 submits, 2 reconciles, 2 claims" "$rc"
 # Liveness (weak fairness): every job ends.  The single-job configurations
 # (--deep: all three).
 for c in "${CONFIGS[@]:0:$LIVE}"; do

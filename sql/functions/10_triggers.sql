@@ -25,6 +25,40 @@ CREATE OR REPLACE TRIGGER queue_owner BEFORE INSERT ON remora.queue
 	FOR EACH ROW WHEN (NEW.owner IS NULL)
 	EXECUTE FUNCTION remora._queue_owner();
 
+-- An owner whose jobs a statement queued waits for its turn: its row in
+-- remora.queue_owners, held FOR KEY SHARE until the transaction ends, so
+-- that reconcile, which removes the rows of owners without queued jobs
+-- (FOR UPDATE, then a look at the queue with a new snapshot), cannot remove
+-- it before this transaction's queue rows are there to be seen; a row
+-- removed meanwhile is added again.  A new owner's pass is the claims'
+-- turn (remora._turn), raised to the least pass as a claim raises it (a
+-- restart begins the turn again at 0): it waits behind no owner whose turn
+-- has gone by.
+-- Its model: proof/owners.pml.
+CREATE OR REPLACE FUNCTION remora._owners_wait() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	o	regrole;
+BEGIN
+	FOR o IN SELECT DISTINCT n.owner FROM added n LOOP
+		LOOP
+			PERFORM 1 FROM remora.queue_owners w
+			 WHERE w.owner OPERATOR(pg_catalog.=) o FOR KEY SHARE;
+			EXIT WHEN FOUND;
+			INSERT INTO remora.queue_owners (owner, pass)
+			VALUES (o, remora._turn(coalesce((SELECT pg_catalog.min(w.pass)
+												FROM remora.queue_owners w), 0)))
+			ON CONFLICT DO NOTHING;
+		END LOOP;
+	END LOOP;
+	RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER queue_owners_wait AFTER INSERT ON remora.queue
+	REFERENCING NEW TABLE AS added
+	FOR EACH STATEMENT EXECUTE FUNCTION remora._owners_wait();
+
 -- Model: CoordinationLost (proof/remora.pml)
 CREATE OR REPLACE FUNCTION remora._coordination_lost() RETURNS trigger
 LANGUAGE plpgsql
@@ -38,6 +72,8 @@ $$;
 CREATE OR REPLACE TRIGGER queue_truncated AFTER TRUNCATE ON remora.queue
 	FOR EACH STATEMENT EXECUTE FUNCTION remora._coordination_lost();
 CREATE OR REPLACE TRIGGER leases_truncated AFTER TRUNCATE ON remora.leases
+	FOR EACH STATEMENT EXECUTE FUNCTION remora._coordination_lost();
+CREATE OR REPLACE TRIGGER queue_owners_truncated AFTER TRUNCATE ON remora.queue_owners
 	FOR EACH STATEMENT EXECUTE FUNCTION remora._coordination_lost();
 
 -- External workers (remora-worker) LISTEN on remora_jobs: a job queued

@@ -76,13 +76,22 @@ CREATE OR REPLACE FUNCTION remora._release_leases(n integer) RETURNS void
 AS 'MODULE_PATHNAME', 'remora_release_leases'
 LANGUAGE C VOLATILE STRICT;
 
+-- The claims' turn (src/pg/leases.c), first raised to at_least.
+CREATE OR REPLACE FUNCTION remora._turn(at_least float8) RETURNS float8
+AS 'MODULE_PATHNAME', 'remora_turn'
+LANGUAGE C VOLATILE STRICT;
+
 -- Hand out up to max_jobs runnable jobs, shared between their owners
 -- (doc/operator-guide.md, "Sharing the workers between users").  The next job
 -- goes to the owner with runnable jobs whose running attempts, with those
 -- already picked in this batch, are the fewest for its weight ((running +
--- picked) / weight, ties drawn by lot in proportion to the weights); an
--- owner's own jobs go by priority, then age.  An owner alone gets every job;
--- one at its max_running gets none.
+-- picked) / weight); of those even, the one whose turn comes first.  Its
+-- turn is its pass in remora.queue_owners: each job an owner is handed
+-- moves its pass on by 1 / weight, from the claims' turn (remora._turn)
+-- if that has gone past it meanwhile, so owners with nothing running take
+-- turns in proportion to their weights.  An owner's own jobs go by
+-- priority, then age.  An owner alone gets every job; one at its
+-- max_running gets none.
 -- Each claim creates a new attempt with a fencing token greater than any before it
 -- for the job, records the recovery ledger, and takes a lease.  Leases in
 -- use never exceed remora.max_active_leases: a claim reserves the room it
@@ -108,7 +117,10 @@ DECLARE
 	room		integer;
 	seen		bigint;
 	others		integer;
-	taken		integer;
+	taken		integer := 0;
+	got			integer;
+	rounds		integer := 0;
+	turn		float8;
 	stopped		boolean;
 	expires		timestamptz;
 	dweight		integer := coalesce(nullif(current_setting('remora.default_role_weight', true), '')::integer, 1);
@@ -157,15 +169,19 @@ BEGIN
 	-- any one owner's jobs, unseen by the count below
 	others := (seen & 4294967295)::integer;
 	expires := clock_timestamp() + remora._setting_interval('remora.lease_duration');
+	-- no turn comes before the least pass
+	turn := remora._turn(coalesce((SELECT min(w.pass) FROM remora.queue_owners w), 0));
 
-	-- One statement for the whole batch.  The owners with queued jobs are
-	-- found by a loose scan of the queue's owner index (one descent per
-	-- owner, whatever their backlogs); at most room of them, the first in
-	-- share order that have a runnable job, can be picked from (each of
-	-- them has a job that comes before any other owner's first), and of
-	-- each, its next jobs at most: the candidates.  They are locked in
-	-- share order, skipping those others hold.  A claim thus reads
-	-- O(owners + room * (room + others)) index entries, never the backlog.
+	-- One statement for each round of the batch.  The owners with nothing
+	-- running are found in their turns' order by the index of
+	-- remora.queue_owners, as far as the first room of them with a runnable
+	-- job; those with attempts running, from the leases (no more than
+	-- remora.max_active_leases).  At most room of them, the first in share
+	-- order, can be picked from (each of them has a job that comes before
+	-- any other owner's first), and of each, its next jobs at most: the
+	-- candidates.  They are locked in share order, skipping those others
+	-- hold.  A claim thus reads O(room + leases + room * (room + others))
+	-- index entries, whatever the number of owners or their backlogs.
 	--
 	-- max_running holds without a lock any user could take: an owner's
 	-- running attempts are counted in this statement's snapshot, taken
@@ -178,137 +194,172 @@ BEGIN
 	-- waits on a cancel (which holds the job, then the queue row).  The
 	-- queue entry of every job locked goes: it is claimed now, or it no
 	-- longer waits (an entry left behind; reconcile removes them too).
-	RETURN QUERY
-	WITH RECURSIVE owners (owner) AS (
-		(SELECT qq.owner FROM remora.queue qq ORDER BY qq.owner LIMIT 1)
-		UNION ALL
-		SELECT (SELECT qq.owner FROM remora.queue qq
-				 WHERE qq.owner > o.owner ORDER BY qq.owner LIMIT 1)
-		  FROM owners o
-		 WHERE o.owner IS NOT NULL
-	), running AS MATERIALIZED (
-		SELECT r.owner, r.running FROM remora._running_by_owner() r
-	), share AS (
-		-- weight and the jobs an owner may still start (0 = no max_running)
-		SELECT o.owner, coalesce(l.weight, dweight) AS weight,
-			   coalesce(r.running, 0) AS running,
-			   least(room, coalesce(nullif(coalesce(l.max_running, dcap), 0)
-									- coalesce(r.running, 0) - others, room)) AS may_take,
-			   -- the lot that breaks ties: the least of draws made at
-			   -- rates proportional to the weights falls to each owner with
-			   -- the probability of its weight's share
-			   -ln(1 - random()) / coalesce(l.weight, dweight) AS lot
-		  FROM owners o
-		  LEFT JOIN remora.role_limits l ON l.role_id = o.owner
-		  LEFT JOIN running r ON r.owner = o.owner
-		 WHERE o.owner IS NOT NULL
-	), first AS MATERIALIZED (
-		SELECT s.* FROM (SELECT s.* FROM share s
-						  WHERE s.may_take > 0
-						  ORDER BY s.running::float8 / s.weight, s.lot
-						 OFFSET 0) s
-		 WHERE EXISTS (SELECT 1 FROM remora.queue qq
-						WHERE qq.owner = s.owner AND qq.not_before <= now())
-		 LIMIT room
-	), candidate AS MATERIALIZED (
-		-- beyond what it may take, room + others more of each owner's
-		-- jobs: those that claims in flight or a cancel hold are skipped,
-		-- and the next ones are there to take instead
-		SELECT c.job_id, f.owner, f.may_take,
-			   (f.running + c.k - 1)::float8 / f.weight AS due, f.lot, c.k
-		  FROM first f
-		 CROSS JOIN LATERAL (
-			SELECT n.job_id, row_number() OVER () AS k
-			  FROM (SELECT qq.job_id FROM remora.queue qq
-					 WHERE qq.owner = f.owner AND qq.not_before <= now()
-					 ORDER BY qq.priority DESC, qq.job_id
-					 LIMIT f.may_take + room + others) n) c
-	), locked AS MATERIALIZED (
-		-- the queue rows by key, as unqueued below: a join alone, planned
-		-- generically for up to max_jobs candidates, hashed the whole queue
-		-- and made every claim read the backlog
-		SELECT qq.job_id, c.owner, c.may_take, c.due, c.k
-		  FROM candidate c JOIN remora.queue qq ON qq.job_id = c.job_id
-		 WHERE qq.job_id = ANY (ARRAY(SELECT c2.job_id FROM candidate c2))
-		 ORDER BY c.due, c.lot, c.k
-		 LIMIT room
-		   FOR UPDATE OF qq SKIP LOCKED
-	), picked AS (
-		-- no owner past what it may take (a row locked and not picked
-		-- stays queued)
-		SELECT l.job_id
-		  FROM (SELECT l.job_id, l.may_take,
-					   row_number() OVER (PARTITION BY l.owner ORDER BY l.due, l.k) AS n
-				  FROM locked l) l
-		 WHERE l.n <= l.may_take
-	), held AS MATERIALIZED (
-		SELECT jb.* FROM remora.jobs jb
-		 WHERE jb.job_id IN (SELECT p.job_id FROM picked p)
-		   FOR UPDATE SKIP LOCKED
-	), unqueued AS (
-		-- by key, from the batch: a join (planned generically for up to
-		-- max_jobs rows) would hash the whole queue
-		DELETE FROM remora.queue qq
-		 WHERE qq.job_id = ANY (ARRAY(SELECT h.job_id FROM held h))
-	), go AS MATERIALIZED (
-		SELECT h.*, gen_random_uuid() AS new_attempt,
-			   (SELECT c FROM remora.checkpoints c WHERE c.job_id = h.job_id) AS cp,
-			   (SELECT u.url FROM remora.source_urls u WHERE u.job_id = h.job_id) AS url,
-			   (SELECT e FROM remora.exports e WHERE e.export_id = h.job_id) AS ex
-		  FROM held h
-		 WHERE h.state IN ('queued', 'retrying') AND h.cancel_requested_at IS NULL
-		   AND h.attempts_used < h.max_attempts
-	), attempt AS (
-		-- an export stages nothing to clean up, and records what it is to
-		-- publish before it runs.  Attempts are numbered by their token:
-		-- a yield gives its budget back (remora.yield), not its number.
-		INSERT INTO remora.attempts
-			(attempt_id, job_id, attempt_no, fencing_token, incarnation,
-			 definition_hash, request_hash, access_digest, provenance,
-			 resumed_from, cleaned_at, export_ledger)
-		SELECT g.new_attempt, g.job_id, g.fencing_token + 1, g.fencing_token + 1,
-			   p_incarnation, g.definition_hash, g.request_hash, g.access_digest,
-			   g.provenance, (g.cp).attempt_id,
-			   CASE WHEN (g.ex).export_id IS NOT NULL THEN now() END,
-			   CASE WHEN (g.ex).export_id IS NOT NULL THEN jsonb_build_object(
-					'output_digest', (g.ex).output_digest, 'source_digest', (g.ex).source_digest,
-					'publication_digest', (g.ex).publication_digest, 'members', (g.ex).members,
-					'bytes', (g.ex).bytes, 'if_exists', (g.ex).if_exists, 'mode', (g.ex).mode,
-					'decision', (g.ex).decisions -> -1) END
+	--
+	-- A candidate that a claim took after this statement's snapshot was
+	-- taken is gone when it is to be locked, and is skipped: a round that
+	-- comes back short while owners wait is followed by another, with a new
+	-- snapshot, up to three.  Each owner picked from has its pass moved on,
+	-- unless another claim holds its row (that claim moves it).
+	LOOP
+		rounds := rounds + 1;
+		RETURN QUERY
+		WITH running AS MATERIALIZED (
+			SELECT r.owner, r.running FROM remora._running_by_owner() r
+		), idle AS MATERIALIZED (
+			-- in turn order, by index: the first room owners with nothing
+			-- running that have a runnable job and may start one
+			SELECT w.owner, w.pass FROM remora.queue_owners w
+			 WHERE NOT EXISTS (SELECT 1 FROM running r WHERE r.owner = w.owner)
+			   -- a subplan, never a join: the scan stops at room owners
+			   AND (SELECT true FROM remora.queue qq
+					 WHERE qq.owner = w.owner AND qq.not_before <= now()
+					 ORDER BY qq.priority DESC, qq.job_id LIMIT 1)
+			   AND coalesce(nullif(coalesce((SELECT l.max_running FROM remora.role_limits l
+											  WHERE l.role_id = w.owner), dcap), 0)
+							- others, 1) > 0
+			 ORDER BY w.pass, w.owner
+			 LIMIT room - taken
+		), share AS (
+			-- weight and the jobs an owner may still start (0 = no max_running)
+			SELECT o.owner, coalesce(l.weight, dweight) AS weight,
+				   coalesce(r.running, 0) AS running,
+				   least(room - taken,
+						 coalesce(nullif(coalesce(l.max_running, dcap), 0)
+								  - coalesce(r.running, 0) - others, room - taken)) AS may_take,
+				   greatest(o.pass, turn) AS turn
+			  FROM (SELECT i.owner, i.pass FROM idle i
+					UNION ALL
+					SELECT w.owner, w.pass FROM running r
+					  JOIN remora.queue_owners w ON w.owner = r.owner) o
+			  LEFT JOIN remora.role_limits l ON l.role_id = o.owner
+			  LEFT JOIN running r ON r.owner = o.owner
+		), first AS MATERIALIZED (
+			SELECT s.* FROM (SELECT s.* FROM share s
+							  WHERE s.may_take > 0
+							  ORDER BY s.running::float8 / s.weight, s.turn, s.owner
+							 OFFSET 0) s
+			 WHERE (SELECT true FROM remora.queue qq
+					 WHERE qq.owner = s.owner AND qq.not_before <= now()
+					 ORDER BY qq.priority DESC, qq.job_id LIMIT 1)
+			 LIMIT room - taken
+		), candidate AS MATERIALIZED (
+			-- beyond what it may take, room + others more of each owner's
+			-- jobs: those that claims in flight or a cancel hold are skipped,
+			-- and the next ones are there to take instead
+			SELECT c.job_id, f.owner, f.may_take,
+				   (f.running + c.k - 1)::float8 / f.weight AS due, f.turn, c.k
+			  FROM first f
+			 CROSS JOIN LATERAL (
+				SELECT n.job_id, row_number() OVER () AS k
+				  FROM (SELECT qq.job_id FROM remora.queue qq
+						 WHERE qq.owner = f.owner AND qq.not_before <= now()
+						 ORDER BY qq.priority DESC, qq.job_id
+						 LIMIT f.may_take + room - taken + others) n) c
+		), locked AS MATERIALIZED (
+			-- the queue rows by key, as unqueued below: a join alone, planned
+			-- generically for up to max_jobs candidates, hashed the whole queue
+			-- and made every claim read the backlog
+			SELECT qq.job_id, c.owner, c.may_take, c.due, c.k
+			  FROM candidate c JOIN remora.queue qq ON qq.job_id = c.job_id
+			 WHERE qq.job_id = ANY (ARRAY(SELECT c2.job_id FROM candidate c2))
+			 ORDER BY c.due, c.turn, c.owner, c.k
+			 LIMIT room - taken
+			   FOR UPDATE OF qq SKIP LOCKED
+		), picked AS (
+			-- no owner past what it may take (a row locked and not picked
+			-- stays queued)
+			SELECT l.job_id
+			  FROM (SELECT l.job_id, l.may_take,
+						   row_number() OVER (PARTITION BY l.owner ORDER BY l.due, l.k) AS n
+					  FROM locked l) l
+			 WHERE l.n <= l.may_take
+		), held AS MATERIALIZED (
+			SELECT jb.* FROM remora.jobs jb
+			 WHERE jb.job_id IN (SELECT p.job_id FROM picked p)
+			   FOR UPDATE SKIP LOCKED
+		), unqueued AS (
+			-- by key, from the batch: a join (planned generically for up to
+			-- max_jobs rows) would hash the whole queue
+			DELETE FROM remora.queue qq
+			 WHERE qq.job_id = ANY (ARRAY(SELECT h.job_id FROM held h))
+		), go AS MATERIALIZED (
+			SELECT h.*, gen_random_uuid() AS new_attempt,
+				   (SELECT c FROM remora.checkpoints c WHERE c.job_id = h.job_id) AS cp,
+				   (SELECT u.url FROM remora.source_urls u WHERE u.job_id = h.job_id) AS url,
+				   (SELECT e FROM remora.exports e WHERE e.export_id = h.job_id) AS ex
+			  FROM held h
+			 WHERE h.state IN ('queued', 'retrying') AND h.cancel_requested_at IS NULL
+			   AND h.attempts_used < h.max_attempts
+		), turned AS (
+			-- each owner picked from: its pass moves on by what it was handed
+			UPDATE remora.queue_owners w
+			   SET pass = f.turn + n.handed::float8 / f.weight
+			  FROM (SELECT g.owner, count(*) AS handed FROM go g GROUP BY g.owner) n
+			  JOIN first f ON f.owner = n.owner
+			 WHERE w.owner = n.owner
+			   AND w.owner IN (SELECT x.owner FROM remora.queue_owners x
+								WHERE x.owner IN (SELECT g.owner FROM go g)
+								  FOR NO KEY UPDATE SKIP LOCKED)
+			RETURNING f.turn, f.running
+		), attempt AS (
+			-- an export stages nothing to clean up, and records what it is to
+			-- publish before it runs.  Attempts are numbered by their token:
+			-- a yield gives its budget back (remora.yield), not its number.
+			INSERT INTO remora.attempts
+				(attempt_id, job_id, attempt_no, fencing_token, incarnation,
+				 definition_hash, request_hash, access_digest, provenance,
+				 resumed_from, cleaned_at, export_ledger)
+			SELECT g.new_attempt, g.job_id, g.fencing_token + 1, g.fencing_token + 1,
+				   p_incarnation, g.definition_hash, g.request_hash, g.access_digest,
+				   g.provenance, (g.cp).attempt_id,
+				   CASE WHEN (g.ex).export_id IS NOT NULL THEN now() END,
+				   CASE WHEN (g.ex).export_id IS NOT NULL THEN jsonb_build_object(
+						'output_digest', (g.ex).output_digest, 'source_digest', (g.ex).source_digest,
+						'publication_digest', (g.ex).publication_digest, 'members', (g.ex).members,
+						'bytes', (g.ex).bytes, 'if_exists', (g.ex).if_exists, 'mode', (g.ex).mode,
+						'decision', (g.ex).decisions -> -1) END
+			  FROM go g
+		), job AS (
+			UPDATE remora.jobs jb
+			   SET state = 'running',
+				   attempts_used = jb.attempts_used + 1,
+				   fencing_token = jb.fencing_token + 1,
+				   current_attempt = g.new_attempt,
+				   started_at = coalesce(jb.started_at, now())
+			  FROM go g
+			 WHERE jb.job_id = g.job_id
+		), lease AS (
+			INSERT INTO remora.leases (attempt_id, job_id, fencing_token, incarnation, expires_at)
+			SELECT g.new_attempt, g.job_id, g.fencing_token + 1, p_incarnation, expires
+			  FROM go g
+		)
+		SELECT g.job_id, g.new_attempt, g.fencing_token + 1,
+			   -- the worker gets the whole URL, query string included
+			   CASE WHEN g.url IS NULL THEN s.spec
+					ELSE coalesce(jsonb_set(s.spec, '{source,uri}', to_jsonb(g.url)), s.spec) END
+			   || CASE WHEN (g.ex).export_id IS NULL THEN '{}'::jsonb
+					   ELSE jsonb_build_object('export', remora._export_spec(g.job_id)) END,
+			   CASE WHEN g.cp IS NULL THEN NULL
+					ELSE jsonb_build_object('attempt_id', (g.cp).attempt_id,
+											'fencing_token', (g.cp).fencing_token,
+											'bytes_done', (g.cp).bytes_done,
+											'state', (g.cp).state) END,
+			   expires
 		  FROM go g
-	), job AS (
-		UPDATE remora.jobs jb
-		   SET state = 'running',
-			   attempts_used = jb.attempts_used + 1,
-			   fencing_token = jb.fencing_token + 1,
-			   current_attempt = g.new_attempt,
-			   started_at = coalesce(jb.started_at, now())
-		  FROM go g
-		 WHERE jb.job_id = g.job_id
-	), lease AS (
-		INSERT INTO remora.leases (attempt_id, job_id, fencing_token, incarnation, expires_at)
-		SELECT g.new_attempt, g.job_id, g.fencing_token + 1, p_incarnation, expires
-		  FROM go g
-	)
-	SELECT g.job_id, g.new_attempt, g.fencing_token + 1,
-		   -- the worker gets the whole URL, query string included
-		   CASE WHEN g.url IS NULL THEN s.spec
-				ELSE coalesce(jsonb_set(s.spec, '{source,uri}', to_jsonb(g.url)), s.spec) END
-		   || CASE WHEN (g.ex).export_id IS NULL THEN '{}'::jsonb
-				   ELSE jsonb_build_object('export', remora._export_spec(g.job_id)) END,
-		   CASE WHEN g.cp IS NULL THEN NULL
-				ELSE jsonb_build_object('attempt_id', (g.cp).attempt_id,
-										'fencing_token', (g.cp).fencing_token,
-										'bytes_done', (g.cp).bytes_done,
-										'state', (g.cp).state) END,
-		   expires
-	  FROM go g
-	 CROSS JOIN LATERAL (SELECT g.spec || jsonb_build_object(
-				'job_id', g.job_id, 'attempt_no', g.fencing_token + 1, 'owner', g.owner::oid,
-				'staging_prefix', remora._staging_prefix(g.prefix, g.job_id, g.new_attempt))
-				AS spec) s
-	 ORDER BY g.priority DESC, g.job_id;
-	GET DIAGNOSTICS taken = ROW_COUNT;
+		 CROSS JOIN LATERAL (SELECT g.spec || jsonb_build_object(
+					'job_id', g.job_id, 'attempt_no', g.fencing_token + 1, 'owner', g.owner::oid,
+					'staging_prefix', remora._staging_prefix(g.prefix, g.job_id, g.new_attempt))
+					AS spec) s
+		 -- the claims' turn moves on to the last taken by an owner with
+		 -- nothing running
+		 CROSS JOIN (SELECT remora._turn(max(t.turn) FILTER (WHERE t.running = 0))
+					   FROM turned t) moved
+		 ORDER BY g.priority DESC, g.job_id;
+		GET DIAGNOSTICS got = ROW_COUNT;
+		taken := taken + got;
+		EXIT WHEN taken >= room OR rounds >= 3 OR (got = 0 AND rounds > 1)
+			OR NOT EXISTS (SELECT 1 FROM remora.queue_owners);
+	END LOOP;
 	PERFORM remora._release_leases(room - taken);
 END
 $$;

@@ -11,6 +11,7 @@ DECLARE
 	n			integer;
 	l			record;
 	v			record;
+	stale		regrole[];
 BEGIN
 	-- an incarnation known to have stopped holds no live lease
 	UPDATE remora.leases le SET expires_at = now() - interval '1 microsecond'
@@ -75,7 +76,31 @@ BEGIN
 		ON CONFLICT DO NOTHING;
 		GET DIAGNOSTICS n = ROW_COUNT;
 		repairs := repairs + n;
+		-- and every owner of a queued job waits for its turn (rows a queue
+		-- insert made are there; this adds those a lost table took along)
+		INSERT INTO remora.queue_owners (owner, pass)
+		SELECT DISTINCT q.owner, remora._turn(0) FROM remora.queue q
+		ON CONFLICT DO NOTHING;
+		GET DIAGNOSTICS n = ROW_COUNT;
+		repairs := repairs + n;
 		INSERT INTO remora.coordination VALUES (true) ON CONFLICT DO NOTHING;
+	END IF;
+
+	-- owners without queued jobs no longer wait.  Their rows are locked
+	-- first, skipping those a queue insert in flight holds
+	-- (remora._owners_wait), then looked at again with a new snapshot that
+	-- sees every queue insert committed before the lock: a job queued since
+	-- keeps its owner's row (so only under READ COMMITTED, where each
+	-- statement takes a new snapshot; proof/owners.pml).  A thousand a
+	-- round, by their pass.
+	IF current_setting('transaction_isolation') = 'read committed' THEN
+		stale := ARRAY(SELECT w.owner FROM remora.queue_owners w
+						WHERE NOT EXISTS (SELECT 1 FROM remora.queue q WHERE q.owner = w.owner)
+						ORDER BY w.pass LIMIT 1000
+						  FOR UPDATE SKIP LOCKED);
+		DELETE FROM remora.queue_owners w
+		 WHERE w.owner = ANY (stale)
+		   AND NOT EXISTS (SELECT 1 FROM remora.queue q WHERE q.owner = w.owner);
 	END IF;
 
 	RETURN repairs;

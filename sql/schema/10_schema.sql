@@ -376,6 +376,17 @@ CREATE UNLOGGED TABLE remora.queue (
 );
 CREATE INDEX queue_owner_idx ON remora.queue (owner, priority DESC, job_id);
 
+-- The owners with queued jobs, and each one's pass: its place in the turns
+-- that owners with nothing running take (remora.claim), so that a claim
+-- finds the next owners by index, however many wait.  A queue insert adds
+-- its owner (remora._owners_wait), a claim moves the pass of each owner it
+-- picks on, and reconcile removes owners left without queued jobs.
+CREATE UNLOGGED TABLE remora.queue_owners (
+	owner			regrole PRIMARY KEY,
+	pass			float8 NOT NULL CHECK (pass >= 0)
+);
+CREATE INDEX queue_owners_pass_idx ON remora.queue_owners (pass, owner);
+
 -- (the next job due: remora.next_due)
 -- The queued jobs that wait for a time later than when they were queued:
 -- retries and the jobs reconcile queues again for later, never a submit's

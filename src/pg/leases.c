@@ -39,6 +39,8 @@
  */
 #include "remora.h"
 
+#include <math.h>
+
 #include "access/xact.h"
 #include "fmgr.h"
 
@@ -48,6 +50,7 @@
 PG_FUNCTION_INFO_V1(remora_lease_reservations);
 PG_FUNCTION_INFO_V1(remora_reserve_leases);
 PG_FUNCTION_INFO_V1(remora_release_leases);
+PG_FUNCTION_INFO_V1(remora_turn);
 
 #define RESERVED(word) ((int64) ((word) &UINT64CONST(0xFFFFFFFF)))
 #define NEXT(word, count)                                                      \
@@ -165,4 +168,36 @@ remora_release_leases(PG_FUNCTION_ARGS)
 	(void) word();
 	release(n);
 	PG_RETURN_VOID();
+}
+
+/*
+ * remora._turn(at_least float8): the claims' turn, first raised to at_least
+ * (remora.claim: owners with nothing running take turns in the order of
+ * their pass, and an owner that comes back after its turn went by starts
+ * from this one).  Passes are never negative, and non-negative doubles
+ * order as their bit patterns do: the word keeps the greatest seen with one
+ * compare-and-swap, and no lock.  A restart begins it again at 0; the next
+ * claim raises it to the least pass it finds.
+ */
+Datum
+remora_turn(PG_FUNCTION_ARGS)
+{
+	float8            at_least = PG_GETARG_FLOAT8(0);
+	pg_atomic_uint64 *w;
+	uint64            old;
+	uint64            want;
+
+	if (!(at_least >= 0) || isinf(at_least))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("invalid turn: %g", at_least)));
+	(void) word(); /* the shared memory is there */
+	w = &remora_shared->turn;
+	at_least += 0.0; /* -0 is 0 */
+	memcpy(&want, &at_least, sizeof(want));
+	old = pg_atomic_read_u64(w);
+	while (old < want && !pg_atomic_compare_exchange_u64(w, &old, want))
+		;
+	if (old > want)
+		memcpy(&at_least, &old, sizeof(at_least));
+	PG_RETURN_FLOAT8(at_least);
 }

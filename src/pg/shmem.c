@@ -64,6 +64,7 @@ shmem_startup(void)
 		pg_atomic_init_u64(&remora_shared->submit_generation, 0);
 		pg_atomic_init_u64(&remora_shared->cancel_generation, 0);
 		pg_atomic_init_u64(&remora_shared->lease_reservations, 0);
+		pg_atomic_init_u64(&remora_shared->turn, 0);
 		pg_atomic_init_u64(&remora_shared->cp_transactions, 0);
 		pg_atomic_init_u64(&remora_shared->cp_checkpoints, 0);
 		pg_atomic_init_u64(&remora_shared->cp_max_batch, 0);

@@ -59,6 +59,7 @@ typedef struct RemoraShared
 	pg_atomic_uint64 submit_generation;  /* bumped by committed submits */
 	pg_atomic_uint64 cancel_generation;  /* bumped by committed cancels */
 	pg_atomic_uint64 lease_reservations; /* claims in flight (leases.c) */
+	pg_atomic_uint64 turn;               /* the claims' turn (leases.c) */
 
 	/* checkpoint writer statistics, since the server started */
 	pg_atomic_uint64 cp_transactions;
