@@ -136,7 +136,7 @@ SHLIB_LINK = $(shell pkg-config --libs $(PKG_LIBS) $(HTTP_PKG_LIBS)) -lpthread
 # pg_regress finds test/regress/sql/<name>.sql and ./expected/<name>.out
 REGRESS = submit protocol commit_many commit_verdict security coordination retention views \
 	source_grants hardening export worker_privileges role_limits fair_claim rate_limits events \
-	time_slices credentials mirrors dry_run retry
+	time_slices credentials mirrors dry_run retry metrics
 REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 # pg_isolation_regress finds test/isolation/specs/<name>.spec and, as
 # ./expected/ holds no <name>.out (it looks there first),

@@ -103,6 +103,9 @@ BEGIN
 		   AND NOT EXISTS (SELECT 1 FROM remora.queue q WHERE q.owner = w.owner);
 	END IF;
 
+	-- the changes of the metrics' counts, folded (GET /metrics)
+	PERFORM remora._fold_metrics();
+
 	RETURN repairs;
 END
 $$;
