@@ -58,6 +58,11 @@ $$;
 CREATE OR REPLACE TRIGGER queue_owners_wait AFTER INSERT ON remora.queue
 	REFERENCING NEW TABLE AS added
 	FOR EACH STATEMENT EXECUTE FUNCTION remora._owners_wait();
+-- and a queue row given to another owner (a dropped role's jobs go to
+-- role 0: remora._forget_dropped_roles) brings that owner too
+CREATE OR REPLACE TRIGGER queue_owners_moved AFTER UPDATE ON remora.queue
+	REFERENCING NEW TABLE AS added
+	FOR EACH STATEMENT EXECUTE FUNCTION remora._owners_wait();
 
 -- Model: CoordinationLost (proof/remora.pml)
 CREATE OR REPLACE FUNCTION remora._coordination_lost() RETURNS trigger

@@ -47,10 +47,15 @@ LANGUAGE plpgsql STABLE
 AS $$
 BEGIN
 	IF EXISTS (SELECT 1 FROM remora.coordination) THEN
+		-- each lease's job by key: a join, planned on the statistics of a
+		-- table claims empty and fill all the time, read the whole of the
+		-- jobs (in parallel, at that) when it took the leases for many
 		RETURN QUERY
-		SELECT jb.owner::oid, count(*)
-		  FROM remora.leases l JOIN remora.jobs jb ON jb.job_id = l.job_id
-		 GROUP BY jb.owner;
+		SELECT l.owner, count(*)
+		  FROM (SELECT (SELECT jb.owner::oid FROM remora.jobs jb WHERE jb.job_id = l.job_id)
+						   AS owner
+				  FROM remora.leases l) l
+		 GROUP BY l.owner;
 	ELSE
 		RETURN QUERY
 		SELECT jb.owner::oid, count(*)
@@ -120,6 +125,7 @@ DECLARE
 	taken		integer := 0;
 	got			integer;
 	rounds		integer := 0;
+	widen		integer := 1;
 	turn		float8;
 	stopped		boolean;
 	expires		timestamptz;
@@ -196,9 +202,12 @@ BEGIN
 	-- longer waits (an entry left behind; reconcile removes them too).
 	--
 	-- A candidate that a claim took after this statement's snapshot was
-	-- taken is gone when it is to be locked, and is skipped: a round that
-	-- comes back short while owners wait is followed by another, with a new
-	-- snapshot, up to three.  Each owner picked from has its pass moved on,
+	-- taken is gone when it is to be locked, and is skipped; claims that
+	-- began after this one reserved its room are not among the others, and
+	-- many of them, each quicker than this statement, can take every
+	-- candidate.  So a round that comes back short while owners wait is
+	-- followed by another, with a new snapshot and four times the
+	-- candidates, up to three rounds.  Each owner picked from has its pass moved on,
 	-- unless another claim holds its row (that claim moves it).
 	LOOP
 		rounds := rounds + 1;
@@ -254,7 +263,7 @@ BEGIN
 				  FROM (SELECT qq.job_id FROM remora.queue qq
 						 WHERE qq.owner = f.owner AND qq.not_before <= now()
 						 ORDER BY qq.priority DESC, qq.job_id
-						 LIMIT f.may_take + room - taken + others) n) c
+						 LIMIT (f.may_take + room - taken + others) * widen) n) c
 		), locked AS MATERIALIZED (
 			-- the queue rows by key, as unqueued below: a join alone, planned
 			-- generically for up to max_jobs candidates, hashed the whole queue
@@ -357,8 +366,8 @@ BEGIN
 		 ORDER BY g.priority DESC, g.job_id;
 		GET DIAGNOSTICS got = ROW_COUNT;
 		taken := taken + got;
-		EXIT WHEN taken >= room OR rounds >= 3 OR (got = 0 AND rounds > 1)
-			OR NOT EXISTS (SELECT 1 FROM remora.queue_owners);
+		EXIT WHEN taken >= room OR rounds >= 3 OR NOT EXISTS (SELECT 1 FROM remora.queue_owners);
+		widen := widen * 4;
 	END LOOP;
 	PERFORM remora._release_leases(room - taken);
 END

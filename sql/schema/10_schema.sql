@@ -363,6 +363,13 @@ CREATE TABLE remora.export_keys (
  * Coordination state: reconstructible, emptied by a crash
  * ------------------------------------------------------------------------ */
 
+-- The coordination tables churn: every claim writes and every commit
+-- removes rows of the queue, the leases and the queue's owners.  Their
+-- dead rows are vacuumed after every thousand, whatever the table's size,
+-- and at full speed: claims read the leases whole (remora._leases_in_use),
+-- and dead rows they must step over made claims of 16 clients eight times
+-- slower (bench/scale.sh).
+--
 -- A job waiting to be claimed.  owner is its job's (remora._queue_owner
 -- fills it in): claims share the workers between owners and read the
 -- queue owner by owner, each owner's jobs in its own priority order
@@ -373,7 +380,8 @@ CREATE UNLOGGED TABLE remora.queue (
 	not_before		timestamptz NOT NULL,
 	enqueued_at		timestamptz NOT NULL DEFAULT now(),
 	owner			regrole NOT NULL
-);
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
+	  autovacuum_vacuum_cost_delay = 0);
 CREATE INDEX queue_owner_idx ON remora.queue (owner, priority DESC, job_id);
 
 -- The owners with queued jobs, and each one's pass: its place in the turns
@@ -384,7 +392,8 @@ CREATE INDEX queue_owner_idx ON remora.queue (owner, priority DESC, job_id);
 CREATE UNLOGGED TABLE remora.queue_owners (
 	owner			regrole PRIMARY KEY,
 	pass			float8 NOT NULL CHECK (pass >= 0)
-);
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
+	  autovacuum_vacuum_cost_delay = 0);
 CREATE INDEX queue_owners_pass_idx ON remora.queue_owners (pass, owner);
 
 -- (the next job due: remora.next_due)
@@ -410,7 +419,8 @@ CREATE UNLOGGED TABLE remora.leases (
 	granted_at		timestamptz NOT NULL DEFAULT now(),
 	renewed_at		timestamptz NOT NULL DEFAULT now(),
 	expires_at		timestamptz NOT NULL
-);
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
+	  autovacuum_vacuum_cost_delay = 0);
 CREATE INDEX leases_expiry_idx ON remora.leases (expires_at);
 
 -- A row while the queue and the leases are whole.  Crash recovery and a

@@ -14,7 +14,8 @@ CREATE TABLE remora.metric_deltas (
 	metric			text NOT NULL,
 	label			text NOT NULL,
 	n				numeric NOT NULL
-);
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
+	  autovacuum_vacuum_cost_delay = 0);
 
 -- The counts folded so far.  A count never goes down when retention
 -- prunes history: it counts what happened, not the rows left.  A TRUNCATE
