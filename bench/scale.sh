@@ -87,7 +87,6 @@ remora.retention = '1d'
 CONF
 LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
 q "CREATE EXTENSION remora" >/dev/null
-q "INSERT INTO remora.incarnations (incarnation) VALUES ('00000000-0000-4000-8000-00000000000a')" >/dev/null
 for i in $(seq 0 $((OWNERS - 1))); do
 	q "CREATE ROLE scale_u$i LOGIN; GRANT remora_user TO scale_u$i" >/dev/null
 done
@@ -148,8 +147,8 @@ q "CREATE TABLE scale_empty (what text NOT NULL, at timestamptz NOT NULL DEFAULT
    END \$\$" >/dev/null
 
 # backlog OWNERS N: the queue holds N jobs of OWNERS owners (roles
-# scale_o1 ...), given round robin, and nothing else; the plain queue as
-# many rows
+# scale_o1 ...), given round robin, and nothing else; the plain queue
+# 400,000 rows (its clients are quick: more than they take in the run)
 ROLES=0
 backlog() {
 	local owners=$1 n=$2
@@ -171,7 +170,7 @@ backlog() {
 		  FROM generate_series(1, $n) g
 		RETURNING job_id)
 	   INSERT INTO remora.queue (job_id, priority, not_before) SELECT job_id, 0, now() FROM j;
-	   INSERT INTO plain_queue (owner) SELECT g % $owners FROM generate_series(1, $n) g" >/dev/null
+	   INSERT INTO plain_queue (owner) SELECT g % $owners FROM generate_series(1, 400000) g" >/dev/null
 	q "VACUUM ANALYZE remora.jobs, remora.queue, remora.queue_owners, plain_queue" >/dev/null
 	q "CHECKPOINT" >/dev/null
 }
@@ -204,6 +203,8 @@ HAVE=0
 grow_to() {
 	local n=$(($1 - HAVE))
 	[ "$n" -gt 0 ] || return 0
+	q "INSERT INTO remora.incarnations (incarnation) VALUES ('00000000-0000-4000-8000-00000000000a')
+	   ON CONFLICT DO NOTHING" >/dev/null
 	q "WITH j AS (
 		INSERT INTO remora.jobs (owner, source, source_kind, bucket, prefix, spec, priority,
 			max_attempts, request_hash, definition_hash, access_digest, provenance, state,

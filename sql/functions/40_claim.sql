@@ -86,6 +86,27 @@ CREATE OR REPLACE FUNCTION remora._turn(at_least float8) RETURNS float8
 AS 'MODULE_PATHNAME', 'remora_turn'
 LANGUAGE C VOLATILE STRICT;
 
+-- May an owner with nothing running start a job now: one of its queued
+-- jobs is due (the first, by the queue's owner index) and its max_running
+-- leaves room beside what the claims in flight (others) may take.
+-- Its cost is that of two index probes: said high, so that a claim
+-- walks the owners' pass index and stops at room of them, never asking
+-- every owner first and sorting them.
+CREATE OR REPLACE FUNCTION remora._may_start(owner regrole, others integer, dcap integer)
+RETURNS boolean
+LANGUAGE sql STABLE COST 1000
+AS $$
+	-- (not EXISTS, which drops the ORDER BY that makes the owner's
+	-- index the way even where one owner holds the whole queue)
+	SELECT coalesce((SELECT true FROM remora.queue qq
+					  WHERE qq.owner OPERATOR(pg_catalog.=) $1
+						AND qq.not_before OPERATOR(pg_catalog.<=) pg_catalog.now()
+					  ORDER BY qq.priority DESC, qq.job_id LIMIT 1), false)
+		   AND coalesce(nullif(coalesce((SELECT l.max_running FROM remora.role_limits l
+										  WHERE l.role_id OPERATOR(pg_catalog.=) $1), dcap), 0)
+						OPERATOR(pg_catalog.-) others, 1) OPERATOR(pg_catalog.>) 0
+$$;
+
 -- Hand out up to max_jobs runnable jobs, shared between their owners
 -- (doc/operator-guide.md, "Sharing the workers between users").  The next job
 -- goes to the owner with runnable jobs whose running attempts, with those
@@ -214,20 +235,27 @@ BEGIN
 		RETURN QUERY
 		WITH running AS MATERIALIZED (
 			SELECT r.owner, r.running FROM remora._running_by_owner() r
-		), idle AS MATERIALIZED (
+		), free AS MATERIALIZED (
 			-- in turn order, by index: the first room owners with nothing
-			-- running that have a runnable job and may start one
+			-- running that may start a job, of those whose rows no other
+			-- claim holds (it is taking their turns now: concurrent
+			-- claims take different owners' turns)
 			SELECT w.owner, w.pass FROM remora.queue_owners w
 			 WHERE NOT EXISTS (SELECT 1 FROM running r WHERE r.owner = w.owner)
-			   -- a subplan, never a join: the scan stops at room owners
-			   AND (SELECT true FROM remora.queue qq
-					 WHERE qq.owner = w.owner AND qq.not_before <= now()
-					 ORDER BY qq.priority DESC, qq.job_id LIMIT 1)
-			   AND coalesce(nullif(coalesce((SELECT l.max_running FROM remora.role_limits l
-											  WHERE l.role_id = w.owner), dcap), 0)
-							- others, 1) > 0
+			   AND remora._may_start(w.owner, others, dcap)
 			 ORDER BY w.pass, w.owner
 			 LIMIT room - taken
+			   FOR NO KEY UPDATE SKIP LOCKED
+		), idle AS MATERIALIZED (
+			-- and then those that other claims hold, if room is left
+			SELECT f.owner, f.pass, false AS held FROM free f
+			UNION ALL
+			(SELECT w.owner, w.pass, true FROM remora.queue_owners w
+			  WHERE NOT EXISTS (SELECT 1 FROM running r WHERE r.owner = w.owner)
+				AND w.owner NOT IN (SELECT f.owner FROM free f)
+				AND remora._may_start(w.owner, others, dcap)
+			  ORDER BY w.pass, w.owner
+			  LIMIT room - taken - (SELECT count(*) FROM free))
 		), share AS (
 			-- weight and the jobs an owner may still start (0 = no max_running)
 			SELECT o.owner, coalesce(l.weight, dweight) AS weight,
@@ -235,17 +263,17 @@ BEGIN
 				   least(room - taken,
 						 coalesce(nullif(coalesce(l.max_running, dcap), 0)
 								  - coalesce(r.running, 0) - others, room - taken)) AS may_take,
-				   greatest(o.pass, turn) AS turn
-			  FROM (SELECT i.owner, i.pass FROM idle i
+				   greatest(o.pass, turn) AS turn, o.held
+			  FROM (SELECT i.owner, i.pass, i.held FROM idle i
 					UNION ALL
-					SELECT w.owner, w.pass FROM running r
+					SELECT w.owner, w.pass, false FROM running r
 					  JOIN remora.queue_owners w ON w.owner = r.owner) o
 			  LEFT JOIN remora.role_limits l ON l.role_id = o.owner
 			  LEFT JOIN running r ON r.owner = o.owner
 		), first AS MATERIALIZED (
 			SELECT s.* FROM (SELECT s.* FROM share s
 							  WHERE s.may_take > 0
-							  ORDER BY s.running::float8 / s.weight, s.turn, s.owner
+							  ORDER BY s.running::float8 / s.weight, s.held, s.turn, s.owner
 							 OFFSET 0) s
 			 WHERE (SELECT true FROM remora.queue qq
 					 WHERE qq.owner = s.owner AND qq.not_before <= now()
