@@ -141,7 +141,7 @@ REGRESS_OPTS = --inputdir=test/regress --load-extension=remora
 # pg_isolation_regress finds test/isolation/specs/<name>.spec and, as
 # ./expected/ holds no <name>.out (it looks there first),
 # test/isolation/expected/<name>.out: each suite's outputs in one place
-ISOLATION = claim-race claim-order fair-claim lease-limit cancel-commit stale-token \
+ISOLATION = claim-race claim-order claim-turns fair-claim lease-limit cancel-commit stale-token \
 	repeat-commit idempotent-submit renew-reconcile user-locks lease-loss \
 	export-cancel export-replace export-keys commit-many queue-limit \
 	events-notify webhook-claim webhook-turns

@@ -147,7 +147,7 @@ DECLARE
 	got			integer;
 	rounds		integer := 0;
 	widen		integer := 1;
-	turn		float8;
+	at_turn		float8;
 	stopped		boolean;
 	expires		timestamptz;
 	dweight		integer := coalesce(nullif(current_setting('remora.default_role_weight', true), '')::integer, 1);
@@ -197,7 +197,7 @@ BEGIN
 	others := (seen & 4294967295)::integer;
 	expires := clock_timestamp() + remora._setting_interval('remora.lease_duration');
 	-- no turn comes before the least pass
-	turn := remora._turn(coalesce((SELECT min(w.pass) FROM remora.queue_owners w), 0));
+	at_turn := remora._turn(coalesce((SELECT min(w.pass) FROM remora.queue_owners w), 0));
 
 	-- One statement for each round of the batch.  The owners with nothing
 	-- running are found in their turns' order by the index of
@@ -263,7 +263,7 @@ BEGIN
 				   least(room - taken,
 						 coalesce(nullif(coalesce(l.max_running, dcap), 0)
 								  - coalesce(r.running, 0) - others, room - taken)) AS may_take,
-				   greatest(o.pass, turn) AS turn, o.held
+				   greatest(o.pass, at_turn) AS turn, o.held
 			  FROM (SELECT i.owner, i.pass, i.held FROM idle i
 					UNION ALL
 					SELECT w.owner, w.pass, false FROM running r
@@ -280,9 +280,9 @@ BEGIN
 					 ORDER BY qq.priority DESC, qq.job_id LIMIT 1)
 			 LIMIT room - taken
 		), candidate AS MATERIALIZED (
-			-- beyond what it may take, room + others more of each owner's
-			-- jobs: those that claims in flight or a cancel hold are skipped,
-			-- and the next ones are there to take instead
+			-- beyond what it may take, others more of each owner's jobs:
+			-- those that claims in flight or a cancel hold are skipped, and
+			-- the next ones are there to take instead
 			SELECT c.job_id, f.owner, f.may_take,
 				   (f.running + c.k - 1)::float8 / f.weight AS due, f.turn, c.k
 			  FROM first f
@@ -291,14 +291,20 @@ BEGIN
 				  FROM (SELECT qq.job_id FROM remora.queue qq
 						 WHERE qq.owner = f.owner AND qq.not_before <= now()
 						 ORDER BY qq.priority DESC, qq.job_id
-						 LIMIT (f.may_take + room - taken + others) * widen) n) c
+						 LIMIT (f.may_take + others) * widen) n) c
+		), ordered AS MATERIALIZED (
+			-- in share order, as many as the batch may take and others may
+			-- hold: only these are looked up and locked
+			SELECT c.* FROM candidate c
+			 ORDER BY c.due, c.turn, c.owner, c.k
+			 LIMIT (room - taken + others) * widen
 		), locked AS MATERIALIZED (
 			-- the queue rows by key, as unqueued below: a join alone, planned
 			-- generically for up to max_jobs candidates, hashed the whole queue
 			-- and made every claim read the backlog
 			SELECT qq.job_id, c.owner, c.may_take, c.due, c.k
-			  FROM candidate c JOIN remora.queue qq ON qq.job_id = c.job_id
-			 WHERE qq.job_id = ANY (ARRAY(SELECT c2.job_id FROM candidate c2))
+			  FROM ordered c JOIN remora.queue qq ON qq.job_id = c.job_id
+			 WHERE qq.job_id = ANY (ARRAY(SELECT c2.job_id FROM ordered c2))
 			 ORDER BY c.due, c.turn, c.owner, c.k
 			 LIMIT room - taken
 			   FOR UPDATE OF qq SKIP LOCKED
@@ -328,9 +334,12 @@ BEGIN
 			 WHERE h.state IN ('queued', 'retrying') AND h.cancel_requested_at IS NULL
 			   AND h.attempts_used < h.max_attempts
 		), turned AS (
-			-- each owner picked from: its pass moves on by what it was handed
+			-- each owner picked from: its pass moves on by what it was
+			-- handed, from no further than one turn of its own past the
+			-- claims' turn (an owner served while it ran attempts is not
+			-- owed turns by those that wait, nor owes them)
 			UPDATE remora.queue_owners w
-			   SET pass = f.turn + n.handed::float8 / f.weight
+			   SET pass = least(f.turn, at_turn + 1.0 / f.weight) + n.handed::float8 / f.weight
 			  FROM (SELECT g.owner, count(*) AS handed FROM go g GROUP BY g.owner) n
 			  JOIN first f ON f.owner = n.owner
 			 WHERE w.owner = n.owner

@@ -4,7 +4,7 @@
 -- claims behind another's backlog, whatever its priority; weights 3:1 give
 -- the heavier owner 0.70-0.80 of the running attempts; max_running is reached
 -- and holds; priority orders an owner's own jobs; an owner alone gets the
--- whole batch.
+-- whole batch; owners with nothing running take turns.
 --
 TRUNCATE remora.jobs, remora.incarnations RESTART IDENTITY CASCADE;
 TRUNCATE remora.queue, remora.leases, remora.role_limits;
@@ -164,6 +164,43 @@ SELECT pg_temp.finish() AS finished;
 ALTER SYSTEM RESET remora.max_active_leases;
 SELECT pg_reload_conf() AS reloaded;
 
+-- owners even on running attempts take turns: with nothing running, one
+-- job each in turn (a round robin, as the weights are equal), whatever
+-- their backlogs
 TRUNCATE remora.jobs RESTART IDENTITY CASCADE;
 TRUNCATE remora.queue, remora.leases, remora.role_limits;
-DROP ROLE regress_fair_alice, regress_fair_bob;
+DELETE FROM remora.queue_owners;	-- turns taken above
+CREATE ROLE regress_fair_carol;
+GRANT remora_user TO regress_fair_carol;
+SELECT pg_temp.submit('regress_fair_alice', 5, 0) + pg_temp.submit('regress_fair_bob', 2, 0)
+	   + pg_temp.submit('regress_fair_carol', 3, 0) AS queued;
+CREATE TEMP TABLE fair_turns (k serial, owner text);
+CREATE PROCEDURE pg_temp.turns(n integer)
+LANGUAGE plpgsql AS $$
+BEGIN
+	FOR i IN 1 .. n LOOP
+		INSERT INTO fair_turns (owner) SELECT c.owner FROM pg_temp.claim(1) c;
+		PERFORM pg_temp.finish();
+		COMMIT;
+	END LOOP;
+END
+$$;
+CALL pg_temp.turns(6);
+SELECT string_agg(owner, ',' ORDER BY k) AS served FROM fair_turns;
+-- the owners waiting for a turn are those with queued jobs: reconcile
+-- removes the others (bob's queue is empty now), a submit adds its owner
+SELECT remora.reconcile() >= 0 AS reconciled;
+SELECT pg_get_userbyid(owner) AS waiting FROM remora.queue_owners ORDER BY 1;
+SELECT pg_temp.submit('regress_fair_bob', 1, 0) AS bob_queued;
+SELECT pg_get_userbyid(owner) AS waiting FROM remora.queue_owners ORDER BY 1;
+-- the table lost (as a crash loses it): reconcile brings every owner of a
+-- queued job back
+TRUNCATE remora.queue_owners;
+SELECT remora.reconcile() > 0 AS repaired;
+SELECT pg_get_userbyid(owner) AS waiting FROM remora.queue_owners ORDER BY 1;
+SELECT count(*) AS claimed FROM remora.claim('fafafafa-0000-4000-8000-000000000001', 3);
+SELECT pg_temp.finish() AS finished;
+
+TRUNCATE remora.jobs RESTART IDENTITY CASCADE;
+TRUNCATE remora.queue, remora.leases, remora.role_limits;
+DROP ROLE regress_fair_alice, regress_fair_bob, regress_fair_carol;
