@@ -25,8 +25,9 @@
 #
 # Usage: bench/claim_cpu.sh [--jobs N] [--rounds N] [--owners "1:20000 200:20000"]
 #                           [--no-methods] [--write]
-#   --owners      the backlogs of the share table; "1:20000 200:20000
-#                 1000:100000" adds 100,000 jobs from 1,000 owners; "" none
+#   --owners      the backlogs of the share table (default "1:20000
+#                 200:20000 2000:20000"; "1000:100000" is 100,000 jobs of
+#                 1,000 owners); "" none
 #   --no-methods  only the share table
 #   --write  put the tables into doc/benchmarks.md ("Server CPU per job",
 #            "Claims shared between owners")
@@ -36,7 +37,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JOBS=1600
 ROUNDS=5
 WRITE=0
-OWNERS="1:20000 200:20000"
+OWNERS="1:20000 200:20000 2000:20000"
 METHODS=1
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -207,7 +208,8 @@ if [ -n "$OWNERS" ]; then
 		echo "\`bench/claim_cpu.sh --owners \"$OWNERS\"\` ($(date +%F), $(nproc) cores, PostgreSQL $(q "SHOW server_version" | cut -d' ' -f1)):"
 		echo "method A (\`remora.claim(…, 16)\`, then \`remora.commit_many\`) taking $JOBS jobs from a backlog of queued"
 		echo "jobs of one or many owners (given round robin), CPU time of the one backend, medians of $ROUNDS rounds."
-		echo "The claim finds the owners by a loose scan of the queue's owner index, one descent per owner."
+		echo "The claim finds the owners with nothing running in their turns' order by the index of"
+		echo "\`remora.queue_owners\`, as far as its batch needs (\"Scale: claims\" has the rate of several claimers)."
 		echo
 		echo "| owners | queued | ms of backend CPU per job | claim rate ÷ ${first%%:*} owner's |"
 		echo "|---:|---:|---:|---:|"

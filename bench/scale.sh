@@ -279,12 +279,16 @@ if part retention; then
 		q "CHECKPOINT" >/dev/null
 		q "TRUNCATE scale_empty" >/dev/null
 		without=$(rate remora "$CLIENTS")
-		# the history ended past remora.retention: the launcher prunes it,
-		# a batch of 1,000 a second while batches come back full
+		# the history ended past remora.retention: pruned at the launcher's
+		# pace (a batch of 1,000 a second while batches come back full;
+		# the launcher itself may join in, as it would)
 		q "UPDATE remora.jobs SET finished_at = now() - interval '2 days' WHERE finished_at IS NOT NULL" >/dev/null
 		q "VACUUM remora.jobs" >/dev/null
 		p0=$(q "SELECT count(*) FROM remora.jobs WHERE pruned_at IS NOT NULL")
+		pgbench -n -c 1 -R 1 -T "$SECS" -f "$T/prune.pgb" postgres >"$T/prune.out" 2>&1 &
+		pruner=$!
 		paced=$(rate remora "$CLIENTS")
+		wait "$pruner" || die "the pruner failed: $(cat "$T/prune.out")"
 		p1=$(q "SELECT count(*) FROM remora.jobs WHERE pruned_at IS NOT NULL")
 		# and one session more, pruning flat out
 		pgbench -n -c 1 -T "$SECS" -f "$T/prune.pgb" postgres >"$T/prune.out" 2>&1 &
@@ -328,7 +332,8 @@ for h in $HISTORY; do
 	# launcher's own rounds, which prune too, never see them), the next
 	# 1,000 each round
 	for r in $(seq 1 "$ROUNDS"); do
-		out=$(psql -X -A -t -q -d postgres -v ON_ERROR_STOP=1 <<SQL
+		for try in 1 2 3; do
+			out=$(psql -X -A -t -q -d postgres -v ON_ERROR_STOP=1 <<SQL
 BEGIN;
 UPDATE remora.jobs SET finished_at = now() - interval '2 days'
  WHERE job_id IN (SELECT job_id FROM remora.jobs WHERE pruned_at IS NULL AND finished_at IS NOT NULL
@@ -339,6 +344,10 @@ SELECT remora.prune(1000);
 COMMIT;
 SQL
 )
+			[ "$(echo "$out" | head -1)" = 1000 ] && break
+			log "prune pruned $(echo "$out" | head -1) of 1,000 at $h (try $try)"
+			sleep 2
+		done
 		[ "$(echo "$out" | head -1)" = 1000 ] || die "prune did not prune a batch of 1,000 at $h: $out"
 		echo "R $h $(echo "$out" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p')" >>"$RESULTS"
 		echo "r $h $(ms_out postgres "DELETE FROM plain_jobs WHERE id IN (SELECT id FROM plain_jobs ORDER BY finished_at, id LIMIT 1000)")" >>"$RESULTS"

@@ -114,8 +114,9 @@ $$;
 -- picked) / weight); of those even, the one whose turn comes first.  Its
 -- turn is its pass in remora.queue_owners: each job an owner is handed
 -- moves its pass on by 1 / weight, from the claims' turn (remora._turn)
--- if that has gone past it meanwhile, so owners with nothing running take
--- turns in proportion to their weights.  An owner's own jobs go by
+-- if that has gone past it meanwhile, and from no further than one turn
+-- of its own past it, so owners with nothing running take turns in
+-- proportion to their weights.  An owner's own jobs go by
 -- priority, then age.  An owner alone gets every job; one at its
 -- max_running gets none.
 -- Each claim creates a new attempt with a fencing token greater than any before it
