@@ -268,42 +268,6 @@ if part claimers; then
 		done
 	done
 fi
-PRUNED=$T/pruned.tsv # round pruned-at-the-launcher's-pace pruned-flat-out
-: >"$PRUNED"
-if part retention; then
-	echo 'SELECT remora.prune(1000);' >"$T/prune.pgb"
-	for round in $(seq 1 "$ROUNDS"); do
-		backlog 1 "$BACKLOG"
-		HAVE=0
-		grow_to "$((BACKLOG + 200000))"	# job ids go on from the backlog's
-		q "CHECKPOINT" >/dev/null
-		q "TRUNCATE scale_empty" >/dev/null
-		without=$(rate remora "$CLIENTS")
-		# the history ended past remora.retention: pruned at the launcher's
-		# pace (a batch of 1,000 a second while batches come back full;
-		# the launcher itself may join in, as it would)
-		q "UPDATE remora.jobs SET finished_at = now() - interval '2 days' WHERE finished_at IS NOT NULL" >/dev/null
-		q "VACUUM remora.jobs" >/dev/null
-		p0=$(q "SELECT count(*) FROM remora.jobs WHERE pruned_at IS NOT NULL")
-		pgbench -n -c 1 -R 1 -T "$SECS" -f "$T/prune.pgb" postgres >"$T/prune.out" 2>&1 &
-		pruner=$!
-		paced=$(rate remora "$CLIENTS")
-		wait "$pruner" || die "the pruner failed: $(cat "$T/prune.out")"
-		p1=$(q "SELECT count(*) FROM remora.jobs WHERE pruned_at IS NOT NULL")
-		# and one session more, pruning flat out
-		pgbench -n -c 1 -T "$SECS" -f "$T/prune.pgb" postgres >"$T/prune.out" 2>&1 &
-		pruner=$!
-		flat=$(rate remora "$CLIENTS")
-		wait "$pruner" || die "the pruner failed: $(cat "$T/prune.out")"
-		p2=$(q "SELECT count(*) FROM remora.jobs WHERE pruned_at IS NOT NULL")
-		echo "retention $round $paced $without $(empties remora) $flat" >>"$CLAIMS"
-		echo "$round $((p1 - p0)) $((p2 - p1))" >>"$PRUNED"
-		log "retention: $without jobs/s; $paced while the launcher pruned $((p1 - p0)); $flat while $((p2 - p1)) more were pruned flat out"
-	done
-	q "SET client_min_messages = warning; TRUNCATE remora.jobs RESTART IDENTITY CASCADE;
-	   TRUNCATE plain_jobs" >/dev/null
-	HAVE=0
-fi
 # cmed PART X COLUMN: the median of a column (3 remora, 4 plain, 5 and 6
 # the empty claims) over the rounds
 cmed() { awk -v p="$1" -v x="$2" -v c="$3" '$1 == p && $2 == x { print $c }' "$CLAIMS" | median; }
@@ -346,6 +310,12 @@ SQL
 )
 			[ "$(echo "$out" | head -1)" = 1000 ] && break
 			log "prune pruned $(echo "$out" | head -1) of 1,000 at $h (try $try)"
+			q "SELECT count(*) FILTER (WHERE finished_at IS NOT NULL AND pruned_at IS NULL),
+					  count(*) FILTER (WHERE state = 'succeeded'),
+					  min(finished_at), (SELECT count(*) FROM remora.attempts WHERE cleaned_at IS NULL),
+					  (SELECT count(*) FROM remora.webhooks WHERE ended_at IS NULL),
+					  current_setting('remora.retention')
+				 FROM remora.jobs" >&2
 			sleep 2
 		done
 		[ "$(echo "$out" | head -1)" = 1000 ] || die "prune did not prune a batch of 1,000 at $h: $out"
@@ -357,6 +327,44 @@ SQL
 	done
 done
 
+# (after the history: the launcher, once it has found full batches to
+# prune, prunes every second, and would race the history's batches)
+PRUNED=$T/pruned.tsv # round pruned-at-the-launcher's-pace pruned-flat-out
+: >"$PRUNED"
+if part retention; then
+	echo 'SELECT remora.prune(1000);' >"$T/prune.pgb"
+	for round in $(seq 1 "$ROUNDS"); do
+		backlog 1 "$BACKLOG"
+		HAVE=0
+		grow_to "$((BACKLOG + 200000))"	# job ids go on from the backlog's
+		q "CHECKPOINT" >/dev/null
+		q "TRUNCATE scale_empty" >/dev/null
+		without=$(rate remora "$CLIENTS")
+		# the history ended past remora.retention: pruned at the launcher's
+		# pace (a batch of 1,000 a second while batches come back full;
+		# the launcher itself may join in, as it would)
+		q "UPDATE remora.jobs SET finished_at = now() - interval '2 days' WHERE finished_at IS NOT NULL" >/dev/null
+		q "VACUUM remora.jobs" >/dev/null
+		p0=$(q "SELECT count(*) FROM remora.jobs WHERE pruned_at IS NOT NULL")
+		pgbench -n -c 1 -R 1 -T "$SECS" -f "$T/prune.pgb" postgres >"$T/prune.out" 2>&1 &
+		pruner=$!
+		paced=$(rate remora "$CLIENTS")
+		wait "$pruner" || die "the pruner failed: $(cat "$T/prune.out")"
+		p1=$(q "SELECT count(*) FROM remora.jobs WHERE pruned_at IS NOT NULL")
+		# and one session more, pruning flat out
+		pgbench -n -c 1 -T "$SECS" -f "$T/prune.pgb" postgres >"$T/prune.out" 2>&1 &
+		pruner=$!
+		flat=$(rate remora "$CLIENTS")
+		wait "$pruner" || die "the pruner failed: $(cat "$T/prune.out")"
+		p2=$(q "SELECT count(*) FROM remora.jobs WHERE pruned_at IS NOT NULL")
+		echo "retention $round $paced $without $(empties remora) $flat" >>"$CLAIMS"
+		echo "$round $((p1 - p0)) $((p2 - p1))" >>"$PRUNED"
+		log "retention: $without jobs/s; $paced while the launcher pruned $((p1 - p0)); $flat while $((p2 - p1)) more were pruned flat out"
+	done
+	q "SET client_min_messages = warning; TRUNCATE remora.jobs RESTART IDENTITY CASCADE;
+	   TRUNCATE plain_jobs" >/dev/null
+	HAVE=0
+fi
 med() { awk -v m="$1" -v h="$2" '$1 == m && $2 == h { print $3 }' "$RESULTS" | median; }
 # plot_claims: doc/scale-claims.png, the claim rate against the owners (as a
 # share of the one owner's) and against the claimers, beside the plain queue

@@ -229,8 +229,8 @@ BEGIN
 	-- many of them, each quicker than this statement, can take every
 	-- candidate.  So a round that comes back short while owners wait is
 	-- followed by another, with a new snapshot and four times the
-	-- candidates, up to three rounds.  Each owner picked from has its pass moved on,
-	-- unless another claim holds its row (that claim moves it).
+	-- candidates, up to four rounds.  Each owner picked from has its pass
+	-- moved on, unless another claim holds its row (that claim moves it).
 	LOOP
 		rounds := rounds + 1;
 		RETURN QUERY
@@ -404,7 +404,7 @@ BEGIN
 		 ORDER BY g.priority DESC, g.job_id;
 		GET DIAGNOSTICS got = ROW_COUNT;
 		taken := taken + got;
-		EXIT WHEN taken >= room OR rounds >= 3 OR NOT EXISTS (SELECT 1 FROM remora.queue_owners);
+		EXIT WHEN taken >= room OR rounds >= 4 OR NOT EXISTS (SELECT 1 FROM remora.queue_owners);
 		widen := widen * 4;
 	END LOOP;
 	PERFORM remora._release_leases(room - taken);
