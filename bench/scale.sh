@@ -236,7 +236,7 @@ grow_to() {
 
 # ms_out ROLE SQL: the milliseconds of one statement, as the role
 ms_out() {
-	psql -X -q -d postgres -v ON_ERROR_STOP=1 -c "SET ROLE $1" -c '\timing on' -c "$2" 2>/dev/null |
+	psql -X -q -d "${E2E_DB:-postgres}" -v ON_ERROR_STOP=1 -c "SET ROLE $1" -c '\timing on' -c "$2" 2>/dev/null |
 		sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1
 }
 CLAIMS=$T/claims.tsv # part x round remora plain empty_remora empty_plain
@@ -283,29 +283,37 @@ PEER="SELECT json_agg(to_json(p)) FROM (SELECT * FROM plain_jobs WHERE owner = '
 RESULTS=$T/results.tsv # method history ms
 : >"$RESULTS"
 part history || HISTORY=""
+if [ -n "$HISTORY" ]; then
+	# the history alone, in a database of its own: the launcher, which
+	# prunes too, runs in the other one (it would take the batches this
+	# part ages to prune and times, before it could); reconcile, which
+	# folds the metrics' changes, is called here after each growth
+	q "CREATE DATABASE scale_history" >/dev/null
+	export E2E_DB=scale_history
+	q "CREATE EXTENSION remora" >/dev/null
+	q "CREATE TABLE plain_jobs (id bigserial PRIMARY KEY, owner text NOT NULL, state text NOT NULL,
+		source text NOT NULL, finished_at timestamptz NOT NULL, payload jsonb NOT NULL)" >/dev/null
+	HAVE=0
+fi
 for h in $HISTORY; do
 	log "a history of $h jobs"
 	grow_to "$h"
+	q "SELECT remora.reconcile()" >/dev/null
 	for r in $(seq 1 "$ROUNDS"); do
 		echo "P $h $(ms_out scale_u1 "$PAGE")" >>"$RESULTS"
 		echo "p $h $(ms_out postgres "$PEER")" >>"$RESULTS"
 		echo "M $h $(ms_out postgres "SELECT length(remora.metrics_text())")" >>"$RESULTS"
 	done
-	# retention: a batch of 1,000, what the launcher asks for, of jobs aged
-	# past remora.retention in the same transaction (so that the
-	# launcher's own rounds, which prune too, never see them), the next
-	# 1,000 each round
+	# retention: a batch of 1,000, what the launcher asks for, of jobs just
+	# aged past remora.retention, the next 1,000 each round
 	for r in $(seq 1 "$ROUNDS"); do
 		for try in 1 2 3; do
-			out=$(psql -X -A -t -q -d postgres -v ON_ERROR_STOP=1 <<SQL
-BEGIN;
+			out=$(psql -X -A -t -q -d "$E2E_DB" -v ON_ERROR_STOP=1 <<SQL
 UPDATE remora.jobs SET finished_at = now() - interval '2 days'
  WHERE job_id IN (SELECT job_id FROM remora.jobs WHERE pruned_at IS NULL AND finished_at IS NOT NULL
 				   ORDER BY job_id LIMIT 1000);
 \\timing on
 SELECT remora.prune(1000);
-\\timing off
-COMMIT;
 SQL
 )
 			[ "$(echo "$out" | head -1)" = 1000 ] && break
@@ -327,16 +335,15 @@ SQL
 	done
 done
 
-# (after the history: the launcher, once it has found full batches to
-# prune, prunes every second, and would race the history's batches)
+unset E2E_DB
 PRUNED=$T/pruned.tsv # round pruned-at-the-launcher's-pace pruned-flat-out
 : >"$PRUNED"
 if part retention; then
 	echo 'SELECT remora.prune(1000);' >"$T/prune.pgb"
 	for round in $(seq 1 "$ROUNDS"); do
-		backlog 1 "$BACKLOG"
+		backlog 1 100000	# more than 4 clients take in three runs
 		HAVE=0
-		grow_to "$((BACKLOG + 200000))"	# job ids go on from the backlog's
+		grow_to 300000	# job ids go on from the backlog's
 		q "CHECKPOINT" >/dev/null
 		q "TRUNCATE scale_empty" >/dev/null
 		without=$(rate remora "$CLIENTS")
@@ -391,11 +398,12 @@ set yrange [0:1.3]
 plot "$T/owners.dat" using 1:2 with linespoints lw 2 title "remora.claim", \
      "" using 1:3 with linespoints lw 2 dashtype 2 title "plain SKIP LOCKED queue"
 set logscale x 2
+set logscale y 10
+set key top left
 set title "against the claimers (one owner)"
 set xlabel "claimers"
-set ylabel "jobs/s"
-set autoscale y
-set yrange [0:*]
+set ylabel "jobs/s (log scale)"
+set yrange [500:100000]
 plot "$T/claimers.dat" using 1:2 with linespoints lw 2 title "remora.claim", \
      "" using 1:3 with linespoints lw 2 dashtype 2 title "plain SKIP LOCKED queue"
 unset multiplot
@@ -427,7 +435,7 @@ if [ -n "$HISTORY" ]; then
 	cat "$REPORT"
 	[ "$WRITE" = 1 ] && put_section "$REPORT"
 fi
-if [ -s "$CLAIMS" ]; then
+if part owners || part claimers; then
 	REPORT=$T/claims.md
 	{
 		echo "## Scale: claims"
@@ -463,27 +471,6 @@ if [ -s "$CLAIMS" ]; then
 					"$(csum claimers "$c" 5) | $(csum claimers "$c" 6) |"
 			done
 		fi
-		if part retention; then
-			pp=$(awk '{ print $2 }' "$PRUNED" | median)
-			pf=$(awk '{ print $3 }' "$PRUNED" | median)
-			w=$(awk '$1 == "retention" { print $4 }' "$CLAIMS" | median)
-			wp=$(awk '$1 == "retention" { print $3 }' "$CLAIMS" | median)
-			wf=$(awk '$1 == "retention" { print $6 }' "$CLAIMS" | median)
-			e=$(awk '$1 == "retention" { s += $5 } END { print s + 0 }' "$CLAIMS")
-			echo
-			echo "While retention prunes: $CLIENTS clients claim from $BACKLOG queued jobs beside a history of"
-			echo "200,000 ended jobs; first before the history is past \`remora.retention\`, then while the"
-			echo "launcher prunes it (a batch of 1,000 a second while batches come back full), then while one"
-			echo "session more runs \`remora.prune(1000)\` over and over. Jobs pruned in the $SECS s: medians."
-			echo
-			echo "| pruning | claims: jobs/s | × without | jobs pruned |"
-			echo "| --- | ---: | ---: | ---: |"
-			echo "| none | $w | 1.00 | 0 |"
-			echo "| the launcher's pace | $wp | $(ratio "$wp" "$w") | $pp |"
-			echo "| and a session flat out | $wf | $(ratio "$wf" "$w") | $pf |"
-			echo
-			echo "Empty claims in these runs: $e."
-		fi
 		echo
 		part owners && part claimers && echo && echo "![claims against owners and claimers](scale-claims.png)"
 		echo
@@ -494,6 +481,35 @@ if [ -s "$CLAIMS" ]; then
 		put_section "$REPORT"
 		part owners && part claimers && plot_claims
 	fi
+fi
+if [ -s "$PRUNED" ]; then
+	REPORT=$T/retention.md
+	pp=$(awk '{ print $2 }' "$PRUNED" | median)
+	pf=$(awk '{ print $3 }' "$PRUNED" | median)
+	w=$(awk '$1 == "retention" { print $4 }' "$CLAIMS" | median)
+	wp=$(awk '$1 == "retention" { print $3 }' "$CLAIMS" | median)
+	wf=$(awk '$1 == "retention" { print $6 }' "$CLAIMS" | median)
+	e=$(awk '$1 == "retention" { s += $5 } END { print s + 0 }' "$CLAIMS")
+	{
+		echo "## Scale: claims while retention prunes"
+		echo
+		echo "$HEAD: $CLIENTS clients"
+		echo "claim (as in \"Scale: claims\") from 100,000 queued jobs beside a history of 200,000 ended jobs;"
+		echo "first before the history is past \`remora.retention\`, then while it is pruned at the launcher's"
+		echo "pace (a batch of 1,000 a second while batches come back full; the launcher itself may join in),"
+		echo "then while one session more runs \`remora.prune(1000)\` over and over. Jobs a second and jobs"
+		echo "pruned in the $SECS s, medians of $ROUNDS rounds; empty claims summed: $e."
+		echo
+		echo "| pruning | claims: jobs/s | × without | jobs pruned |"
+		echo "| --- | ---: | ---: | ---: |"
+		echo "| none | $w | 1.00 | 0 |"
+		echo "| the launcher's pace | $wp | $(ratio "$wp" "$w") | $pp |"
+		echo "| and a session flat out | $wf | $(ratio "$wf" "$w") | $pf |"
+		echo
+		cat "$ROOT/bench/scale_retention.md"
+	} >"$REPORT"
+	cat "$REPORT"
+	[ "$WRITE" = 1 ] && put_section "$REPORT"
 fi
 [ "$WRITE" = 1 ] && log "written to doc/benchmarks.md"
 e2e_finish
