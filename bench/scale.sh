@@ -230,7 +230,11 @@ grow_to() {
 	q "INSERT INTO plain_jobs (owner, state, source, finished_at, payload)
 	   SELECT 'scale_u' || (g % $OWNERS), 'succeeded', 'https://example.com/f/' || g || '.bin',
 			  now() - interval '2 days', '{}' FROM generate_series($HAVE + 1, $1) g" >/dev/null
-	q "VACUUM ANALYZE remora.jobs, remora.attempts, remora.results, remora.members, plain_jobs" >/dev/null
+	# the metrics' changes the triggers wrote, folded, and the tables
+	# vacuumed, as reconcile and autovacuum would be by the next scrape
+	q "SELECT remora.reconcile()" >/dev/null
+	q "VACUUM ANALYZE remora.jobs, remora.attempts, remora.results, remora.members, plain_jobs,
+		remora.metric_deltas, remora.metric_counts" >/dev/null
 	HAVE=$1
 }
 
@@ -298,7 +302,6 @@ fi
 for h in $HISTORY; do
 	log "a history of $h jobs"
 	grow_to "$h"
-	q "SELECT remora.reconcile()" >/dev/null
 	for r in $(seq 1 "$ROUNDS"); do
 		echo "P $h $(ms_out scale_u1 "$PAGE")" >>"$RESULTS"
 		echo "p $h $(ms_out postgres "$PEER")" >>"$RESULTS"
