@@ -30,10 +30,9 @@ CREATE OR REPLACE TRIGGER queue_owner BEFORE INSERT ON remora.queue
 -- that reconcile, which removes the rows of owners without queued jobs
 -- (FOR UPDATE, then a look at the queue with a new snapshot), cannot remove
 -- it before this transaction's queue rows are there to be seen; a row
--- removed meanwhile is added again.  A new owner's pass is the claims'
--- turn (remora._turn), raised to the least pass as a claim raises it (a
--- restart begins the turn again at 0): it waits behind no owner whose turn
--- has gone by.
+-- removed meanwhile is added again.  A new owner's pass comes just before
+-- the least pass (the claims' turn when none waits): a new owner takes the
+-- next turn, then waits its turns as others do.
 -- Its model: proof/owners.pml.
 CREATE OR REPLACE FUNCTION remora._owners_wait() RETURNS trigger
 LANGUAGE plpgsql
@@ -47,8 +46,9 @@ BEGIN
 			 WHERE w.owner OPERATOR(pg_catalog.=) o FOR KEY SHARE;
 			EXIT WHEN FOUND;
 			INSERT INTO remora.queue_owners (owner, pass)
-			VALUES (o, remora._turn(coalesce((SELECT pg_catalog.min(w.pass)
-												FROM remora.queue_owners w), 0)))
+			VALUES (o, greatest(coalesce((SELECT pg_catalog.min(w.pass)
+											FROM remora.queue_owners w) OPERATOR(pg_catalog.-) 1e-9,
+										 remora._turn(0)), 0))
 			ON CONFLICT DO NOTHING;
 		END LOOP;
 	END LOOP;

@@ -86,7 +86,9 @@ BEGIN
 		INSERT INTO remora.coordination VALUES (true) ON CONFLICT DO NOTHING;
 	END IF;
 
-	-- owners without queued jobs no longer wait.  Their rows are locked
+	-- owners without queued jobs or running attempts no longer wait (one
+	-- that runs keeps its pass: a job it queues again, as a yield does,
+	-- takes its turn, not a newcomer's).  Their rows are locked
 	-- first, skipping those a queue insert in flight holds
 	-- (remora._owners_wait), then looked at again with a new snapshot that
 	-- sees every queue insert committed before the lock: a job queued since
@@ -96,6 +98,7 @@ BEGIN
 	IF current_setting('transaction_isolation') = 'read committed' THEN
 		stale := ARRAY(SELECT w.owner FROM remora.queue_owners w
 						WHERE NOT EXISTS (SELECT 1 FROM remora.queue q WHERE q.owner = w.owner)
+						  AND w.owner::oid NOT IN (SELECT r.owner FROM remora._running_by_owner() r)
 						ORDER BY w.pass LIMIT 1000
 						  FOR UPDATE SKIP LOCKED);
 		DELETE FROM remora.queue_owners w

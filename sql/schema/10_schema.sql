@@ -388,7 +388,8 @@ CREATE INDEX queue_owner_idx ON remora.queue (owner, priority DESC, job_id);
 -- that owners with nothing running take (remora.claim), so that a claim
 -- finds the next owners by index, however many wait.  A queue insert adds
 -- its owner (remora._owners_wait), a claim moves the pass of each owner it
--- picks on, and reconcile removes owners left without queued jobs.
+-- picks on, and reconcile removes owners left without queued jobs or
+-- running attempts.
 CREATE UNLOGGED TABLE remora.queue_owners (
 	owner			regrole PRIMARY KEY,
 	pass			float8 NOT NULL CHECK (pass >= 0)
