@@ -139,7 +139,9 @@ PG_FRONT='(parse_[a-z_]+|analyze|parser|gram|scan|scansup|planner|planmain|plana
 # its functions.  Not one that PostgreSQL raised in a function the
 # statement called itself, or in a statement that only named Remora's
 # tables: sqlsmith calls pg_catalog.intervaltypmodout(13), say, in an
-# UPDATE of remora.checkpoints, and that XX000 is PostgreSQL's.  Nor one
+# UPDATE of remora.checkpoints, and that XX000 is PostgreSQL's (raised in
+# intervaltypmodleastfield, which the statement names not, when a call of
+# Remora's stands beside it).  Nor one
 # that PostgreSQL's parser or planner raised outside Remora's functions
 # (no CONTEXT names one): the statement failed before it called any,
 # however many it names (coerce_type's "failed to find conversion
@@ -153,6 +155,8 @@ remora_errors() {
 			grep -qE 'CONTEXT: .*function "?remora' <<<"$ctx" ||
 			{ grep -qE 'remora(_|\.)[A-Za-z_0-9]+ *\(' <<<"$stmt" &&
 				! grep -qE "LOCATION: *[A-Za-z_0-9]+, $PG_FRONT:" <<<"$loc" &&
+				! { grep -q 'invalid INTERVAL typmod' <<<"$err" &&
+					grep -qE 'typmodout *\(' <<<"$stmt"; } &&
 				! { [ -n "$fn" ] && grep -qE "(^|[^A-Za-z_0-9])$fn *\(" <<<"$stmt"; }; }; then
 			printf '%s %s\n' "$err" "${loc#*LOCATION: }"
 		fi
@@ -179,6 +183,8 @@ check_eq "the judge: an XX000 that PostgreSQL raised in a function a statement o
 	"$(judged "$PG_RAISED" '' 'pg_catalog.intervaltypmodout(cast(13 as int4))')" ""
 check_eq "the judge: nor when the statement also called one of Remora's" \
 	"$(judged "$PG_RAISED" '' 'remora_result(1), pg_catalog.intervaltypmodout(13)')" ""
+check_eq "the judge: nor when PostgreSQL raised it in a helper of the typmod output function the statement called" \
+	"$(judged 'intervaltypmodleastfield, timestamp.c:1225' '' 'remora_result(1), pg_catalog.intervaltypmodout(76)')" ""
 check "the judge: an XX000 raised in Remora's C code is Remora's" \
 	grep -q 'remora_submit, submit.c' <<<"$(judged 'remora_submit, submit.c:457' '' 'pg_catalog.intervaltypmodout(13)')"
 check "the judge: an XX000 raised inside one of Remora's SQL functions is Remora's" \
